@@ -1,0 +1,47 @@
+# Every dependency comes from the system (Debian packages installed by scripts/setup.sh).
+# Nothing is downloaded at configure or build time: login and compute nodes are often offline.
+find_package(Threads REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(CURL REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(fmt 9 REQUIRED)
+find_package(CLI11 2.1 REQUIRED)
+find_package(SQLite3 REQUIRED)
+# Boost.Process (v1) is header-only but needs Boost.Filesystem at link time.
+find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
+find_package(LibArchive REQUIRED)
+find_package(ZLIB REQUIRED)
+
+# OpenBLAS: the engine's CPU GEMM. Debian ships no CMake package config that names a target,
+# so look for the library and header directly.
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread)
+find_library(OPENBLAS_LIBRARY NAMES openblas)
+if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
+    message(FATAL_ERROR "OpenBLAS not found (cblas.h and libopenblas): run scripts/setup.sh "
+                        "or install libopenblas-dev")
+endif()
+add_library(dljob::openblas INTERFACE IMPORTED)
+target_include_directories(dljob::openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(dljob::openblas INTERFACE ${OPENBLAS_LIBRARY})
+
+# xxHash (header + small library) and kainjow-mustache (header-only): no CMake configs in Debian.
+find_path(XXHASH_INCLUDE_DIR xxhash.h)
+find_library(XXHASH_LIBRARY NAMES xxhash)
+if(NOT XXHASH_INCLUDE_DIR OR NOT XXHASH_LIBRARY)
+    message(FATAL_ERROR "xxHash not found: run scripts/setup.sh or install libxxhash-dev")
+endif()
+add_library(dljob::xxhash INTERFACE IMPORTED)
+target_include_directories(dljob::xxhash INTERFACE ${XXHASH_INCLUDE_DIR})
+target_link_libraries(dljob::xxhash INTERFACE ${XXHASH_LIBRARY})
+
+find_path(MUSTACHE_INCLUDE_DIR kainjow/mustache.hpp)
+if(NOT MUSTACHE_INCLUDE_DIR)
+    message(FATAL_ERROR "kainjow-mustache not found: run scripts/setup.sh "
+                        "or install libkainjow-mustache-dev")
+endif()
+add_library(dljob::mustache INTERFACE IMPORTED)
+target_include_directories(dljob::mustache SYSTEM INTERFACE ${MUSTACHE_INCLUDE_DIR})
+
+if(DLJOB_BUILD_TESTS)
+    find_package(GTest 1.11 REQUIRED)
+endif()

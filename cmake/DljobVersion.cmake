@@ -1,0 +1,15 @@
+# The git revision is read at build time, not configure time, so `dljob --version` names the
+# commit that was actually built. The header is rewritten only when the revision changes.
+set(DLJOB_VERSION_HEADER "${CMAKE_BINARY_DIR}/generated/dljob_build_info.hpp")
+add_custom_target(dljob_build_info
+    COMMAND ${CMAKE_COMMAND}
+        -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
+        -DOUTPUT=${DLJOB_VERSION_HEADER}
+        -DVERSION=${PROJECT_VERSION}
+        -P ${CMAKE_SOURCE_DIR}/cmake/write_build_info.cmake
+    BYPRODUCTS ${DLJOB_VERSION_HEADER}
+    COMMENT "Reading the git revision"
+    VERBATIM)
+add_library(dljob_build_info_headers INTERFACE)
+target_include_directories(dljob_build_info_headers INTERFACE "${CMAKE_BINARY_DIR}/generated")
+add_dependencies(dljob_build_info_headers dljob_build_info)

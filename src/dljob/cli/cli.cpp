@@ -1,0 +1,90 @@
+#include <dljob/cli/cli.hpp>
+#include <dljob/cli/commands.hpp>
+#include <dljob/domain/error.hpp>
+
+#include <CLI/CLI.hpp>
+#include <dljob_build_info.hpp>
+#include <fmt/format.h>
+
+#include <array>
+#include <exception>
+#include <iostream>
+#include <span>
+
+namespace dljob::cli {
+namespace {
+
+// Every verb, in the order `dljob --help` lists them. A verb is added here when the issue that
+// implements it lands; there are no placeholders.
+constexpr std::array<SetCommand, 0> k_commands{};
+
+std::string version_line() {
+    return fmt::format("dljob {} (git {})", build_info::version, build_info::git_revision);
+}
+
+void print_error(std::ostream& err, const Error& error) {
+    err << "dljob: error: " << error.message << '\n';
+    if (!error.hint.empty()) {
+        err << "hint: " << error.hint << '\n';
+    }
+}
+
+} // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+    CLI::App app{"dljob: run deep-learning training jobs on shared HPC clusters.\n"
+                 "One recipe, any cluster: dljob renders the job script for the site's "
+                 "scheduler, submits it and tracks it.",
+                 "dljob"};
+    app.set_version_flag("--version", version_line(), "Print the version and git revision");
+    app.footer("Exit codes: 0 ok, 2 usage, 3 invalid input, 4 rejected by the scheduler, "
+               "5 scheduler unreachable, 6 job store, 7 not found, 8 I/O, 9 timeout, "
+               "70 internal error, 130 interrupted (docs/cli.md).");
+    Context context{out, err};
+    for (SetCommand set_command : k_commands) {
+        set_command(app, context);
+    }
+    if (!k_commands.empty()) {
+        app.require_subcommand(1);
+    }
+
+    try {
+        // CLI11 wants argv order reversed for its vector overload.
+        std::vector<std::string> reversed(args.rbegin(), args.rend());
+        app.parse(reversed);
+        if (k_commands.empty() || app.get_subcommands().empty()) {
+            err << app.help();
+            return exit_code_for(ErrorCode::usage);
+        }
+        return context.exit_code;
+    } catch (const CLI::CallForHelp&) {
+        out << app.help();
+        return 0;
+    } catch (const CLI::CallForAllHelp&) {
+        out << app.help("", CLI::AppFormatMode::All);
+        return 0;
+    } catch (const CLI::CallForVersion&) {
+        out << version_line() << '\n';
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        err << "dljob: error: " << e.what() << '\n' << "Run 'dljob --help' for usage.\n";
+        return exit_code_for(ErrorCode::usage);
+    } catch (const Failure& failure) {
+        print_error(err, failure.error());
+        return exit_code_for(failure.error().code);
+    } catch (const std::exception& e) {
+        print_error(err, Error{ErrorCode::internal, e.what(),
+                               "this is a bug in dljob; please report it with the command"});
+        return exit_code_for(ErrorCode::internal);
+    }
+}
+
+int run(int argc, char** argv) {
+    std::vector<std::string> args;
+    for (const char* arg : std::span(argv, static_cast<std::size_t>(argc)).subspan(1)) {
+        args.emplace_back(arg);
+    }
+    return run(args, std::cout, std::cerr);
+}
+
+} // namespace dljob::cli

@@ -1,0 +1,23 @@
+#pragma once
+// One `set_<verb>_command` per verb, each in its own command_<verb>.cpp (micromamba's shape):
+// it declares the verb's flags on a new subcommand and sets a callback that calls exactly one
+// application service. The table in cli.cpp lists them explicitly (no self-registration).
+
+#include <iosfwd>
+
+namespace CLI { // NOLINT(readability-identifier-naming): CLI11 names it so
+class App;
+}
+
+namespace dljob::cli {
+
+/// What a command needs from the process: where to print. Built once in cli::run.
+struct Context {
+    std::ostream& out;
+    std::ostream& err;
+    int exit_code = 0; // set by a command whose outcome is not plain success (e.g. a failed job)
+};
+
+using SetCommand = void (*)(CLI::App& app, Context& context);
+
+} // namespace dljob::cli

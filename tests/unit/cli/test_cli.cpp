@@ -1,0 +1,72 @@
+#include "support/run_process.hpp"
+
+#include <dljob/cli/cli.hpp>
+
+#include <dljob_build_info.hpp>
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dljob::cli {
+namespace {
+
+struct CliRun {
+    int exit_code;
+    std::string out;
+    std::string err;
+};
+
+CliRun run_cli(const std::vector<std::string>& args) {
+    std::ostringstream out;
+    std::ostringstream err;
+    const int code = run(args, out, err);
+    return {code, out.str(), err.str()};
+}
+
+TEST(Cli, HelpPrintsUsageAndExitsZero) {
+    auto r = run_cli({"--help"});
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("Usage: dljob"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Exit codes:"), std::string::npos);
+}
+
+TEST(Cli, VersionNamesTheBuildsGitRevision) {
+    auto r = run_cli({"--version"});
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out, std::string("dljob ") + build_info::version + " (git " +
+                         build_info::git_revision + ")\n");
+}
+
+TEST(Cli, UnknownVerbIsAUsageError) {
+    auto r = run_cli({"frobnicate"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("dljob --help"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+}
+
+TEST(Cli, UnknownFlagIsAUsageError) {
+    auto r = run_cli({"--no-such-flag"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
+}
+
+TEST(Cli, NoVerbPrintsUsageToStderrAndExitsTwo) {
+    auto r = run_cli({});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("Usage: dljob"), std::string::npos) << r.err;
+}
+
+// The same contract through the real executable: exit codes are what scripts see.
+TEST(CliBinary, ExitCodesOfTheRealExecutable) {
+    EXPECT_EQ(test::run_shell(std::string(DLJOB_BINARY) + " --version").exit_code, 0);
+    EXPECT_EQ(test::run_shell(std::string(DLJOB_BINARY) + " --help").exit_code, 0);
+    auto bad = test::run_shell(std::string(DLJOB_BINARY) + " --bogus");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.output.find("--bogus"), std::string::npos) << bad.output;
+}
+
+} // namespace
+} // namespace dljob::cli
