@@ -1,0 +1,73 @@
+#pragma once
+// Recipe: one training job as a user describes it, independent of any cluster (everything that
+// differs between clusters lives in the SiteProfile). Loaded and validated by config/recipe_loader.
+
+#include <dljob/domain/resources.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dljob {
+
+/// Where the job reads its data and whether to copy it to faster storage first.
+struct DataSpec {
+    /// Directory or archive the training reads. May start with `$HOME`, `$SCRATCH`, `~` or another
+    /// `$NAME` variable that the job's shell expands at run time; empty for jobs without data.
+    std::string source;
+    std::string format; // "idx" (MNIST-style), "directory", "archive"; informational for command:
+    /// Storage tier kind to copy the data to before training: "none" (read in place), or a tier
+    /// kind of the site ("node-local", "ramdisk"). The site's tier decides the path.
+    std::string stage_to = "none";
+};
+
+/// `train:` runs the bundled engine:
+///   dltrain train --config <config> --run-dir <run_dir> --data-dir <data> --resume auto
+///                 [--threads N]
+struct TrainSpec {
+    std::filesystem::path config; // network+solver config, absolute (resolved against the recipe)
+    std::optional<int> threads;   // --threads; unset: the engine decides
+};
+
+/// `command:` runs any program (PyTorch, Torch7, Theano scripts...) with the same treatment:
+/// modules, run directory, staging, signals, exit code.
+struct CommandSpec {
+    std::vector<std::string> argv; // program and arguments, never parsed by a shell
+    /// Exported to the program; names are [A-Za-z_][A-Za-z0-9_]*, values quoted when rendered.
+    std::vector<std::pair<std::string, std::string>> environment;
+};
+
+/// Checkpoint and continuation policy (reliability.md D1.x).
+struct CheckpointPolicy {
+    bool resume = true;              // continue from the newest checkpoint (dltrain --resume auto)
+    int max_continuations = 20;      // resubmissions after exit 75 before giving up
+    int signal_margin_seconds = 120; // warning signal this long before the walltime kill
+};
+
+struct MailSpec {
+    std::string address; // empty: no mail
+    bool on_begin = false;
+    bool on_end = false;
+    bool on_fail = false;
+};
+
+enum class RecipeKind { train, command };
+
+struct Recipe {
+    std::string name; // [A-Za-z0-9._-]+; the scheduler job name is derived from it
+    std::string description;
+    Resources resources;
+    std::vector<std::string> needs;   // environment needs ("cuda", "cudnn", "python", "mpi"...)
+    std::vector<std::string> modules; // extra modules loaded after the needs
+    DataSpec data;
+    RecipeKind kind = RecipeKind::train;
+    TrainSpec train;     // meaningful when kind == train
+    CommandSpec command; // meaningful when kind == command
+    CheckpointPolicy checkpoint;
+    MailSpec mail;
+    std::filesystem::path source_file; // the recipe file, absolute; empty when built in code
+};
+
+} // namespace dljob
