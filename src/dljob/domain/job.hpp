@@ -1,0 +1,62 @@
+#pragma once
+// A job as dljob records it: who submitted what where, and what the scheduler last said.
+
+#include <dljob/domain/job_state.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dljob {
+
+/// Where a submission stands. `submitting` rows are committed before the scheduler is called,
+/// so a crash or a timed-out sbatch leaves a row to reconcile by its token (never a blind retry).
+enum class SubmitPhase { submitting, submitted, submit_unknown };
+
+const char* to_string(SubmitPhase phase) noexcept;
+std::optional<SubmitPhase> parse_submit_phase(std::string_view text) noexcept;
+
+struct Job {
+    std::int64_t id = 0;
+    std::string token; // unique; goes into the scheduler's job name or comment
+    std::string name;
+    std::string site;
+    std::string scheduler; // family: local, slurm, pbs, moab, sqsub
+    std::string scheduler_id;
+    std::string secondary_id; // Moab: the Torque id next to the Moab id; local: unused
+    std::string run_dir;
+    std::string script_path;
+    std::string recipe_path;
+    SubmitPhase phase = SubmitPhase::submitting;
+    JobState state = JobState::pending;
+    std::string native_state;
+    std::string reason;
+    std::optional<int> exit_code;
+    std::int64_t walltime_s = 0;
+    std::int64_t created_at = 0;
+    std::int64_t started_at = 0; // 0: not seen running yet
+    std::int64_t finished_at = 0;
+    std::int64_t updated_at = 0;
+};
+
+/// A state change, kept so `dljob show` can tell a job's history.
+struct JobEvent {
+    std::int64_t job_id = 0;
+    std::int64_t at = 0;
+    JobState state = JobState::unknown;
+    std::string native_state;
+    std::string reason;
+};
+
+/// The training's own progress, read from <run_dir>/metrics.jsonl.
+struct JobMetrics {
+    std::int64_t iter = 0;
+    std::int64_t max_iter = 0;
+    std::optional<double> loss;
+    std::optional<double> accuracy;
+    std::optional<double> images_per_s;
+    std::optional<double> elapsed_s;
+    std::string final_status;
+};
+
+} // namespace dljob

@@ -1,0 +1,67 @@
+#include <dljob/domain/job_state.hpp>
+
+#include <array>
+#include <utility>
+
+namespace dljob {
+namespace {
+
+constexpr std::array<std::pair<JobState, const char*>, 7> names{{
+    {JobState::pending, "PENDING"},
+    {JobState::running, "RUNNING"},
+    {JobState::completed, "COMPLETED"},
+    {JobState::failed, "FAILED"},
+    {JobState::cancelled, "CANCELLED"},
+    {JobState::timeout, "TIMEOUT"},
+    {JobState::unknown, "UNKNOWN"},
+}};
+
+} // namespace
+
+const char* to_string(JobState state) noexcept {
+    for (const auto& [value, name] : names) {
+        if (value == state) {
+            return name;
+        }
+    }
+    return "UNKNOWN";
+}
+
+std::optional<JobState> parse_job_state(std::string_view text) noexcept {
+    for (const auto& [value, name] : names) {
+        if (text == name) {
+            return value;
+        }
+    }
+    return std::nullopt;
+}
+
+bool is_terminal(JobState state) noexcept {
+    return state == JobState::completed || state == JobState::failed ||
+           state == JobState::cancelled || state == JobState::timeout;
+}
+
+SchedulerStatus reconcile(const std::optional<SchedulerStatus>& observed,
+                          std::optional<int> exit_code_file) {
+    if (exit_code_file) {
+        SchedulerStatus status = observed.value_or(SchedulerStatus{});
+        status.exit_code = exit_code_file;
+        const bool killed = observed && (observed->state == JobState::timeout ||
+                                         observed->state == JobState::cancelled);
+        if (*exit_code_file == 0) {
+            status.state = JobState::completed;
+        } else if (!killed) {
+            status.state = JobState::failed;
+        }
+        if (!observed) {
+            status.native_state = "exit_code file";
+        }
+        return status;
+    }
+    if (!observed) {
+        return SchedulerStatus{JobState::unknown, "", "not found by the scheduler", std::nullopt};
+    }
+    return *observed;
+}
+
+} // namespace dljob

@@ -1,0 +1,38 @@
+#pragma once
+// The one state vocabulary every scheduler family is mapped onto (docs/schedulers.md), plus the
+// rule that combines what a scheduler says with the job's own exit-code file.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dljob {
+
+enum class JobState { pending, running, completed, failed, cancelled, timeout, unknown };
+
+/// Upper-case name (PENDING, RUNNING, ...), as shown by `dljob status` and stored in the DB.
+const char* to_string(JobState state) noexcept;
+
+/// Parses an upper-case name; nullopt for anything else.
+std::optional<JobState> parse_job_state(std::string_view text) noexcept;
+
+/// COMPLETED, FAILED, CANCELLED and TIMEOUT never change again.
+bool is_terminal(JobState state) noexcept;
+
+/// What one scheduler query said about one job: the mapped state, and the native state and
+/// reason kept verbatim so users see e.g. why a job is pending.
+struct SchedulerStatus {
+    JobState state = JobState::unknown;
+    std::string native_state;
+    std::string reason;
+    std::optional<int> exit_code;
+};
+
+/// Combines the scheduler's view (nullopt: the job was not found anywhere) with the exit code
+/// the job's epilogue wrote to <run_dir>/exit_code (nullopt: not written yet). The file wins:
+/// exit 0 is COMPLETED, non-zero is FAILED unless the scheduler knows it was a TIMEOUT or a
+/// cancel. A job missing everywhere is UNKNOWN, never COMPLETED.
+SchedulerStatus reconcile(const std::optional<SchedulerStatus>& observed,
+                          std::optional<int> exit_code_file);
+
+} // namespace dljob

@@ -1,0 +1,65 @@
+#pragma once
+// One small interface per scheduler family (schedulers/*.cpp): submit a rendered script, poll
+// many jobs with one query, cancel. Commands run through ProcessRunner, never a shell.
+
+#include <dljob/domain/job_state.hpp>
+#include <dljob/domain/result.hpp>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dljob {
+
+struct SubmitRequest {
+    std::string script_path;
+    std::string run_dir;
+    std::string name;
+    std::string token;           // unique; put into the job's name or comment for reconciliation
+    std::int64_t walltime_s = 0; // 0: the script's own directives decide
+};
+
+struct Submission {
+    std::string scheduler_id;
+    std::string secondary_id; // Moab: the Torque id
+};
+
+/// What a scheduler needs to find a job again.
+struct JobRef {
+    std::string scheduler_id;
+    std::string secondary_id;
+    std::string run_dir;
+    std::string token;
+};
+
+class Scheduler {
+public:
+    virtual ~Scheduler() = default;
+
+    [[nodiscard]] virtual std::string_view family() const = 0;
+
+    /// Submits; a rejection is ErrorCode::scheduler_rejected, a hung command ErrorCode::timeout
+    /// (ambiguous: the job may exist; reconcile with find_by_token).
+    virtual Result<Submission> submit(const SubmitRequest& request) = 0;
+
+    /// One query for all the given jobs. Jobs the scheduler no longer knows are absent from the
+    /// map (keyed by scheduler_id); the caller decides what that means.
+    virtual Result<std::map<std::string, SchedulerStatus>>
+    poll(const std::vector<JobRef>& jobs) = 0;
+
+    /// Looks for a job submitted with this token (reconciling a submit that timed out).
+    virtual Result<std::optional<Submission>> find_by_token(const std::string& token) = 0;
+
+    virtual Result<void> cancel(const JobRef& job) = 0;
+};
+
+/// Options every adapter shares.
+struct SchedulerOptions {
+    std::chrono::milliseconds command_timeout{std::chrono::seconds(30)};
+    std::string user; // whose jobs to list; empty: $USER
+};
+
+} // namespace dljob

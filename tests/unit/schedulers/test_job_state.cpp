@@ -1,0 +1,50 @@
+#include <dljob/domain/job_state.hpp>
+
+#include <gtest/gtest.h>
+
+namespace dljob {
+namespace {
+
+TEST(JobStateReconcile, MissingEverywhereIsUnknownNeverCompleted) {
+    auto status = reconcile(std::nullopt, std::nullopt);
+    EXPECT_EQ(status.state, JobState::unknown);
+}
+
+TEST(JobStateReconcile, ExitCodeFileWinsOverScheduler) {
+    SchedulerStatus running{JobState::running, "RUNNING", "None", std::nullopt};
+    EXPECT_EQ(reconcile(running, 0).state, JobState::completed);
+    auto failed = reconcile(running, 7);
+    EXPECT_EQ(failed.state, JobState::failed);
+    EXPECT_EQ(failed.exit_code, 7);
+    EXPECT_EQ(failed.native_state, "RUNNING");
+    // Found only through the file: still a definite outcome.
+    EXPECT_EQ(reconcile(std::nullopt, 0).state, JobState::completed);
+    EXPECT_EQ(reconcile(std::nullopt, 2).state, JobState::failed);
+}
+
+TEST(JobStateReconcile, TimeoutAndCancelSurviveANonZeroExitFile) {
+    SchedulerStatus timeout{JobState::timeout, "TIMEOUT", "TimeLimit", std::nullopt};
+    auto status = reconcile(timeout, 143);
+    EXPECT_EQ(status.state, JobState::timeout);
+    EXPECT_EQ(status.exit_code, 143);
+    EXPECT_EQ(reconcile(SchedulerStatus{JobState::cancelled, "CANCELLED", "", {}}, 143).state,
+              JobState::cancelled);
+}
+
+TEST(JobStateReconcile, WithoutFileTheSchedulerDecides) {
+    SchedulerStatus pending{JobState::pending, "PENDING", "Priority", std::nullopt};
+    EXPECT_EQ(reconcile(pending, std::nullopt).reason, "Priority");
+}
+
+TEST(JobStateNames, RoundTrip) {
+    for (auto state : {JobState::pending, JobState::running, JobState::completed, JobState::failed,
+                       JobState::cancelled, JobState::timeout, JobState::unknown}) {
+        EXPECT_EQ(parse_job_state(to_string(state)), state);
+    }
+    EXPECT_FALSE(parse_job_state("running").has_value());
+    EXPECT_TRUE(is_terminal(JobState::timeout));
+    EXPECT_FALSE(is_terminal(JobState::unknown));
+}
+
+} // namespace
+} // namespace dljob
