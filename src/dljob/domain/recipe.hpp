@@ -5,6 +5,7 @@
 #include <dljob/domain/resources.hpp>
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -68,6 +69,9 @@ struct Recipe {
     CheckpointPolicy checkpoint;
     MailSpec mail;
     std::filesystem::path source_file; // the recipe file, absolute; empty when built in code
+    /// Where each value came from, by key path ("resources.gpus" -> "recipes/mnist.yaml:8:9"),
+    /// so checks against a site can point at the line that asked for too much.
+    std::map<std::string, std::string> origins;
 };
 
 } // namespace dljob

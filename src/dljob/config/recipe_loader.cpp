@@ -1,0 +1,304 @@
+#include <dljob/config/fields.hpp>
+#include <dljob/config/recipe_loader.hpp>
+
+#include <fmt/format.h>
+
+#include <regex>
+
+namespace dljob::config {
+namespace {
+
+// The data source is quoted when rendered; only a leading variable is left to the job's shell.
+constexpr std::string_view data_source_pattern =
+    R"((~|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}|/)[^\x00-\x1f\x7f]{0,4000})";
+constexpr std::string_view env_name_pattern = "[A-Za-z_][A-Za-z0-9_]{0,63}";
+constexpr std::string_view mail_pattern = R"([A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190})";
+
+void record(Recipe& recipe, const std::string& key, const SourceMark& mark) {
+    recipe.origins[key] = mark.str();
+}
+
+Result<void> read_resources(const YamlNode& node, Recipe& recipe) {
+    DLJOB_TRY(check_mapping(node, "resources",
+                            {"gpus", "nodes", "cores_per_gpu", "cores", "memory", "walltime"}));
+    Resources& res = recipe.resources;
+    for (const auto& entry : node.entries) {
+        const std::string key = join_key("resources", entry.key);
+        record(recipe, key, entry.value.mark);
+        if (entry.key == "gpus") {
+            auto v = read_int(entry.value, key, 0, 1024);
+            DLJOB_TRY(v);
+            res.gpus = *v;
+        } else if (entry.key == "nodes") {
+            auto v = read_int(entry.value, key, 1, 10000);
+            DLJOB_TRY(v);
+            res.nodes = *v;
+        } else if (entry.key == "cores_per_gpu") {
+            auto v = read_int(entry.value, key, 1, 256);
+            DLJOB_TRY(v);
+            res.cores_per_gpu = *v;
+        } else if (entry.key == "cores") {
+            auto v = read_int(entry.value, key, 1, 1024);
+            DLJOB_TRY(v);
+            res.cores = *v;
+        } else if (entry.key == "memory") {
+            auto v = read_memory(entry.value, key);
+            DLJOB_TRY(v);
+            res.memory = *v;
+        } else if (entry.key == "walltime") {
+            auto v = read_walltime(entry.value, key);
+            DLJOB_TRY(v);
+            res.walltime = *v;
+        }
+    }
+    if (res.gpus > 0 && res.cores.has_value()) {
+        return invalid(node.find("cores") != nullptr ? node.find("cores")->mark : node.mark,
+                       "resources.cores",
+                       "cores is for CPU-only jobs; with gpus, say cores_per_gpu instead");
+    }
+    if (res.gpus == 0 && res.cores_per_gpu.has_value()) {
+        return invalid(node.find("cores_per_gpu")->mark, "resources.cores_per_gpu",
+                       "cores_per_gpu needs gpus of 1 or more; for CPU-only jobs say cores");
+    }
+    return {};
+}
+
+Result<void> read_environment(const YamlNode& node, Recipe& recipe) {
+    DLJOB_TRY(check_mapping(node, "environment", {"needs", "modules"}));
+    if (const auto* needs = node.find("needs"); needs != nullptr) {
+        auto v = read_word_list(*needs, "environment.needs", name_pattern, name_describe);
+        DLJOB_TRY(v);
+        recipe.needs = *v;
+        record(recipe, "environment.needs", needs->mark);
+    }
+    if (const auto* modules = node.find("modules"); modules != nullptr) {
+        auto v = read_word_list(*modules, "environment.modules", module_pattern, module_describe);
+        DLJOB_TRY(v);
+        recipe.modules = *v;
+        record(recipe, "environment.modules", modules->mark);
+    }
+    return {};
+}
+
+Result<void> read_data(const YamlNode& node, Recipe& recipe) {
+    DLJOB_TRY(check_mapping(node, "data", {"source", "format", "stage_to"}));
+    if (const auto* source = node.find("source"); source != nullptr) {
+        auto v = read_word(*source, "data.source", data_source_pattern,
+                           "an absolute path, or one starting with ~ or $VARIABLE, without "
+                           "control characters");
+        DLJOB_TRY(v);
+        recipe.data.source = *v;
+        record(recipe, "data.source", source->mark);
+    }
+    if (const auto* format = node.find("format"); format != nullptr) {
+        auto v = read_choice(*format, "data.format", {"idx", "directory", "archive"});
+        DLJOB_TRY(v);
+        recipe.data.format = *v;
+    }
+    if (const auto* stage = node.find("stage_to"); stage != nullptr) {
+        auto v = read_choice(*stage, "data.stage_to", {"none", "node-local", "ramdisk"});
+        DLJOB_TRY(v);
+        recipe.data.stage_to = *v;
+        record(recipe, "data.stage_to", stage->mark);
+    }
+    if (recipe.data.stage_to != "none" && recipe.data.source.empty()) {
+        return invalid(node.mark, "data.stage_to", "staging needs data.source");
+    }
+    return {};
+}
+
+Result<void> read_train(const YamlNode& node, Recipe& recipe,
+                        const std::filesystem::path& base_dir) {
+    DLJOB_TRY(check_mapping(node, "train", {"config", "threads"}));
+    const auto* config = node.find("config");
+    if (config == nullptr) {
+        return invalid(node.mark, "train.config",
+                       "missing: the dltrain network and solver config file",
+                       "e.g. config: networks/lenet.yaml (relative to the recipe)");
+    }
+    auto path = read_word(*config, "train.config", R"([^\x00-\x1f\x7f]{1,4000})",
+                          "a file path without control characters");
+    DLJOB_TRY(path);
+    std::filesystem::path resolved{*path};
+    if (resolved.is_relative()) {
+        resolved = base_dir / resolved;
+    }
+    recipe.train.config = resolved.lexically_normal();
+    record(recipe, "train.config", config->mark);
+    if (const auto* threads = node.find("threads"); threads != nullptr) {
+        auto v = read_int(*threads, "train.threads", 1, 1024);
+        DLJOB_TRY(v);
+        recipe.train.threads = *v;
+    }
+    return {};
+}
+
+Result<void> read_command(const YamlNode& node, Recipe& recipe) {
+    DLJOB_TRY(check_mapping(node, "command", {"argv", "environment"}));
+    const auto* argv = node.find("argv");
+    if (argv == nullptr) {
+        return invalid(node.mark, "command.argv", "missing: the program and its arguments",
+                       "e.g. argv: [python3, train.py, --epochs, \"10\"]");
+    }
+    auto v = read_string_list(*argv, "command.argv");
+    DLJOB_TRY(v);
+    if (v->empty() || v->front().empty()) {
+        return invalid(argv->mark, "command.argv", "expected a program name first");
+    }
+    for (std::size_t i = 0; i < v->size(); ++i) {
+        if ((*v)[i].find('\0') != std::string::npos) {
+            return invalid(argv->items[i].mark, fmt::format("command.argv[{}]", i),
+                           "NUL bytes cannot be passed to a program");
+        }
+    }
+    recipe.command.argv = *v;
+    record(recipe, "command.argv", argv->mark);
+    if (const auto* env = node.find("environment"); env != nullptr) {
+        if (!env->is_mapping()) {
+            return invalid(env->mark, "command.environment", "expected a mapping of NAME: value");
+        }
+        const std::regex name_re{std::string(env_name_pattern)};
+        for (const auto& entry : env->entries) {
+            const std::string key = join_key("command.environment", entry.key);
+            if (!std::regex_match(entry.key, name_re) || entry.key.rfind("DLJOB_", 0) == 0) {
+                return invalid(entry.key_mark, key,
+                               "expected a variable name of A-Z a-z 0-9 _ not starting with a "
+                               "digit or DLJOB_");
+            }
+            auto value = read_string(entry.value, key);
+            DLJOB_TRY(value);
+            if (value->find('\0') != std::string::npos) {
+                return invalid(entry.value.mark, key, "NUL bytes cannot be exported");
+            }
+            recipe.command.environment.emplace_back(entry.key, *value);
+        }
+    }
+    return {};
+}
+
+Result<void> read_checkpoint(const YamlNode& node, Recipe& recipe) {
+    DLJOB_TRY(check_mapping(node, "checkpoint", {"resume", "max_continuations", "signal_margin"}));
+    if (const auto* n = node.find("resume"); n != nullptr) {
+        auto v = read_bool(*n, "checkpoint.resume");
+        DLJOB_TRY(v);
+        recipe.checkpoint.resume = *v;
+    }
+    if (const auto* n = node.find("max_continuations"); n != nullptr) {
+        auto v = read_int(*n, "checkpoint.max_continuations", 0, 1000);
+        DLJOB_TRY(v);
+        recipe.checkpoint.max_continuations = *v;
+    }
+    if (const auto* n = node.find("signal_margin"); n != nullptr) {
+        auto v = read_int(*n, "checkpoint.signal_margin", 30, 3600);
+        DLJOB_TRY(v);
+        recipe.checkpoint.signal_margin_seconds = *v;
+        record(recipe, "checkpoint.signal_margin", n->mark);
+    }
+    return {};
+}
+
+Result<void> read_mail(const YamlNode& node, Recipe& recipe) {
+    DLJOB_TRY(check_mapping(node, "mail", {"address", "on"}));
+    if (const auto* n = node.find("address"); n != nullptr) {
+        auto v =
+            read_word(*n, "mail.address", mail_pattern, "an e-mail address like you@example.org");
+        DLJOB_TRY(v);
+        recipe.mail.address = *v;
+    }
+    if (const auto* n = node.find("on"); n != nullptr) {
+        auto events = read_string_list(*n, "mail.on");
+        DLJOB_TRY(events);
+        for (std::size_t i = 0; i < events->size(); ++i) {
+            const std::string& event = (*events)[i];
+            if (event == "begin") {
+                recipe.mail.on_begin = true;
+            } else if (event == "end") {
+                recipe.mail.on_end = true;
+            } else if (event == "fail") {
+                recipe.mail.on_fail = true;
+            } else {
+                return invalid(n->items[i].mark, fmt::format("mail.on[{}]", i),
+                               fmt::format("expected one of begin, end, fail, got '{}'", event));
+            }
+        }
+    }
+    if (recipe.mail.address.empty() &&
+        (recipe.mail.on_begin || recipe.mail.on_end || recipe.mail.on_fail)) {
+        return invalid(node.mark, "mail.address", "mail.on needs an address");
+    }
+    return {};
+}
+
+} // namespace
+
+bool looks_like_recipe(const YamlNode& root) {
+    return root.is_mapping() && (root.find("train") != nullptr || root.find("command") != nullptr ||
+                                 root.find("resources") != nullptr);
+}
+
+Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::path& base_dir) {
+    DLJOB_TRY(check_mapping(root, "",
+                            {"name", "description", "resources", "environment", "data", "train",
+                             "command", "checkpoint", "mail"}));
+    Recipe recipe;
+    const auto* name = root.find("name");
+    if (name == nullptr) {
+        return invalid(root.mark, "name", fmt::format("missing: expected {}", name_describe));
+    }
+    auto name_value = read_word(*name, "name", name_pattern, name_describe);
+    DLJOB_TRY(name_value);
+    recipe.name = *name_value;
+    record(recipe, "name", name->mark);
+    if (const auto* n = root.find("description"); n != nullptr) {
+        auto v = read_string(*n, "description");
+        DLJOB_TRY(v);
+        recipe.description = *v;
+    }
+    const auto* train = root.find("train");
+    const auto* command = root.find("command");
+    if ((train == nullptr) == (command == nullptr)) {
+        return invalid(train != nullptr ? train->mark : root.mark, "train",
+                       "a recipe needs exactly one of train: (the bundled dltrain engine) or "
+                       "command: (any program)");
+    }
+    if (const auto* n = root.find("resources"); n != nullptr) {
+        DLJOB_TRY(read_resources(*n, recipe));
+    }
+    if (const auto* n = root.find("environment"); n != nullptr) {
+        DLJOB_TRY(read_environment(*n, recipe));
+    }
+    if (const auto* n = root.find("data"); n != nullptr) {
+        DLJOB_TRY(read_data(*n, recipe));
+    }
+    if (train != nullptr) {
+        recipe.kind = RecipeKind::train;
+        DLJOB_TRY(read_train(*train, recipe, base_dir));
+        if (recipe.data.source.empty()) {
+            return invalid(root.mark, "data.source",
+                           "a train: recipe needs data.source (the dataset directory)");
+        }
+    } else {
+        recipe.kind = RecipeKind::command;
+        DLJOB_TRY(read_command(*command, recipe));
+    }
+    if (const auto* n = root.find("checkpoint"); n != nullptr) {
+        DLJOB_TRY(read_checkpoint(*n, recipe));
+    }
+    if (const auto* n = root.find("mail"); n != nullptr) {
+        DLJOB_TRY(read_mail(*n, recipe));
+    }
+    return recipe;
+}
+
+Result<Recipe> load_recipe(const std::filesystem::path& path) {
+    auto document = parse_yaml_file(path);
+    DLJOB_TRY(document);
+    std::error_code ec;
+    const auto absolute = std::filesystem::absolute(path, ec).lexically_normal();
+    auto recipe = recipe_from_yaml(*document, absolute.parent_path());
+    DLJOB_TRY(recipe);
+    recipe->source_file = absolute;
+    return recipe;
+}
+
+} // namespace dljob::config

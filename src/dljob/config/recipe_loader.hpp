@@ -1,0 +1,21 @@
+#pragma once
+// Recipe files -> Recipe values, validated before anything else happens.
+
+#include <dljob/adapters/yaml_document.hpp>
+#include <dljob/domain/recipe.hpp>
+#include <dljob/domain/result.hpp>
+
+#include <filesystem>
+
+namespace dljob::config {
+
+/// Loads and validates a recipe file. `train.config` is resolved relative to the recipe's folder.
+Result<Recipe> load_recipe(const std::filesystem::path& path);
+
+/// Validates an already parsed document; `base_dir` resolves relative paths.
+Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::path& base_dir);
+
+/// True when the document looks like a recipe (has `train:` or `command:`), for `dljob validate`.
+bool looks_like_recipe(const YamlNode& root);
+
+} // namespace dljob::config

@@ -1,0 +1,123 @@
+#include <dljob/config/resolve.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dljob::config {
+namespace {
+
+std::string where(const Recipe& recipe, const std::string& key) {
+    const auto it = recipe.origins.find(key);
+    if (it != recipe.origins.end()) {
+        return fmt::format("{}: {}", it->second, key);
+    }
+    return recipe.source_file.empty() ? key
+                                      : fmt::format("{}: {}", recipe.source_file.string(), key);
+}
+
+Unexpected refuse(const Recipe& recipe, const std::string& key, const std::string& message,
+                  std::string hint) {
+    return fail(ErrorCode::config_invalid, fmt::format("{}: {}", where(recipe, key), message),
+                std::move(hint));
+}
+
+} // namespace
+
+Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProfile& site,
+                                            const Partition& partition) {
+    const Resources& want = recipe.resources;
+    const NodeGeometry& node = partition.node;
+    const std::string place = fmt::format("partition '{}' of site '{}'", partition.name, site.name);
+    ResolvedResources out;
+
+    if (want.gpus > 0) {
+        if (node.gpus == 0) {
+            return refuse(recipe, "resources.gpus",
+                          fmt::format("{} GPU(s) requested, but {} has no GPUs", want.gpus, place),
+                          "choose a GPU partition with --partition, or set gpus: 0");
+        }
+        int nodes = want.nodes.value_or(1);
+        if (!want.nodes && want.gpus > node.gpus) {
+            const int needed = (want.gpus + node.gpus - 1) / node.gpus;
+            return refuse(recipe, "resources.gpus",
+                          fmt::format("{} GPUs requested, but nodes of {} have {} GPU(s) each",
+                                      want.gpus, place, node.gpus),
+                          fmt::format("ask for nodes: {} explicitly (one training process per "
+                                      "node), or for at most {} GPU(s)",
+                                      needed, node.gpus));
+        }
+        if (want.gpus % nodes != 0) {
+            return refuse(
+                recipe, "resources.gpus",
+                fmt::format("{} GPUs do not divide evenly over {} nodes", want.gpus, nodes),
+                "ask for a multiple of the node count");
+        }
+        const int per_node = want.gpus / nodes;
+        if (per_node > node.gpus) {
+            return refuse(
+                recipe, "resources.gpus",
+                fmt::format("{} GPUs on {} node(s) is {} per node, but nodes of {} have "
+                            "{} GPU(s) each",
+                            want.gpus, nodes, per_node, place, node.gpus),
+                fmt::format("ask for nodes: {}", (want.gpus + node.gpus - 1) / node.gpus));
+        }
+        out.nodes = nodes;
+        out.gpus_per_node = per_node;
+        if (node.cores_per_gpu > 0) {
+            const int tied =
+                std::max(1, static_cast<int>(std::floor(node.cores_per_gpu * per_node)));
+            if (want.cores_per_gpu && *want.cores_per_gpu * per_node > tied) {
+                return refuse(recipe, "resources.cores_per_gpu",
+                              fmt::format("{} ties cores to GPUs: {} GPU(s) per node come with {} "
+                                          "core(s) ({} per GPU), fewer than the {} asked for",
+                                          place, per_node, tied, node.cores_per_gpu,
+                                          *want.cores_per_gpu * per_node),
+                              "drop cores_per_gpu, or ask for more GPUs");
+            }
+            out.cores_per_node = tied;
+        } else {
+            const int default_per_gpu = std::max(1, node.cores / node.gpus);
+            out.cores_per_node = want.cores_per_gpu.value_or(default_per_gpu) * per_node;
+        }
+    } else {
+        out.nodes = want.nodes.value_or(1);
+        out.gpus_per_node = 0;
+        out.cores_per_node = want.cores.value_or(1);
+    }
+    if (out.nodes > partition.max_nodes) {
+        return refuse(recipe, want.nodes ? "resources.nodes" : "resources.gpus",
+                      fmt::format("{} node(s) requested, but {} allows at most {}", out.nodes,
+                                  place, partition.max_nodes),
+                      "ask for fewer nodes");
+    }
+    if (out.cores_per_node > node.cores) {
+        return refuse(recipe, want.gpus > 0 ? "resources.cores_per_gpu" : "resources.cores",
+                      fmt::format("{} cores per node requested, but nodes of {} have {}",
+                                  out.cores_per_node, place, node.cores),
+                      fmt::format("ask for at most {} cores per node", node.cores));
+    }
+    if (want.memory) {
+        if (*want.memory > node.memory) {
+            return refuse(recipe, "resources.memory",
+                          fmt::format("{} per node requested, but nodes of {} have {}",
+                                      want.memory->slurm(), place, node.memory.slurm()),
+                          fmt::format("ask for at most {}", node.memory.slurm()));
+        }
+        out.memory = *want.memory;
+    }
+    out.walltime = want.walltime.value_or(partition.default_walltime);
+    if (out.walltime > partition.max_walltime) {
+        return refuse(recipe, "resources.walltime",
+                      fmt::format("walltime {} is over the maximum {} of {}", out.walltime.hms(),
+                                  partition.max_walltime.hms(), place),
+                      fmt::format("ask for at most {}; dltrain checkpoints and dljob resubmits "
+                                  "to go longer",
+                                  partition.max_walltime.hms()));
+    }
+    out.tasks_per_node = 1;
+    return out;
+}
+
+} // namespace dljob::config

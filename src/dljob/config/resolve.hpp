@@ -1,0 +1,23 @@
+#pragma once
+// Checks a recipe's request against a partition's node geometry and limits, and decides every
+// number the scheduler is asked for. Errors spell out the reason and the fix.
+
+#include <dljob/domain/recipe.hpp>
+#include <dljob/domain/resources.hpp>
+#include <dljob/domain/result.hpp>
+#include <dljob/domain/site_profile.hpp>
+
+namespace dljob::config {
+
+/// Rules (legacy-schedulers.md §1.0, §3.1, §6):
+/// - GPUs per node never exceed the node's: Big Red II XK7 nodes hold 1 GPU, so 4 GPUs need
+///   `nodes: 4`; without `nodes` the request is refused with that hint (never silently spread).
+/// - GPUs must divide evenly over the nodes; nodes stay within max_nodes.
+/// - Where cores are tied to GPUs (Hélios), cores are derived and a larger cores_per_gpu is
+///   refused naming the ratio.
+/// - Memory within the node's; walltime (or the partition default) within the maximum, which the
+///   message names.
+Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProfile& site,
+                                            const Partition& partition);
+
+} // namespace dljob::config

@@ -1,0 +1,19 @@
+#pragma once
+// Site-profile files -> SiteProfile values, validated (unknown keys, types, ranges, impossible
+// combinations) with file:line:column and key path.
+
+#include <dljob/adapters/yaml_document.hpp>
+#include <dljob/domain/result.hpp>
+#include <dljob/domain/site_profile.hpp>
+
+#include <filesystem>
+
+namespace dljob::config {
+
+Result<SiteProfile> load_site_profile(const std::filesystem::path& path);
+Result<SiteProfile> site_profile_from_yaml(const YamlNode& root);
+
+/// True when the document looks like a site profile (has `partitions:`), for `dljob validate`.
+bool looks_like_site_profile(const YamlNode& root);
+
+} // namespace dljob::config
