@@ -2,6 +2,8 @@
 // errors to exit codes in one place (docs/engine.md lists them).
 
 #include <dl/device.hpp>
+#include <dl/error.hpp>
+#include <dl/train.hpp>
 
 #include <CLI/CLI.hpp>
 #include <dljob_build_info.hpp>
@@ -40,6 +42,53 @@ int main(int argc, char** argv) {
                                                   dljob::build_info::git_revision));
     app.require_subcommand(1);
     int exit_code = 0;
+
+    dl::TrainOptions train;
+    std::string data_dir;
+    int max_iter = -1;
+    auto* train_cmd = app.add_subcommand("train", "Train a network (writes the run directory)");
+    train_cmd->add_option("--config", train.config, "network and solver YAML")->required();
+    train_cmd->add_option("--run-dir", train.run_dir, "run directory")->required();
+    train_cmd->add_option("--data-dir", data_dir, "where relative data sources resolve");
+    train_cmd->add_option("--resume", train.resume, "auto, or a checkpoint file");
+    train_cmd->add_option("--threads", train.threads, "threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber);
+    train_cmd->add_option("--deadline", train.deadline,
+                          "checkpoint and exit 75 after this many seconds (90m, 2h), 'auto' "
+                          "(scheduler end time from the environment, the default) or 'none'");
+    train_cmd->add_option("--max-iter", max_iter, "override solver.max_iter")
+        ->check(CLI::NonNegativeNumber);
+    train_cmd->callback([&] {
+        if (!data_dir.empty()) {
+            train.data_dir = data_dir;
+        }
+        if (max_iter >= 0) {
+            train.max_iter = max_iter;
+        }
+        exit_code = dl::train(train);
+    });
+
+    dl::TestOptions test;
+    std::string test_data_dir;
+    auto* test_cmd = app.add_subcommand("test", "Test weights from a checkpoint on the test phase");
+    test_cmd->add_option("--config", test.config, "network and solver YAML")->required();
+    test_cmd->add_option("--weights", test.weights, "checkpoint file")->required();
+    test_cmd->add_option("--data-dir", test_data_dir, "where relative data sources resolve");
+    test_cmd->add_option("--threads", test.threads, "threads (default: all cores)");
+    test_cmd->callback([&] {
+        if (!test_data_dir.empty()) {
+            test.data_dir = test_data_dir;
+        }
+        exit_code = dl::test(test);
+    });
+
+    dl::TimeOptions time;
+    auto* time_cmd = app.add_subcommand("time", "Forward and backward time per layer");
+    time_cmd->add_option("--config", time.config, "network and solver YAML")->required();
+    time_cmd->add_option("--iterations", time.iterations, "timed iterations (default 50)");
+    time_cmd->add_option("--threads", time.threads, "threads (default: all cores)");
+    time_cmd->callback([&] { exit_code = dl::time_net(time); });
+
     app.add_subcommand("device-query", "List the CPU and GPUs this machine offers")->callback([&] {
         exit_code = device_query();
     });
@@ -47,9 +96,12 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
         return exit_code;
     } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
+        return app.exit(e) == 0 ? 0 : dl::exit_code::usage;
+    } catch (const dl::Error& e) {
+        std::cerr << "dltrain: error: " << e.what() << '\n';
+        return dl::exit_code_for(e.kind());
     } catch (const std::exception& e) {
         std::cerr << "dltrain: error: " << e.what() << '\n';
-        return 1;
+        return dl::exit_code::failed;
     }
 }

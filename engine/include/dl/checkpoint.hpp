@@ -1,0 +1,38 @@
+#pragma once
+// Checkpoints: weights plus the full solver state, written so that a kill at any moment leaves
+// the previous checkpoint usable (docs/engine.md, "Checkpoint format").
+
+#include <dl/net.hpp>
+#include <dl/solver.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace dl {
+
+struct TrainingState {
+    int iteration = 0;
+    std::uint64_t train_cursor = 0; // index of the next training image the net will see
+    std::uint64_t test_cursor = 0;
+    std::string rng_state; // the net's std::mt19937, as its stream operator writes it
+};
+
+/// checkpoints/iter_<N>.ckpt and its marker iter_<N>.done; keeps the newest `keep`.
+std::filesystem::path write_checkpoint(const std::filesystem::path& dir, const TrainingState& state,
+                                       const Net& net, const Solver& solver, int keep);
+
+/// Checks the marker, size and checksum; returns why not when invalid.
+std::optional<std::string> checkpoint_problem(const std::filesystem::path& file);
+
+/// The newest complete, valid checkpoint in dir; each skipped one is passed to `warn`.
+std::optional<std::filesystem::path>
+find_latest_checkpoint(const std::filesystem::path& dir,
+                       const std::function<void(const std::string&)>& warn);
+
+/// Loads weights (and, when solver is given, solver history) into the net; throws dl::Error.
+TrainingState read_checkpoint(const std::filesystem::path& file, Net& net, Solver* solver);
+
+} // namespace dl

@@ -1,0 +1,99 @@
+#pragma once
+// A network and its solver, Caffe's model in YAML clothes (docs/engine.md has the format).
+// Parsed by engine/src/core/yaml_config.cpp, the only file that sees yaml-cpp.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dl {
+
+enum class Phase { train, test };
+
+struct FillerConfig {
+    std::string type = "constant"; // constant, uniform, gaussian, xavier, msra
+    float value = 0.0F;            // constant
+    float min = 0.0F;              // uniform
+    float max = 1.0F;
+    float mean = 0.0F; // gaussian
+    float std = 1.0F;
+    std::string variance_norm = "fan_in"; // xavier, msra: fan_in, fan_out, average
+};
+
+struct ParamSpec {
+    float lr_mult = 1.0F;
+    float decay_mult = 1.0F;
+};
+
+struct LayerConfig {
+    std::string name;
+    std::string type;
+    std::vector<std::string> bottoms;
+    std::vector<std::string> tops;
+    std::optional<Phase> phase; // unset: the layer is in both nets
+    std::vector<ParamSpec> params;
+    int line = 0; // 1-based line of the layer in the config file, for messages
+
+    // Data
+    std::string source;       // IDX images, .gz or raw; relative paths resolve against the data dir
+    std::string label_source; // IDX labels
+    int batch_size = 0;
+    float scale = 1.0F;
+    std::vector<int> shape; // optional C x H x W of one image: checked against the file, and
+                            // lets `dltrain time` run without the data
+    // Convolution, InnerProduct
+    int num_output = 0;
+    int kernel_size = 0;
+    int stride = 1;
+    int pad = 0;
+    int group = 1;
+    bool bias_term = true;
+    FillerConfig weight_filler{"xavier"};
+    FillerConfig bias_filler{};
+    // Pooling
+    std::string pool = "max"; // max, ave
+    // Dropout
+    float dropout_ratio = 0.5F;
+    // Accuracy
+    int top_k = 1;
+    // SoftmaxWithLoss
+    float loss_weight = 1.0F;
+};
+
+struct SolverConfig {
+    std::string type = "SGD"; // SGD, Nesterov, Adam
+    float base_lr = 0.01F;
+    float momentum = 0.0F;
+    float momentum2 = 0.999F; // Adam's beta2
+    float delta = 1e-8F;      // Adam's epsilon
+    float weight_decay = 0.0F;
+    std::string lr_policy = "fixed"; // fixed, step, multistep, exp, inv, poly
+    float gamma = 0.0F;
+    float power = 0.0F;
+    int stepsize = 0;
+    std::vector<int> stepvalues;
+    int max_iter = 0;
+    int test_interval = 0;
+    int test_iter = 0;
+    bool test_initialization = true;
+    int display = 0;
+    int snapshot = 0;
+    int keep_checkpoints = 3;
+    unsigned random_seed = 1701;
+};
+
+struct NetConfig {
+    std::string name;
+    std::filesystem::path file; // where it was read from, for messages
+    std::vector<LayerConfig> layers;
+    SolverConfig solver;
+};
+
+/// Reads and validates a config; throws dl::Error(config) naming file, line, key and choices.
+NetConfig load_config(const std::filesystem::path& file);
+NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages);
+/// The config with every default written out, as dltrain stores it in the run directory.
+std::string to_yaml(const NetConfig& config);
+
+} // namespace dl

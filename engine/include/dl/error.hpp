@@ -1,0 +1,46 @@
+#pragma once
+// The engine's own error type (it never includes dljob's). The kind decides dltrain's exit code
+// (docs/engine.md): messages name the file, line, key and the valid choices where there are any.
+
+#include <stdexcept>
+#include <string>
+
+namespace dl {
+
+enum class ErrorKind {
+    usage,    // bad command line: exit 2
+    config,   // invalid config or missing/invalid data file: exit 3
+    training, // training failed (NaN loss, I/O failure while running): exit 1
+};
+
+class Error : public std::runtime_error {
+public:
+    Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), m_kind(kind) {}
+    [[nodiscard]] ErrorKind kind() const { return m_kind; }
+
+private:
+    ErrorKind m_kind;
+};
+
+/// Exit codes of dltrain, one place for all of them.
+namespace exit_code {
+inline constexpr int finished = 0;
+inline constexpr int failed = 1;
+inline constexpr int usage = 2;
+inline constexpr int invalid_config = 3;
+inline constexpr int checkpointed = 75; // EX_TEMPFAIL: checkpointed before the walltime, resume me
+} // namespace exit_code
+
+inline int exit_code_for(ErrorKind kind) {
+    switch (kind) {
+    case ErrorKind::usage:
+        return exit_code::usage;
+    case ErrorKind::config:
+        return exit_code::invalid_config;
+    case ErrorKind::training:
+        return exit_code::failed;
+    }
+    return exit_code::failed;
+}
+
+} // namespace dl

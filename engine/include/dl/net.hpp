@@ -1,0 +1,83 @@
+#pragma once
+// A network built from a NetConfig for one phase: layers in file order, blobs by name,
+// parameters shared between the train and test nets.
+
+#include <dl/backend.hpp>
+#include <dl/config.hpp>
+#include <dl/tensor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dl {
+
+class Layer;
+
+struct Param {
+    std::string name; // "<layer>.<index>", e.g. "conv1.0" for the weights
+    std::shared_ptr<Tensor> tensor;
+    ParamSpec spec;
+};
+
+/// A Data layer's tops: the trainer fills them from a reader; the net never reads files.
+struct NetInput {
+    const LayerConfig* layer = nullptr;
+    Tensor* data = nullptr;
+    Tensor* labels = nullptr; // may be null when the layer has one top
+};
+
+struct LayerTiming {
+    std::string name;
+    std::string type;
+    double forward_ms = 0.0;
+    double backward_ms = 0.0;
+};
+
+class Net {
+public:
+    /// Builds and shapes every layer; throws dl::Error(config) naming both layers when shapes
+    /// do not fit. `shared` (the train net) lends its parameters to a test net.
+    Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t seed,
+        const Net* shared = nullptr);
+    ~Net();
+    Net(const Net&) = delete;
+    Net& operator=(const Net&) = delete;
+    Net(Net&&) = delete;
+    Net& operator=(Net&&) = delete;
+
+    /// Runs every layer; returns the weighted sum of the losses.
+    float forward();
+    /// Fills every parameter's diff.
+    void backward();
+
+    /// forward/backward with per-layer wall times accumulated into `timings` (same order as
+    /// layers).
+    float forward_timed(std::vector<LayerTiming>& timings);
+    void backward_timed(std::vector<LayerTiming>& timings);
+
+    [[nodiscard]] const std::vector<Param>& params() const { return m_params; }
+    [[nodiscard]] std::vector<NetInput>& inputs() { return m_inputs; }
+    [[nodiscard]] Tensor* blob(const std::string& name);
+    [[nodiscard]] std::vector<std::string> output_names() const; // loss and accuracy tops
+    [[nodiscard]] std::vector<std::string> layer_names() const;
+    [[nodiscard]] Phase phase() const { return m_phase; }
+    [[nodiscard]] int batch_size() const;
+    std::mt19937& rng() { return m_rng; }
+
+private:
+    struct Entry;
+    Phase m_phase;
+    Backend& m_backend;
+    std::mt19937 m_rng;
+    std::vector<std::unique_ptr<Entry>> m_layers;
+    std::vector<std::string> m_blob_names;
+    std::vector<std::unique_ptr<Tensor>> m_blobs;
+    std::vector<Param> m_params;
+    std::vector<NetInput> m_inputs;
+    std::vector<std::string> m_outputs;
+};
+
+} // namespace dl

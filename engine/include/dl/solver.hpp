@@ -1,0 +1,39 @@
+#pragma once
+// Caffe's solvers: SGD with momentum (v = m*v + lr*lr_mult*(g + wd*decay_mult*w); w -= v),
+// Nesterov and Adam, and the learning-rate policies fixed, step, multistep, exp, inv, poly.
+
+#include <dl/backend.hpp>
+#include <dl/config.hpp>
+#include <dl/net.hpp>
+#include <dl/tensor.hpp>
+
+#include <vector>
+
+namespace dl {
+
+/// The learning rate at `iter` (Caffe's SGDSolver::GetLearningRate).
+float learning_rate(const SolverConfig& config, int iter);
+
+class Solver {
+public:
+    Solver(const SolverConfig& config, Net& net, Backend& backend);
+
+    /// Updates every parameter from its diff at the current iteration, then advances it.
+    void apply_update();
+
+    [[nodiscard]] int iteration() const { return m_iter; }
+    void set_iteration(int iter) { m_iter = iter; }
+    [[nodiscard]] float current_lr() const { return learning_rate(m_config, m_iter); }
+    /// Momentum (one per parameter) or Adam's m and v (two per parameter), in parameter order.
+    [[nodiscard]] std::vector<Tensor>& history() { return m_history; }
+    [[nodiscard]] const std::vector<Tensor>& history() const { return m_history; }
+
+private:
+    SolverConfig m_config;
+    Net& m_net;
+    Backend& m_backend;
+    std::vector<Tensor> m_history;
+    int m_iter = 0;
+};
+
+} // namespace dl

@@ -1,0 +1,49 @@
+#pragma once
+// The dltrain commands as library calls (engine/tools/dltrain.cpp only parses flags).
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace dl {
+
+struct TrainOptions {
+    std::filesystem::path config;
+    std::filesystem::path run_dir;
+    std::optional<std::filesystem::path> data_dir; // unset: the config file's directory
+    std::string resume;                            // "", "auto" or a checkpoint path
+    int threads = 0;                               // 0: hardware threads
+    std::string deadline;                          // "", seconds from now, "auto", "none"
+    std::optional<int> max_iter;
+    std::string backend = "cpu";
+};
+
+/// Returns exit_code::finished or exit_code::checkpointed; throws dl::Error otherwise.
+int train(const TrainOptions& options);
+
+struct TestOptions {
+    std::filesystem::path config;
+    std::filesystem::path weights;
+    std::optional<std::filesystem::path> data_dir;
+    int threads = 0;
+};
+int test(const TestOptions& options);
+
+struct TimeOptions {
+    std::filesystem::path config;
+    int iterations = 50;
+    int threads = 0;
+};
+int time_net(const TimeOptions& options);
+
+/// Seconds from now until the walltime deadline minus the safety margin, or nothing.
+/// spec: "" or "auto" read SLURM_JOB_END_TIME (epoch seconds) or PBS_WALLTIME (seconds from
+/// job start, counted from now); "none" disables; digits (with optional s/m/h) are from now.
+std::optional<double> deadline_seconds(const std::string& spec);
+
+/// Set by SIGTERM, SIGUSR1, SIGUSR2 (the handler only sets a flag).
+void install_stop_signals();
+bool stop_requested();
+void request_stop();
+
+} // namespace dl

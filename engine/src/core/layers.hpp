@@ -1,0 +1,61 @@
+#pragma once
+// The layers: each checks its bottoms' shapes at setup, shapes its tops and calls the backend.
+
+#include <dl/backend.hpp>
+#include <dl/config.hpp>
+#include <dl/tensor.hpp>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace dl {
+
+using Blobs = std::vector<Tensor*>;
+
+class Layer {
+public:
+    Layer(const LayerConfig& config, Backend& backend) : m_config(config), m_backend(backend) {}
+    virtual ~Layer() = default;
+    Layer(const Layer&) = delete;
+    Layer& operator=(const Layer&) = delete;
+    Layer(Layer&&) = delete;
+    Layer& operator=(Layer&&) = delete;
+
+    /// Checks bottom shapes, shapes the tops; `producers` name the layer of each bottom for
+    /// messages. Throws dl::Error(config).
+    virtual void setup(const Blobs& bottom, const Blobs& top,
+                       const std::vector<std::string>& producers) = 0;
+    /// Shapes of the parameters (weights, bias), known after setup.
+    [[nodiscard]] virtual std::vector<std::vector<int>> param_shapes() const { return {}; }
+    virtual void forward(const Blobs& bottom, const Blobs& top) = 0;
+    virtual void backward(const Blobs& top, const std::vector<bool>& propagate_down,
+                          const Blobs& bottom) = 0;
+    [[nodiscard]] virtual bool is_loss() const { return false; }
+    [[nodiscard]] virtual bool can_backward() const { return true; }
+    [[nodiscard]] virtual std::size_t min_bottoms() const { return 1; }
+    [[nodiscard]] virtual std::size_t max_bottoms() const { return 1; }
+    [[nodiscard]] virtual std::size_t top_count() const { return 1; }
+
+    [[nodiscard]] const LayerConfig& config() const { return m_config; }
+    std::vector<std::shared_ptr<Tensor>>& params() { return m_params; }
+
+    void set_phase(Phase phase) { m_phase = phase; }
+    void set_rng(std::mt19937* rng) { m_rng = rng; }
+
+protected:
+    [[noreturn]] void fail(const std::string& message) const;
+    std::vector<std::shared_ptr<Tensor>> m_params;
+    const LayerConfig& m_config;
+    Backend& m_backend;
+    Phase m_phase = Phase::train;
+    std::mt19937* m_rng = nullptr;
+};
+
+/// The layer for config.type (the explicit table of layer types).
+std::unique_ptr<Layer> make_layer(const LayerConfig& config, Backend& backend);
+
+/// Fills a parameter the way Caffe does (fan_in = count / shape[0], fan_out = count / shape[1]).
+void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng);
+
+} // namespace dl

@@ -1,0 +1,258 @@
+// Builds the layer graph of one phase, checks shapes, shares parameters with the train net,
+// and runs forward and backward in file order.
+
+#include "core/layers.hpp"
+
+#include <dl/error.hpp>
+#include <dl/net.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+namespace dl {
+
+struct Net::Entry {
+    std::unique_ptr<Layer> layer;
+    Blobs bottoms;
+    Blobs tops;
+    std::vector<bool> propagate_down;
+    bool backward = false;
+};
+
+Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t seed,
+         const Net* shared)
+    : m_phase(phase), m_backend(backend), m_rng(seed) {
+    std::map<std::string, std::size_t> blob_index;
+    std::vector<std::string> producer; // per blob: the layer that last wrote it
+    std::vector<bool> needs_grad;
+    std::vector<int> grad_consumers;
+    std::map<std::string, const Net::Entry*> shared_layers;
+    if (shared != nullptr) {
+        for (const auto& entry : shared->m_layers) {
+            shared_layers[entry->layer->config().name] = entry.get();
+        }
+    }
+    const auto where = [&](const LayerConfig& layer) {
+        return fmt::format("{}:{}: ", config.file.string(), layer.line);
+    };
+    for (const LayerConfig& layer_config : config.layers) {
+        if (layer_config.phase && *layer_config.phase != phase) {
+            continue;
+        }
+        auto entry = std::make_unique<Entry>();
+        entry->layer = make_layer(layer_config, backend);
+        Layer& layer = *entry->layer;
+        layer.set_phase(phase);
+        layer.set_rng(&m_rng);
+        const auto fail = [&](const std::string& message) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{}layer '{}' ({}): {}", where(layer_config), layer_config.name,
+                                    layer_config.type, message));
+        };
+        if (layer_config.bottoms.size() < layer.min_bottoms() ||
+            layer_config.bottoms.size() > layer.max_bottoms()) {
+            fail(fmt::format("needs {} bottom(s), got {}", layer.min_bottoms(),
+                             layer_config.bottoms.size()));
+        }
+        if (layer_config.tops.size() != layer.top_count()) {
+            fail(fmt::format("needs {} top(s), got {}", layer.top_count(),
+                             layer_config.tops.size()));
+        }
+        std::vector<std::string> producers;
+        bool any_grad = false;
+        for (const auto& name : layer_config.bottoms) {
+            const auto found = blob_index.find(name);
+            if (found == blob_index.end()) {
+                std::string known;
+                for (const auto& blob : m_blob_names) {
+                    if (!known.empty()) {
+                        known += ", ";
+                    }
+                    known += blob;
+                }
+                fail(fmt::format("bottom '{}' is not a top of any earlier layer (known blobs: {})",
+                                 name, known.empty() ? "none" : known));
+            }
+            entry->bottoms.push_back(m_blobs[found->second].get());
+            producers.push_back(producer[found->second]);
+            const bool grad = needs_grad[found->second] && layer.can_backward() &&
+                              !(layer.is_loss() && entry->bottoms.size() == 2);
+            entry->propagate_down.push_back(grad);
+            any_grad = any_grad || grad;
+        }
+        for (const auto& name : layer_config.tops) {
+            auto found = blob_index.find(name);
+            const bool in_place =
+                found != blob_index.end() &&
+                std::find(layer_config.bottoms.begin(), layer_config.bottoms.end(), name) !=
+                    layer_config.bottoms.end();
+            if (found != blob_index.end() && !in_place) {
+                fail(fmt::format("top '{}' is already written by layer '{}'", name,
+                                 producer[found->second]));
+            }
+            if (!in_place) {
+                blob_index[name] = m_blobs.size();
+                m_blob_names.push_back(name);
+                m_blobs.push_back(std::make_unique<Tensor>());
+                producer.push_back(layer_config.name);
+                needs_grad.push_back(false);
+                grad_consumers.push_back(0);
+                found = blob_index.find(name);
+            } else {
+                producer[found->second] = layer_config.name;
+            }
+            entry->tops.push_back(m_blobs[found->second].get());
+        }
+        if (layer_config.type == "Data") {
+            m_inputs.push_back(NetInput{&layer_config, entry->tops[0],
+                                        entry->tops.size() > 1 ? entry->tops[1] : nullptr});
+            if (layer_config.shape.empty()) {
+                fail("the image shape is unknown (no data file read and no 'shape' key)");
+            }
+            entry->tops[0]->reshape({layer_config.batch_size, layer_config.shape[0],
+                                     layer_config.shape[1], layer_config.shape[2]});
+        }
+        try {
+            layer.setup(entry->bottoms, entry->tops, producers);
+        } catch (const Error& e) {
+            throw Error(e.kind(), where(layer_config) + e.what());
+        }
+
+        // Parameters: borrowed from the train net, or created and filled.
+        const auto shapes = layer.param_shapes();
+        if (layer_config.params.size() > shapes.size()) {
+            fail(fmt::format("has {} 'param' entries but only {} parameters",
+                             layer_config.params.size(), shapes.size()));
+        }
+        const auto borrowed = shared_layers.find(layer_config.name);
+        for (std::size_t i = 0; i < shapes.size(); ++i) {
+            std::shared_ptr<Tensor> tensor;
+            if (borrowed != shared_layers.end()) {
+                tensor = borrowed->second->layer->params().at(i);
+                if (tensor->shape() != shapes[i]) {
+                    fail(fmt::format("parameter {} is {} here but {} in the train net", i,
+                                     fmt::join(shapes[i], "x"), tensor->shape_string()));
+                }
+            } else {
+                tensor = std::make_shared<Tensor>(shapes[i]);
+                fill(i == 0 ? layer_config.weight_filler : layer_config.bias_filler, *tensor,
+                     m_rng);
+            }
+            layer.params().push_back(tensor);
+            const ParamSpec spec =
+                i < layer_config.params.size() ? layer_config.params[i] : ParamSpec{};
+            m_params.push_back(Param{fmt::format("{}.{}", layer_config.name, i), tensor, spec});
+        }
+        entry->backward = layer.can_backward() && (any_grad || !shapes.empty());
+        if (entry->backward) {
+            for (std::size_t i = 0; i < entry->bottoms.size(); ++i) {
+                if (entry->propagate_down[i]) {
+                    const std::size_t index = blob_index[layer_config.bottoms[i]];
+                    const bool in_place =
+                        std::find(layer_config.tops.begin(), layer_config.tops.end(),
+                                  layer_config.bottoms[i]) != layer_config.tops.end();
+                    if (!in_place && ++grad_consumers[index] > 1) {
+                        fail(fmt::format("blob '{}' feeds two layers that backpropagate; "
+                                         "gradient accumulation is not supported yet",
+                                         layer_config.bottoms[i]));
+                    }
+                }
+            }
+            for (const auto& name : layer_config.tops) {
+                needs_grad[blob_index[name]] = true;
+            }
+        }
+        if (layer.is_loss() || layer_config.type == "Accuracy") {
+            m_outputs.push_back(layer_config.tops[0]);
+        }
+        m_layers.push_back(std::move(entry));
+    }
+}
+
+Net::~Net() = default;
+
+float Net::forward() {
+    float loss = 0.0F;
+    for (auto& entry : m_layers) {
+        entry->layer->forward(entry->bottoms, entry->tops);
+        if (entry->layer->is_loss()) {
+            loss += entry->layer->config().loss_weight * entry->tops[0]->data()[0];
+        }
+    }
+    return loss;
+}
+
+void Net::backward() {
+    for (auto it = m_layers.rbegin(); it != m_layers.rend(); ++it) {
+        if ((*it)->backward) {
+            (*it)->layer->backward((*it)->tops, (*it)->propagate_down, (*it)->bottoms);
+        }
+    }
+}
+
+namespace {
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+}
+} // namespace
+
+float Net::forward_timed(std::vector<LayerTiming>& timings) {
+    timings.resize(m_layers.size());
+    float loss = 0.0F;
+    for (std::size_t i = 0; i < m_layers.size(); ++i) {
+        auto& entry = *m_layers[i];
+        timings[i].name = entry.layer->config().name;
+        timings[i].type = entry.layer->config().type;
+        const auto start = std::chrono::steady_clock::now();
+        entry.layer->forward(entry.bottoms, entry.tops);
+        timings[i].forward_ms += elapsed_ms(start);
+        if (entry.layer->is_loss()) {
+            loss += entry.layer->config().loss_weight * entry.tops[0]->data()[0];
+        }
+    }
+    return loss;
+}
+
+void Net::backward_timed(std::vector<LayerTiming>& timings) {
+    timings.resize(m_layers.size());
+    for (std::size_t i = m_layers.size(); i-- > 0;) {
+        auto& entry = *m_layers[i];
+        if (entry.backward) {
+            const auto start = std::chrono::steady_clock::now();
+            entry.layer->backward(entry.tops, entry.propagate_down, entry.bottoms);
+            timings[i].backward_ms += elapsed_ms(start);
+        }
+    }
+}
+
+Tensor* Net::blob(const std::string& name) {
+    for (std::size_t i = m_blob_names.size(); i-- > 0;) {
+        if (m_blob_names[i] == name) {
+            return m_blobs[i].get();
+        }
+    }
+    return nullptr;
+}
+
+std::vector<std::string> Net::output_names() const {
+    return m_outputs;
+}
+
+std::vector<std::string> Net::layer_names() const {
+    std::vector<std::string> names;
+    for (const auto& entry : m_layers) {
+        names.push_back(entry->layer->config().name);
+    }
+    return names;
+}
+
+int Net::batch_size() const {
+    return m_inputs.empty() ? 0 : m_inputs.front().layer->batch_size;
+}
+
+} // namespace dl

@@ -1,0 +1,472 @@
+// dltrain train, test and time. The training loop follows Caffe's Solver::Step: test at every
+// test_interval (and at iteration 0), one forward/backward/update per iteration, display every
+// `display` iterations, snapshot every `snapshot`; plus leaving early on a signal or deadline.
+
+#include "data/batch_reader.hpp"
+#include "data/idx_dataset.hpp"
+
+#include <dl/backend.hpp>
+#include <dl/checkpoint.hpp>
+#include <dl/config.hpp>
+#include <dl/error.hpp>
+#include <dl/net.hpp>
+#include <dl/solver.hpp>
+#include <dl/train.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace dl {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t g_stop = 0;
+
+extern "C" void on_stop_signal(int /*signal*/) {
+    g_stop = 1;
+}
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+fs::path resolve(const std::string& source, const fs::path& base) {
+    if (source.empty()) {
+        return {};
+    }
+    const fs::path path(source);
+    return path.is_absolute() ? path : base / path;
+}
+
+// One Data layer's files, loaded once; the image shape is written into the layer config.
+struct Source {
+    data::IdxDataset set;
+    std::unique_ptr<data::BatchReader> reader;
+};
+
+std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
+                                    const fs::path& config_file) {
+    auto source = std::make_unique<Source>();
+    const fs::path images = resolve(layer.source, base);
+    const fs::path labels = resolve(layer.label_source, base);
+    try {
+        source->set = data::load_idx(images, labels);
+    } catch (const Error& e) {
+        throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(), layer.line,
+                                          layer.name, e.what()));
+    }
+    const std::vector<int> shape = {source->set.channels, source->set.height, source->set.width};
+    if (!layer.shape.empty() && layer.shape != shape) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}:{}: layer '{}': key 'shape' says {}x{}x{} but {} holds "
+                                "{}x{}x{} images",
+                                config_file.string(), layer.line, layer.name, layer.shape[0],
+                                layer.shape[1], layer.shape[2], images.string(), shape[0], shape[1],
+                                shape[2]));
+    }
+    layer.shape = shape;
+    layer.source = images.string();
+    layer.label_source = labels.string();
+    return source;
+}
+
+bool in_phase(const LayerConfig& layer, Phase phase) {
+    return !layer.phase || *layer.phase == phase;
+}
+
+std::string find_top(const NetConfig& config, Phase phase, const std::string& type) {
+    for (const auto& layer : config.layers) {
+        if (in_phase(layer, phase) && layer.type == type && !layer.tops.empty()) {
+            return layer.tops[0];
+        }
+    }
+    return {};
+}
+
+class MetricsLog {
+public:
+    explicit MetricsLog(const fs::path& file) : m_file(std::fopen(file.c_str(), "a")) {
+        if (m_file == nullptr) {
+            throw Error(ErrorKind::training, fmt::format("cannot write {}", file.string()));
+        }
+    }
+    ~MetricsLog() { std::fclose(m_file); }
+    MetricsLog(const MetricsLog&) = delete;
+    MetricsLog& operator=(const MetricsLog&) = delete;
+    MetricsLog(MetricsLog&&) = delete;
+    MetricsLog& operator=(MetricsLog&&) = delete;
+
+    // One line per event, flushed at once: dljob's status reads the file while we run.
+    void write(const nlohmann::json& line) {
+        const std::string text = line.dump() + "\n";
+        std::fwrite(text.data(), 1, text.size(), m_file);
+        std::fflush(m_file);
+    }
+
+private:
+    std::FILE* m_file;
+};
+
+struct TestResult {
+    double accuracy = 0.0;
+    double loss = 0.0;
+};
+
+// Runs test_iter batches of the test net; accuracy and loss are means over the batches.
+TestResult run_test(Net& net, Source& source, const NetConfig& config, int test_iter) {
+    const std::string accuracy_top = find_top(config, Phase::test, "Accuracy");
+    const std::string loss_top = find_top(config, Phase::test, "SoftmaxWithLoss");
+    NetInput& input = net.inputs().front();
+    TestResult result;
+    for (int i = 0; i < test_iter; ++i) {
+        source.reader->next(input.data->data(),
+                            input.labels != nullptr ? input.labels->data() : nullptr);
+        net.forward();
+        if (!accuracy_top.empty()) {
+            result.accuracy += net.blob(accuracy_top)->data()[0];
+        }
+        if (!loss_top.empty()) {
+            result.loss += net.blob(loss_top)->data()[0];
+        }
+    }
+    result.accuracy /= std::max(test_iter, 1);
+    result.loss /= std::max(test_iter, 1);
+    return result;
+}
+
+struct Nets {
+    NetConfig config;
+    std::unique_ptr<Backend> backend;
+    std::map<Phase, std::unique_ptr<Source>> sources;
+};
+
+// Loads every Data layer of `phases` (one per phase) and fixes their shapes in the config.
+void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase> phases) {
+    for (const Phase phase : phases) {
+        for (auto& layer : nets.config.layers) {
+            if (layer.type == "Data" && in_phase(layer, phase) && nets.sources.count(phase) == 0) {
+                nets.sources[phase] = load_source(layer, base, nets.config.file);
+            }
+        }
+    }
+}
+
+} // namespace
+
+void install_stop_signals() {
+    struct sigaction action = {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    for (const int signal : {SIGTERM, SIGUSR1, SIGUSR2}) {
+        sigaction(signal, &action, nullptr);
+    }
+}
+
+bool stop_requested() {
+    return g_stop != 0;
+}
+void request_stop() {
+    g_stop = 1;
+}
+
+std::optional<double> deadline_seconds(const std::string& spec) {
+    // Seconds kept free before the scheduler's end time: enough to finish a step and write a
+    // checkpoint on a slow shared file system.
+    constexpr double k_margin_s = 120.0;
+    if (spec == "none") {
+        return std::nullopt;
+    }
+    if (spec.empty() || spec == "auto") {
+        if (const char* end = std::getenv("SLURM_JOB_END_TIME")) {
+            const double now =
+                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+            return std::strtod(end, nullptr) - now - k_margin_s;
+        }
+        if (const char* walltime = std::getenv("PBS_WALLTIME")) {
+            // Torque gives the walltime in seconds, not the end time: counting it from now
+            // overestimates what is left by the job's start-up time, which the margin covers.
+            return std::strtod(walltime, nullptr) - k_margin_s;
+        }
+        return std::nullopt;
+    }
+    std::size_t used = 0;
+    double value = 0.0;
+    try {
+        value = std::stod(spec, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    const std::string unit = spec.substr(used);
+    const std::map<std::string, double> units = {{"", 1.0}, {"s", 1.0}, {"m", 60.0}, {"h", 3600.0}};
+    const auto found = units.find(unit);
+    if (used == 0 || found == units.end() || value < 0) {
+        throw Error(ErrorKind::usage,
+                    fmt::format("--deadline '{}': expected seconds from now (e.g. 3600, 90m, 2h), "
+                                "'auto' or 'none'",
+                                spec));
+    }
+    return value * found->second;
+}
+
+int train(const TrainOptions& options) {
+    const auto wall_start = Clock::now();
+    Nets nets;
+    nets.config = load_config(options.config);
+    NetConfig& config = nets.config;
+    if (options.max_iter) {
+        config.solver.max_iter = *options.max_iter;
+    }
+    const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
+    load_sources(nets, base, {Phase::train, Phase::test});
+    if (nets.sources.count(Phase::train) == 0) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: no Data layer in the train phase", config.file.string()));
+    }
+    const std::optional<double> deadline = deadline_seconds(options.deadline);
+
+    fs::create_directories(options.run_dir);
+    {
+        std::ofstream resolved(options.run_dir / "config.resolved.yaml");
+        resolved << to_yaml(config);
+    }
+    nets.backend = make_backend(options.backend, options.threads);
+    Backend& backend = *nets.backend;
+    Net net(config, Phase::train, backend, config.solver.random_seed);
+    const bool has_test = nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0;
+    std::unique_ptr<Net> test_net;
+    if (has_test) {
+        test_net =
+            std::make_unique<Net>(config, Phase::test, backend, config.solver.random_seed, &net);
+    }
+    Solver solver(config.solver, net, backend);
+
+    const fs::path checkpoint_dir = options.run_dir / "checkpoints";
+    TrainingState state;
+    std::optional<fs::path> resume_from;
+    if (options.resume == "auto") {
+        resume_from = find_latest_checkpoint(checkpoint_dir, [](const std::string& warning) {
+            std::cerr << "dltrain: warning: " << warning << '\n';
+        });
+    } else if (!options.resume.empty()) {
+        resume_from = fs::path(options.resume);
+    }
+    if (resume_from) {
+        state = read_checkpoint(*resume_from, net, &solver);
+        std::cerr << fmt::format("dltrain: resuming from {} (iteration {})\n",
+                                 resume_from->string(), state.iteration);
+    }
+
+    Source& train_source = *nets.sources[Phase::train];
+    const LayerConfig& train_layer = *net.inputs().front().layer;
+    train_source.reader = std::make_unique<data::BatchReader>(
+        train_source.set, train_layer.batch_size, train_layer.scale, state.train_cursor);
+    if (has_test) {
+        Source& test_source = *nets.sources[Phase::test];
+        const LayerConfig& test_layer = *test_net->inputs().front().layer;
+        test_source.reader = std::make_unique<data::BatchReader>(
+            test_source.set, test_layer.batch_size, test_layer.scale, state.test_cursor);
+    }
+
+    MetricsLog metrics(options.run_dir / "metrics.jsonl");
+    const SolverConfig& s = config.solver;
+    metrics.write({{"type", "start"},
+                   {"iter", solver.iteration()},
+                   {"max_iter", s.max_iter},
+                   {"resumed_from", resume_from ? resume_from->string() : ""},
+                   {"threads", backend.threads()},
+                   {"backend", backend.name()},
+                   {"batch_size", train_layer.batch_size}});
+
+    install_stop_signals();
+    const auto current_state = [&] {
+        TrainingState now;
+        now.iteration = solver.iteration();
+        now.train_cursor = train_source.reader->cursor();
+        now.test_cursor = has_test ? nets.sources[Phase::test]->reader->cursor() : 0;
+        std::ostringstream rng;
+        rng << net.rng();
+        now.rng_state = rng.str();
+        return now;
+    };
+    int last_checkpoint = -1;
+    const auto checkpoint = [&] {
+        if (last_checkpoint != solver.iteration()) {
+            write_checkpoint(checkpoint_dir, current_state(), net, solver, s.keep_checkpoints);
+            last_checkpoint = solver.iteration();
+        }
+    };
+    TestResult last_test{std::nan(""), std::nan("")};
+    const auto test_now = [&] {
+        last_test = run_test(*test_net, *nets.sources[Phase::test], config, s.test_iter);
+        metrics.write({{"type", "test"},
+                       {"iter", solver.iteration()},
+                       {"accuracy", last_test.accuracy},
+                       {"loss", last_test.loss}});
+    };
+
+    NetInput& input = net.inputs().front();
+    const int batch = train_layer.batch_size;
+    double total_train_s = 0.0;
+    long long total_images = 0;
+    double window_s = 0.0;
+    double window_wait_s = 0.0;
+    long long window_images = 0;
+    bool leaving = false;
+    while (solver.iteration() < s.max_iter) {
+        const int iter = solver.iteration();
+        if (has_test && s.test_interval > 0 && iter % s.test_interval == 0 &&
+            (iter > 0 || s.test_initialization)) {
+            test_now();
+        }
+        const auto step_start = Clock::now();
+        const double waited = train_source.reader->next(
+            input.data->data(), input.labels != nullptr ? input.labels->data() : nullptr);
+        const float loss = net.forward();
+        if (!std::isfinite(loss)) {
+            throw Error(ErrorKind::training,
+                        fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
+        }
+        net.backward();
+        const float rate = solver.current_lr();
+        solver.apply_update();
+        const double step_s = seconds_since(step_start);
+        total_train_s += step_s;
+        total_images += batch;
+        window_s += step_s;
+        window_wait_s += waited;
+        window_images += batch;
+        if (s.display > 0 && iter % s.display == 0) {
+            metrics.write({{"type", "train"},
+                           {"iter", iter},
+                           {"max_iter", s.max_iter},
+                           {"loss", loss},
+                           {"lr", rate},
+                           {"images_per_s", static_cast<double>(window_images) / window_s},
+                           {"data_wait_fraction", window_wait_s / window_s},
+                           {"elapsed_s", seconds_since(wall_start)}});
+            window_s = 0.0;
+            window_wait_s = 0.0;
+            window_images = 0;
+        }
+        if (s.snapshot > 0 && solver.iteration() % s.snapshot == 0) {
+            checkpoint();
+        }
+        if (stop_requested() || (deadline && seconds_since(wall_start) >= *deadline)) {
+            leaving = solver.iteration() < s.max_iter;
+            break;
+        }
+    }
+    checkpoint();
+    if (!leaving && has_test) {
+        test_now();
+    }
+    metrics.write({{"type", "final"},
+                   {"iter", solver.iteration()},
+                   {"max_iter", s.max_iter},
+                   {"status", leaving ? "checkpointed" : "completed"},
+                   {"test_accuracy", last_test.accuracy},
+                   {"test_loss", last_test.loss},
+                   {"train_images_per_s",
+                    total_train_s > 0 ? static_cast<double>(total_images) / total_train_s : 0.0},
+                   {"wall_s", seconds_since(wall_start)}});
+    if (leaving) {
+        std::cerr << fmt::format("dltrain: checkpointed at iteration {} before the deadline; "
+                                 "resume with --resume auto (exit {})\n",
+                                 solver.iteration(), exit_code::checkpointed);
+        return exit_code::checkpointed;
+    }
+    return exit_code::finished;
+}
+
+int test(const TestOptions& options) {
+    Nets nets;
+    nets.config = load_config(options.config);
+    const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
+    load_sources(nets, base, {Phase::test});
+    if (nets.sources.count(Phase::test) == 0) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: no Data layer in the test phase", nets.config.file.string()));
+    }
+    nets.backend = make_backend("cpu", options.threads);
+    Net net(nets.config, Phase::test, *nets.backend, nets.config.solver.random_seed);
+    const TrainingState state = read_checkpoint(options.weights, net, nullptr);
+    Source& source = *nets.sources[Phase::test];
+    const LayerConfig& layer = *net.inputs().front().layer;
+    source.reader =
+        std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale, 0);
+    const int test_iter =
+        nets.config.solver.test_iter > 0
+            ? nets.config.solver.test_iter
+            : static_cast<int>((source.set.count + layer.batch_size - 1) / layer.batch_size);
+    const TestResult result = run_test(net, source, nets.config, test_iter);
+    const nlohmann::json line = {{"type", "test"},
+                                 {"iter", state.iteration},
+                                 {"accuracy", result.accuracy},
+                                 {"loss", result.loss},
+                                 {"batches", test_iter}};
+    std::cout << line.dump() << '\n';
+    return exit_code::finished;
+}
+
+int time_net(const TimeOptions& options) {
+    NetConfig config = load_config(options.config);
+    // The image shape comes from the data when it is there, else from the 'shape' key.
+    for (auto& layer : config.layers) {
+        if (layer.type == "Data" && layer.shape.empty()) {
+            const data::IdxDataset header =
+                data::read_idx_header(resolve(layer.source, options.config.parent_path()));
+            layer.shape = {header.channels, header.height, header.width};
+        }
+    }
+    auto backend = make_backend("cpu", options.threads);
+    Net net(config, Phase::train, *backend, config.solver.random_seed);
+    std::mt19937 rng(config.solver.random_seed);
+    std::uniform_real_distribution<float> pixel(0.0F, 1.0F);
+    for (auto& input : net.inputs()) {
+        for (std::size_t i = 0; i < input.data->count(); ++i) {
+            input.data->data()[i] = pixel(rng);
+        }
+    }
+    std::vector<LayerTiming> timings;
+    for (int i = 0; i < 3; ++i) { // warm-up: scratch buffers are sized on the first step
+        net.forward();
+        net.backward();
+    }
+    const int iterations = std::max(options.iterations, 1);
+    const auto start = Clock::now();
+    for (int i = 0; i < iterations; ++i) {
+        net.forward_timed(timings);
+        net.backward_timed(timings);
+    }
+    const double total_ms = seconds_since(start) * 1000.0 / iterations;
+    fmt::print("{:<12} {:<16} {:>12} {:>12}\n", "layer", "type", "forward ms", "backward ms");
+    double forward = 0.0;
+    double backward = 0.0;
+    for (const auto& timing : timings) {
+        fmt::print("{:<12} {:<16} {:>12.3f} {:>12.3f}\n", timing.name, timing.type,
+                   timing.forward_ms / iterations, timing.backward_ms / iterations);
+        forward += timing.forward_ms / iterations;
+        backward += timing.backward_ms / iterations;
+    }
+    fmt::print("Average forward pass: {:.3f} ms\nAverage backward pass: {:.3f} ms\n"
+               "Average forward-backward: {:.3f} ms ({:.0f} images/s at batch {}, {} threads)\n",
+               forward, backward, total_ms, net.batch_size() * 1000.0 / total_ms, net.batch_size(),
+               backend->threads());
+    return exit_code::finished;
+}
+
+} // namespace dl

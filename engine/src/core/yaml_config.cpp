@@ -1,0 +1,488 @@
+// The only engine file that sees yaml-cpp: turns a config file into a NetConfig, with errors
+// that name the file, line and key, and the valid choices.
+
+#include <dl/config.hpp>
+#include <dl/error.hpp>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace dl {
+namespace {
+
+const std::vector<std::string> k_layer_types = {
+    "Data",    "Convolution", "Pooling", "InnerProduct",    "ReLU",
+    "Sigmoid", "TanH",        "Dropout", "SoftmaxWithLoss", "Accuracy"};
+const std::vector<std::string> k_common_keys = {"name", "type", "bottom", "top", "phase", "param"};
+const std::map<std::string, std::vector<std::string>> k_type_keys = {
+    {"Data", {"source", "label_source", "batch_size", "scale", "shape"}},
+    {"Convolution",
+     {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
+      "bias_filler"}},
+    {"Pooling", {"pool", "kernel_size", "stride", "pad"}},
+    {"InnerProduct", {"num_output", "bias_term", "weight_filler", "bias_filler"}},
+    {"ReLU", {}},
+    {"Sigmoid", {}},
+    {"TanH", {}},
+    {"Dropout", {"dropout_ratio"}},
+    {"SoftmaxWithLoss", {"loss_weight"}},
+    {"Accuracy", {"top_k"}},
+};
+const std::vector<std::string> k_solver_keys = {"type",          "base_lr",   "momentum",
+                                                "momentum2",     "delta",     "weight_decay",
+                                                "lr_policy",     "gamma",     "power",
+                                                "stepsize",      "stepvalue", "max_iter",
+                                                "test_interval", "test_iter", "test_initialization",
+                                                "display",       "snapshot",  "keep_checkpoints",
+                                                "random_seed"};
+const std::vector<std::string> k_filler_types = {"constant", "uniform", "gaussian", "xavier",
+                                                 "msra"};
+const std::vector<std::string> k_filler_keys = {"type", "value", "min",          "max",
+                                                "mean", "std",   "variance_norm"};
+
+std::string join(const std::vector<std::string>& items) {
+    std::string text;
+    for (const auto& item : items) {
+        if (!text.empty()) {
+            text += ", ";
+        }
+        text += item;
+    }
+    return text;
+}
+
+class Reader {
+public:
+    explicit Reader(std::filesystem::path file) : m_file(std::move(file)) {}
+
+    [[noreturn]] void fail(const YAML::Node& node, const std::string& message) const {
+        const int line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+        throw Error(ErrorKind::config, fmt::format("{}:{}: {}", m_file.string(), line, message));
+    }
+
+    void check_keys(const YAML::Node& map, const std::vector<std::string>& valid,
+                    const std::string& where) const {
+        for (const auto& item : map) {
+            const auto key = item.first.as<std::string>();
+            if (std::find(valid.begin(), valid.end(), key) == valid.end()) {
+                fail(item.first, fmt::format("unknown key '{}' in {} (valid keys: {})", key, where,
+                                             join(valid)));
+            }
+        }
+    }
+
+    template <typename T>
+    void read(const YAML::Node& map, const std::string& key, T& out,
+              const std::string& where) const {
+        const YAML::Node node = map[key];
+        if (!node) {
+            return;
+        }
+        try {
+            out = node.as<T>();
+        } catch (const YAML::Exception&) {
+            fail(node, fmt::format("key '{}' in {}: '{}' is not a valid {}", key, where,
+                                   node.IsScalar() ? node.Scalar() : std::string("<not a scalar>"),
+                                   type_name<T>()));
+        }
+    }
+
+    void read_positive(const YAML::Node& map, const std::string& key, int& out,
+                       const std::string& where, int minimum) const {
+        read(map, key, out, where);
+        if (map[key] && out < minimum) {
+            fail(map[key], fmt::format("key '{}' in {} must be at least {} (got {})", key, where,
+                                       minimum, out));
+        }
+    }
+
+    void read_choice(const YAML::Node& map, const std::string& key, std::string& out,
+                     const std::vector<std::string>& choices, const std::string& where) const {
+        read(map, key, out, where);
+        if (std::find(choices.begin(), choices.end(), out) == choices.end()) {
+            fail(map[key] ? map[key] : map,
+                 fmt::format("key '{}' in {}: unknown value '{}' (valid: {})", key, where, out,
+                             join(choices)));
+        }
+    }
+
+    std::vector<std::string> read_names(const YAML::Node& map, const std::string& key,
+                                        const std::string& where) const {
+        const YAML::Node node = map[key];
+        std::vector<std::string> names;
+        if (!node) {
+            return names;
+        }
+        if (node.IsScalar()) {
+            names.push_back(node.as<std::string>());
+            return names;
+        }
+        if (!node.IsSequence()) {
+            fail(node, fmt::format("key '{}' in {} must be a name or a list of names", key, where));
+        }
+        for (const auto& item : node) {
+            names.push_back(item.as<std::string>());
+        }
+        return names;
+    }
+
+    FillerConfig read_filler(const YAML::Node& map, const std::string& key, FillerConfig filler,
+                             const std::string& where) const {
+        const YAML::Node node = map[key];
+        if (!node) {
+            return filler;
+        }
+        const std::string here = fmt::format("{} of {}", key, where);
+        if (!node.IsMap()) {
+            fail(node, fmt::format("key '{}' in {} must be a map with a 'type'", key, where));
+        }
+        check_keys(node, k_filler_keys, here);
+        read_choice(node, "type", filler.type, k_filler_types, here);
+        read(node, "value", filler.value, here);
+        read(node, "min", filler.min, here);
+        read(node, "max", filler.max, here);
+        read(node, "mean", filler.mean, here);
+        read(node, "std", filler.std, here);
+        read_choice(node, "variance_norm", filler.variance_norm, {"fan_in", "fan_out", "average"},
+                    here);
+        return filler;
+    }
+
+private:
+    template <typename T> static std::string type_name() {
+        if constexpr (std::is_same_v<T, int> || std::is_same_v<T, unsigned>) {
+            return "integer";
+        } else if constexpr (std::is_same_v<T, float>) {
+            return "number";
+        } else if constexpr (std::is_same_v<T, bool>) {
+            return "boolean (true or false)";
+        } else {
+            return "string";
+        }
+    }
+    std::filesystem::path m_file;
+};
+
+LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t index) {
+    LayerConfig layer;
+    layer.line = node.Mark().line + 1;
+    if (!node.IsMap()) {
+        reader.fail(node, fmt::format("layers[{}] must be a map with 'name' and 'type'", index));
+    }
+    if (!node["name"]) {
+        reader.fail(node, fmt::format("layers[{}] has no 'name'", index));
+    }
+    layer.name = node["name"].as<std::string>();
+    const std::string where = fmt::format("layer '{}'", layer.name);
+    if (!node["type"]) {
+        reader.fail(node,
+                    fmt::format("{} has no 'type' (valid types: {})", where, join(k_layer_types)));
+    }
+    layer.type = node["type"].as<std::string>();
+    const auto keys = k_type_keys.find(layer.type);
+    if (keys == k_type_keys.end()) {
+        reader.fail(node["type"], fmt::format("key 'type' in {}: unknown layer type '{}' (valid "
+                                              "types: {})",
+                                              where, layer.type, join(k_layer_types)));
+    }
+    std::vector<std::string> valid = k_common_keys;
+    valid.insert(valid.end(), keys->second.begin(), keys->second.end());
+    reader.check_keys(node, valid, where + " of type " + layer.type);
+
+    layer.bottoms = reader.read_names(node, "bottom", where);
+    layer.tops = reader.read_names(node, "top", where);
+    if (node["phase"]) {
+        std::string phase;
+        reader.read_choice(node, "phase", phase, {"train", "test"}, where);
+        layer.phase = phase == "train" ? Phase::train : Phase::test;
+    }
+    if (const YAML::Node params = node["param"]) {
+        if (!params.IsSequence()) {
+            reader.fail(params, fmt::format("key 'param' in {} must be a list of "
+                                            "{{lr_mult, decay_mult}} maps",
+                                            where));
+        }
+        for (const auto& item : params) {
+            ParamSpec spec;
+            reader.check_keys(item, {"lr_mult", "decay_mult"}, "param of " + where);
+            reader.read(item, "lr_mult", spec.lr_mult, where);
+            reader.read(item, "decay_mult", spec.decay_mult, where);
+            layer.params.push_back(spec);
+        }
+    }
+
+    reader.read(node, "source", layer.source, where);
+    reader.read(node, "label_source", layer.label_source, where);
+    reader.read_positive(node, "batch_size", layer.batch_size, where, 1);
+    reader.read(node, "scale", layer.scale, where);
+    if (const YAML::Node shape = node["shape"]) {
+        layer.shape = shape.as<std::vector<int>>();
+        if (layer.shape.size() != 3 ||
+            std::any_of(layer.shape.begin(), layer.shape.end(), [](int d) { return d < 1; })) {
+            reader.fail(shape,
+                        fmt::format("key 'shape' in {} must be [channels, height, width]", where));
+        }
+    }
+    reader.read_positive(node, "num_output", layer.num_output, where, 1);
+    reader.read_positive(node, "kernel_size", layer.kernel_size, where, 1);
+    reader.read_positive(node, "stride", layer.stride, where, 1);
+    reader.read_positive(node, "pad", layer.pad, where, 0);
+    reader.read_positive(node, "group", layer.group, where, 1);
+    reader.read(node, "bias_term", layer.bias_term, where);
+    layer.weight_filler = reader.read_filler(node, "weight_filler", layer.weight_filler, where);
+    layer.bias_filler = reader.read_filler(node, "bias_filler", layer.bias_filler, where);
+    if (layer.type == "Pooling") {
+        reader.read_choice(node, "pool", layer.pool, {"max", "ave"}, where);
+    }
+    reader.read(node, "dropout_ratio", layer.dropout_ratio, where);
+    if (layer.dropout_ratio < 0.0F || layer.dropout_ratio >= 1.0F) {
+        reader.fail(node["dropout_ratio"],
+                    fmt::format("key 'dropout_ratio' in {} must be in [0, 1)", where));
+    }
+    reader.read_positive(node, "top_k", layer.top_k, where, 1);
+    reader.read(node, "loss_weight", layer.loss_weight, where);
+
+    const auto require = [&](const char* key) {
+        if (!node[key]) {
+            reader.fail(node, fmt::format("{} of type {} needs key '{}'", where, layer.type, key));
+        }
+    };
+    if (layer.type == "Data") {
+        require("source");
+        require("batch_size");
+    }
+    if (layer.type == "Convolution" || layer.type == "InnerProduct") {
+        require("num_output");
+    }
+    if (layer.type == "Convolution" || layer.type == "Pooling") {
+        require("kernel_size");
+    }
+    return layer;
+}
+
+SolverConfig read_solver(const Reader& reader, const YAML::Node& node) {
+    SolverConfig solver;
+    const std::string where = "solver";
+    if (!node.IsMap()) {
+        reader.fail(node, "'solver' must be a map");
+    }
+    reader.check_keys(node, k_solver_keys, where);
+    reader.read_choice(node, "type", solver.type, {"SGD", "Nesterov", "Adam"}, where);
+    reader.read(node, "base_lr", solver.base_lr, where);
+    reader.read(node, "momentum", solver.momentum, where);
+    reader.read(node, "momentum2", solver.momentum2, where);
+    reader.read(node, "delta", solver.delta, where);
+    reader.read(node, "weight_decay", solver.weight_decay, where);
+    reader.read_choice(node, "lr_policy", solver.lr_policy,
+                       {"fixed", "step", "multistep", "exp", "inv", "poly"}, where);
+    reader.read(node, "gamma", solver.gamma, where);
+    reader.read(node, "power", solver.power, where);
+    reader.read_positive(node, "stepsize", solver.stepsize, where, 1);
+    if (const YAML::Node steps = node["stepvalue"]) {
+        if (steps.IsScalar()) {
+            solver.stepvalues.push_back(steps.as<int>());
+        } else {
+            for (const auto& step : steps) {
+                solver.stepvalues.push_back(step.as<int>());
+            }
+        }
+    }
+    reader.read_positive(node, "max_iter", solver.max_iter, where, 0);
+    reader.read_positive(node, "test_interval", solver.test_interval, where, 0);
+    reader.read_positive(node, "test_iter", solver.test_iter, where, 0);
+    reader.read(node, "test_initialization", solver.test_initialization, where);
+    reader.read_positive(node, "display", solver.display, where, 0);
+    reader.read_positive(node, "snapshot", solver.snapshot, where, 0);
+    reader.read_positive(node, "keep_checkpoints", solver.keep_checkpoints, where, 1);
+    reader.read(node, "random_seed", solver.random_seed, where);
+    if (solver.lr_policy == "step" && solver.stepsize == 0) {
+        reader.fail(node, "solver: lr_policy 'step' needs key 'stepsize'");
+    }
+    if (solver.lr_policy == "multistep" && solver.stepvalues.empty()) {
+        reader.fail(node, "solver: lr_policy 'multistep' needs key 'stepvalue'");
+    }
+    return solver;
+}
+
+} // namespace
+
+NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages) {
+    const Reader reader(file_for_messages);
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}:{}: {}", file_for_messages.string(), e.mark.line + 1, e.msg));
+    }
+    if (!root.IsMap()) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}:1: the config must be a map with 'layers' and 'solver'",
+                                file_for_messages.string()));
+    }
+    NetConfig config;
+    config.file = file_for_messages;
+    try {
+        reader.check_keys(root, {"name", "layers", "solver"}, "the config");
+        reader.read(root, "name", config.name, "the config");
+        const YAML::Node layers = root["layers"];
+        if (!layers || !layers.IsSequence() || layers.size() == 0) {
+            reader.fail(layers ? layers : root, "key 'layers' must be a non-empty list of layers");
+        }
+        // A name may repeat only across phases (Caffe's train and test Data layers).
+        std::set<std::pair<std::string, int>> names;
+        for (std::size_t i = 0; i < layers.size(); ++i) {
+            LayerConfig layer = read_layer(reader, layers[i], i);
+            const auto taken = [&](int phase) { return names.count({layer.name, phase}) != 0; };
+            const bool clash = layer.phase ? taken(static_cast<int>(*layer.phase)) || taken(-1)
+                                           : taken(0) || taken(1) || taken(-1);
+            names.insert({layer.name, layer.phase ? static_cast<int>(*layer.phase) : -1});
+            if (clash) {
+                reader.fail(layers[i]["name"],
+                            fmt::format("key 'name': layer name '{}' is used twice", layer.name));
+            }
+            config.layers.push_back(std::move(layer));
+        }
+        if (root["solver"]) {
+            config.solver = read_solver(reader, root["solver"]);
+        }
+    } catch (const YAML::Exception& e) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}:{}: {}", file_for_messages.string(), e.mark.line + 1, e.msg));
+    }
+    return config;
+}
+
+NetConfig load_config(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    if (!in) {
+        throw Error(ErrorKind::config, fmt::format("cannot read config file {}", file.string()));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_config(text.str(), file);
+}
+
+namespace {
+
+void emit_filler(YAML::Emitter& out, const char* key, const FillerConfig& filler) {
+    out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "type" << YAML::Value << filler.type;
+    if (filler.type == "constant") {
+        out << YAML::Key << "value" << YAML::Value << filler.value;
+    } else if (filler.type == "uniform") {
+        out << YAML::Key << "min" << YAML::Value << filler.min << YAML::Key << "max" << YAML::Value
+            << filler.max;
+    } else if (filler.type == "gaussian") {
+        out << YAML::Key << "mean" << YAML::Value << filler.mean << YAML::Key << "std"
+            << YAML::Value << filler.std;
+    } else {
+        out << YAML::Key << "variance_norm" << YAML::Value << filler.variance_norm;
+    }
+    out << YAML::EndMap;
+}
+
+} // namespace
+
+std::string to_yaml(const NetConfig& config) {
+    YAML::Emitter out;
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << config.name;
+    out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+    for (const auto& layer : config.layers) {
+        out << YAML::BeginMap;
+        out << YAML::Key << "name" << YAML::Value << layer.name;
+        out << YAML::Key << "type" << YAML::Value << layer.type;
+        if (!layer.bottoms.empty()) {
+            out << YAML::Key << "bottom" << YAML::Value << YAML::Flow << layer.bottoms;
+        }
+        out << YAML::Key << "top" << YAML::Value << YAML::Flow << layer.tops;
+        if (layer.phase) {
+            out << YAML::Key << "phase" << YAML::Value
+                << (*layer.phase == Phase::train ? "train" : "test");
+        }
+        const std::string& type = layer.type;
+        if (type == "Data") {
+            out << YAML::Key << "source" << YAML::Value << layer.source;
+            out << YAML::Key << "label_source" << YAML::Value << layer.label_source;
+            out << YAML::Key << "batch_size" << YAML::Value << layer.batch_size;
+            out << YAML::Key << "scale" << YAML::Value << layer.scale;
+            if (!layer.shape.empty()) {
+                out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;
+            }
+        }
+        if (type == "Convolution" || type == "InnerProduct") {
+            out << YAML::Key << "param" << YAML::Value << YAML::BeginSeq;
+            for (const auto& spec : layer.params) {
+                out << YAML::Flow << YAML::BeginMap << YAML::Key << "lr_mult" << YAML::Value
+                    << spec.lr_mult << YAML::Key << "decay_mult" << YAML::Value << spec.decay_mult
+                    << YAML::EndMap;
+            }
+            out << YAML::EndSeq;
+            out << YAML::Key << "num_output" << YAML::Value << layer.num_output;
+            out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
+            emit_filler(out, "weight_filler", layer.weight_filler);
+            emit_filler(out, "bias_filler", layer.bias_filler);
+        }
+        if (type == "Convolution" || type == "Pooling") {
+            out << YAML::Key << "kernel_size" << YAML::Value << layer.kernel_size;
+            out << YAML::Key << "stride" << YAML::Value << layer.stride;
+            out << YAML::Key << "pad" << YAML::Value << layer.pad;
+        }
+        if (type == "Convolution") {
+            out << YAML::Key << "group" << YAML::Value << layer.group;
+        }
+        if (type == "Pooling") {
+            out << YAML::Key << "pool" << YAML::Value << layer.pool;
+        }
+        if (type == "Dropout") {
+            out << YAML::Key << "dropout_ratio" << YAML::Value << layer.dropout_ratio;
+        }
+        if (type == "Accuracy") {
+            out << YAML::Key << "top_k" << YAML::Value << layer.top_k;
+        }
+        if (type == "SoftmaxWithLoss") {
+            out << YAML::Key << "loss_weight" << YAML::Value << layer.loss_weight;
+        }
+        out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+    const SolverConfig& s = config.solver;
+    out << YAML::Key << "solver" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "type" << YAML::Value << s.type;
+    out << YAML::Key << "base_lr" << YAML::Value << s.base_lr;
+    out << YAML::Key << "momentum" << YAML::Value << s.momentum;
+    if (s.type == "Adam") {
+        out << YAML::Key << "momentum2" << YAML::Value << s.momentum2;
+        out << YAML::Key << "delta" << YAML::Value << s.delta;
+    }
+    out << YAML::Key << "weight_decay" << YAML::Value << s.weight_decay;
+    out << YAML::Key << "lr_policy" << YAML::Value << s.lr_policy;
+    out << YAML::Key << "gamma" << YAML::Value << s.gamma;
+    out << YAML::Key << "power" << YAML::Value << s.power;
+    if (s.stepsize > 0) {
+        out << YAML::Key << "stepsize" << YAML::Value << s.stepsize;
+    }
+    if (!s.stepvalues.empty()) {
+        out << YAML::Key << "stepvalue" << YAML::Value << YAML::Flow << s.stepvalues;
+    }
+    out << YAML::Key << "max_iter" << YAML::Value << s.max_iter;
+    out << YAML::Key << "test_interval" << YAML::Value << s.test_interval;
+    out << YAML::Key << "test_iter" << YAML::Value << s.test_iter;
+    out << YAML::Key << "test_initialization" << YAML::Value << s.test_initialization;
+    out << YAML::Key << "display" << YAML::Value << s.display;
+    out << YAML::Key << "snapshot" << YAML::Value << s.snapshot;
+    out << YAML::Key << "keep_checkpoints" << YAML::Value << s.keep_checkpoints;
+    out << YAML::Key << "random_seed" << YAML::Value << s.random_seed;
+    out << YAML::EndMap;
+    out << YAML::EndMap;
+    return std::string(out.c_str()) + "\n";
+}
+
+} // namespace dl

@@ -1,0 +1,515 @@
+// CPU reference backend. Convolution is im2col + sgemm per image, the batch split into one
+// task per thread; weight gradients are summed per task and then reduced in task order, so a
+// run is bit-for-bit repeatable for a given thread count. OpenBLAS runs single-threaded: the
+// parallelism is ours (nested BLAS threads on 2 cores collapse throughput).
+
+#include "cpu/cpu_backend.hpp"
+
+#include "cpu/thread_pool.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace dl::cpu {
+namespace {
+
+// Grow-only scratch: sized on the first step, reused afterwards (no allocation in a step).
+float* scratch(std::vector<float>& buffer, std::size_t count) {
+    if (buffer.size() < count) {
+        buffer.resize(count);
+    }
+    return buffer.data();
+}
+
+// col: (C*K*K) x (OH*OW), row (c, ki, kj) holds x[c][oh*s - p + ki][ow*s - p + kj] (0 outside).
+void im2col(const float* x, int channels, int height, int width, int kernel, int stride, int pad,
+            int out_h, int out_w, float* col) {
+    for (int c = 0; c < channels; ++c) {
+        const float* plane = x + static_cast<std::ptrdiff_t>(c) * height * width;
+        for (int ki = 0; ki < kernel; ++ki) {
+            for (int kj = 0; kj < kernel; ++kj) {
+                for (int oh = 0; oh < out_h; ++oh) {
+                    const int h = oh * stride - pad + ki;
+                    float* out = col + static_cast<std::ptrdiff_t>(oh) * out_w;
+                    if (h < 0 || h >= height) {
+                        std::fill(out, out + out_w, 0.0F);
+                        continue;
+                    }
+                    const float* row = plane + static_cast<std::ptrdiff_t>(h) * width;
+                    if (stride == 1) {
+                        // Columns ow with 0 <= ow - pad + kj < width are a contiguous run.
+                        const int first = std::max(0, pad - kj);
+                        const int last = std::min(out_w, width + pad - kj);
+                        std::fill(out, out + first, 0.0F);
+                        if (last > first) {
+                            std::memcpy(out + first, row + first - pad + kj,
+                                        sizeof(float) * static_cast<std::size_t>(last - first));
+                        }
+                        std::fill(out + std::max(first, last), out + out_w, 0.0F);
+                    } else {
+                        for (int ow = 0; ow < out_w; ++ow) {
+                            const int w = ow * stride - pad + kj;
+                            out[ow] = (w >= 0 && w < width) ? row[w] : 0.0F;
+                        }
+                    }
+                }
+                col += static_cast<std::ptrdiff_t>(out_h) * out_w;
+            }
+        }
+    }
+}
+
+// The adjoint of im2col: dx (C x H x W) = sum of the col entries that read each pixel.
+void col2im(const float* col, int channels, int height, int width, int kernel, int stride, int pad,
+            int out_h, int out_w, float* dx) {
+    std::fill(dx, dx + static_cast<std::ptrdiff_t>(channels) * height * width, 0.0F);
+    for (int c = 0; c < channels; ++c) {
+        float* plane = dx + static_cast<std::ptrdiff_t>(c) * height * width;
+        for (int ki = 0; ki < kernel; ++ki) {
+            for (int kj = 0; kj < kernel; ++kj) {
+                for (int oh = 0; oh < out_h; ++oh) {
+                    const int h = oh * stride - pad + ki;
+                    const float* in = col + static_cast<std::ptrdiff_t>(oh) * out_w;
+                    if (h < 0 || h >= height) {
+                        continue;
+                    }
+                    float* row = plane + static_cast<std::ptrdiff_t>(h) * width;
+                    for (int ow = 0; ow < out_w; ++ow) {
+                        const int w = ow * stride - pad + kj;
+                        if (w >= 0 && w < width) {
+                            row[w] += in[ow];
+                        }
+                    }
+                }
+                col += static_cast<std::ptrdiff_t>(out_h) * out_w;
+            }
+        }
+    }
+}
+
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+          const float* b, float beta, float* c) {
+    // Row-major C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C.
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, trans_a ? m : k, b,
+                trans_b ? k : n, beta, c, n);
+}
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int threads) : m_pool(std::max(1, threads)) {
+        openblas_set_num_threads(1);
+        m_task_scratch.resize(static_cast<std::size_t>(m_pool.size()));
+        m_task_grad.resize(static_cast<std::size_t>(m_pool.size()));
+    }
+
+    [[nodiscard]] std::string name() const override { return "cpu"; }
+    [[nodiscard]] int threads() const override { return m_pool.size(); }
+
+    void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                      float* y) override {
+        const int out_h = g.out_height();
+        const int out_w = g.out_width();
+        const int spatial = out_h * out_w;
+        const int group_in = g.channels / g.group;
+        const int group_out = g.outputs / g.group;
+        const int col_rows = group_in * g.kernel * g.kernel; // per group
+        const std::size_t in_size = static_cast<std::size_t>(g.channels) * g.height * g.width;
+        const std::size_t out_size = static_cast<std::size_t>(g.outputs) * spatial;
+        const int tasks = std::min(g.batch, m_pool.size());
+        prepare(tasks, static_cast<std::size_t>(col_rows) * g.group * spatial, 0);
+        m_pool.run(tasks, [&](int task) {
+            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
+            const auto [first, last] = split(g.batch, tasks, task);
+            for (int n = first; n < last; ++n) {
+                float* out = y + n * out_size;
+                im2col(x + n * in_size, g.channels, g.height, g.width, g.kernel, g.stride, g.pad,
+                       out_h, out_w, col);
+                for (int grp = 0; grp < g.group; ++grp) {
+                    // out_g (group_out x spatial) = W_g (group_out x col_rows) * col_g
+                    gemm(false, false, group_out, spatial, col_rows, 1.0F,
+                         w + static_cast<std::ptrdiff_t>(grp) * group_out * col_rows,
+                         col + static_cast<std::ptrdiff_t>(grp) * col_rows * spatial, 0.0F,
+                         out + static_cast<std::ptrdiff_t>(grp) * group_out * spatial);
+                }
+                if (b != nullptr) {
+                    for (int m = 0; m < g.outputs; ++m) {
+                        float* row = out + static_cast<std::ptrdiff_t>(m) * spatial;
+                        for (int s = 0; s < spatial; ++s) {
+                            row[s] += b[m];
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
+                       float* dx, float* dw, float* db) override {
+        const int out_h = g.out_height();
+        const int out_w = g.out_width();
+        const int spatial = out_h * out_w;
+        const int group_in = g.channels / g.group;
+        const int group_out = g.outputs / g.group;
+        const int col_rows = group_in * g.kernel * g.kernel;
+        const std::size_t in_size = static_cast<std::size_t>(g.channels) * g.height * g.width;
+        const std::size_t out_size = static_cast<std::size_t>(g.outputs) * spatial;
+        const std::size_t col_size = static_cast<std::size_t>(col_rows) * g.group * spatial;
+        const std::size_t w_size = static_cast<std::size_t>(g.outputs) * col_rows;
+        const int tasks = std::min(g.batch, m_pool.size());
+        // Per task: col, dcol; gradient partials: dw then db.
+        prepare(tasks, 2 * col_size, w_size + static_cast<std::size_t>(g.outputs));
+        m_pool.run(tasks, [&](int task) {
+            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
+            float* dcol = col + col_size;
+            float* dw_part = m_task_grad[static_cast<std::size_t>(task)].data();
+            float* db_part = dw_part + w_size;
+            std::fill(dw_part, dw_part + w_size + g.outputs, 0.0F);
+            const auto [first, last] = split(g.batch, tasks, task);
+            for (int n = first; n < last; ++n) {
+                const float* dy_n = dy + n * out_size;
+                for (int m = 0; m < g.outputs; ++m) {
+                    const float* row = dy_n + static_cast<std::ptrdiff_t>(m) * spatial;
+                    float sum = 0.0F;
+                    for (int s = 0; s < spatial; ++s) {
+                        sum += row[s];
+                    }
+                    db_part[m] += sum;
+                }
+                im2col(x + n * in_size, g.channels, g.height, g.width, g.kernel, g.stride, g.pad,
+                       out_h, out_w, col);
+                for (int grp = 0; grp < g.group; ++grp) {
+                    const float* dy_g =
+                        dy_n + static_cast<std::ptrdiff_t>(grp) * group_out * spatial;
+                    // dW_g (group_out x col_rows) += dy_g (group_out x spatial) * col_g^T
+                    gemm(false, true, group_out, col_rows, spatial, 1.0F, dy_g,
+                         col + static_cast<std::ptrdiff_t>(grp) * col_rows * spatial, 1.0F,
+                         dw_part + static_cast<std::ptrdiff_t>(grp) * group_out * col_rows);
+                    if (dx != nullptr) {
+                        // dcol_g (col_rows x spatial) = W_g^T * dy_g
+                        gemm(true, false, col_rows, spatial, group_out, 1.0F,
+                             w + static_cast<std::ptrdiff_t>(grp) * group_out * col_rows, dy_g,
+                             0.0F, dcol + static_cast<std::ptrdiff_t>(grp) * col_rows * spatial);
+                    }
+                }
+                if (dx != nullptr) {
+                    col2im(dcol, g.channels, g.height, g.width, g.kernel, g.stride, g.pad, out_h,
+                           out_w, dx + n * in_size);
+                }
+            }
+        });
+        reduce_tasks(tasks, w_size, dw, 0);
+        if (db != nullptr) {
+            reduce_tasks(tasks, static_cast<std::size_t>(g.outputs), db, w_size);
+        }
+    }
+
+    void max_pool_forward(const PoolGeometry& g, const float* x, float* y,
+                          std::int32_t* argmax) override {
+        const int out_h = g.out_height();
+        const int out_w = g.out_width();
+        const int planes = g.batch * g.channels;
+        const int tasks = std::min(planes, m_pool.size());
+        m_pool.run(tasks, [&](int task) {
+            const auto [first, last] = split(planes, tasks, task);
+            for (int p = first; p < last; ++p) {
+                const float* in = x + static_cast<std::ptrdiff_t>(p) * g.height * g.width;
+                float* out = y + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
+                std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
+                for (int oh = 0; oh < out_h; ++oh) {
+                    const int h0 = std::max(oh * g.stride - g.pad, 0);
+                    const int h1 = std::min(oh * g.stride - g.pad + g.kernel, g.height);
+                    for (int ow = 0; ow < out_w; ++ow) {
+                        const int w0 = std::max(ow * g.stride - g.pad, 0);
+                        const int w1 = std::min(ow * g.stride - g.pad + g.kernel, g.width);
+                        float best = -FLT_MAX;
+                        int best_index = h0 * g.width + w0;
+                        for (int h = h0; h < h1; ++h) {
+                            for (int w = w0; w < w1; ++w) {
+                                const float v = in[h * g.width + w];
+                                if (v > best) {
+                                    best = v;
+                                    best_index = h * g.width + w;
+                                }
+                            }
+                        }
+                        out[oh * out_w + ow] = best;
+                        arg[oh * out_w + ow] = best_index;
+                    }
+                }
+            }
+        });
+    }
+
+    void max_pool_backward(const PoolGeometry& g, const float* dy, const std::int32_t* argmax,
+                           float* dx) override {
+        const int out_size = g.out_height() * g.out_width();
+        const int in_size = g.height * g.width;
+        const int planes = g.batch * g.channels;
+        const int tasks = std::min(planes, m_pool.size());
+        m_pool.run(tasks, [&](int task) {
+            const auto [first, last] = split(planes, tasks, task);
+            for (int p = first; p < last; ++p) {
+                float* d_in = dx + static_cast<std::ptrdiff_t>(p) * in_size;
+                const float* d_out = dy + static_cast<std::ptrdiff_t>(p) * out_size;
+                const std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_size;
+                std::fill(d_in, d_in + in_size, 0.0F);
+                for (int i = 0; i < out_size; ++i) {
+                    d_in[arg[i]] += d_out[i];
+                }
+            }
+        });
+    }
+
+    void ave_pool_forward(const PoolGeometry& g, const float* x, float* y) override {
+        ave_pool(g, x, y, false);
+    }
+    void ave_pool_backward(const PoolGeometry& g, const float* dy, float* dx) override {
+        ave_pool(g, dy, dx, true);
+    }
+
+    void inner_product_forward(int rows, int in, int out, const float* x, const float* w,
+                               const float* b, float* y) override {
+        const int tasks = std::min(rows, m_pool.size());
+        m_pool.run(tasks, [&](int task) {
+            const auto [first, last] = split(rows, tasks, task);
+            if (last <= first) {
+                return;
+            }
+            // y_t (rows_t x out) = x_t (rows_t x in) * W^T (in x out)
+            gemm(false, true, last - first, out, in, 1.0F,
+                 x + static_cast<std::ptrdiff_t>(first) * in, w, 0.0F,
+                 y + static_cast<std::ptrdiff_t>(first) * out);
+            if (b != nullptr) {
+                for (int r = first; r < last; ++r) {
+                    float* row = y + static_cast<std::ptrdiff_t>(r) * out;
+                    for (int o = 0; o < out; ++o) {
+                        row[o] += b[o];
+                    }
+                }
+            }
+        });
+    }
+
+    void inner_product_backward(int rows, int in, int out, const float* x, const float* w,
+                                const float* dy, float* dx, float* dw, float* db) override {
+        const int tasks = m_pool.size();
+        m_pool.run(tasks, [&](int task) {
+            // dW rows [o0, o1) (out_t x in) = dy[:, o0:o1]^T (out_t x rows) * x (rows x in)
+            const auto [o0, o1] = split(out, tasks, task);
+            if (o1 > o0) {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, in, rows, 1.0F,
+                            dy + o0, out, x, in, 0.0F, dw + static_cast<std::ptrdiff_t>(o0) * in,
+                            in);
+                if (db != nullptr) {
+                    for (int o = o0; o < o1; ++o) {
+                        float sum = 0.0F;
+                        for (int r = 0; r < rows; ++r) {
+                            sum += dy[static_cast<std::ptrdiff_t>(r) * out + o];
+                        }
+                        db[o] = sum;
+                    }
+                }
+            }
+            // dx rows [r0, r1) (rows_t x in) = dy_t (rows_t x out) * W (out x in)
+            const auto [r0, r1] = split(rows, tasks, task);
+            if (dx != nullptr && r1 > r0) {
+                gemm(false, false, r1 - r0, in, out, 1.0F,
+                     dy + static_cast<std::ptrdiff_t>(r0) * out, w, 0.0F,
+                     dx + static_cast<std::ptrdiff_t>(r0) * in);
+            }
+        });
+    }
+
+    void activation_forward(Activation kind, std::size_t n, const float* x, float* y) override {
+        switch (kind) {
+        case Activation::relu:
+            for (std::size_t i = 0; i < n; ++i) {
+                y[i] = x[i] > 0.0F ? x[i] : 0.0F;
+            }
+            break;
+        case Activation::sigmoid:
+            for (std::size_t i = 0; i < n; ++i) {
+                y[i] = 1.0F / (1.0F + std::exp(-x[i]));
+            }
+            break;
+        case Activation::tanh:
+            for (std::size_t i = 0; i < n; ++i) {
+                y[i] = std::tanh(x[i]);
+            }
+            break;
+        }
+    }
+
+    void activation_backward(Activation kind, std::size_t n, const float* y, const float* dy,
+                             float* dx) override {
+        switch (kind) {
+        case Activation::relu:
+            for (std::size_t i = 0; i < n; ++i) {
+                dx[i] = y[i] > 0.0F ? dy[i] : 0.0F;
+            }
+            break;
+        case Activation::sigmoid:
+            for (std::size_t i = 0; i < n; ++i) {
+                dx[i] = dy[i] * y[i] * (1.0F - y[i]);
+            }
+            break;
+        case Activation::tanh:
+            for (std::size_t i = 0; i < n; ++i) {
+                dx[i] = dy[i] * (1.0F - y[i] * y[i]);
+            }
+            break;
+        }
+    }
+
+    void masked_scale(std::size_t n, const float* x, const float* mask, float scale,
+                      float* y) override {
+        for (std::size_t i = 0; i < n; ++i) {
+            y[i] = mask == nullptr ? x[i] * scale : x[i] * mask[i] * scale;
+        }
+    }
+
+    float softmax_loss_forward(int rows, int classes, const float* logits, const float* labels,
+                               float* prob) override {
+        double loss = 0.0;
+        for (int r = 0; r < rows; ++r) {
+            const float* z = logits + static_cast<std::ptrdiff_t>(r) * classes;
+            float* p = prob + static_cast<std::ptrdiff_t>(r) * classes;
+            const float top = *std::max_element(z, z + classes);
+            float sum = 0.0F;
+            for (int c = 0; c < classes; ++c) {
+                p[c] = std::exp(z[c] - top);
+                sum += p[c];
+            }
+            for (int c = 0; c < classes; ++c) {
+                p[c] /= sum;
+            }
+            loss -= std::log(std::max(p[static_cast<int>(labels[r])], FLT_MIN));
+        }
+        return static_cast<float>(loss / rows);
+    }
+
+    void softmax_loss_backward(int rows, int classes, const float* prob, const float* labels,
+                               float scale, float* dlogits) override {
+        for (int r = 0; r < rows; ++r) {
+            const float* p = prob + static_cast<std::ptrdiff_t>(r) * classes;
+            float* d = dlogits + static_cast<std::ptrdiff_t>(r) * classes;
+            for (int c = 0; c < classes; ++c) {
+                d[c] = p[c] * scale;
+            }
+            d[static_cast<int>(labels[r])] -= scale;
+        }
+    }
+
+    void sgd_update(std::size_t n, float lr, float momentum, float decay, bool nesterov,
+                    const float* g, float* history, float* w) override {
+        for (std::size_t i = 0; i < n; ++i) {
+            const float grad = g[i] + decay * w[i];
+            const float previous = history[i];
+            history[i] = momentum * history[i] + lr * grad;
+            w[i] -= nesterov ? (1.0F + momentum) * history[i] - momentum * previous : history[i];
+        }
+    }
+
+    void adam_update(std::size_t n, float lr, float beta1, float beta2, float epsilon,
+                     float correction, float decay, const float* g, float* m, float* v,
+                     float* w) override {
+        for (std::size_t i = 0; i < n; ++i) {
+            const float grad = g[i] + decay * w[i];
+            m[i] = beta1 * m[i] + (1.0F - beta1) * grad;
+            v[i] = beta2 * v[i] + (1.0F - beta2) * grad * grad;
+            w[i] -= lr * correction * m[i] / (std::sqrt(v[i]) + epsilon);
+        }
+    }
+
+private:
+    static std::pair<int, int> split(int items, int tasks, int task) {
+        const auto begin = static_cast<int>(static_cast<long long>(items) * task / tasks);
+        const auto end = static_cast<int>(static_cast<long long>(items) * (task + 1) / tasks);
+        return {begin, end};
+    }
+
+    void prepare(int tasks, std::size_t scratch_count, std::size_t grad_count) {
+        for (int t = 0; t < tasks; ++t) {
+            scratch(m_task_scratch[static_cast<std::size_t>(t)], scratch_count);
+            if (grad_count > 0) {
+                scratch(m_task_grad[static_cast<std::size_t>(t)], grad_count);
+            }
+        }
+    }
+
+    // out[i] = sum over tasks, in task order, of m_task_grad[task][offset + i].
+    void reduce_tasks(int tasks, std::size_t count, float* out, std::size_t offset) {
+        std::copy_n(m_task_grad[0].data() + offset, count, out);
+        for (int t = 1; t < tasks; ++t) {
+            const float* part = m_task_grad[static_cast<std::size_t>(t)].data() + offset;
+            for (std::size_t i = 0; i < count; ++i) {
+                out[i] += part[i];
+            }
+        }
+    }
+
+    // Caffe's average pooling: the divisor counts padding cells inside the image-plus-pad area.
+    void ave_pool(const PoolGeometry& g, const float* src, float* dst, bool backward) {
+        const int out_h = g.out_height();
+        const int out_w = g.out_width();
+        const int planes = g.batch * g.channels;
+        const int tasks = std::min(planes, m_pool.size());
+        m_pool.run(tasks, [&](int task) {
+            const auto [first, last] = split(planes, tasks, task);
+            for (int p = first; p < last; ++p) {
+                const std::ptrdiff_t in_off = static_cast<std::ptrdiff_t>(p) * g.height * g.width;
+                const std::ptrdiff_t out_off = static_cast<std::ptrdiff_t>(p) * out_h * out_w;
+                if (backward) {
+                    std::fill(dst + in_off, dst + in_off + g.height * g.width, 0.0F);
+                }
+                for (int oh = 0; oh < out_h; ++oh) {
+                    for (int ow = 0; ow < out_w; ++ow) {
+                        int h0 = oh * g.stride - g.pad;
+                        int w0 = ow * g.stride - g.pad;
+                        int h1 = std::min(h0 + g.kernel, g.height + g.pad);
+                        int w1 = std::min(w0 + g.kernel, g.width + g.pad);
+                        const auto pool_size = static_cast<float>((h1 - h0) * (w1 - w0));
+                        h0 = std::max(h0, 0);
+                        w0 = std::max(w0, 0);
+                        h1 = std::min(h1, g.height);
+                        w1 = std::min(w1, g.width);
+                        if (backward) {
+                            const float share = src[out_off + oh * out_w + ow] / pool_size;
+                            for (int h = h0; h < h1; ++h) {
+                                for (int w = w0; w < w1; ++w) {
+                                    dst[in_off + h * g.width + w] += share;
+                                }
+                            }
+                        } else {
+                            float sum = 0.0F;
+                            for (int h = h0; h < h1; ++h) {
+                                for (int w = w0; w < w1; ++w) {
+                                    sum += src[in_off + h * g.width + w];
+                                }
+                            }
+                            dst[out_off + oh * out_w + ow] = sum / pool_size;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    ThreadPool m_pool;
+    std::vector<std::vector<float>> m_task_scratch;
+    std::vector<std::vector<float>> m_task_grad;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+    return std::make_unique<CpuBackend>(threads);
+}
+
+} // namespace dl::cpu

@@ -1,0 +1,58 @@
+#pragma once
+// The engine's one thread pool. Waits block on condition variables (no spinning: on 2 shared
+// cores a spinning waiter steals the core the worker needs). Work is split into numbered tasks
+// whose results depend only on the task number, so runs are deterministic for a thread count.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace dl::cpu {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+    ThreadPool(ThreadPool&&) = delete;
+    ThreadPool& operator=(ThreadPool&&) = delete;
+
+    [[nodiscard]] int size() const { return static_cast<int>(m_workers.size()) + 1; }
+
+    /// Calls fn(task) for every task in [0, tasks); the caller works too; returns when all are
+    /// done. No allocation: fn is passed by address.
+    template <typename F> void run(int tasks, F&& fn) {
+        run_impl(
+            tasks,
+            [](void* context, int task) {
+                (*static_cast<std::remove_reference_t<F>*>(context))(task);
+            },
+            &fn);
+    }
+
+private:
+    using Call = void (*)(void*, int);
+    void run_impl(int tasks, Call call, void* context);
+    void work(Call call, void* context, int tasks);
+    void worker_loop();
+
+    std::vector<std::thread> m_workers;
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    std::condition_variable m_done;
+    Call m_call = nullptr;
+    void* m_context = nullptr;
+    int m_tasks = 0;
+    std::uint64_t m_generation = 0;
+    int m_active = 0;
+    bool m_stop = false;
+    std::atomic<int> m_next{0};
+    std::atomic<int> m_pending{0};
+};
+
+} // namespace dl::cpu

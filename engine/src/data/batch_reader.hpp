@@ -1,0 +1,54 @@
+#pragma once
+// A reader thread that turns bytes into scaled float batches ahead of the training loop, with a
+// bounded queue (depth batches); next() measures how long the loop waited.
+
+#include "data/idx_dataset.hpp"
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dl::data {
+
+class BatchReader {
+public:
+    /// Batches start at `cursor` (an image index) and go on in file order, wrapping around
+    /// (Caffe's order for an unshuffled source).
+    BatchReader(const IdxDataset& set, int batch, float scale, std::uint64_t cursor, int depth = 4);
+    ~BatchReader();
+    BatchReader(const BatchReader&) = delete;
+    BatchReader& operator=(const BatchReader&) = delete;
+    BatchReader(BatchReader&&) = delete;
+    BatchReader& operator=(BatchReader&&) = delete;
+
+    /// Copies the next batch into data (batch x image) and labels (batch; may be null).
+    /// Returns the seconds spent waiting for it.
+    double next(float* data, float* labels);
+    /// The image index the next batch handed out starts at (saved in checkpoints).
+    [[nodiscard]] std::uint64_t cursor() const { return m_consumer_cursor; }
+
+private:
+    struct Slot {
+        std::vector<float> data;
+        std::vector<float> labels;
+    };
+    void run();
+
+    const IdxDataset& m_set;
+    int m_batch;
+    float m_scale;
+    std::uint64_t m_consumer_cursor;
+    std::uint64_t m_producer_cursor;
+    std::vector<Slot> m_slots;
+    std::size_t m_head = 0; // next slot to hand out
+    std::size_t m_filled = 0;
+    bool m_stop = false;
+    std::mutex m_mutex;
+    std::condition_variable m_ready;
+    std::condition_variable m_space;
+    std::thread m_thread;
+};
+
+} // namespace dl::data

@@ -1,0 +1,73 @@
+// Caffe's SGD, Nesterov and Adam updates (sgd_solver.cpp, nesterov_solver.cpp, adam_solver.cpp)
+// and its learning-rate policies.
+
+#include <dl/solver.hpp>
+
+#include <cmath>
+
+namespace dl {
+
+float learning_rate(const SolverConfig& c, int iter) {
+    const double base = c.base_lr;
+    const double it = iter;
+    if (c.lr_policy == "step") {
+        return static_cast<float>(base * std::pow(c.gamma, std::floor(it / c.stepsize)));
+    }
+    if (c.lr_policy == "multistep") {
+        int step = 0;
+        while (step < static_cast<int>(c.stepvalues.size()) &&
+               iter >= c.stepvalues[static_cast<std::size_t>(step)]) {
+            ++step;
+        }
+        return static_cast<float>(base * std::pow(c.gamma, step));
+    }
+    if (c.lr_policy == "exp") {
+        return static_cast<float>(base * std::pow(c.gamma, it));
+    }
+    if (c.lr_policy == "inv") {
+        return static_cast<float>(base * std::pow(1.0 + c.gamma * it, -c.power));
+    }
+    if (c.lr_policy == "poly") {
+        return static_cast<float>(base * std::pow(1.0 - it / c.max_iter, c.power));
+    }
+    return c.base_lr; // fixed
+}
+
+Solver::Solver(const SolverConfig& config, Net& net, Backend& backend)
+    : m_config(config), m_net(net), m_backend(backend) {
+    const int slots = config.type == "Adam" ? 2 : 1;
+    for (const auto& param : net.params()) {
+        for (int s = 0; s < slots; ++s) {
+            m_history.emplace_back(param.tensor->shape());
+        }
+    }
+}
+
+void Solver::apply_update() {
+    const float rate = learning_rate(m_config, m_iter);
+    const auto& params = m_net.params();
+    const bool adam = m_config.type == "Adam";
+    // Adam's bias correction with t = iter + 1 (Caffe computes it in double-free float math).
+    const int t = m_iter + 1;
+    const float correction =
+        adam ? std::sqrt(1.0F - std::pow(m_config.momentum2, static_cast<float>(t))) /
+                   (1.0F - std::pow(m_config.momentum, static_cast<float>(t)))
+             : 1.0F;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        Tensor& w = *params[i].tensor;
+        const float local_rate = rate * params[i].spec.lr_mult;
+        const float decay = m_config.weight_decay * params[i].spec.decay_mult;
+        if (adam) {
+            m_backend.adam_update(w.count(), local_rate, m_config.momentum, m_config.momentum2,
+                                  m_config.delta, correction, decay, w.diff(),
+                                  m_history[2 * i].data(), m_history[2 * i + 1].data(), w.data());
+        } else {
+            m_backend.sgd_update(w.count(), local_rate, m_config.momentum, decay,
+                                 m_config.type == "Nesterov", w.diff(), m_history[i].data(),
+                                 w.data());
+        }
+    }
+    ++m_iter;
+}
+
+} // namespace dl
