@@ -27,8 +27,9 @@ float* scratch(std::vector<float>& buffer, std::size_t count) {
 }
 
 // col: (C*K*K) x (OH*OW), row (c, ki, kj) holds x[c][oh*s - p + ki][ow*s - p + kj] (0 outside).
+// ld: the row stride of col (several images' columns side by side: ld = images * OH * OW).
 void im2col(const float* x, int channels, int height, int width, int kernel, int stride, int pad,
-            int out_h, int out_w, float* col) {
+            int out_h, int out_w, float* col, std::ptrdiff_t ld) {
     for (int c = 0; c < channels; ++c) {
         const float* plane = x + static_cast<std::ptrdiff_t>(c) * height * width;
         for (int ki = 0; ki < kernel; ++ki) {
@@ -58,7 +59,7 @@ void im2col(const float* x, int channels, int height, int width, int kernel, int
                         }
                     }
                 }
-                col += static_cast<std::ptrdiff_t>(out_h) * out_w;
+                col += ld;
             }
         }
     }
@@ -66,7 +67,7 @@ void im2col(const float* x, int channels, int height, int width, int kernel, int
 
 // The adjoint of im2col: dx (C x H x W) = sum of the col entries that read each pixel.
 void col2im(const float* col, int channels, int height, int width, int kernel, int stride, int pad,
-            int out_h, int out_w, float* dx) {
+            int out_h, int out_w, float* dx, std::ptrdiff_t ld) {
     std::fill(dx, dx + static_cast<std::ptrdiff_t>(channels) * height * width, 0.0F);
     for (int c = 0; c < channels; ++c) {
         float* plane = dx + static_cast<std::ptrdiff_t>(c) * height * width;
@@ -79,6 +80,16 @@ void col2im(const float* col, int channels, int height, int width, int kernel, i
                         continue;
                     }
                     float* row = plane + static_cast<std::ptrdiff_t>(h) * width;
+                    if (stride == 1) {
+                        // The same contiguous run as in im2col, added instead of copied.
+                        const int first = std::max(0, pad - kj);
+                        const int last = std::min(out_w, width + pad - kj);
+                        float* dst = row - pad + kj;
+                        for (int ow = first; ow < last; ++ow) {
+                            dst[ow] += in[ow];
+                        }
+                        continue;
+                    }
                     for (int ow = 0; ow < out_w; ++ow) {
                         const int w = ow * stride - pad + kj;
                         if (w >= 0 && w < width) {
@@ -86,7 +97,7 @@ void col2im(const float* col, int channels, int height, int width, int kernel, i
                         }
                     }
                 }
-                col += static_cast<std::ptrdiff_t>(out_h) * out_w;
+                col += ld;
             }
         }
     }
@@ -100,6 +111,58 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
                 trans_b ? k : n, beta, c, n);
 }
 
+// Sizes derived from a ConvGeometry, in the units the loops use.
+struct ConvShape {
+    explicit ConvShape(const ConvGeometry& g)
+        : out_h(g.out_height()), out_w(g.out_width()), spatial(out_h * out_w),
+          group_out(g.outputs / g.group), col_rows(g.channels / g.group * g.kernel * g.kernel),
+          in_size(static_cast<std::ptrdiff_t>(g.channels) * g.height * g.width),
+          out_size(static_cast<std::ptrdiff_t>(g.outputs) * spatial) {}
+    int out_h;
+    int out_w;
+    int spatial;
+    int group_out;
+    int col_rows; // rows of one group's im2col matrix: C/group x K x K
+    std::ptrdiff_t in_size;
+    std::ptrdiff_t out_size;
+    // Images im2col'd side by side per sgemm: enough columns for sgemm to run at full speed,
+    // few enough that col stays near 1 MB (in L2) while it is written and read back.
+    [[nodiscard]] int chunk_images(const ConvGeometry& g) const {
+        constexpr std::size_t k_col_floats = 256 * 1024;
+        const std::size_t per_image = static_cast<std::size_t>(col_rows) * g.group * spatial;
+        return static_cast<int>(std::clamp<std::size_t>(k_col_floats / per_image, 1,
+                                                        static_cast<std::size_t>(g.batch)));
+    }
+};
+
+// The common 2x2, stride 2 case (LeNet's pooling) without bounds checks; same tie rule as the
+// general loop (the first maximum in row-major order wins).
+void max_pool_2x2(const float* in, int width, int out_h, int out_w, float* out, std::int32_t* arg) {
+    for (int oh = 0; oh < out_h; ++oh) {
+        const float* top = in + static_cast<std::ptrdiff_t>(2 * oh) * width;
+        const float* bottom = top + width;
+        for (int ow = 0; ow < out_w; ++ow) {
+            const int base = 2 * oh * width + 2 * ow;
+            float best = top[2 * ow];
+            int index = base;
+            if (top[2 * ow + 1] > best) {
+                best = top[2 * ow + 1];
+                index = base + 1;
+            }
+            if (bottom[2 * ow] > best) {
+                best = bottom[2 * ow];
+                index = base + width;
+            }
+            if (bottom[2 * ow + 1] > best) {
+                best = bottom[2 * ow + 1];
+                index = base + width + 1;
+            }
+            out[oh * out_w + ow] = best;
+            arg[oh * out_w + ow] = index;
+        }
+    }
+}
+
 class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(int threads) : m_pool(std::max(1, threads)) {
@@ -111,37 +174,48 @@ public:
     [[nodiscard]] std::string name() const override { return "cpu"; }
     [[nodiscard]] int threads() const override { return m_pool.size(); }
 
+    // Each task takes a slice of the batch and im2cols all its images side by side, so each
+    // group is one large sgemm instead of one small sgemm per image (LeNet's conv2 is 50 x 500 x
+    // 64 per image: too small for OpenBLAS to reach its speed).
     void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
-        const int out_h = g.out_height();
-        const int out_w = g.out_width();
-        const int spatial = out_h * out_w;
-        const int group_in = g.channels / g.group;
-        const int group_out = g.outputs / g.group;
-        const int col_rows = group_in * g.kernel * g.kernel; // per group
-        const std::size_t in_size = static_cast<std::size_t>(g.channels) * g.height * g.width;
-        const std::size_t out_size = static_cast<std::size_t>(g.outputs) * spatial;
+        const ConvShape s(g);
         const int tasks = std::min(g.batch, m_pool.size());
-        prepare(tasks, static_cast<std::size_t>(col_rows) * g.group * spatial, 0);
+        const int chunk = s.chunk_images(g);
+        // Per task: col (col_rows*group x chunk*spatial), out (outputs x chunk*spatial).
+        prepare(tasks,
+                static_cast<std::size_t>(chunk) * s.spatial *
+                    (static_cast<std::size_t>(s.col_rows) * g.group + g.outputs),
+                0);
         m_pool.run(tasks, [&](int task) {
-            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
             const auto [first, last] = split(g.batch, tasks, task);
-            for (int n = first; n < last; ++n) {
-                float* out = y + n * out_size;
-                im2col(x + n * in_size, g.channels, g.height, g.width, g.kernel, g.stride, g.pad,
-                       out_h, out_w, col);
-                for (int grp = 0; grp < g.group; ++grp) {
-                    // out_g (group_out x spatial) = W_g (group_out x col_rows) * col_g
-                    gemm(false, false, group_out, spatial, col_rows, 1.0F,
-                         w + static_cast<std::ptrdiff_t>(grp) * group_out * col_rows,
-                         col + static_cast<std::ptrdiff_t>(grp) * col_rows * spatial, 0.0F,
-                         out + static_cast<std::ptrdiff_t>(grp) * group_out * spatial);
+            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
+            for (int c0 = first; c0 < last; c0 += chunk) {
+                const int images = std::min(chunk, last - c0);
+                const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(images) * s.spatial;
+                float* out = col + static_cast<std::ptrdiff_t>(s.col_rows) * g.group * ld;
+                for (int i = 0; i < images; ++i) {
+                    im2col(x + (c0 + i) * s.in_size, g.channels, g.height, g.width, g.kernel,
+                           g.stride, g.pad, s.out_h, s.out_w,
+                           col + static_cast<std::ptrdiff_t>(i) * s.spatial, ld);
                 }
-                if (b != nullptr) {
+                for (int grp = 0; grp < g.group; ++grp) {
+                    // out_g (group_out x images*spatial) = W_g (group_out x col_rows) * col_g
+                    gemm(false, false, s.group_out, static_cast<int>(ld), s.col_rows, 1.0F,
+                         w + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows,
+                         col + static_cast<std::ptrdiff_t>(grp) * s.col_rows * ld, 0.0F,
+                         out + static_cast<std::ptrdiff_t>(grp) * s.group_out * ld);
+                }
+                // out is M x (image, spatial); y is (image, M, spatial): scatter, add the bias.
+                for (int i = 0; i < images; ++i) {
+                    float* y_n = y + (c0 + i) * s.out_size;
                     for (int m = 0; m < g.outputs; ++m) {
-                        float* row = out + static_cast<std::ptrdiff_t>(m) * spatial;
-                        for (int s = 0; s < spatial; ++s) {
-                            row[s] += b[m];
+                        const float* src =
+                            out + m * ld + static_cast<std::ptrdiff_t>(i) * s.spatial;
+                        float* dst = y_n + static_cast<std::ptrdiff_t>(m) * s.spatial;
+                        const float bias = b != nullptr ? b[m] : 0.0F;
+                        for (int k = 0; k < s.spatial; ++k) {
+                            dst[k] = src[k] + bias;
                         }
                     }
                 }
@@ -151,55 +225,64 @@ public:
 
     void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
                        float* dx, float* dw, float* db) override {
-        const int out_h = g.out_height();
-        const int out_w = g.out_width();
-        const int spatial = out_h * out_w;
-        const int group_in = g.channels / g.group;
-        const int group_out = g.outputs / g.group;
-        const int col_rows = group_in * g.kernel * g.kernel;
-        const std::size_t in_size = static_cast<std::size_t>(g.channels) * g.height * g.width;
-        const std::size_t out_size = static_cast<std::size_t>(g.outputs) * spatial;
-        const std::size_t col_size = static_cast<std::size_t>(col_rows) * g.group * spatial;
-        const std::size_t w_size = static_cast<std::size_t>(g.outputs) * col_rows;
+        const ConvShape s(g);
+        const std::size_t w_size = static_cast<std::size_t>(g.outputs) * s.col_rows;
         const int tasks = std::min(g.batch, m_pool.size());
-        // Per task: col, dcol; gradient partials: dw then db.
-        prepare(tasks, 2 * col_size, w_size + static_cast<std::size_t>(g.outputs));
+        const int chunk = s.chunk_images(g);
+        // Per task: col and dcol (col_rows*group x chunk*spatial), dy gathered (outputs x
+        // chunk*spatial); gradient partials: dw then db.
+        prepare(tasks,
+                static_cast<std::size_t>(chunk) * s.spatial *
+                    (2 * static_cast<std::size_t>(s.col_rows) * g.group + g.outputs),
+                w_size + static_cast<std::size_t>(g.outputs));
         m_pool.run(tasks, [&](int task) {
-            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
-            float* dcol = col + col_size;
             float* dw_part = m_task_grad[static_cast<std::size_t>(task)].data();
             float* db_part = dw_part + w_size;
             std::fill(dw_part, dw_part + w_size + g.outputs, 0.0F);
             const auto [first, last] = split(g.batch, tasks, task);
-            for (int n = first; n < last; ++n) {
-                const float* dy_n = dy + n * out_size;
+            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
+            for (int c0 = first; c0 < last; c0 += chunk) {
+                const int images = std::min(chunk, last - c0);
+                const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(images) * s.spatial;
+                float* dcol = col + static_cast<std::ptrdiff_t>(s.col_rows) * g.group * ld;
+                float* dy_t = dcol + static_cast<std::ptrdiff_t>(s.col_rows) * g.group * ld;
+                for (int i = 0; i < images; ++i) {
+                    im2col(x + (c0 + i) * s.in_size, g.channels, g.height, g.width, g.kernel,
+                           g.stride, g.pad, s.out_h, s.out_w,
+                           col + static_cast<std::ptrdiff_t>(i) * s.spatial, ld);
+                    const float* dy_n = dy + (c0 + i) * s.out_size;
+                    for (int m = 0; m < g.outputs; ++m) {
+                        std::copy_n(dy_n + static_cast<std::ptrdiff_t>(m) * s.spatial, s.spatial,
+                                    dy_t + m * ld + static_cast<std::ptrdiff_t>(i) * s.spatial);
+                    }
+                }
                 for (int m = 0; m < g.outputs; ++m) {
-                    const float* row = dy_n + static_cast<std::ptrdiff_t>(m) * spatial;
+                    const float* row = dy_t + m * ld;
                     float sum = 0.0F;
-                    for (int s = 0; s < spatial; ++s) {
-                        sum += row[s];
+                    for (std::ptrdiff_t k = 0; k < ld; ++k) {
+                        sum += row[k];
                     }
                     db_part[m] += sum;
                 }
-                im2col(x + n * in_size, g.channels, g.height, g.width, g.kernel, g.stride, g.pad,
-                       out_h, out_w, col);
                 for (int grp = 0; grp < g.group; ++grp) {
-                    const float* dy_g =
-                        dy_n + static_cast<std::ptrdiff_t>(grp) * group_out * spatial;
-                    // dW_g (group_out x col_rows) += dy_g (group_out x spatial) * col_g^T
-                    gemm(false, true, group_out, col_rows, spatial, 1.0F, dy_g,
-                         col + static_cast<std::ptrdiff_t>(grp) * col_rows * spatial, 1.0F,
-                         dw_part + static_cast<std::ptrdiff_t>(grp) * group_out * col_rows);
+                    const float* dy_g = dy_t + static_cast<std::ptrdiff_t>(grp) * s.group_out * ld;
+                    // dW_g (group_out x col_rows) += dy_g (group_out x images*spatial) * col_g^T
+                    gemm(false, true, s.group_out, s.col_rows, static_cast<int>(ld), 1.0F, dy_g,
+                         col + static_cast<std::ptrdiff_t>(grp) * s.col_rows * ld, 1.0F,
+                         dw_part + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows);
                     if (dx != nullptr) {
-                        // dcol_g (col_rows x spatial) = W_g^T * dy_g
-                        gemm(true, false, col_rows, spatial, group_out, 1.0F,
-                             w + static_cast<std::ptrdiff_t>(grp) * group_out * col_rows, dy_g,
-                             0.0F, dcol + static_cast<std::ptrdiff_t>(grp) * col_rows * spatial);
+                        // dcol_g (col_rows x images*spatial) = W_g^T * dy_g
+                        gemm(true, false, s.col_rows, static_cast<int>(ld), s.group_out, 1.0F,
+                             w + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows, dy_g,
+                             0.0F, dcol + static_cast<std::ptrdiff_t>(grp) * s.col_rows * ld);
                     }
                 }
                 if (dx != nullptr) {
-                    col2im(dcol, g.channels, g.height, g.width, g.kernel, g.stride, g.pad, out_h,
-                           out_w, dx + n * in_size);
+                    for (int i = 0; i < images; ++i) {
+                        col2im(dcol + static_cast<std::ptrdiff_t>(i) * s.spatial, g.channels,
+                               g.height, g.width, g.kernel, g.stride, g.pad, s.out_h, s.out_w,
+                               dx + (c0 + i) * s.in_size, ld);
+                    }
                 }
             }
         });
@@ -221,6 +304,11 @@ public:
                 const float* in = x + static_cast<std::ptrdiff_t>(p) * g.height * g.width;
                 float* out = y + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
                 std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
+                if (g.kernel == 2 && g.stride == 2 && g.pad == 0 && g.height % 2 == 0 &&
+                    g.width % 2 == 0) {
+                    max_pool_2x2(in, g.width, out_h, out_w, out, arg);
+                    continue;
+                }
                 for (int oh = 0; oh < out_h; ++oh) {
                     const int h0 = std::max(oh * g.stride - g.pad, 0);
                     const int h1 = std::min(oh * g.stride - g.pad + g.kernel, g.height);
