@@ -1,0 +1,149 @@
+// Bad configs: every error names the file, the line and the key, and lists the valid choices.
+
+#include "engine_test_support.hpp"
+
+#include <dl/backend.hpp>
+#include <dl/config.hpp>
+#include <dl/error.hpp>
+#include <dl/net.hpp>
+#include <dl/train.hpp>
+
+#include <gtest/gtest.h>
+
+namespace dl {
+namespace {
+
+std::string config_error(const std::string& text) {
+    try {
+        parse_config(text, "bad.yaml");
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::config);
+        return e.what();
+    }
+    ADD_FAILURE() << "no error for:\n" << text;
+    return {};
+}
+
+TEST(ConfigErrors, UnknownLayerTypeNamesLineAndListsTypes) {
+    const std::string message = config_error("layers:\n"
+                                             "  - name: a\n"
+                                             "    type: Convolutoin\n");
+    EXPECT_NE(message.find("bad.yaml:3"), std::string::npos) << message;
+    EXPECT_NE(message.find("'Convolutoin'"), std::string::npos) << message;
+    EXPECT_NE(message.find("Convolution, Pooling, InnerProduct"), std::string::npos) << message;
+}
+
+TEST(ConfigErrors, UnknownKeyNamesKeyAndValidKeys) {
+    const std::string message = config_error("layers:\n"
+                                             "  - name: p\n"
+                                             "    type: Pooling\n"
+                                             "    kernel_size: 2\n"
+                                             "    kernal: 3\n");
+    EXPECT_NE(message.find("bad.yaml:5"), std::string::npos) << message;
+    EXPECT_NE(message.find("'kernal'"), std::string::npos) << message;
+    EXPECT_NE(message.find("kernel_size"), std::string::npos) << message;
+}
+
+TEST(ConfigErrors, BadChoiceListsValidValues) {
+    const std::string message = config_error("layers:\n"
+                                             "  - {name: p, type: Pooling, kernel_size: 2}\n"
+                                             "solver:\n"
+                                             "  lr_policy: invv\n");
+    EXPECT_NE(message.find("bad.yaml:4"), std::string::npos) << message;
+    EXPECT_NE(message.find("lr_policy"), std::string::npos) << message;
+    EXPECT_NE(message.find("fixed, step, multistep, exp, inv, poly"), std::string::npos) << message;
+}
+
+TEST(ConfigErrors, WrongValueTypeNamesKey) {
+    const std::string message = config_error("layers:\n"
+                                             "  - name: c\n"
+                                             "    type: Convolution\n"
+                                             "    kernel_size: 3\n"
+                                             "    num_output: many\n");
+    EXPECT_NE(message.find("bad.yaml:5"), std::string::npos) << message;
+    EXPECT_NE(message.find("'num_output'"), std::string::npos) << message;
+}
+
+TEST(ConfigErrors, MissingRequiredKeyIsNamed) {
+    const std::string message = config_error("layers:\n"
+                                             "  - {name: c, type: Convolution, num_output: 3}\n");
+    EXPECT_NE(message.find("bad.yaml:2"), std::string::npos) << message;
+    EXPECT_NE(message.find("'kernel_size'"), std::string::npos) << message;
+}
+
+TEST(ConfigErrors, ShapesThatDoNotFitNameBothLayers) {
+    const NetConfig config = parse_config(
+        "layers:\n"
+        "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+        "     batch_size: 2, shape: [1, 4, 4]}\n"
+        "  - {name: pool, type: Pooling, bottom: data, top: p, kernel_size: 2, stride: 2}\n"
+        "  - {name: conv, type: Convolution, bottom: p, top: c, num_output: 2, kernel_size: 5}\n",
+        "bad.yaml");
+    auto backend = make_backend("cpu", 1);
+    try {
+        const Net net(config, Phase::train, *backend, 1);
+        FAIL() << "no error for a 5x5 kernel over a 2x2 input";
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("bad.yaml:5"), std::string::npos) << message;
+        EXPECT_NE(message.find("'conv'"), std::string::npos) << message;
+        EXPECT_NE(message.find("'pool'"), std::string::npos) << message;
+    }
+}
+
+TEST(ConfigErrors, UnknownBottomListsKnownBlobs) {
+    const NetConfig config =
+        parse_config("layers:\n"
+                     "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+                     "     batch_size: 2, shape: [1, 4, 4]}\n"
+                     "  - {name: relu, type: ReLU, bottom: dta, top: r}\n",
+                     "bad.yaml");
+    auto backend = make_backend("cpu", 1);
+    try {
+        const Net net(config, Phase::train, *backend, 1);
+        FAIL() << "no error for an unknown bottom";
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("bad.yaml:4"), std::string::npos) << message;
+        EXPECT_NE(message.find("'dta'"), std::string::npos) << message;
+        EXPECT_NE(message.find("data, label"), std::string::npos) << message;
+    }
+}
+
+TEST(ConfigErrors, MissingDataFileNamesItsPath) {
+    const dl_test::TempDir dir;
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 10);
+    TrainOptions options;
+    options.config = config;
+    options.run_dir = dir.path() / "run";
+    options.data_dir = dir.path() / "nowhere";
+    try {
+        train(options);
+        FAIL() << "no error for a missing data directory";
+    } catch (const Error& e) {
+        EXPECT_EQ(exit_code_for(e.kind()), exit_code::invalid_config);
+        const std::string message = e.what();
+        EXPECT_NE(message.find((dir.path() / "nowhere" / "train-images-idx3-ubyte").string()),
+                  std::string::npos)
+            << message;
+        EXPECT_NE(message.find("tiny.yaml:3"), std::string::npos) << message;
+    }
+}
+
+TEST(ConfigErrors, ResolvedConfigReadsBackToTheSameNet) {
+    const NetConfig config = parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml");
+    const NetConfig again = parse_config(to_yaml(config), "resolved.yaml");
+    ASSERT_EQ(again.layers.size(), config.layers.size());
+    for (std::size_t i = 0; i < config.layers.size(); ++i) {
+        EXPECT_EQ(again.layers[i].type, config.layers[i].type);
+        EXPECT_EQ(again.layers[i].num_output, config.layers[i].num_output);
+        EXPECT_EQ(again.layers[i].weight_filler.type, config.layers[i].weight_filler.type);
+        EXPECT_EQ(again.layers[i].params.size(), config.layers[i].params.size());
+    }
+    EXPECT_EQ(again.solver.lr_policy, "inv");
+    EXPECT_FLOAT_EQ(again.solver.gamma, 0.0001F);
+    EXPECT_EQ(again.solver.max_iter, 100);
+}
+
+} // namespace
+} // namespace dl
