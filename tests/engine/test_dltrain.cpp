@@ -1,0 +1,205 @@
+// The real dltrain binary: run directory, bit-identical resume, SIGTERM and deadline exits,
+// exit codes.
+
+#include "engine_test_support.hpp"
+#include "support/run_process.hpp"
+
+#include <dl/checkpoint.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+using dljob::test::run_shell;
+
+class Dltrain : public ::testing::Test {
+protected:
+    dl_test::TempDir m_dir;
+
+    fs::path workspace(int max_iter, const std::string& solver = "SGD") {
+        return dl_test::make_tiny_workspace(m_dir.path(), max_iter, solver);
+    }
+
+    static std::string train_command(const fs::path& config, const fs::path& run_dir,
+                                     const std::string& extra = "") {
+        return std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
+               run_dir.string() + " --threads 2 --deadline none " + extra;
+    }
+
+    static std::vector<nlohmann::json> metrics(const fs::path& run_dir) {
+        std::vector<nlohmann::json> lines;
+        std::ifstream in(run_dir / "metrics.jsonl");
+        std::string line;
+        while (std::getline(in, line)) {
+            lines.push_back(nlohmann::json::parse(line));
+        }
+        return lines;
+    }
+};
+
+TEST_F(Dltrain, TrainWritesTheRunDirectoryContract) {
+    const auto config = workspace(100);
+    const fs::path run = m_dir.path() / "run";
+    const auto result = run_shell(train_command(config, run));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_TRUE(fs::exists(run / "config.resolved.yaml"));
+    EXPECT_TRUE(fs::exists(run / "checkpoints" / "iter_00000100.ckpt"));
+    EXPECT_TRUE(fs::exists(run / "checkpoints" / "iter_00000100.done"));
+    const auto lines = metrics(run);
+    ASSERT_GE(lines.size(), 3U);
+    EXPECT_EQ(lines.front()["type"], "start");
+    int train_lines = 0;
+    for (const auto& line : lines) {
+        if (line["type"] == "train") {
+            ++train_lines;
+            for (const char* key : {"iter", "max_iter", "loss", "lr", "images_per_s",
+                                    "data_wait_fraction", "elapsed_s"}) {
+                EXPECT_TRUE(line.contains(key)) << key << " missing in " << line.dump();
+            }
+        }
+    }
+    EXPECT_EQ(train_lines, 10);
+    const auto& final_line = lines.back();
+    EXPECT_EQ(final_line["type"], "final");
+    EXPECT_EQ(final_line["status"], "completed");
+    EXPECT_EQ(final_line["iter"], 100);
+    // The tiny problem is learnable: well above chance (1/3) after 100 iterations.
+    EXPECT_GT(final_line["test_accuracy"].get<double>(), 0.6) << final_line.dump();
+    EXPECT_GT(final_line["train_images_per_s"].get<double>(), 0.0);
+}
+
+TEST_F(Dltrain, ResumedRunIsBitIdenticalToAnUnbrokenOne) {
+    for (const std::string solver : {"SGD", "Adam"}) {
+        const auto config = workspace(200, solver);
+        const fs::path straight = m_dir.path() / ("straight_" + solver);
+        const fs::path broken = m_dir.path() / ("broken_" + solver);
+        ASSERT_EQ(run_shell(train_command(config, straight)).exit_code, 0);
+        ASSERT_EQ(run_shell(train_command(config, broken, "--max-iter 100")).exit_code, 0);
+        const auto resumed = run_shell(train_command(config, broken, "--resume auto"));
+        ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+        EXPECT_NE(resumed.output.find("resuming from"), std::string::npos) << resumed.output;
+        // Weights, momentum/Adam history, data cursors and RNG state, byte for byte.
+        const std::string a = dl_test::read_file(straight / "checkpoints" / "iter_00000200.ckpt");
+        const std::string b = dl_test::read_file(broken / "checkpoints" / "iter_00000200.ckpt");
+        ASSERT_FALSE(a.empty());
+        EXPECT_TRUE(a == b) << solver << ": the resumed run's iteration-200 checkpoint differs";
+        // The same losses after the resume point.
+        const auto loss_at = [](const std::vector<nlohmann::json>& lines, int iter) {
+            for (const auto& line : lines) {
+                if (line["type"] == "train" && line["iter"] == iter) {
+                    return line["loss"].get<double>();
+                }
+            }
+            return -1.0;
+        };
+        EXPECT_EQ(loss_at(metrics(straight), 150), loss_at(metrics(broken), 150));
+    }
+}
+
+TEST_F(Dltrain, SigtermLeavesACompleteCheckpointAndExits75) {
+    const auto config = workspace(1000000);
+    const fs::path run = m_dir.path() / "run";
+    // Start, wait for the first train line, send SIGTERM, report the exit code.
+    const std::string script = train_command(config, run) + " & pid=$!; " +
+                               "for i in $(seq 1 200); do grep -q '\"train\"' " +
+                               (run / "metrics.jsonl").string() +
+                               " 2>/dev/null && break; sleep 0.05; done; kill -TERM $pid; "
+                               "wait $pid; echo exit=$?";
+    const auto result = run_shell("sh -c '" + [&] {
+        std::string quoted;
+        for (const char c : script) {
+            quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        }
+        return quoted;
+    }() + "'");
+    EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
+    const auto found = dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {});
+    ASSERT_TRUE(found) << "no complete checkpoint after SIGTERM";
+    EXPECT_FALSE(dl::checkpoint_problem(*found));
+    const auto lines = metrics(run);
+    EXPECT_EQ(lines.back()["type"], "final");
+    EXPECT_EQ(lines.back()["status"], "checkpointed");
+    // The run goes on from there.
+    const auto resumed = run_shell(train_command(
+        config, run,
+        "--resume auto --max-iter " + std::to_string(lines.back()["iter"].get<int>() + 20)));
+    EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+}
+
+TEST_F(Dltrain, DeadlineCheckpointsAndExits75) {
+    const auto config = workspace(100000000);
+    const fs::path run = m_dir.path() / "run";
+    const auto result =
+        run_shell(std::string(DLTRAIN_BINARY) + " train --config " + config.string() +
+                  " --run-dir " + run.string() + " --threads 1 --deadline 1");
+    EXPECT_EQ(result.exit_code, 75) << result.output;
+    EXPECT_TRUE(dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {}));
+}
+
+TEST_F(Dltrain, SchedulerEndTimeFromTheEnvironmentIsHonoured) {
+    const auto config = workspace(100000000);
+    const fs::path run = m_dir.path() / "run";
+    // An end time 121 s from now leaves 1 s after the 120 s safety margin.
+    const auto result = run_shell("SLURM_JOB_END_TIME=$(( $(date +%s) + 121 )) " +
+                                  std::string(DLTRAIN_BINARY) + " train --config " +
+                                  config.string() + " --run-dir " + run.string() + " --threads 1");
+    EXPECT_EQ(result.exit_code, 75) << result.output;
+}
+
+TEST_F(Dltrain, ExitCodesSeparateUsageConfigAndData) {
+    const auto config = workspace(10);
+    EXPECT_EQ(run_shell(std::string(DLTRAIN_BINARY) + " train --config").exit_code, 2);
+    EXPECT_EQ(run_shell(std::string(DLTRAIN_BINARY) + " train --config " + config.string() +
+                        " --run-dir " + (m_dir.path() / "r").string() + " --deadline soon")
+                  .exit_code,
+              2);
+    const auto missing = run_shell(train_command(config, m_dir.path() / "r2",
+                                                 "--data-dir " + (m_dir.path() / "none").string()));
+    EXPECT_EQ(missing.exit_code, 3) << missing.output;
+    std::ofstream(m_dir.path() / "bad.yaml") << "layers:\n  - {name: x, type: Nope}\n";
+    const auto bad = run_shell(train_command(m_dir.path() / "bad.yaml", m_dir.path() / "r3"));
+    EXPECT_EQ(bad.exit_code, 3);
+    EXPECT_NE(bad.output.find("bad.yaml:2"), std::string::npos) << bad.output;
+}
+
+TEST_F(Dltrain, TestCommandScoresACheckpoint) {
+    const auto config = workspace(60);
+    const fs::path run = m_dir.path() / "run";
+    ASSERT_EQ(run_shell(train_command(config, run)).exit_code, 0);
+    const auto result =
+        run_shell(std::string(DLTRAIN_BINARY) + " test --config " + config.string() +
+                  " --weights " + (run / "checkpoints" / "iter_00000060.ckpt").string());
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto line = nlohmann::json::parse(result.output);
+    EXPECT_EQ(line["iter"], 60);
+    EXPECT_GT(line["accuracy"].get<double>(), 0.5);
+}
+
+TEST_F(Dltrain, GzipAndRawDataGiveTheSameTraining) {
+    const auto config = workspace(30);
+    const fs::path gz_dir = m_dir.path() / "gz";
+    fs::create_directories(gz_dir);
+    dl_test::write_tiny_dataset(gz_dir, "train", 96, 8, 1, true);
+    dl_test::write_tiny_dataset(gz_dir, "test", 30, 8, 2, true);
+    // The config names the raw files; the gz ones get the raw names via a second config.
+    std::string text = dl_test::read_file(config);
+    for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                             "test-images-idx3-ubyte", "test-labels-idx1-ubyte"}) {
+        const auto pos = text.find(name);
+        text.insert(pos + std::string(name).size(), ".gz");
+    }
+    std::ofstream(m_dir.path() / "gz.yaml") << text;
+    ASSERT_EQ(run_shell(train_command(config, m_dir.path() / "raw_run")).exit_code, 0);
+    ASSERT_EQ(run_shell(train_command(m_dir.path() / "gz.yaml", m_dir.path() / "gz_run",
+                                      "--data-dir " + gz_dir.string()))
+                  .exit_code,
+              0);
+    EXPECT_EQ(dl_test::read_file(m_dir.path() / "raw_run" / "checkpoints" / "iter_00000030.ckpt"),
+              dl_test::read_file(m_dir.path() / "gz_run" / "checkpoints" / "iter_00000030.ckpt"));
+}
+
+} // namespace
