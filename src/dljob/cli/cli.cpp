@@ -16,7 +16,11 @@ namespace {
 // Every verb, in the order `dljob --help` lists them (explicit, no self-registration). A verb is
 // added here, one line, when the issue that implements it lands; there are no placeholders.
 const std::vector<SetCommand>& commands() {
-    static const std::vector<SetCommand> table{};
+    static const std::vector<SetCommand> table{
+        set_sites_command,
+        set_render_command,
+        set_validate_command,
+    };
     return table;
 }
 

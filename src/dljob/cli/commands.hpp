@@ -20,4 +20,8 @@ struct Context {
 
 using SetCommand = void (*)(CLI::App& app, Context& context);
 
+void set_sites_command(CLI::App& app, Context& context); // command_sites.cpp (+ render, validate)
+void set_render_command(CLI::App& app, Context& context);
+void set_validate_command(CLI::App& app, Context& context);
+
 } // namespace dljob::cli

@@ -1,0 +1,27 @@
+#pragma once
+// Job-script rendering: a pure function of a RenderRequest and the templates. Every value a user
+// controls is validated (directive values) or shell-quoted (script values) here, before the
+// template sees it (reliability.md §4.3).
+
+#include <dljob/domain/render_request.hpp>
+#include <dljob/domain/result.hpp>
+#include <dljob/domain/template_engine.hpp>
+
+#include <string>
+
+namespace dljob::render {
+
+/// Renders the job script and the exact submit command. Refuses (ErrorCode::config_invalid) any
+/// value a scheduler could misread, and maps job names the site rejects to `dlj-<hash>`, with a
+/// note saying so.
+Result<RenderedJob> render_job(const RenderRequest& request, TemplateEngine& templates);
+
+/// The scheduler-visible job name for `wanted` under `behaviour`: `wanted` itself when it matches
+/// the site's pattern and length, else "dlj-" + 8 hex digits of a hash of `wanted`.
+std::string scheduler_job_name(const std::string& wanted, const SchedulerBehaviour& behaviour);
+
+/// One line of shell that prints as the argv (each element shell-quoted), for comments and
+/// `dljob render`.
+std::string command_line(const std::vector<std::string>& argv);
+
+} // namespace dljob::render
