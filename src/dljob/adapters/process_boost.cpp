@@ -68,7 +68,9 @@ Result<ProcessResult> BoostProcessRunner::run(const ProcessRequest& request) {
         return fail(ErrorCode::internal, "empty command line");
     }
     auto exe = find_executable(request.argv.front());
-    DLJOB_TRY(exe);
+    if (!exe) {
+        return fail(exe.error());
+    }
     std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
 
     boost::asio::io_context io;
@@ -128,7 +130,9 @@ Result<int> BoostProcessRunner::spawn_detached(const DetachedRequest& request) {
         return fail(ErrorCode::internal, "empty command line");
     }
     auto exe = find_executable(request.argv.front());
-    DLJOB_TRY(exe);
+    if (!exe) {
+        return fail(exe.error());
+    }
     std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
     std::error_code launch_error;
     const std::string cwd = request.cwd.empty() ? "." : request.cwd;

@@ -267,8 +267,11 @@ Result<bool> SqliteJobStore::update_state(std::int64_t id, const SchedulerStatus
         if (is_terminal(job.state)) {
             return false; // a finished job's outcome is final; late scheduler noise is ignored
         }
-        const bool changed = job.state != status.state || job.native_state != status.native_state ||
-                             job.reason != status.reason || job.exit_code != status.exit_code;
+        const bool changed =
+            job.state != status.state ||
+            (!status.secondary_id.empty() && status.secondary_id != job.secondary_id) ||
+            job.native_state != status.native_state || job.reason != status.reason ||
+            job.exit_code != status.exit_code;
         if (!changed) {
             return false;
         }
@@ -278,9 +281,11 @@ Result<bool> SqliteJobStore::update_state(std::int64_t id, const SchedulerStatus
         }
         const std::int64_t finished = is_terminal(status.state) ? now : 0;
         // Compare-and-swap on the state read above: two dljob processes cannot both advance it.
-        auto update = m_db->prepare(
-            "UPDATE jobs SET state = ?, native_state = ?, reason = ?, exit_code = ?, "
-            "started_at = ?, finished_at = ?, updated_at = ? WHERE id = ? AND state = ?");
+        auto update =
+            m_db->prepare("UPDATE jobs SET state = ?, native_state = ?, reason = ?, exit_code = ?, "
+                          "started_at = ?, finished_at = ?, updated_at = ?, "
+                          "secondary_id = CASE WHEN ? != '' THEN ? ELSE secondary_id END "
+                          "WHERE id = ? AND state = ?");
         std::optional<std::int64_t> exit_code;
         if (status.exit_code) {
             exit_code = *status.exit_code;
@@ -292,6 +297,8 @@ Result<bool> SqliteJobStore::update_state(std::int64_t id, const SchedulerStatus
             .bind(started)
             .bind(finished)
             .bind(now)
+            .bind(status.secondary_id)
+            .bind(status.secondary_id)
             .bind(id)
             .bind(to_string(job.state));
         update.run();

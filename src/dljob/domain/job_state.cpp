@@ -59,7 +59,9 @@ SchedulerStatus reconcile(const std::optional<SchedulerStatus>& observed,
         return status;
     }
     if (!observed) {
-        return SchedulerStatus{JobState::unknown, "", "not found by the scheduler", std::nullopt};
+        SchedulerStatus missing;
+        missing.reason = "not found by the scheduler";
+        return missing;
     }
     return *observed;
 }

@@ -26,6 +26,7 @@ struct SchedulerStatus {
     std::string native_state;
     std::string reason;
     std::optional<int> exit_code;
+    std::string secondary_id; // learned while polling (Moab: the Torque id); empty: unchanged
 };
 
 /// Combines the scheduler's view (nullopt: the job was not found anywhere) with the exit code

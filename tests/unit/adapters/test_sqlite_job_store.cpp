@@ -12,6 +12,16 @@
 namespace dljob::adapters {
 namespace {
 
+SchedulerStatus make_status(JobState state, std::string native, std::string reason,
+                            std::optional<int> exit_code) {
+    SchedulerStatus s;
+    s.state = state;
+    s.native_state = std::move(native);
+    s.reason = std::move(reason);
+    s.exit_code = exit_code;
+    return s;
+}
+
 class SqliteStore : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -71,14 +81,14 @@ TEST_F(SqliteStore, RecordsSchedulerIdAndStateEvents) {
     auto job = store->create(new_job("t"));
     ASSERT_TRUE(store->mark_submitted(job->id, "42", "42.server", 1001));
     auto changed = store->update_state(
-        job->id, SchedulerStatus{JobState::pending, "PENDING", "Resources", std::nullopt}, 1002);
+        job->id, make_status(JobState::pending, "PENDING", "Resources", std::nullopt), 1002);
     ASSERT_TRUE(changed);
     EXPECT_TRUE(*changed);
     // The same observation again is not a change and adds no event.
     EXPECT_FALSE(*store->update_state(
-        job->id, SchedulerStatus{JobState::pending, "PENDING", "Resources", std::nullopt}, 1003));
+        job->id, make_status(JobState::pending, "PENDING", "Resources", std::nullopt), 1003));
     EXPECT_TRUE(*store->update_state(
-        job->id, SchedulerStatus{JobState::failed, "FAILED", "NonZeroExitCode", 3}, 1010));
+        job->id, make_status(JobState::failed, "FAILED", "NonZeroExitCode", 3), 1010));
     auto found = store->find(job->id);
     ASSERT_TRUE(found && found->has_value());
     const Job& stored = **found;
@@ -97,8 +107,9 @@ TEST_F(SqliteStore, RecordsSchedulerIdAndStateEvents) {
 TEST_F(SqliteStore, NeverOverwritesATerminalState) {
     auto store = open_store();
     auto job = store->create(new_job("t"));
-    ASSERT_TRUE(store->update_state(job->id, {JobState::cancelled, "CANCELLED", "", {}}, 5));
-    EXPECT_FALSE(*store->update_state(job->id, {JobState::unknown, "", "gone", {}}, 6));
+    ASSERT_TRUE(
+        store->update_state(job->id, make_status(JobState::cancelled, "CANCELLED", "", {}), 5));
+    EXPECT_FALSE(*store->update_state(job->id, make_status(JobState::unknown, "", "gone", {}), 6));
     EXPECT_EQ((*store->find(job->id))->state, JobState::cancelled);
 }
 
@@ -117,7 +128,8 @@ TEST_F(SqliteStore, ListsActiveJobsNewestFirst) {
     auto b = store->create(new_job("b"));
     auto c = store->create(new_job("c"));
     ASSERT_TRUE(store->mark_submitted(a->id, "1", "", 1));
-    ASSERT_TRUE(store->update_state(a->id, {JobState::completed, "COMPLETED", "", 0}, 2));
+    ASSERT_TRUE(
+        store->update_state(a->id, make_status(JobState::completed, "COMPLETED", "", 0), 2));
     ASSERT_TRUE(store->mark_submitted(b->id, "2", "", 1));
     JobQuery query;
     query.active_only = true;

@@ -5,13 +5,23 @@
 namespace dljob {
 namespace {
 
+SchedulerStatus make_status(JobState state, std::string native, std::string reason,
+                            std::optional<int> exit_code) {
+    SchedulerStatus s;
+    s.state = state;
+    s.native_state = std::move(native);
+    s.reason = std::move(reason);
+    s.exit_code = exit_code;
+    return s;
+}
+
 TEST(JobStateReconcile, MissingEverywhereIsUnknownNeverCompleted) {
     auto status = reconcile(std::nullopt, std::nullopt);
     EXPECT_EQ(status.state, JobState::unknown);
 }
 
 TEST(JobStateReconcile, ExitCodeFileWinsOverScheduler) {
-    SchedulerStatus running{JobState::running, "RUNNING", "None", std::nullopt};
+    SchedulerStatus running = make_status(JobState::running, "RUNNING", "None", std::nullopt);
     EXPECT_EQ(reconcile(running, 0).state, JobState::completed);
     auto failed = reconcile(running, 7);
     EXPECT_EQ(failed.state, JobState::failed);
@@ -23,16 +33,16 @@ TEST(JobStateReconcile, ExitCodeFileWinsOverScheduler) {
 }
 
 TEST(JobStateReconcile, TimeoutAndCancelSurviveANonZeroExitFile) {
-    SchedulerStatus timeout{JobState::timeout, "TIMEOUT", "TimeLimit", std::nullopt};
+    SchedulerStatus timeout = make_status(JobState::timeout, "TIMEOUT", "TimeLimit", std::nullopt);
     auto status = reconcile(timeout, 143);
     EXPECT_EQ(status.state, JobState::timeout);
     EXPECT_EQ(status.exit_code, 143);
-    EXPECT_EQ(reconcile(SchedulerStatus{JobState::cancelled, "CANCELLED", "", {}}, 143).state,
+    EXPECT_EQ(reconcile(make_status(JobState::cancelled, "CANCELLED", "", {}), 143).state,
               JobState::cancelled);
 }
 
 TEST(JobStateReconcile, WithoutFileTheSchedulerDecides) {
-    SchedulerStatus pending{JobState::pending, "PENDING", "Priority", std::nullopt};
+    SchedulerStatus pending = make_status(JobState::pending, "PENDING", "Priority", std::nullopt);
     EXPECT_EQ(reconcile(pending, std::nullopt).reason, "Priority");
 }
 

@@ -1,0 +1,247 @@
+// Moab on Torque (msub / showq / canceljob), as on Calcul Québec's Hélios and Guillimin and Big
+// Red II; the integration tests use the shims in tests/shims/ that translate onto Slurm.
+//
+// Two ids: msub prints Moab's id (after a blank line, sometimes "Moab.123"); the Torque id can
+// differ. Both are stored: the Moab id is the scheduler id (canceljob and showq use it), the
+// Torque id (showq's DRMJID attribute) is the secondary id, learned on the first poll.
+//
+// State table (showq --xml queue and State attribute -> dljob):
+//   queue "active": Running, Starting, Canceling                         -> RUNNING
+//   queue "eligible": Idle                                               -> PENDING
+//   queue "blocked": UserHold, SystemHold, BatchHold, Deferred, NotQueued -> PENDING (the State
+//     is the reason: a blocked job does not start by itself)
+//   queue "completed" (showq -c): CompletionCode 0                       -> COMPLETED
+//     State Removed or CompletionCode CNCLD(...) / 271                   -> CANCELLED
+//     CompletionCode -11 (Torque's walltime kill)                        -> TIMEOUT
+//     any other code                                                     -> FAILED
+//   not listed (purged after the completed window)                       -> absent
+//
+// Quirks: the text form of showq has no DRMJID and varies by version, so --xml is parsed with a
+// lenient attribute scanner; completed jobs are asked for (showq -c) only when a job is missing
+// from the first query.
+#include <dljob/schedulers/moab.hpp>
+#include <dljob/schedulers/support.hpp>
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace dljob::schedulers {
+namespace {
+
+// Attributes of one XML start tag: name="value" pairs, entities left as they are.
+std::map<std::string, std::string> xml_attributes(std::string_view tag) {
+    std::map<std::string, std::string> attributes;
+    std::size_t i = 0;
+    while (i < tag.size()) {
+        const auto eq = tag.find("=\"", i);
+        if (eq == std::string_view::npos) {
+            break;
+        }
+        auto name_start = tag.rfind(' ', eq);
+        name_start = name_start == std::string_view::npos ? 0 : name_start + 1;
+        const auto end = tag.find('"', eq + 2);
+        if (end == std::string_view::npos) {
+            break;
+        }
+        attributes[std::string(tag.substr(name_start, eq - name_start))] =
+            std::string(tag.substr(eq + 2, end - eq - 2));
+        i = end + 1;
+    }
+    return attributes;
+}
+
+} // namespace
+
+std::optional<std::string> parse_msub_id(std::string_view output) {
+    if (auto pos = output.find("JobID=\""); pos != std::string_view::npos) {
+        const auto end = output.find('"', pos + 7);
+        if (end != std::string_view::npos) {
+            return std::string(output.substr(pos + 7, end - pos - 7));
+        }
+    }
+    for (auto line : split_lines(output)) {
+        line = trim(line);
+        // ^((\w+\.)*\d+)$ (Rocoto's rule)
+        if (line.empty() || split_whitespace(line).size() != 1) {
+            continue;
+        }
+        const auto last_dot = line.rfind('.');
+        const auto number = last_dot == std::string_view::npos ? line : line.substr(last_dot + 1);
+        if (all_digits(number)) {
+            return std::string(line);
+        }
+    }
+    return std::nullopt;
+}
+
+std::vector<MoabJob> parse_showq_xml(std::string_view output) {
+    std::vector<MoabJob> jobs;
+    std::string queue;
+    std::size_t i = 0;
+    while (i < output.size()) {
+        const auto open = output.find('<', i);
+        if (open == std::string_view::npos) {
+            break;
+        }
+        const auto close = output.find('>', open);
+        if (close == std::string_view::npos) {
+            break;
+        }
+        const auto tag = output.substr(open + 1, close - open - 1);
+        if (tag.substr(0, 6) == "queue ") {
+            auto attributes = xml_attributes(tag);
+            queue = attributes["option"];
+        } else if (tag.substr(0, 4) == "job ") {
+            jobs.push_back(MoabJob{queue, xml_attributes(tag)});
+        }
+        i = close + 1;
+    }
+    return jobs;
+}
+
+SchedulerStatus map_moab_state(const MoabJob& job) {
+    SchedulerStatus status;
+    auto get = [&](const char* key) {
+        auto it = job.attributes.find(key);
+        return it == job.attributes.end() ? std::string() : it->second;
+    };
+    const std::string state = get("State");
+    status.native_state = state;
+    status.secondary_id = get("DRMJID");
+    if (job.queue == "active") {
+        status.state = JobState::running;
+    } else if (job.queue == "eligible") {
+        status.state = JobState::pending;
+    } else if (job.queue == "blocked") {
+        status.state = JobState::pending;
+        status.reason = state;
+    } else if (job.queue == "completed") {
+        const std::string code = get("CompletionCode");
+        auto value = parse_int(code);
+        if (state == "Removed" || code.rfind("CNCLD", 0) == 0 || (value && *value == 271)) {
+            status.state = JobState::cancelled;
+        } else if (value && *value == 0) {
+            status.state = JobState::completed;
+            status.exit_code = 0;
+        } else if (value && *value == -11) {
+            status.state = JobState::timeout;
+            status.reason = "walltime exceeded";
+        } else if (value) {
+            status.state = JobState::failed;
+            status.exit_code = *value > 256 ? 128 + (*value - 256) : *value;
+        } else {
+            status.state = JobState::unknown;
+            status.reason = "finished";
+        }
+        if (!code.empty()) {
+            status.native_state = fmt::format("{} ({})", state, code);
+        }
+    } else {
+        status.state = JobState::unknown;
+    }
+    return status;
+}
+
+Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
+    std::vector<std::string> argv{"msub", "-N", token_job_name(request.token)};
+    if (!request.run_dir.empty()) {
+        // Moab's default working directory is $HOME, not the submit directory.
+        argv.insert(argv.end(), {"-d", request.run_dir});
+    }
+    if (request.walltime_s > 0) {
+        argv.insert(argv.end(), {"-l", fmt::format("walltime={}", request.walltime_s)});
+    }
+    argv.push_back(request.script_path);
+    auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0) {
+        return fail(command_error("msub", *result));
+    }
+    auto id = parse_msub_id(result->out);
+    if (!id) {
+        return fail(ErrorCode::scheduler_unreachable,
+                    fmt::format("msub printed no job id: '{}'", trim(result->out)),
+                    "dljob reconciles the job by its token on the next 'dljob status'");
+    }
+    return Submission{*id, ""};
+}
+
+Result<std::vector<MoabJob>> MoabScheduler::showq(bool completed) {
+    std::vector<std::string> argv{"showq", "--xml", "-u", current_user(m_options)};
+    if (completed) {
+        argv.insert(argv.begin() + 1, "-c");
+    }
+    auto result = run_command(m_runner, std::move(argv), m_options);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0) {
+        return fail(command_error("showq", *result));
+    }
+    return parse_showq_xml(result->out);
+}
+
+Result<std::map<std::string, SchedulerStatus>>
+MoabScheduler::poll(const std::vector<JobRef>& jobs) {
+    std::map<std::string, SchedulerStatus> found;
+    if (jobs.empty()) {
+        return found;
+    }
+    std::set<std::string> wanted;
+    for (const auto& job : jobs) {
+        wanted.insert(job.scheduler_id);
+    }
+    for (bool completed : {false, true}) {
+        auto listed = showq(completed);
+        if (!listed) {
+            return fail(listed.error());
+        }
+        for (const auto& job : *listed) {
+            auto it = job.attributes.find("JobID");
+            if (it != job.attributes.end() && wanted.count(it->second) > 0 &&
+                found.count(it->second) == 0) {
+                found[it->second] = map_moab_state(job);
+            }
+        }
+        if (found.size() == wanted.size()) {
+            break;
+        }
+    }
+    return found;
+}
+
+Result<std::optional<Submission>> MoabScheduler::find_by_token(const std::string& token) {
+    const std::string name = token_job_name(token);
+    for (bool completed : {false, true}) {
+        auto listed = showq(completed);
+        if (!listed) {
+            return fail(listed.error());
+        }
+        for (const auto& job : *listed) {
+            auto it = job.attributes.find("JobName");
+            if (it != job.attributes.end() && it->second == name) {
+                auto drm = job.attributes.find("DRMJID");
+                return std::optional<Submission>{
+                    Submission{job.attributes.count("JobID") > 0 ? job.attributes.at("JobID") : "",
+                               drm == job.attributes.end() ? "" : drm->second}};
+            }
+        }
+    }
+    return std::optional<Submission>{};
+}
+
+Result<void> MoabScheduler::cancel(const JobRef& job) {
+    auto result = run_command(m_runner, {"canceljob", job.scheduler_id}, m_options);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0 || result->out.find("ERROR") != std::string::npos) {
+        return fail(command_error("canceljob", *result));
+    }
+    return {};
+}
+
+} // namespace dljob::schedulers

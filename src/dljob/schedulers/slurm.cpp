@@ -1,0 +1,255 @@
+// Slurm (sbatch / squeue / sacct / scancel), as on the Alliance clusters, Big Red 200 and the
+// project's own test cluster (Slurm 22.05).
+//
+// State table (native -> dljob), from squeue(1) "JOB STATE CODES":
+//   PENDING CONFIGURING REQUEUED REQUEUE_HOLD REQUEUE_FED RESV_DEL_HOLD   -> PENDING
+//   RUNNING COMPLETING SUSPENDED STOPPED SIGNALING STAGE_OUT RESIZING     -> RUNNING
+//   COMPLETED                                                             -> COMPLETED
+//   FAILED NODE_FAIL BOOT_FAIL OUT_OF_MEMORY DEADLINE SPECIAL_EXIT
+//   PREEMPTED REVOKED                                                     -> FAILED
+//   CANCELLED ("CANCELLED by <uid>" in sacct)                             -> CANCELLED
+//   TIMEOUT                                                               -> TIMEOUT
+//   anything else                                                         -> UNKNOWN
+// The native state and Reason (%r: Priority, Resources, Dependency, TimeLimit, ...) are kept.
+//
+// Quirks, and what this file does about them:
+// - The token goes into --comment (%k), so the user's job name stays readable and a submit that
+//   timed out is found again by `squeue --me -t all`.
+// - squeue forgets a job MinJobAge after it ends (300 s by default), and `squeue -j` with an
+//   unknown id fails the whole query ("Invalid job id specified", rc 1): so one
+//   `squeue --me -t all` lists every job of the user, filtered here.
+// - sacct needs slurmdbd ("Slurm accounting storage is disabled", rc 1 without it) and its
+//   default window starts at midnight: it is asked only for jobs squeue no longer shows, with an
+//   explicit --starttime, and its failure is not an error (the exit_code file still decides).
+// - scancel prints nothing and returns 0 even for unknown ids.
+#include <dljob/schedulers/slurm.hpp>
+#include <dljob/schedulers/support.hpp>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <set>
+#include <utility>
+
+namespace dljob::schedulers {
+namespace {
+
+constexpr std::string_view comment_prefix = "dljob:";
+
+JobState slurm_state(std::string_view native) {
+    static constexpr std::array<std::pair<std::string_view, JobState>, 24> table{{
+        {"PENDING", JobState::pending},     {"CONFIGURING", JobState::pending},
+        {"REQUEUED", JobState::pending},    {"REQUEUE_HOLD", JobState::pending},
+        {"REQUEUE_FED", JobState::pending}, {"RESV_DEL_HOLD", JobState::pending},
+        {"RUNNING", JobState::running},     {"COMPLETING", JobState::running},
+        {"SUSPENDED", JobState::running},   {"STOPPED", JobState::running},
+        {"SIGNALING", JobState::running},   {"STAGE_OUT", JobState::running},
+        {"RESIZING", JobState::running},    {"COMPLETED", JobState::completed},
+        {"FAILED", JobState::failed},       {"NODE_FAIL", JobState::failed},
+        {"BOOT_FAIL", JobState::failed},    {"OUT_OF_MEMORY", JobState::failed},
+        {"DEADLINE", JobState::failed},     {"SPECIAL_EXIT", JobState::failed},
+        {"PREEMPTED", JobState::failed},    {"REVOKED", JobState::failed},
+        {"CANCELLED", JobState::cancelled}, {"TIMEOUT", JobState::timeout},
+    }};
+    for (const auto& [name, state] : table) {
+        if (name == native) {
+            return state;
+        }
+    }
+    return JobState::unknown;
+}
+
+// "3:0" -> 3; "0:15" (killed by signal 15) -> 128+15, as a shell would report it.
+std::optional<int> parse_exit_code(std::string_view text) {
+    const auto parts = split(trim(text), ':');
+    if (parts.size() != 2) {
+        return parse_int(text);
+    }
+    auto code = parse_int(parts[0]);
+    auto signal = parse_int(parts[1]);
+    if (!code || !signal) {
+        return std::nullopt;
+    }
+    return *signal != 0 && *code == 0 ? 128 + *signal : *code;
+}
+
+} // namespace
+
+std::optional<std::string> parse_sbatch_id(std::string_view output) {
+    for (auto line : split_lines(output)) {
+        line = trim(line);
+        constexpr std::string_view submitted = "Submitted batch job ";
+        if (auto pos = line.find(submitted); pos != std::string_view::npos) {
+            auto rest = split_whitespace(line.substr(pos + submitted.size()));
+            if (!rest.empty() && all_digits(rest[0])) {
+                return std::string(rest[0]);
+            }
+        }
+        auto first = split(line, ';');
+        if (!first.empty() && all_digits(first[0])) {
+            return std::string(first[0]);
+        }
+    }
+    return std::nullopt;
+}
+
+std::vector<SlurmRow> parse_squeue(std::string_view output) {
+    std::vector<SlurmRow> rows;
+    for (auto line : split_lines(output)) {
+        auto fields = split(trim(line), '|');
+        if (fields.size() < 2 || trim(fields[0]).empty()) {
+            continue;
+        }
+        SlurmRow row;
+        row.id = std::string(trim(fields[0]));
+        row.state = std::string(trim(fields[1]));
+        if (fields.size() > 2) {
+            row.reason = std::string(trim(fields[2]));
+        }
+        if (fields.size() > 3) {
+            row.comment = std::string(trim(fields[3]));
+        }
+        if (all_digits(split(row.id, '_')[0]) && !row.state.empty()) {
+            rows.push_back(std::move(row));
+        }
+    }
+    return rows;
+}
+
+std::vector<SlurmRow> parse_sacct(std::string_view output) {
+    std::vector<SlurmRow> rows;
+    for (auto line : split_lines(output)) {
+        auto fields = split(trim(line), '|');
+        if (fields.size() < 3 || !all_digits(trim(fields[0]))) {
+            continue; // header, steps (42.batch) and noise
+        }
+        SlurmRow row;
+        row.id = std::string(trim(fields[0]));
+        auto state_words = split_whitespace(fields[1]);
+        row.state = state_words.empty() ? "" : std::string(state_words[0]);
+        row.exit_code = parse_exit_code(fields[2]);
+        if (fields.size() > 3) {
+            row.reason = std::string(trim(fields[3]));
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+SchedulerStatus map_slurm_state(const SlurmRow& row) {
+    SchedulerStatus status;
+    status.state = slurm_state(row.state);
+    status.native_state = row.state;
+    status.reason = row.reason == "None" ? "" : row.reason;
+    status.exit_code = row.exit_code;
+    return status;
+}
+
+Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
+    std::vector<std::string> argv{"sbatch", "--parsable",
+                                  fmt::format("--comment={}{}", comment_prefix, request.token)};
+    if (!request.name.empty()) {
+        argv.push_back("--job-name=" + request.name);
+    }
+    if (request.walltime_s > 0) {
+        // Slurm counts whole minutes and rounds up.
+        argv.push_back(fmt::format("--time={}", (request.walltime_s + 59) / 60));
+    }
+    if (!request.run_dir.empty()) {
+        argv.push_back("--chdir=" + request.run_dir);
+    }
+    argv.push_back(request.script_path);
+    auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0) {
+        return fail(command_error("sbatch", *result));
+    }
+    auto id = parse_sbatch_id(result->out);
+    if (!id) {
+        return fail(ErrorCode::scheduler_unreachable,
+                    fmt::format("sbatch printed no job id: '{}'", trim(result->out)),
+                    "dljob reconciles the job by its token on the next 'dljob status'");
+    }
+    return Submission{*id, ""};
+}
+
+Result<std::map<std::string, SchedulerStatus>>
+SlurmScheduler::poll(const std::vector<JobRef>& jobs) {
+    std::map<std::string, SchedulerStatus> found;
+    if (jobs.empty()) {
+        return found;
+    }
+    auto listed = run_command(m_runner, {"squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%r|%k"},
+                              m_options);
+    if (!listed) {
+        return fail(listed.error());
+    }
+    if (listed->exit_code != 0) {
+        return fail(command_error("squeue", *listed));
+    }
+    std::set<std::string> wanted;
+    for (const auto& job : jobs) {
+        wanted.insert(job.scheduler_id);
+    }
+    for (const auto& row : parse_squeue(listed->out)) {
+        if (wanted.count(row.id) > 0) {
+            found[row.id] = map_slurm_state(row);
+        }
+    }
+    std::string missing;
+    for (const auto& id : wanted) {
+        if (found.count(id) == 0) {
+            missing += (missing.empty() ? "" : ",") + id;
+        }
+    }
+    if (!missing.empty()) {
+        auto accounted =
+            run_command(m_runner,
+                        {"sacct", "-X", "-P", "-n", "-o", "JobIDRaw,State,ExitCode,Reason",
+                         "--starttime=now-7days", "-j", missing},
+                        m_options);
+        // Without slurmdbd sacct fails; the jobs then stay missing and the exit_code file
+        // (or UNKNOWN) decides. That is not an error of the poll.
+        if (accounted && accounted->exit_code == 0) {
+            for (const auto& row : parse_sacct(accounted->out)) {
+                if (wanted.count(row.id) > 0) {
+                    found[row.id] = map_slurm_state(row);
+                }
+            }
+        }
+    }
+    return found;
+}
+
+Result<std::optional<Submission>> SlurmScheduler::find_by_token(const std::string& token) {
+    auto listed = run_command(m_runner, {"squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%r|%k"},
+                              m_options);
+    if (!listed) {
+        return fail(listed.error());
+    }
+    if (listed->exit_code != 0) {
+        return fail(command_error("squeue", *listed));
+    }
+    const std::string comment = std::string(comment_prefix) + token;
+    for (const auto& row : parse_squeue(listed->out)) {
+        if (row.comment == comment) {
+            return std::optional<Submission>{Submission{row.id, ""}};
+        }
+    }
+    return std::optional<Submission>{};
+}
+
+Result<void> SlurmScheduler::cancel(const JobRef& job) {
+    auto result = run_command(m_runner, {"scancel", job.scheduler_id}, m_options);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0) {
+        return fail(command_error("scancel", *result));
+    }
+    return {};
+}
+
+} // namespace dljob::schedulers

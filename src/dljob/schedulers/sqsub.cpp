@@ -1,0 +1,193 @@
+// SHARCNET sqsub / sqjobs / sqkill (monk, copper, mosaic, orca; retired 2017-18). The
+// integration tests use the shims in tests/shims/ that translate onto Slurm.
+//
+// State table (sqjobs state letter -> dljob):
+//   Q queued, *Q queued behind a dependency, H held                      -> PENDING
+//   R running, Z / S / T suspended                                       -> RUNNING
+//   D done, C complete (finished or dead: sqjobs has no exit code)       -> UNKNOWN "finished":
+//     the job's exit_code file decides
+//   K killed                                                             -> CANCELLED
+//   not listed                                                           -> absent
+//
+// Quirks: sqsub's runtime (-r) is mandatory and a bare number means minutes; the id is best
+// taken from --idfile, else "submitted as jobid N" (stdout and stderr are mixed); the job name
+// (-j) carries the token; `sqjobs <id>` exits 1 once a job is done, so the user's whole list is
+// read instead, and columns are never indexed blindly.
+#include <dljob/schedulers/sqsub.hpp>
+#include <dljob/schedulers/support.hpp>
+#include <dljob/util/files.hpp>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <filesystem>
+#include <set>
+
+namespace dljob::schedulers {
+namespace {
+
+bool is_state_token(std::string_view token) {
+    static constexpr std::array<std::string_view, 10> states{"Q", "*Q", "R", "Z", "S",
+                                                             "T", "H",  "D", "K", "C"};
+    for (auto state : states) {
+        if (token == state) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+std::optional<std::string> parse_sqsub_id(std::string_view output) {
+    for (auto line : split_lines(output)) {
+        constexpr std::string_view marker = "as jobid";
+        if (auto pos = line.find(marker); pos != std::string_view::npos) {
+            auto rest = split_whitespace(line.substr(pos + marker.size()));
+            if (!rest.empty() && all_digits(rest[0])) {
+                return std::string(rest[0]);
+            }
+        }
+        if (auto pos = line.find("Job <"); pos != std::string_view::npos) {
+            const auto end = line.find('>', pos);
+            if (end != std::string_view::npos && all_digits(line.substr(pos + 5, end - pos - 5))) {
+                return std::string(line.substr(pos + 5, end - pos - 5));
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+std::map<std::string, std::string> parse_sqjobs(std::string_view output) {
+    std::map<std::string, std::string> jobs;
+    for (auto line : split_lines(output)) {
+        auto fields = split_whitespace(line);
+        if (fields.size() < 2 || !all_digits(fields[0])) {
+            continue; // headers, separators and the cluster summary lines
+        }
+        for (std::size_t i = 1; i < fields.size(); ++i) {
+            if (is_state_token(fields[i])) {
+                jobs[std::string(fields[0])] = std::string(fields[i]);
+                break;
+            }
+        }
+    }
+    return jobs;
+}
+
+SchedulerStatus map_sqsub_state(std::string_view letter) {
+    SchedulerStatus status;
+    status.native_state = std::string(letter);
+    if (letter == "Q" || letter == "*Q" || letter == "H") {
+        status.state = JobState::pending;
+        if (letter == "*Q") {
+            status.reason = "dependency";
+        }
+    } else if (letter == "R" || letter == "Z" || letter == "S" || letter == "T") {
+        status.state = JobState::running;
+    } else if (letter == "K") {
+        status.state = JobState::cancelled;
+    } else {
+        status.state = JobState::unknown;
+        status.reason = "finished";
+    }
+    return status;
+}
+
+Result<Submission> SqsubScheduler::submit(const SubmitRequest& request) {
+    const auto idfile = std::filesystem::path(request.run_dir) / "sqsub.id";
+    std::error_code ec;
+    std::filesystem::remove(idfile, ec);
+    // Runtime is mandatory; minutes, rounded up.
+    const auto minutes = request.walltime_s > 0 ? (request.walltime_s + 59) / 60 : 60;
+    std::vector<std::string> argv{"sqsub",
+                                  "-r",
+                                  fmt::format("{}m", minutes),
+                                  "-j",
+                                  token_job_name(request.token),
+                                  "-o",
+                                  (std::filesystem::path(request.run_dir) / "job.log").string(),
+                                  "--idfile=" + idfile.string(),
+                                  request.script_path};
+    auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0) {
+        return fail(command_error("sqsub", *result));
+    }
+    std::optional<std::string> id;
+    if (auto text = util::read_file(idfile)) {
+        auto trimmed = trim(*text);
+        if (all_digits(trimmed)) {
+            id = std::string(trimmed);
+        }
+    }
+    if (!id) {
+        id = parse_sqsub_id(result->out + "\n" + result->err);
+    }
+    if (!id) {
+        return fail(ErrorCode::scheduler_unreachable,
+                    fmt::format("sqsub printed no job id: '{}'", trim(result->out)),
+                    "dljob reconciles the job by its token on the next 'dljob status'");
+    }
+    return Submission{*id, ""};
+}
+
+Result<std::map<std::string, SchedulerStatus>>
+SqsubScheduler::poll(const std::vector<JobRef>& jobs) {
+    std::map<std::string, SchedulerStatus> found;
+    if (jobs.empty()) {
+        return found;
+    }
+    auto result = run_command(m_runner, {"sqjobs", "-a", "-u", current_user(m_options)}, m_options);
+    if (!result) {
+        return fail(result.error());
+    }
+    auto listed = parse_sqjobs(result->out);
+    if (result->exit_code != 0 && listed.empty() && !trim(result->err).empty()) {
+        return fail(command_error("sqjobs", *result));
+    }
+    for (const auto& job : jobs) {
+        auto it = listed.find(job.scheduler_id);
+        if (it != listed.end()) {
+            found[job.scheduler_id] = map_sqsub_state(it->second);
+        }
+    }
+    return found;
+}
+
+Result<std::optional<Submission>> SqsubScheduler::find_by_token(const std::string& token) {
+    // sqjobs' default listing has no job name; the long form does ("command:" and the name
+    // line vary), so look for the token's job name anywhere in a record.
+    auto result =
+        run_command(m_runner, {"sqjobs", "-l", "-a", "-u", current_user(m_options)}, m_options);
+    if (!result) {
+        return fail(result.error());
+    }
+    const std::string name = token_job_name(token);
+    std::string current_id;
+    for (auto line : split_lines(result->out)) {
+        auto fields = split_whitespace(line);
+        if (fields.size() >= 2 && fields[0] == "jobid:" && all_digits(fields[1])) {
+            current_id = std::string(fields[1]);
+        }
+        if (!current_id.empty() && line.find(name) != std::string_view::npos) {
+            return std::optional<Submission>{Submission{current_id, ""}};
+        }
+    }
+    return std::optional<Submission>{};
+}
+
+Result<void> SqsubScheduler::cancel(const JobRef& job) {
+    auto result = run_command(m_runner, {"sqkill", job.scheduler_id}, m_options);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0) {
+        return fail(command_error("sqkill", *result));
+    }
+    return {};
+}
+
+} // namespace dljob::schedulers

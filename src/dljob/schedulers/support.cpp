@@ -1,0 +1,188 @@
+#include <dljob/schedulers/support.hpp>
+#include <dljob/util/files.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+
+namespace dljob::schedulers {
+
+Result<ProcessResult> run_command(ProcessRunner& runner, std::vector<std::string> argv,
+                                  const SchedulerOptions& options, const std::string& cwd) {
+    ProcessRequest request;
+    request.argv = std::move(argv);
+    request.timeout = options.command_timeout;
+    request.cwd = cwd;
+    const std::string program = request.argv.empty() ? "" : request.argv.front();
+    auto result = runner.run(request);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->timed_out) {
+        return fail(
+            ErrorCode::timeout,
+            fmt::format(
+                "'{}' did not answer within {} s", program,
+                std::chrono::duration_cast<std::chrono::seconds>(options.command_timeout).count()),
+            "the scheduler may be overloaded; dljob reconciles the job on the next "
+            "'dljob status'");
+    }
+    return result;
+}
+
+bool is_transient_error(std::string_view text) {
+    static constexpr std::array<std::string_view, 10> transient{
+        "Socket timed out",
+        "Transport endpoint is not connected",
+        "Unable to contact slurm controller",
+        "slurm_load_jobs error: Unable",
+        "Connection refused",
+        "cannot connect to server",
+        "End of File",
+        "Resource temporarily unavailable",
+        "try again",
+        "communication error",
+    };
+    return std::any_of(transient.begin(), transient.end(), [&](std::string_view needle) {
+        return text.find(needle) != std::string_view::npos;
+    });
+}
+
+Error command_error(std::string_view program, const ProcessResult& result) {
+    std::string text = std::string(trim(result.err));
+    if (text.empty()) {
+        text = std::string(trim(result.out));
+    }
+    // Prefer the lines that say "error" (the Torque wrappers bury sbatch's message under a
+    // banner); otherwise the first few lines.
+    std::vector<std::string_view> lines;
+    for (auto line : split_lines(text)) {
+        if (line.find("error") != std::string_view::npos ||
+            line.find("ERROR") != std::string_view::npos) {
+            lines.push_back(trim(line));
+        }
+    }
+    if (lines.empty()) {
+        lines = split_lines(text);
+    }
+    std::string message;
+    for (std::size_t i = 0; i < lines.size() && i < 4; ++i) {
+        auto line = trim(lines[i]);
+        while (!line.empty() && (line.front() == '\'' || line.front() == ' ')) {
+            line.remove_prefix(1);
+        }
+        message += (message.empty() ? "" : " / ") + std::string(line);
+    }
+    if (message.empty()) {
+        message = fmt::format("exit status {}", result.exit_code);
+    }
+    if (is_transient_error(text)) {
+        return Error{ErrorCode::scheduler_unreachable,
+                     fmt::format("{} failed: {}", program, message),
+                     "the scheduler is not answering; try again in a few minutes"};
+    }
+    return Error{ErrorCode::scheduler_rejected, fmt::format("{} refused: {}", program, message),
+                 "check the site profile's partition, account and limits"};
+}
+
+std::vector<std::string_view> split_lines(std::string_view text) {
+    return split(text, '\n');
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+    std::vector<std::string_view> parts;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const auto end = text.find(separator, start);
+        if (end == std::string_view::npos) {
+            if (start < text.size()) {
+                parts.push_back(text.substr(start));
+            }
+            break;
+        }
+        parts.push_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+    return parts;
+}
+
+std::vector<std::string_view> split_whitespace(std::string_view text) {
+    std::vector<std::string_view> parts;
+    std::size_t i = 0;
+    while (i < text.size()) {
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) != 0) {
+            ++i;
+        }
+        const std::size_t start = i;
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) == 0) {
+            ++i;
+        }
+        if (i > start) {
+            parts.push_back(text.substr(start, i - start));
+        }
+    }
+    return parts;
+}
+
+std::string_view trim(std::string_view text) {
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) {
+        text.remove_prefix(1);
+    }
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) {
+        text.remove_suffix(1);
+    }
+    return text;
+}
+
+bool all_digits(std::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+}
+
+std::optional<int> parse_int(std::string_view text) {
+    text = trim(text);
+    int value = 0;
+    const auto* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (ec != std::errc() || ptr != end) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+std::optional<int> read_exit_code_file(const std::string& run_dir) {
+    if (run_dir.empty()) {
+        return std::nullopt;
+    }
+    auto text = util::read_file(std::filesystem::path(run_dir) / "exit_code");
+    if (!text) {
+        return std::nullopt;
+    }
+    return parse_int(*text);
+}
+
+std::string current_user(const SchedulerOptions& options) {
+    if (!options.user.empty()) {
+        return options.user;
+    }
+    for (const char* name : {"USER", "LOGNAME"}) {
+        const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe)
+        if (value != nullptr && *value != '\0') {
+            return value;
+        }
+    }
+    return "root";
+}
+
+std::string token_job_name(const std::string& token) {
+    // Torque truncates job names to 15 characters: "dlj-" plus a 10-character token fits.
+    return "dlj-" + token;
+}
+
+} // namespace dljob::schedulers

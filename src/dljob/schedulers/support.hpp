@@ -1,0 +1,46 @@
+#pragma once
+// What every scheduler adapter shares: running one command with a deadline and turning its
+// failure into a typed error, lenient text helpers, and the job-side exit-code files.
+
+#include <dljob/domain/process_runner.hpp>
+#include <dljob/domain/result.hpp>
+#include <dljob/domain/scheduler.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dljob::schedulers {
+
+/// Runs `argv`. A timeout becomes ErrorCode::timeout (the request may have reached the
+/// scheduler); a missing program ErrorCode::scheduler_unreachable. A non-zero exit is returned
+/// as a ProcessResult for the adapter to judge.
+Result<ProcessResult> run_command(ProcessRunner& runner, std::vector<std::string> argv,
+                                  const SchedulerOptions& options, const std::string& cwd = {});
+
+/// Whether a scheduler's error text means "try again later" rather than "this request is
+/// wrong" (reliability.md §7.2: socket timeouts, an unreachable controller, ...).
+bool is_transient_error(std::string_view text);
+
+/// The error for a failed command: transient texts become scheduler_unreachable, others
+/// scheduler_rejected, with the command's own message (first lines of stderr, else stdout).
+Error command_error(std::string_view program, const ProcessResult& result);
+
+std::vector<std::string_view> split_lines(std::string_view text);
+std::vector<std::string_view> split(std::string_view text, char separator);
+std::vector<std::string_view> split_whitespace(std::string_view text);
+std::string_view trim(std::string_view text);
+bool all_digits(std::string_view text);
+std::optional<int> parse_int(std::string_view text);
+
+/// The integer in <run_dir>/exit_code written by the job's epilogue, if it is there.
+std::optional<int> read_exit_code_file(const std::string& run_dir);
+
+/// The user whose jobs are listed: options.user, else $USER, else $LOGNAME.
+std::string current_user(const SchedulerOptions& options);
+
+/// The job name that carries the token where a scheduler has no comment field.
+std::string token_job_name(const std::string& token);
+
+} // namespace dljob::schedulers

@@ -1,0 +1,131 @@
+#include "fake_process_runner.hpp"
+
+#include <dljob/adapters/process_boost.hpp>
+#include <dljob/schedulers/local.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace dljob::schedulers {
+namespace {
+
+class LocalAdapter : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir = std::filesystem::temp_directory_path() /
+              ("dljob-local-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(dir);
+        std::filesystem::create_directories(dir);
+    }
+    void TearDown() override { std::filesystem::remove_all(dir); }
+
+    SubmitRequest script(const std::string& body, std::int64_t walltime_s = 0) {
+        const auto path = dir / "job.sh";
+        std::ofstream(path) << "#!/bin/bash\n" << body << "\n";
+        SubmitRequest request;
+        request.script_path = path.string();
+        request.run_dir = dir.string();
+        request.token = "tok";
+        request.walltime_s = walltime_s;
+        return request;
+    }
+
+    // Polls until the job leaves RUNNING (a few seconds at most for these scripts).
+    std::optional<SchedulerStatus> wait_for_end(Scheduler& local, const JobRef& ref) {
+        for (int i = 0; i < 200; ++i) {
+            auto polled = local.poll({ref});
+            EXPECT_TRUE(polled);
+            auto it = polled->find(ref.scheduler_id);
+            if (it == polled->end()) {
+                return std::nullopt;
+            }
+            if (it->second.state != JobState::running) {
+                return it->second;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return std::nullopt;
+    }
+
+    std::filesystem::path dir;
+    adapters::BoostProcessRunner runner;
+};
+
+TEST_F(LocalAdapter, RunsScriptDetachedAndReportsCompletion) {
+    LocalScheduler local(runner, {});
+    auto submitted = local.submit(script("echo hello from $DLJOB_JOB_TOKEN; sleep 0.3"));
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    JobRef ref{submitted->scheduler_id, "", dir.string(), "tok"};
+    auto polled = local.poll({ref});
+    ASSERT_TRUE(polled);
+    EXPECT_EQ(polled->at(ref.scheduler_id).state, JobState::running);
+    auto end = wait_for_end(local, ref);
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->state, JobState::completed);
+    std::ifstream log(dir / LocalScheduler::log_file);
+    std::string line;
+    std::getline(log, line);
+    EXPECT_EQ(line, "hello from tok");
+}
+
+TEST_F(LocalAdapter, FailingScriptIsFailedWithItsExitCode) {
+    LocalScheduler local(runner, {});
+    auto submitted = local.submit(script("exit 7"));
+    ASSERT_TRUE(submitted);
+    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), "tok"});
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->state, JobState::failed);
+    EXPECT_EQ(end->exit_code, 7);
+}
+
+TEST_F(LocalAdapter, WalltimeWatchdogMakesATimeout) {
+    LocalScheduler local(runner, {});
+    auto submitted = local.submit(script("sleep 60", 1));
+    ASSERT_TRUE(submitted);
+    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), "tok"});
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->state, JobState::timeout);
+}
+
+TEST_F(LocalAdapter, CancelKillsTheWholeGroup) {
+    LocalScheduler local(runner, {});
+    auto submitted = local.submit(script("sleep 60 & sleep 60; wait"));
+    ASSERT_TRUE(submitted);
+    JobRef ref{submitted->scheduler_id, "", dir.string(), "tok"};
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_TRUE(local.cancel(ref));
+    const int pgid = std::stoi(ref.scheduler_id);
+    for (int i = 0; i < 50 && runner.group_alive(pgid); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_FALSE(runner.group_alive(pgid));
+}
+
+TEST_F(LocalAdapter, VanishedJobIsAbsentNotCompleted) {
+    dljob::testing::FakeProcessRunner fake;
+    LocalScheduler local(fake, {});
+    auto polled = local.poll({{"999999", "", dir.string(), "tok"}});
+    ASSERT_TRUE(polled);
+    EXPECT_TRUE(polled->empty());
+}
+
+TEST_F(LocalAdapter, MissingScriptIsRejected) {
+    LocalScheduler local(runner, {});
+    SubmitRequest request;
+    request.script_path = (dir / "nope.sh").string();
+    request.run_dir = dir.string();
+    auto submitted = local.submit(request);
+    ASSERT_FALSE(submitted);
+    EXPECT_EQ(submitted.error().code, ErrorCode::scheduler_rejected);
+}
+
+} // namespace
+} // namespace dljob::schedulers

@@ -1,0 +1,119 @@
+#include "fake_process_runner.hpp"
+#include "fixture.hpp"
+
+#include <dljob/schedulers/moab.hpp>
+#include <dljob/schedulers/scheduler_table.hpp>
+#include <dljob/schedulers/sqsub.hpp>
+
+#include <gtest/gtest.h>
+
+namespace dljob::schedulers {
+namespace {
+
+using dljob::testing::scheduler_output;
+
+class MoabAdapter : public ::testing::Test {
+protected:
+    dljob::testing::FakeProcessRunner runner;
+    MoabScheduler moab{runner, SchedulerOptions{std::chrono::seconds(5), "user"}};
+};
+
+TEST_F(MoabAdapter, ParsesMsubIdAfterBlankLine) {
+    EXPECT_EQ(parse_msub_id(scheduler_output("moab-msub.txt")), "881196");
+    EXPECT_EQ(parse_msub_id(scheduler_output("moab-msub-prefixed.txt")), "Moab.123");
+    EXPECT_EQ(parse_msub_id("<Data><job JobID=\"881218\"/></Data>"), "881218");
+    EXPECT_FALSE(parse_msub_id("ERROR:  cannot submit job\n").has_value());
+}
+
+TEST_F(MoabAdapter, MapsQueuesAndKeepsTheTorqueId) {
+    auto jobs = parse_showq_xml(scheduler_output("moab-showq-xml.txt"));
+    ASSERT_EQ(jobs.size(), 3U);
+    auto running = map_moab_state(jobs[0]);
+    EXPECT_EQ(running.state, JobState::running);
+    EXPECT_EQ(running.secondary_id, "881196.admin2");
+    EXPECT_EQ(map_moab_state(jobs[1]).state, JobState::pending);
+    auto held = map_moab_state(jobs[2]);
+    EXPECT_EQ(held.state, JobState::pending);
+    EXPECT_EQ(held.reason, "UserHold");
+}
+
+TEST_F(MoabAdapter, MapsCompletionCodes) {
+    auto jobs = parse_showq_xml(scheduler_output("moab-showq-completed-xml.txt"));
+    ASSERT_EQ(jobs.size(), 4U);
+    EXPECT_EQ(map_moab_state(jobs[0]).state, JobState::completed);
+    EXPECT_EQ(map_moab_state(jobs[1]).state, JobState::cancelled);
+    EXPECT_EQ(map_moab_state(jobs[2]).state, JobState::timeout);
+    EXPECT_EQ(map_moab_state(jobs[3]).exit_code, 3);
+}
+
+TEST_F(MoabAdapter, PollAsksForCompletedJobsOnlyWhenSomeAreMissing) {
+    runner.reply("showq", 0, scheduler_output("moab-showq-xml.txt"));
+    auto polled = moab.poll({{"881196", "", "", ""}});
+    ASSERT_TRUE(polled);
+    EXPECT_EQ(runner.calls.size(), 1U);
+    runner.reply("showq", 0, scheduler_output("moab-showq-xml.txt"));
+    runner.reply("showq", 0, scheduler_output("moab-showq-completed-xml.txt"));
+    polled = moab.poll({{"881196", "", "", ""}, {"881193", "", "", ""}});
+    ASSERT_TRUE(polled);
+    EXPECT_EQ(runner.calls.size(), 3U);
+    EXPECT_EQ(runner.calls.at(2).at(1), "-c");
+    EXPECT_EQ(polled->at("881193").state, JobState::failed);
+}
+
+TEST_F(MoabAdapter, CancelFailsOnErrorText) {
+    runner.reply("canceljob", 1, "ERROR:  invalid job specified (42)\n");
+    auto cancelled = moab.cancel({"42", "", "", ""});
+    ASSERT_FALSE(cancelled);
+    EXPECT_NE(cancelled.error().message.find("invalid job specified"), std::string::npos);
+}
+
+class SqsubAdapter : public ::testing::Test {
+protected:
+    dljob::testing::FakeProcessRunner runner;
+    SqsubScheduler sqsub{runner, SchedulerOptions{std::chrono::seconds(5), "user"}};
+};
+
+TEST_F(SqsubAdapter, ParsesSubmitOutput) {
+    EXPECT_EQ(parse_sqsub_id(scheduler_output("sqsub-submit.txt")), "222166");
+    EXPECT_EQ(parse_sqsub_id("Job <4242> is submitted to queue <gpu>.\n"), "4242");
+    EXPECT_FALSE(parse_sqsub_id("sqsub: error: bad runtime\n").has_value());
+}
+
+TEST_F(SqsubAdapter, FindsStateTokenWhateverTheColumns) {
+    auto jobs = parse_sqjobs(scheduler_output("sqjobs.txt"));
+    ASSERT_EQ(jobs.size(), 4U);
+    EXPECT_EQ(map_sqsub_state(jobs.at("169799")).state, JobState::running);
+    EXPECT_EQ(map_sqsub_state(jobs.at("169800")).state, JobState::pending);
+    EXPECT_EQ(map_sqsub_state(jobs.at("169801")).reason, "dependency");
+    EXPECT_EQ(map_sqsub_state(jobs.at("169802")).state, JobState::unknown); // done: file decides
+    EXPECT_EQ(map_sqsub_state("K").state, JobState::cancelled);
+}
+
+TEST_F(SqsubAdapter, SubmitPassesMandatoryRuntimeInMinutes) {
+    runner.reply("sqsub", 0, scheduler_output("sqsub-submit.txt"));
+    SubmitRequest request;
+    request.script_path = "/nonexistent/job.sh";
+    request.run_dir = "/nonexistent";
+    request.token = "0123456789";
+    request.walltime_s = 61;
+    auto submitted = sqsub.submit(request);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    EXPECT_EQ(submitted->scheduler_id, "222166");
+    EXPECT_EQ(runner.calls.at(0).at(2), "2m");
+}
+
+TEST(SchedulerTable, NamesValidChoicesForUnknownFamily) {
+    dljob::testing::FakeProcessRunner runner;
+    for (const auto& family : scheduler_families()) {
+        auto scheduler = make_scheduler(family, runner);
+        ASSERT_TRUE(scheduler) << family;
+        EXPECT_EQ((*scheduler)->family(), family);
+    }
+    auto unknown = make_scheduler("lsf", runner);
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().code, ErrorCode::config_invalid);
+    EXPECT_NE(unknown.error().hint.find("slurm"), std::string::npos);
+}
+
+} // namespace
+} // namespace dljob::schedulers
