@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""PyTorch twin of dltrain's LeNet run (recipes/networks/lenet.yaml), for bench/lenet_cpu/run.sh.
+
+Same network (conv 20@5x5, max pool 2/2, conv 50@5x5, max pool 2/2, ip 500, ReLU, ip 10, mean
+softmax cross-entropy), same initialisation rule (Caffe's xavier: U(+-sqrt(3/fan_in)), fan_in =
+count/shape[0]; zero biases), same solver (Caffe's SGD rule with lr_mult 1/2 and decay_mult 1,
+not torch.optim.SGD; inv policy), same data order (sequential with wrap-around, no shuffling),
+batch 64 train / 100 test, tests at iteration 0, every 500 and at the end (100 x 100 images).
+Inputs are uint8 scaled by 1/256 per batch, as dltrain's reader does.
+
+Run with Debian's torch (/usr/bin/python3) and OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1.
+Prints JSON lines: "train" every --display iterations and one "final".
+"""
+import argparse
+import gzip
+import json
+import os
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    rank = data[3]
+    dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def xavier(shape):
+    fan_in = int(np.prod(shape[1:]))
+    limit = (3.0 / fan_in) ** 0.5
+    return ((torch.rand(shape) * 2 - 1) * limit).requires_grad_(True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--iters", type=int, default=10000)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--test-batch-size", type=int, default=100)
+    parser.add_argument("--test-iter", type=int, default=100)
+    parser.add_argument("--test-interval", type=int, default=500)
+    parser.add_argument("--display", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1701)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    start_wall = time.perf_counter()
+
+    d = args.data_dir
+    train_x = torch.from_numpy(read_idx(os.path.join(d, "train-images-idx3-ubyte.gz")).copy())
+    train_y = torch.from_numpy(read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64))
+    test_x = torch.from_numpy(read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).copy())
+    test_y = torch.from_numpy(read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64))
+    scale = 0.00390625
+
+    params = [xavier((20, 1, 5, 5)), torch.zeros(20, requires_grad=True),
+              xavier((50, 20, 5, 5)), torch.zeros(50, requires_grad=True),
+              xavier((500, 800)), torch.zeros(500, requires_grad=True),
+              xavier((10, 500)), torch.zeros(10, requires_grad=True)]
+    lr_mult = [1.0, 2.0] * 4
+    history = [torch.zeros_like(p) for p in params]
+    base_lr, momentum, weight_decay, gamma, power = 0.01, 0.9, 0.0005, 0.0001, 0.75
+
+    def forward(x):
+        y = F.max_pool2d(F.conv2d(x, params[0], params[1]), 2, 2)
+        y = F.max_pool2d(F.conv2d(y, params[2], params[3]), 2, 2)
+        y = F.relu(F.linear(y.reshape(x.shape[0], -1), params[4], params[5]))
+        return F.linear(y, params[6], params[7])
+
+    def batch(xs, ys, cursor, size):
+        index = (torch.arange(size) + cursor) % xs.shape[0]
+        return xs[index].unsqueeze(1).float() * scale, ys[index]
+
+    test_cursor = 0
+
+    def test(iteration):
+        nonlocal test_cursor
+        accuracy = loss = 0.0
+        with torch.no_grad():
+            for _ in range(args.test_iter):
+                x, y = batch(test_x, test_y, test_cursor, args.test_batch_size)
+                test_cursor = (test_cursor + args.test_batch_size) % test_x.shape[0]
+                logits = forward(x)
+                loss += F.cross_entropy(logits, y).item()
+                accuracy += (logits.argmax(1) == y).float().mean().item()
+        result = {"type": "test", "iter": iteration, "accuracy": accuracy / args.test_iter,
+                  "loss": loss / args.test_iter}
+        print(json.dumps(result), flush=True)
+        return result
+
+    cursor = 0
+    train_s = 0.0
+    last = None
+    for it in range(args.iters):
+        if args.test_interval and it % args.test_interval == 0:
+            last = test(it)
+        t0 = time.perf_counter()
+        x, y = batch(train_x, train_y, cursor, args.batch_size)
+        cursor = (cursor + args.batch_size) % train_x.shape[0]
+        loss = F.cross_entropy(forward(x), y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        lr = base_lr * (1.0 + gamma * it) ** (-power)
+        with torch.no_grad():
+            for p, v, mult in zip(params, history, lr_mult):
+                v.mul_(momentum).add_(p.grad + weight_decay * p, alpha=lr * mult)
+                p.sub_(v)
+        train_s += time.perf_counter() - t0
+        if args.display and it % args.display == 0:
+            print(json.dumps({"type": "train", "iter": it, "loss": loss.item(), "lr": lr}),
+                  flush=True)
+    last = test(args.iters)
+    print(json.dumps({"type": "final", "iter": args.iters, "test_accuracy": last["accuracy"],
+                      "test_loss": last["loss"],
+                      "train_images_per_s": args.iters * args.batch_size / train_s,
+                      "wall_s": time.perf_counter() - start_wall}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
