@@ -1,0 +1,162 @@
+#!/bin/bash
+#SBATCH --job-name=pytorch-mnist
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=8
+#SBATCH --gres=gpu:1
+#SBATCH --mem=16G
+#SBATCH --time=01:30:00
+#SBATCH --output=/scratch/dljob/runs/golden-run/job.log
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR2@120
+#SBATCH --no-requeue
+#SBATCH --mail-user=someone@example.org
+#SBATCH --mail-type=END,FAIL
+# dljob job script: recipe pytorch-mnist, site slurm, partition gpu (slurm).
+# Rendered by dljob from templates/; edit the recipe or the site profile, not this file.
+
+# Submitted with:
+#   sbatch --parsable --job-name=pytorch-mnist --nodes=1 --ntasks-per-node=1 --cpus-per-task=8 --gres=gpu:1 --mem=16G --time=01:30:00 --output=/scratch/dljob/runs/golden-run/job.log --open-mode=append --signal=B:USR2@120 --no-requeue --mail-user=someone@example.org --mail-type=END,FAIL /scratch/dljob/runs/golden-run/job.sh
+set -uo pipefail
+
+# Values, each validated or single-quoted by dljob.
+DLJOB_RUN_DIR='/scratch/dljob/runs/golden-run'
+DLJOB_SCRIPT="$DLJOB_RUN_DIR"/'job.sh'
+DLJOB_JOB_TOKEN='golden-token'
+DLJOB_SCHEDULER=slurm
+DLJOB_WALLTIME_SECONDS=5400
+DLJOB_WARNING_SIGNAL=USR2
+DLJOB_WARNING_SECONDS=120
+DLJOB_NODES=1
+DLJOB_GPUS_PER_NODE=1
+DLJOB_CORES_PER_NODE=8
+DLJOB_DATA_SOURCE="${HOME-}"'/data/mnist'
+DLJOB_DATA_DIR="$DLJOB_DATA_SOURCE"
+DLJOB_COMMAND=('python3' "${HOME-}"'/examples/mnist/main.py' '--epochs' '14' '--save-model')
+export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
+export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
+export OMP_NUM_THREADS='4'
+
+# ---- prologue -------------------------------------------------------------------------------
+dljob_step='start'
+dljob_child=''
+
+# Writes <run_dir>/NAME atomically (temporary file, then rename).
+dljob_write() {
+    printf '%s\n' "$2" >"$DLJOB_RUN_DIR/.$1.$$" && mv -f -- "$DLJOB_RUN_DIR/.$1.$$" "$DLJOB_RUN_DIR/$1"
+}
+
+# Forwards a signal to the running child (training, or the launcher that runs it).
+dljob_forward() {
+    if [ -n "$dljob_child" ]; then
+        kill -s "$1" "$dljob_child" 2>/dev/null || true
+    fi
+}
+
+# Waits for the child; a trapped signal interrupts `wait`, so wait again until it has exited.
+dljob_wait_child() {
+    local rc=0
+    while true; do
+        wait "$dljob_child"
+        rc=$?
+        if ! kill -0 "$dljob_child" 2>/dev/null; then
+            break
+        fi
+    done
+    wait "$dljob_child" 2>/dev/null
+    local final=$?
+    if [ "$final" -ne 127 ]; then
+        rc=$final
+    fi
+    dljob_child=''
+    return "$rc"
+}
+
+dljob_trap_signals() {
+    trap 'dljob_forward TERM' TERM
+    trap 'dljob_forward INT' INT
+    trap 'dljob_forward HUP' HUP
+    trap 'dljob_forward USR1' USR1
+    trap 'dljob_forward USR2' USR2
+}
+
+# Compute side: runs where the GPUs are (started by srun on the compute nodes). Stages the data, then runs
+# the training in the background and waits, so signals reach the trap at once.
+if [ "${1:-}" = "--dljob-compute" ]; then
+    dljob_trap_signals
+    cd -- "$DLJOB_RUN_DIR" || exit 1
+
+    dljob_step='train'
+    "${DLJOB_COMMAND[@]}" &
+    dljob_child=$!
+    dljob_wait_child
+    dljob_rc=$?
+    if [ "$dljob_rc" -ne 0 ] && [ "$dljob_rc" -ne 75 ]; then
+        dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
+    fi
+    exit "$dljob_rc"
+fi
+
+# Batch side.
+cd -- "$DLJOB_RUN_DIR" || {
+    echo "dljob: error: cannot enter the run directory $DLJOB_RUN_DIR" >&2
+    exit 1
+}
+rm -f -- "$DLJOB_RUN_DIR/exit_code" "$DLJOB_RUN_DIR/failed_command"
+if [ ! -r "$DLJOB_SCRIPT" ]; then
+    DLJOB_SCRIPT=$0 # rendered with -o elsewhere: the compute side runs this copy
+fi
+DLJOB_JOB_ID="${SLURM_JOB_ID:-}"
+DLJOB_JOB_START=$(date +%s)
+export DLJOB_JOB_ID DLJOB_JOB_START
+dljob_write job_identity "token=$DLJOB_JOB_TOKEN
+scheduler=$DLJOB_SCHEDULER
+job_id=$DLJOB_JOB_ID
+host=$(hostname 2>/dev/null || echo unknown)
+started=$DLJOB_JOB_START
+pid=$$"
+
+# Ends the job: records the failing step (if any), then exit_code last (readers rely on it).
+dljob_finish() {
+    trap - TERM INT HUP USR1 USR2
+    if [ -n "${dljob_timer:-}" ]; then
+        kill "$dljob_timer" 2>/dev/null || true
+    fi
+    if [ "$1" -ne 0 ] && [ "$1" -ne 75 ] && [ ! -e "$DLJOB_RUN_DIR/failed_command" ]; then
+        dljob_write failed_command "$dljob_step"
+    fi
+    dljob_write exit_code "$1"
+    exit "$1"
+}
+dljob_fail() {
+    echo "dljob: error: $dljob_step failed with exit status $1" >&2
+    dljob_finish "$1"
+}
+
+# Loads with `module "$@"` and checks the module is really loaded: Tcl and Cray modules exit 0
+# even when a module is missing.
+dljob_module() {
+    local name="${*: -1}"
+    module "$@" || return $?
+    case ":${LOADEDMODULES:-}:" in
+    *":$name:"* | *":$name/"*) return 0 ;;
+    esac
+    echo "dljob: error: module $name is not loaded after 'module $*'" >&2
+    return 1
+}
+
+
+
+
+dljob_trap_signals
+
+dljob_step='run the training through srun launcher'
+srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=8 -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
+dljob_child=$!
+dljob_wait_child
+dljob_rc=$?
+
+# ---- epilogue -------------------------------------------------------------------------------
+# exit_code: 0 finished, 75 checkpointed before the walltime (resume me), anything else failed.
+dljob_finish "$dljob_rc"
+
