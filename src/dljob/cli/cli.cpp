@@ -20,6 +20,11 @@ const std::vector<SetCommand>& commands() {
         set_sites_command,
         set_render_command,
         set_validate_command,
+        set_submit_command,
+        set_status_command,
+        set_logs_command,
+        set_cancel_command,
+        set_show_command,
     };
     return table;
 }

@@ -23,5 +23,10 @@ using SetCommand = void (*)(CLI::App& app, Context& context);
 void set_sites_command(CLI::App& app, Context& context); // command_sites.cpp (+ render, validate)
 void set_render_command(CLI::App& app, Context& context);
 void set_validate_command(CLI::App& app, Context& context);
+void set_submit_command(CLI::App& app, Context& context); // + status, logs, cancel, show
+void set_status_command(CLI::App& app, Context& context);
+void set_logs_command(CLI::App& app, Context& context);
+void set_cancel_command(CLI::App& app, Context& context);
+void set_show_command(CLI::App& app, Context& context);
 
 } // namespace dljob::cli

@@ -20,6 +20,7 @@ struct SubmitRequest {
     std::string name;
     std::string token;           // unique; put into the job's name or comment for reconciliation
     std::int64_t walltime_s = 0; // 0: the script's own directives decide
+    std::string log_path;        // where stdout+stderr go; empty: the scheduler's default
 };
 
 struct Submission {

@@ -89,7 +89,9 @@ Result<Submission> LocalScheduler::submit(const SubmitRequest& request) {
                      request.run_dir,
                      std::to_string(request.walltime_s)};
     detached.cwd = request.run_dir;
-    detached.output_path = (std::filesystem::path(request.run_dir) / log_file).string();
+    detached.output_path = request.log_path.empty()
+                               ? (std::filesystem::path(request.run_dir) / log_file).string()
+                               : request.log_path;
     detached.env = {{"DLJOB_JOB_TOKEN", request.token}, {"DLJOB_RUN_DIR", request.run_dir}};
     auto pid = m_runner.spawn_detached(detached);
     if (!pid) {

@@ -26,7 +26,7 @@ public:
     /// Files the wrapper writes into the run directory.
     static constexpr const char* exit_file = "local_exit";
     static constexpr const char* timeout_file = "local_timeout";
-    static constexpr const char* log_file = "job.log";
+    static constexpr const char* log_file = "local.log"; // the wrapper's own output
 
 private:
     ProcessRunner& m_runner;

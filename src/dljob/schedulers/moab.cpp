@@ -152,6 +152,9 @@ Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
     if (request.walltime_s > 0) {
         argv.insert(argv.end(), {"-l", fmt::format("walltime={}", request.walltime_s)});
     }
+    if (!request.log_path.empty()) {
+        argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
+    }
     argv.push_back(request.script_path);
     auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
     if (!result) {

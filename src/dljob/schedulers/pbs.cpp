@@ -134,6 +134,11 @@ Result<Submission> PbsScheduler::submit(const SubmitRequest& request) {
         argv.push_back("-l");
         argv.push_back(fmt::format("walltime={:02}:{:02}:{:02}", w / 3600, (w / 60) % 60, w % 60));
     }
+    if (!request.log_path.empty()) {
+        // The Torque wrappers pass their own -o/-e to sbatch, overriding #PBS -o: only the
+        // command line reliably names the log.
+        argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
+    }
     argv.push_back(request.script_path);
     auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
     if (!result) {

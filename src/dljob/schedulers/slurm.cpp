@@ -158,6 +158,9 @@ Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
     if (!request.run_dir.empty()) {
         argv.push_back("--chdir=" + request.run_dir);
     }
+    if (!request.log_path.empty()) {
+        argv.push_back("--output=" + request.log_path);
+    }
     argv.push_back(request.script_path);
     auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
     if (!result) {

@@ -1,0 +1,360 @@
+#include <dljob/app/status.hpp>
+#include <dljob/util/files.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+
+namespace dljob::app {
+namespace {
+
+// A job the scheduler does not list yet right after submission (sacct/squeue lag) keeps its
+// state for this long before it may become UNKNOWN.
+constexpr std::int64_t submit_grace_s = 60;
+
+std::string duration_text(std::int64_t seconds) {
+    if (seconds < 0) {
+        seconds = 0;
+    }
+    if (seconds >= 86400) {
+        return fmt::format("{}d{:02}h", seconds / 86400, (seconds / 3600) % 24);
+    }
+    if (seconds >= 3600) {
+        return fmt::format("{}h{:02}m", seconds / 3600, (seconds / 60) % 60);
+    }
+    if (seconds >= 60) {
+        return fmt::format("{}m{:02}s", seconds / 60, seconds % 60);
+    }
+    return fmt::format("{}s", seconds);
+}
+
+std::optional<int> exit_code_file(const std::string& run_dir) {
+    if (run_dir.empty()) {
+        return std::nullopt;
+    }
+    auto text = util::read_file(std::filesystem::path(run_dir) / "exit_code");
+    if (!text) {
+        return std::nullopt;
+    }
+    int value = 0;
+    std::string_view view(*text);
+    while (!view.empty() && (view.back() == '\n' || view.back() == ' ')) {
+        view.remove_suffix(1);
+    }
+    auto [ptr, ec] = std::from_chars(view.data(), view.data() + view.size(), value);
+    if (ec != std::errc() || ptr != view.data() + view.size()) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+// Submissions whose outcome is unknown: find them by token, adopt the id if found.
+void reconcile_submits(JobContext& context, Scheduler& scheduler, const std::vector<Job>& jobs,
+                       std::int64_t now, std::vector<std::string>& warnings) {
+    for (const auto& job : jobs) {
+        if (job.phase == SubmitPhase::submitted) {
+            continue;
+        }
+        auto found = scheduler.find_by_token(job.token);
+        if (!found) {
+            warnings.push_back(fmt::format("job {}: cannot check its submission: {}", job.id,
+                                           found.error().message));
+            continue;
+        }
+        if (found->has_value()) {
+            auto marked = context.store().mark_submitted(job.id, (*found)->scheduler_id,
+                                                         (*found)->secondary_id, now);
+            if (!marked) {
+                warnings.push_back(marked.error().message);
+            }
+        } else if (now - job.updated_at > submit_grace_s) {
+            // Not in the queue after the grace period: the submit never reached the scheduler.
+            SchedulerStatus lost;
+            lost.state = JobState::failed;
+            lost.native_state = "not submitted";
+            lost.reason = "the scheduler has no job with this token; submit again";
+            (void)context.store().update_state(job.id, lost, now);
+        }
+    }
+}
+
+} // namespace
+
+std::int64_t default_poll_interval() {
+    if (const char* text = std::getenv("DLJOB_POLL_INTERVAL")) { // NOLINT(concurrency-mt-unsafe)
+        std::int64_t value = 0;
+        const std::string_view view(text);
+        auto [ptr, ec] = std::from_chars(view.data(), view.data() + view.size(), value);
+        if (ec == std::errc() && value >= 0) {
+            return value;
+        }
+    }
+    return 30;
+}
+
+std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
+    std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
+    if (!in) {
+        return std::nullopt;
+    }
+    JobMetrics metrics;
+    bool any = false;
+    std::string line;
+    while (std::getline(in, line)) {
+        auto json = nlohmann::json::parse(line, nullptr, false);
+        if (json.is_discarded() || !json.is_object()) {
+            continue; // a line being written, or noise
+        }
+        const std::string type = json.value("type", "");
+        auto number = [&](const char* key) -> std::optional<double> {
+            auto it = json.find(key);
+            if (it == json.end() || !it->is_number()) {
+                return std::nullopt;
+            }
+            return it->get<double>();
+        };
+        if (type == "train") {
+            any = true;
+            metrics.iter = static_cast<std::int64_t>(number("iter").value_or(0));
+            metrics.max_iter = static_cast<std::int64_t>(number("max_iter").value_or(0));
+            metrics.loss = number("loss");
+            metrics.images_per_s = number("images_per_s");
+            metrics.elapsed_s = number("elapsed_s");
+        } else if (type == "test") {
+            any = true;
+            metrics.accuracy = number("accuracy");
+        } else if (type == "final") {
+            any = true;
+            metrics.final_status = json.value("status", "");
+            if (auto accuracy = number("test_accuracy")) {
+                metrics.accuracy = accuracy;
+            }
+        }
+    }
+    return any ? std::optional<JobMetrics>(metrics) : std::nullopt;
+}
+
+Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
+                          const StatusOptions& options, std::vector<std::string>& warnings) {
+    const std::int64_t now = util::unix_now();
+    std::map<std::string, std::vector<Job>> by_site;
+    for (const auto& job : jobs) {
+        if (!is_terminal(job.state) || job.phase != SubmitPhase::submitted) {
+            by_site[job.site + "@" + job.scheduler].push_back(job);
+        }
+    }
+    for (auto& [key, site_jobs] : by_site) {
+        const std::string family = site_jobs.front().scheduler;
+        const bool free = family == "local"; // no scheduler to be polite to
+        if (!free && !options.force) {
+            auto slot = context.store().claim_poll(key, now, options.min_interval_s);
+            if (!slot) {
+                return fail(slot.error());
+            }
+            if (!slot->granted) {
+                continue; // another dljob polled recently: show what it stored
+            }
+        }
+        auto scheduler = context.scheduler(family);
+        if (!scheduler) {
+            warnings.push_back(scheduler.error().message);
+            continue;
+        }
+        reconcile_submits(context, **scheduler, site_jobs, now, warnings);
+        std::vector<JobRef> refs;
+        for (const auto& job : site_jobs) {
+            if (job.phase == SubmitPhase::submitted && !job.scheduler_id.empty()) {
+                refs.push_back(job_ref(job));
+            }
+        }
+        auto polled = (*scheduler)->poll(refs);
+        bool changed = false;
+        if (!polled) {
+            warnings.push_back(fmt::format("{}: {}", key, polled.error().message));
+        }
+        for (const auto& job : site_jobs) {
+            if (job.phase != SubmitPhase::submitted || job.scheduler_id.empty()) {
+                continue;
+            }
+            std::optional<SchedulerStatus> observed;
+            if (polled) {
+                auto it = polled->find(job.scheduler_id);
+                if (it != polled->end()) {
+                    observed = it->second;
+                }
+            }
+            const auto file = exit_code_file(job.run_dir);
+            if (!polled && !file) {
+                continue; // no news: keep what the store has
+            }
+            if (!observed && !file && now - job.created_at < submit_grace_s) {
+                continue; // too early to call a missing job UNKNOWN
+            }
+            auto status = reconcile(observed, file);
+            auto updated = context.store().update_state(job.id, status, now);
+            if (!updated) {
+                return fail(updated.error());
+            }
+            changed = changed || *updated;
+            if (auto metrics = read_metrics(job.run_dir)) {
+                (void)context.store().update_metrics(job.id, *metrics);
+            }
+        }
+        if (!free && !options.force) {
+            (void)context.store().record_poll(key, changed, !polled, options.min_interval_s,
+                                              options.max_interval_s);
+        }
+    }
+    return {};
+}
+
+Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions& options,
+                                        std::vector<std::string>& warnings) {
+    std::vector<Job> jobs;
+    if (!options.ids.empty()) {
+        for (const auto& id : options.ids) {
+            auto job = context.find_job(id);
+            if (!job) {
+                return fail(job.error());
+            }
+            jobs.push_back(*job);
+        }
+    } else {
+        JobQuery query;
+        query.active_only = !options.all;
+        auto listed = context.store().list(query);
+        if (!listed) {
+            return fail(listed.error());
+        }
+        jobs = std::move(*listed);
+    }
+    DLJOB_TRY(refresh_jobs(context, jobs, options, warnings));
+    std::vector<JobView> views;
+    views.reserve(jobs.size());
+    for (const auto& job : jobs) {
+        auto fresh = context.store().find(job.id);
+        if (!fresh || !fresh->has_value()) {
+            continue;
+        }
+        JobView view{**fresh, std::nullopt};
+        if (auto metrics = context.store().metrics(job.id); metrics && metrics->has_value()) {
+            view.metrics = **metrics;
+        }
+        views.push_back(std::move(view));
+    }
+    return views;
+}
+
+std::string state_text(const Job& job) {
+    if (job.phase == SubmitPhase::submitting) {
+        return "SUBMITTING";
+    }
+    if (job.phase == SubmitPhase::submit_unknown) {
+        return "SUBMIT?";
+    }
+    std::string text = to_string(job.state);
+    if (job.state == JobState::failed && job.exit_code) {
+        return text + fmt::format(" (exit {})", *job.exit_code);
+    }
+    if (!job.reason.empty() && job.state != JobState::completed) {
+        text += " (" + job.reason + ")";
+    }
+    return text;
+}
+
+std::string progress_text(const JobMetrics& m) {
+    std::string text;
+    if (m.max_iter > 0) {
+        text += fmt::format("iter {}/{}", m.iter, m.max_iter);
+    }
+    if (m.loss) {
+        text += fmt::format(" loss {:.3f}", *m.loss);
+    }
+    if (m.accuracy) {
+        text += fmt::format(" acc {:.4f}", *m.accuracy);
+    }
+    if (m.images_per_s) {
+        text += fmt::format(" {:.0f} img/s", *m.images_per_s);
+    }
+    if (m.elapsed_s && m.iter > 0 && m.max_iter > m.iter && m.final_status.empty()) {
+        const double eta =
+            *m.elapsed_s / static_cast<double>(m.iter) * static_cast<double>(m.max_iter - m.iter);
+        text += " ETA " + duration_text(static_cast<std::int64_t>(eta));
+    }
+    if (!m.final_status.empty()) {
+        text += " " + m.final_status;
+    }
+    return std::string(text.empty() || text.front() != ' ' ? text : text.substr(1));
+}
+
+void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now) {
+    if (jobs.empty()) {
+        out << "no jobs (dljob status --all lists finished ones too)\n";
+        return;
+    }
+    out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "ID", "NAME", "SITE",
+                       "SCHED-ID", "STATE", "ELAPSED/WALL", "PROGRESS");
+    for (const auto& view : jobs) {
+        const Job& job = view.job;
+        std::string elapsed = "-";
+        if (job.started_at > 0) {
+            const std::int64_t end = job.finished_at > 0 ? job.finished_at : now;
+            elapsed = duration_text(end - job.started_at);
+        }
+        const std::string wall = job.walltime_s > 0 ? duration_text(job.walltime_s) : "-";
+        out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", job.id,
+                           job.name.substr(0, 20), job.site.substr(0, 10),
+                           job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
+                           state_text(job), elapsed + "/" + wall,
+                           view.metrics ? progress_text(*view.metrics) : "");
+    }
+}
+
+void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
+    nlohmann::json array = nlohmann::json::array();
+    for (const auto& view : jobs) {
+        const Job& job = view.job;
+        nlohmann::json entry{
+            {"id", job.id},
+            {"name", job.name},
+            {"site", job.site},
+            {"scheduler", job.scheduler},
+            {"scheduler_id", job.scheduler_id},
+            {"secondary_id", job.secondary_id},
+            {"token", job.token},
+            {"phase", to_string(job.phase)},
+            {"state", to_string(job.state)},
+            {"native_state", job.native_state},
+            {"reason", job.reason},
+            {"exit_code", job.exit_code ? nlohmann::json(*job.exit_code) : nlohmann::json()},
+            {"run_dir", job.run_dir},
+            {"walltime_s", job.walltime_s},
+            {"created_at", job.created_at},
+            {"started_at", job.started_at},
+            {"finished_at", job.finished_at},
+        };
+        if (view.metrics) {
+            const auto& m = *view.metrics;
+            auto optional = [](const std::optional<double>& v) {
+                return v ? nlohmann::json(*v) : nlohmann::json();
+            };
+            entry["metrics"] = {{"iter", m.iter},
+                                {"max_iter", m.max_iter},
+                                {"loss", optional(m.loss)},
+                                {"accuracy", optional(m.accuracy)},
+                                {"images_per_s", optional(m.images_per_s)},
+                                {"final_status", m.final_status}};
+        }
+        array.push_back(std::move(entry));
+    }
+    out << array.dump(2) << '\n';
+}
+
+} // namespace dljob::app

@@ -1,0 +1,133 @@
+#include <dljob/app/render_service.hpp>
+#include <dljob/app/site_catalog.hpp>
+#include <dljob/app/submit.hpp>
+#include <dljob/util/files.hpp>
+#include <dljob/util/paths.hpp>
+
+#include <fmt/format.h>
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <array>
+
+namespace dljob::app {
+
+std::string detect_site(const std::vector<std::filesystem::path>& site_files,
+                        const std::string& hostname) {
+    SiteCatalog catalog(site_files);
+    for (const auto& entry : catalog.list()) {
+        if (!entry.error.empty()) {
+            continue;
+        }
+        auto site = catalog.load(entry.name);
+        if (!site) {
+            continue;
+        }
+        for (const auto& pattern : site->hostnames) {
+            if (::fnmatch(pattern.c_str(), hostname.c_str(), 0) == 0) {
+                return entry.name;
+            }
+        }
+    }
+    return default_site_name;
+}
+
+Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
+    std::string site = options.site;
+    if (site.empty()) {
+        std::array<char, 256> host{};
+        ::gethostname(host.data(), host.size() - 1);
+        site = detect_site(options.site_files, host.data());
+    }
+    const std::string token = util::random_hex(10);
+    const std::string stem = options.recipe.stem().string();
+    const auto run_dir = std::filesystem::absolute(util::runs_dir() / (stem + "-" + token));
+
+    RenderOptions render;
+    render.recipe = options.recipe;
+    render.site = site;
+    render.site_files = options.site_files;
+    render.partition = options.partition;
+    render.account = options.account;
+    render.run_dir = run_dir;
+    render.job_token = token;
+    auto rendered = render_recipe(render);
+    if (!rendered) {
+        return fail(rendered.error());
+    }
+    SubmitOutcome outcome{Job{}, *rendered};
+    outcome.job.name = rendered->scheduler_job_name;
+    outcome.job.site = site;
+    outcome.job.scheduler = to_string(rendered->scheduler);
+    outcome.job.run_dir = run_dir.string();
+    outcome.job.script_path = (run_dir / rendered->script_name).string();
+    outcome.job.recipe_path = std::filesystem::absolute(options.recipe).string();
+    outcome.job.walltime_s = rendered->resources.walltime.seconds();
+    outcome.job.token = token;
+    if (options.dry_run) {
+        return outcome;
+    }
+
+    std::error_code ec;
+    std::filesystem::create_directories(run_dir, ec);
+    if (ec) {
+        return fail(
+            ErrorCode::io,
+            fmt::format("cannot create run directory {}: {}", run_dir.string(), ec.message()),
+            "set DLJOB_RUNS_DIR to a writable directory");
+    }
+    DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
+    (void)util::write_file_atomic(run_dir / "recipe.yaml",
+                                  util::read_file(options.recipe).value_or(""));
+
+    // 1. The row, with its token, is committed before the scheduler hears of the job.
+    outcome.job.created_at = util::unix_now();
+    auto created = context.store().create(outcome.job);
+    if (!created) {
+        return fail(created.error());
+    }
+    outcome.job = *created;
+
+    // 2. Submit. No transaction is open while the scheduler command runs.
+    auto scheduler = context.scheduler(outcome.job.scheduler);
+    if (!scheduler) {
+        (void)context.store().remove(outcome.job.id);
+        return fail(scheduler.error());
+    }
+    SubmitRequest request;
+    request.script_path = outcome.job.script_path;
+    request.run_dir = outcome.job.run_dir;
+    request.name = outcome.job.name;
+    request.token = token;
+    request.log_path = (run_dir / "job.log").string();
+    if (rendered->scheduler == SchedulerKind::local) {
+        // The script warns the training before the walltime itself; the wrapper's watchdog is
+        // the hard stop a scheduler would give, one grace minute later.
+        request.walltime_s = outcome.job.walltime_s + 60;
+    }
+    auto submitted = (*scheduler)->submit(request);
+    const std::int64_t now = util::unix_now();
+    if (!submitted) {
+        const Error& error = submitted.error();
+        if (error.code == ErrorCode::scheduler_rejected) {
+            (void)context.store().remove(outcome.job.id); // no orphan row
+            return fail(error);
+        }
+        // Timed out or unreachable: the job may exist. Keep the row for reconciliation.
+        (void)context.store().mark_submit_unknown(outcome.job.id, now);
+        return fail(error.code,
+                    fmt::format("{} (job {} recorded; its submission is checked by token)",
+                                error.message, outcome.job.id),
+                    "run 'dljob status' later: it finds the job if the scheduler took it, and "
+                    "never submits it twice");
+    }
+    DLJOB_TRY(context.store().mark_submitted(outcome.job.id, submitted->scheduler_id,
+                                             submitted->secondary_id, now));
+    outcome.job.scheduler_id = submitted->scheduler_id;
+    outcome.job.secondary_id = submitted->secondary_id;
+    outcome.job.phase = SubmitPhase::submitted;
+    return outcome;
+}
+
+} // namespace dljob::app

@@ -1,0 +1,38 @@
+#pragma once
+// `dljob submit`: render the recipe for a site, record the job (with a unique token) in the store
+// BEFORE calling the scheduler, submit, and record the outcome. A submit that times out is left
+// to reconciliation by token (`dljob status`), never repeated blindly; a rejected one leaves no
+// row behind.
+
+#include <dljob/app/job_context.hpp>
+#include <dljob/domain/job.hpp>
+#include <dljob/domain/render_request.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dljob::app {
+
+struct SubmitOptions {
+    std::filesystem::path recipe;
+    std::string site; // empty: the site whose hostname pattern matches this host, else local
+    std::vector<std::filesystem::path> site_files;
+    std::string partition;
+    std::string account;
+    bool dry_run = false;
+};
+
+struct SubmitOutcome {
+    Job job; // id 0 for a dry run
+    RenderedJob rendered;
+};
+
+/// The site to use when none is named: the first (by name) whose hostname globs match
+/// `hostname`, else "local".
+std::string detect_site(const std::vector<std::filesystem::path>& site_files,
+                        const std::string& hostname);
+
+Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options);
+
+} // namespace dljob::app

@@ -1,0 +1,30 @@
+#include <dljob/app/job_context.hpp>
+#include <dljob/app/logs.hpp>
+#include <dljob/cli/commands.hpp>
+#include <dljob/domain/error.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
+namespace dljob::cli {
+
+void set_logs_command(CLI::App& app, Context& context) {
+    auto* command = app.add_subcommand("logs", "Print a job's output (job.log in its run dir)");
+    auto id = std::make_shared<std::string>();
+    auto follow = std::make_shared<bool>(false);
+    command->add_option("JOB", *id, "Job id")->required();
+    command->add_flag("-f,--follow", *follow, "Keep printing new output until the job ends");
+    command->callback([id, follow, &context] {
+        auto jobs = app::JobContext::open();
+        if (!jobs) {
+            throw Failure(jobs.error());
+        }
+        auto printed = app::print_logs(*jobs, *id, *follow, context.out);
+        if (!printed) {
+            throw Failure(printed.error());
+        }
+    });
+}
+
+} // namespace dljob::cli

@@ -1,0 +1,58 @@
+#include <dljob/app/job_context.hpp>
+#include <dljob/app/status.hpp>
+#include <dljob/cli/commands.hpp>
+#include <dljob/domain/error.hpp>
+#include <dljob/util/files.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <thread>
+
+namespace dljob::cli {
+
+void set_status_command(CLI::App& app, Context& context) {
+    auto* command = app.add_subcommand(
+        "status", "Show jobs: state (with the scheduler's reason), elapsed time and training "
+                  "progress");
+    auto options = std::make_shared<app::StatusOptions>();
+    auto watch = std::make_shared<bool>(false);
+    command->add_option("JOB", options->ids, "Job ids (default: unfinished jobs)");
+    command->add_flag("--all", options->all, "Also list finished jobs");
+    command->add_flag("--json", options->json, "Print JSON for scripts");
+    command->add_flag("--watch", *watch, "Refresh every few seconds until interrupted");
+    command->callback([options, watch, &context] {
+        auto jobs = app::JobContext::open();
+        if (!jobs) {
+            throw Failure(jobs.error());
+        }
+        options->min_interval_s = app::default_poll_interval();
+        // Naming jobs is an explicit request: ask their scheduler now.
+        options->force = !options->ids.empty() && options->min_interval_s == 0;
+        while (true) {
+            std::vector<std::string> warnings;
+            auto views = app::job_status(*jobs, *options, warnings);
+            if (!views) {
+                throw Failure(views.error());
+            }
+            for (const auto& warning : warnings) {
+                context.err << "dljob: warning: " << warning << '\n';
+            }
+            if (options->json) {
+                app::print_status_json(context.out, *views);
+            } else {
+                app::print_status_table(context.out, *views, util::unix_now());
+            }
+            context.out << std::flush;
+            if (!*watch) {
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::seconds(5));
+            context.out << '\n';
+        }
+    });
+}
+
+} // namespace dljob::cli

@@ -1,0 +1,89 @@
+#include <dljob/app/job_context.hpp>
+#include <dljob/app/status.hpp>
+#include <dljob/app/submit.hpp>
+#include <dljob/cli/commands.hpp>
+#include <dljob/domain/error.hpp>
+#include <dljob/util/files.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <thread>
+
+namespace dljob::cli {
+
+void set_submit_command(CLI::App& app, Context& context) {
+    auto* command = app.add_subcommand(
+        "submit", "Render a recipe for a site and submit it (default site: the one matching "
+                  "this host, else local)");
+    auto options = std::make_shared<app::SubmitOptions>();
+    auto wait = std::make_shared<bool>(false);
+    command->add_option("RECIPE", options->recipe, "Recipe file (YAML)")->required();
+    command->add_option("--site", options->site,
+                        "Site profile name (default: by hostname, else local)");
+    command->add_option("--site-file", options->site_files,
+                        "Also read this site profile (repeatable)");
+    command->add_option("--partition", options->partition, "Partition of the site");
+    command->add_option("--account", options->account, "Scheduler account");
+    command->add_flag("--dry-run", options->dry_run, "Print the job script; submit nothing");
+    command->add_flag("--wait", *wait,
+                      "Wait for the job to end, showing its progress; exit 1 unless it "
+                      "COMPLETED");
+    command->callback([options, wait, &context] {
+        auto jobs = app::JobContext::open();
+        if (!jobs) {
+            throw Failure(jobs.error());
+        }
+        auto outcome = app::submit_recipe(*jobs, *options);
+        if (!outcome) {
+            throw Failure(outcome.error());
+        }
+        for (const auto& note : outcome->rendered.notes) {
+            context.err << "dljob: note: " << note << '\n';
+        }
+        if (options->dry_run) {
+            context.out << outcome->rendered.script;
+            return;
+        }
+        const Job& job = outcome->job;
+        context.out << fmt::format("submitted job {} ({}) to {} as {} {}\nrun dir: {}\n", job.id,
+                                   job.name, job.site, job.scheduler, job.scheduler_id,
+                                   job.run_dir);
+        if (!*wait) {
+            return;
+        }
+        app::StatusOptions status;
+        status.ids = {std::to_string(job.id)};
+        status.min_interval_s = std::min<std::int64_t>(app::default_poll_interval(), 5);
+        std::string last_line;
+        while (true) {
+            std::vector<std::string> warnings;
+            auto views = app::job_status(*jobs, status, warnings);
+            if (!views) {
+                throw Failure(views.error());
+            }
+            const auto& view = views->front();
+            std::string line = app::state_text(view.job);
+            if (view.metrics) {
+                line += "  " + app::progress_text(*view.metrics);
+            }
+            if (line != last_line) {
+                context.out << fmt::format("job {}: {}\n", job.id, line) << std::flush;
+                last_line = line;
+            }
+            if (is_terminal(view.job.state) && view.job.phase == SubmitPhase::submitted) {
+                if (view.metrics && view.metrics->accuracy) {
+                    context.out << fmt::format("final accuracy: {:.4f}\n", *view.metrics->accuracy);
+                }
+                context.exit_code = view.job.state == JobState::completed ? 0 : 1;
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+    });
+}
+
+} // namespace dljob::cli
