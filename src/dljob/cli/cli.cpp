@@ -55,9 +55,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     for (SetCommand set_command : commands()) {
         set_command(app, context);
     }
-    if (!commands().empty()) {
-        app.require_subcommand(1);
-    }
+    // No require_subcommand(1): CLI11 would then answer "A subcommand is required" even for an
+    // unknown verb or flag, hiding the word the user got wrong. A missing verb is checked below.
+    app.require_subcommand(0, 1);
 
     try {
         // CLI11 wants argv order reversed for its vector overload.
