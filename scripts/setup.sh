@@ -16,7 +16,7 @@ build_packages=(
     libkainjow-mustache-dev libopenblas-dev zlib1g-dev
 )
 test_packages=(
-    libgtest-dev clang-format clang-tidy shellcheck tmux
+    libgtest-dev clang-format clang-tidy shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod
     dataset-fashion-mnist
 )
 bench_packages=(python3-torch python3-numpy hyperfine rsync time)

@@ -405,6 +405,25 @@ Result<std::vector<JobEvent>> SqliteJobStore::events(std::int64_t id) {
     });
 }
 
+namespace {
+
+JobMetrics read_metrics(const Stmt& stmt) {
+    JobMetrics m;
+    m.iter = stmt.int64(0);
+    m.max_iter = stmt.int64(1);
+    auto real = [&](int column) -> std::optional<double> {
+        return stmt.is_null(column) ? std::nullopt : std::optional<double>(stmt.real(column));
+    };
+    m.loss = real(2);
+    m.accuracy = real(3);
+    m.images_per_s = real(4);
+    m.elapsed_s = real(5);
+    m.final_status = stmt.text(6);
+    return m;
+}
+
+} // namespace
+
 Result<std::optional<JobMetrics>> SqliteJobStore::metrics(std::int64_t id) {
     return guarded([&]() -> Result<std::optional<JobMetrics>> {
         auto stmt = m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
@@ -413,18 +432,19 @@ Result<std::optional<JobMetrics>> SqliteJobStore::metrics(std::int64_t id) {
         if (!stmt.step()) {
             return std::optional<JobMetrics>{};
         }
-        JobMetrics m;
-        m.iter = stmt.int64(0);
-        m.max_iter = stmt.int64(1);
-        auto real = [&](int column) -> std::optional<double> {
-            return stmt.is_null(column) ? std::nullopt : std::optional<double>(stmt.real(column));
-        };
-        m.loss = real(2);
-        m.accuracy = real(3);
-        m.images_per_s = real(4);
-        m.elapsed_s = real(5);
-        m.final_status = stmt.text(6);
-        return std::optional<JobMetrics>{m};
+        return std::optional<JobMetrics>{read_metrics(stmt)};
+    });
+}
+
+Result<std::map<std::int64_t, JobMetrics>> SqliteJobStore::all_metrics() {
+    return guarded([&]() -> Result<std::map<std::int64_t, JobMetrics>> {
+        auto stmt = m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
+                                  "elapsed_s, final_status, job_id FROM metrics");
+        std::map<std::int64_t, JobMetrics> all;
+        while (stmt.step()) {
+            all.emplace(stmt.int64(7), read_metrics(stmt));
+        }
+        return all;
     });
 }
 

@@ -42,6 +42,7 @@ public:
     Result<std::vector<Job>> list(const JobQuery& query) override;
     Result<std::vector<JobEvent>> events(std::int64_t id) override;
     Result<std::optional<JobMetrics>> metrics(std::int64_t id) override;
+    Result<std::map<std::int64_t, JobMetrics>> all_metrics() override;
     Result<PollSlot> claim_poll(const std::string& key, std::int64_t now,
                                 std::int64_t min_interval_s) override;
     Result<void> record_poll(const std::string& key, bool changed, bool failed,

@@ -236,16 +236,24 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
         jobs = std::move(*listed);
     }
     DLJOB_TRY(refresh_jobs(context, jobs, options, warnings));
+    auto metrics = context.store().all_metrics();
+    if (!metrics) {
+        return fail(metrics.error());
+    }
     std::vector<JobView> views;
     views.reserve(jobs.size());
     for (const auto& job : jobs) {
-        auto fresh = context.store().find(job.id);
-        if (!fresh || !fresh->has_value()) {
-            continue;
+        JobView view{job, std::nullopt};
+        if (!is_terminal(job.state) || job.phase != SubmitPhase::submitted) {
+            // Refreshed just now: read it again (finished jobs cannot have changed).
+            auto fresh = context.store().find(job.id);
+            if (!fresh || !fresh->has_value()) {
+                continue;
+            }
+            view.job = **fresh;
         }
-        JobView view{**fresh, std::nullopt};
-        if (auto metrics = context.store().metrics(job.id); metrics && metrics->has_value()) {
-            view.metrics = **metrics;
+        if (auto it = metrics->find(job.id); it != metrics->end()) {
+            view.metrics = it->second;
         }
         views.push_back(std::move(view));
     }

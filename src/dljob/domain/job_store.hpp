@@ -6,6 +6,7 @@
 #include <dljob/domain/result.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,8 @@ public:
     virtual Result<std::vector<Job>> list(const JobQuery& query) = 0;
     virtual Result<std::vector<JobEvent>> events(std::int64_t id) = 0;
     virtual Result<std::optional<JobMetrics>> metrics(std::int64_t id) = 0;
+    /// Metrics of every job that has some, in one query (status of thousands of jobs).
+    virtual Result<std::map<std::int64_t, JobMetrics>> all_metrics() = 0;
 
     /// Grants a poll of `key` when its interval has passed (recording `now` atomically), and
     /// otherwise says when the next one is due.

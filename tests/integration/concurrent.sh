@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# concurrent.sh SITE N: N dljob submits at once: none lost, none duplicated.
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+site=$1 n=${2:-50}
+pids=()
+for ((i = 0; i < n; i++)); do
+  submit "$site" quick >"$WORK/id.$i" 2>"$WORK/err.$i" &
+  pids+=($!)
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+check "every submit succeeded" 0 "$failed"
+check "N distinct dljob ids" "$n" "$(cat "$WORK"/id.* | sort -u | grep -c .)"
+"$DLJOB" status --all --json >"$WORK/all.json"
+check "N rows in the store" "$n" "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/all.json")"
+check "N distinct scheduler ids" "$n" "$(python3 -c 'import json,sys; print(len({j["scheduler_id"] for j in json.load(open(sys.argv[1]))}))' "$WORK/all.json")"
+if [ "$site" != local ]; then
+  tokens=$(python3 -c 'import json,sys; print("\n".join(j["token"] for j in json.load(open(sys.argv[1]))))' "$WORK/all.json")
+  found=0
+  listing=$(squeue -h --me -t all -o '%k'; qstat -f 2>/dev/null | sed -n 's/.*Job_Name = //p')
+  for t in $tokens; do
+    c=$(grep -c -- "$t" <<<"$listing" || true)
+    [ "$c" = 1 ] && found=$((found + 1))
+  done
+  check "each token exactly once in the scheduler" "$n" "$found"
+fi
+finish

@@ -1,0 +1,54 @@
+# shellcheck shell=bash
+# Shared helpers for the scheduler integration tests (sourced). Each test gets its own job store
+# and runs directory, so tests never see each other's jobs.
+set -euo pipefail
+: "${DLJOB:?DLJOB must name the dljob binary}"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/dljob-itest.XXXXXX")
+trap 'rm -rf "$WORK" 2>/dev/null || true' EXIT
+export DLJOB_STORE=$WORK/jobs.db DLJOB_RUNS_DIR=$WORK/runs DLJOB_POLL_INTERVAL=0
+if [ -f "${DLJOB_TEST_CLUSTER_DIR:-/tmp/dljob-test-cluster}/env.sh" ]; then
+  # shellcheck disable=SC1091
+  . "${DLJOB_TEST_CLUSTER_DIR:-/tmp/dljob-test-cluster}/env.sh"
+fi
+failures=0
+check() { # DESCRIPTION EXPECTED ACTUAL
+  if [ "$2" = "$3" ]; then
+    echo "ok: $1"
+  else
+    echo "FAIL: $1: expected '$2', got '$3'"
+    failures=$((failures + 1))
+  fi
+}
+site_args() { # SITE -> --site/--site-file arguments
+  if [ "$1" = local ]; then echo "--site local"; else echo "--site $1 --site-file $HERE/sites/$1.yaml"; fi
+}
+submit() { # SITE RECIPE [more args] -> prints the dljob job id
+  local site=$1 recipe=$2
+  shift 2
+  # shellcheck disable=SC2046
+  "$DLJOB" submit "$HERE/recipes/$recipe.yaml" $(site_args "$site") "$@" | sed -n 's/^submitted job \([0-9]*\) .*/\1/p'
+}
+field() { # JOB FIELD -> a field of `dljob status JOB --json`
+  "$DLJOB" status "$1" --json | python3 -c "import json,sys; v=json.load(sys.stdin)[0]['$2']; print('' if v is None else v)"
+}
+wait_state() { # JOB STATE...: until the job is in one of the states (90 s at most); prints it
+  local job=$1 state i
+  shift
+  for ((i = 0; i < 450; i++)); do
+    state=$(field "$job" state)
+    for want in "$@"; do
+      [ "$state" = "$want" ] && { echo "$state"; return 0; }
+    done
+    case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT) echo "$state"; return 0 ;; esac
+    sleep 0.2
+  done
+  echo "$state"
+}
+finish() {
+  if [ "$failures" -gt 0 ]; then
+    echo "$failures check(s) failed"
+    exit 1
+  fi
+  echo "all checks passed"
+}
