@@ -20,8 +20,9 @@ namespace dljob::test {
 inline const std::filesystem::path source_dir{DLJOB_SOURCE_DIR};
 
 inline const std::vector<std::string>& builtin_sites() {
-    static const std::vector<std::string> sites{"bigred2", "sharcnet", "helios",    "graham", "beluga",
-                                                "narval",  "bigred200", "slurm",    "local"};
+    static const std::vector<std::string> sites{"bigred2",   "sharcnet", "helios",
+                                                "graham",    "beluga",   "narval",
+                                                "bigred200", "slurm",    "local"};
     return sites;
 }
 

@@ -1,0 +1,148 @@
+// The same contract for every scheduler family: what a rendered script does when it runs
+// (docs/run-directory.md). Each family is represented by a built-in site; the script runs with
+// stand-in launcher and module commands (script_sandbox.hpp).
+
+#include "script_sandbox.hpp"
+
+#include <fmt/format.h>
+
+namespace dljob::test {
+namespace {
+
+class ScriptContract : public ::testing::TestWithParam<std::string> {
+protected:
+    RenderRequest request(const std::string& recipe = "mnist") {
+        RenderRequest req = golden_request(GetParam(), recipe);
+        m_sandbox.adopt(req);
+        return req;
+    }
+    RenderedJob render(const RenderRequest& req) {
+        auto templates = builtin_templates();
+        auto rendered = render::render_job(req, templates);
+        EXPECT_TRUE(rendered) << (rendered ? "" : rendered.error().message);
+        return rendered ? *rendered : RenderedJob{};
+    }
+    std::string run_file(const RenderRequest& req, const char* name) {
+        return trimmed(read_text(req.run_dir / name));
+    }
+    ScriptSandbox m_sandbox;
+};
+
+TEST_P(ScriptContract, WritesTrainingExitStatusAsExitCode) {
+    for (const int status : {0, 3, 75}) {
+        auto req = request();
+        const auto job = render(req);
+        const auto result = m_sandbox.run(req, job, fmt::format("FAKE_TRAIN_RC={}", status));
+        EXPECT_EQ(result.exit_code, status) << result.output;
+        EXPECT_EQ(run_file(req, "exit_code"), std::to_string(status)) << result.output;
+        if (status == 3) {
+            EXPECT_NE(run_file(req, "failed_command").find("train"), std::string::npos);
+        } else {
+            EXPECT_FALSE(std::filesystem::exists(req.run_dir / "failed_command")) << status;
+        }
+    }
+    EXPECT_FALSE(std::filesystem::exists(m_sandbox.root / "scheduler-called"));
+}
+
+TEST_P(ScriptContract, RecordsJobIdentityInRunDirectory) {
+    auto req = request();
+    const auto result = m_sandbox.run(req, render(req));
+    const std::string identity = read_text(req.run_dir / "job_identity");
+    EXPECT_NE(identity.find("token=golden-token\n"), std::string::npos) << identity;
+    EXPECT_NE(identity.find(
+                  fmt::format("scheduler={}\n", to_string(req.site.find_partition("")->scheduler))),
+              std::string::npos)
+        << identity;
+    EXPECT_NE(identity.find("started="), std::string::npos);
+}
+
+TEST_P(ScriptContract, RunsDltrainWithConfigRunDirDataDirAndResume) {
+    auto req = request();
+    const auto result = m_sandbox.run(req, render(req));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto argv = read_nul_separated(req.run_dir / "train.argv");
+    ASSERT_GE(argv.size(), 9U);
+    EXPECT_EQ(argv[0], "train");
+    EXPECT_EQ(argv[1], "--config");
+    EXPECT_EQ(argv[2], "/opt/dljob/recipes/networks/lenet.yaml");
+    EXPECT_EQ(argv[3], "--run-dir");
+    EXPECT_EQ(argv[4], req.run_dir.string());
+    EXPECT_EQ(argv[5], "--data-dir");
+    // Staged where the site has node-local storage, else read in place; the data is there.
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(argv[6]) / "train-images-idx3-ubyte"))
+        << argv[6];
+    EXPECT_EQ(argv[7], "--resume");
+    EXPECT_EQ(argv[8], "auto");
+}
+
+TEST_P(ScriptContract, MissingModuleFailsLoudlyBeforeTraining) {
+    auto req = request();
+    if (req.site.modules.flavor == ModuleFlavor::none) {
+        // No module system: the renderer refuses extra modules instead of ignoring them.
+        req.recipe.modules = {"missing-module"};
+        auto templates = builtin_templates();
+        auto rendered = render::render_job(req, templates);
+        ASSERT_FALSE(rendered);
+        EXPECT_EQ(rendered.error().code, ErrorCode::config_invalid);
+        EXPECT_NE(rendered.error().message.find("missing-module"), std::string::npos);
+        return;
+    }
+    req.recipe.modules = {"missing-module/1.0"};
+    const auto result = m_sandbox.run(req, render(req));
+    EXPECT_NE(result.exit_code, 0);
+    EXPECT_NE(run_file(req, "exit_code"), "0");
+    EXPECT_EQ(run_file(req, "failed_command"), "module load missing-module/1.0");
+    EXPECT_NE(result.output.find("missing-module/1.0 is not loaded"), std::string::npos)
+        << result.output;
+    EXPECT_FALSE(std::filesystem::exists(req.run_dir / "train.argv"));
+}
+
+TEST_P(ScriptContract, WarningSignalReachesTrainingThroughTheTrap) {
+    auto req = request();
+    const auto job = render(req);
+    std::filesystem::create_directories(req.run_dir);
+    const auto started = req.run_dir / "train.started";
+    // Start the job, wait until the trainer runs, send USR2 to the batch shell (what Slurm's
+    // --signal=B: or dljob's timer does), and collect the exit status.
+    const auto script = req.run_dir / job.script_name;
+    write_text(script, job.script, true);
+    const std::string command = fmt::format(
+        "cd {0} && env -i SANDBOX={0} HOME={1} USER=tester PATH={2}:/usr/bin:/bin "
+        "SLURM_TMPDIR={0}/local LSCRATCH={0}/local RAMDISK={0}/local TMPDIR={0}/local "
+        "FAKE_TRAIN_WAIT=1 /bin/bash {3} & pid=$!; "
+        "for _ in $(seq 1 400); do [ -e {4} ] && break; sleep 0.05; done; "
+        "kill -USR2 $pid; wait $pid",
+        ScriptSandbox::quote(m_sandbox.root.string()),
+        ScriptSandbox::quote(m_sandbox.home.string()), ScriptSandbox::quote(m_sandbox.bin.string()),
+        ScriptSandbox::quote(script.string()), ScriptSandbox::quote(started.string()));
+    const auto result = run_shell(command);
+    EXPECT_EQ(result.exit_code, 75) << result.output;
+    EXPECT_EQ(run_file(req, "train.signal"), "USR2");
+    EXPECT_EQ(run_file(req, "exit_code"), "75");
+    EXPECT_FALSE(std::filesystem::exists(req.run_dir / "failed_command"));
+}
+
+TEST_P(ScriptContract, CommandRecipeGetsItsArgvAndEnvironmentVerbatim) {
+    auto req = request("pytorch-mnist");
+    req.recipe.command.argv = {(m_sandbox.bin / "fake-train").string(), "--epochs", "14",
+                               "it's a \"test\" $(x) `y`", "~/not-home"};
+    req.recipe.command.environment = {{"OMP_NUM_THREADS", "4"}, {"ODD", "a'b $(c)"}};
+    const auto result = m_sandbox.run(req, render(req));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto argv = read_nul_separated(req.run_dir / "train.argv");
+    // `~/` is the one expansion argv gets (docs/recipes.md); $(...) and backticks stay literal.
+    const std::vector<std::string> expected{"--epochs", "14", "it's a \"test\" $(x) `y`",
+                                            (m_sandbox.home / "not-home").string()};
+    EXPECT_EQ(argv, expected);
+    const std::string env = read_text(req.run_dir / "train.env");
+    EXPECT_NE(env.find("OMP_NUM_THREADS=4\n"), std::string::npos);
+    EXPECT_NE(env.find("ODD=a'b $(c)\n"), std::string::npos);
+    EXPECT_NE(env.find("DLJOB_RUN_DIR=" + req.run_dir.string() + "\n"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySchedulerFamily, ScriptContract,
+                         ::testing::Values("local", "graham", "bigred2", "helios", "sharcnet"),
+                         [](const auto& param_info) { return param_info.param; });
+
+} // namespace
+} // namespace dljob::test
