@@ -203,3 +203,20 @@ TEST_F(Dltrain, GzipAndRawDataGiveTheSameTraining) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(DltrainThreads, OneAndThreeThreadsTrainBitIdentically) {
+    const dl_test::TempDir dir;
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 40);
+    for (const char* threads : {"1", "3"}) {
+        const auto result = dljob::test::run_shell(
+            std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
+            (dir.path() / threads).string() + " --deadline none --threads " + threads);
+        ASSERT_EQ(result.exit_code, 0) << result.output;
+    }
+    EXPECT_TRUE(dl_test::read_file(dir.path() / "1" / "checkpoints" / "iter_00000040.ckpt") ==
+                dl_test::read_file(dir.path() / "3" / "checkpoints" / "iter_00000040.ckpt"));
+}
+
+} // namespace

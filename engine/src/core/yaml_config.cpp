@@ -16,35 +16,56 @@
 namespace dl {
 namespace {
 
-const std::vector<std::string> k_layer_types = {
-    "Data",    "Convolution", "Pooling", "InnerProduct",    "ReLU",
-    "Sigmoid", "TanH",        "Dropout", "SoftmaxWithLoss", "Accuracy"};
-const std::vector<std::string> k_common_keys = {"name", "type", "bottom", "top", "phase", "param"};
-const std::map<std::string, std::vector<std::string>> k_type_keys = {
-    {"Data", {"source", "label_source", "batch_size", "scale", "shape"}},
-    {"Convolution",
-     {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
-      "bias_filler"}},
-    {"Pooling", {"pool", "kernel_size", "stride", "pad"}},
-    {"InnerProduct", {"num_output", "bias_term", "weight_filler", "bias_filler"}},
-    {"ReLU", {}},
-    {"Sigmoid", {}},
-    {"TanH", {}},
-    {"Dropout", {"dropout_ratio"}},
-    {"SoftmaxWithLoss", {"loss_weight"}},
-    {"Accuracy", {"top_k"}},
-};
-const std::vector<std::string> k_solver_keys = {"type",          "base_lr",   "momentum",
-                                                "momentum2",     "delta",     "weight_decay",
-                                                "lr_policy",     "gamma",     "power",
-                                                "stepsize",      "stepvalue", "max_iter",
-                                                "test_interval", "test_iter", "test_initialization",
-                                                "display",       "snapshot",  "keep_checkpoints",
-                                                "random_seed"};
-const std::vector<std::string> k_filler_types = {"constant", "uniform", "gaussian", "xavier",
-                                                 "msra"};
-const std::vector<std::string> k_filler_keys = {"type", "value", "min",          "max",
-                                                "mean", "std",   "variance_norm"};
+// Function-local statics: built on first use, not before main (cert-err58-cpp).
+const std::vector<std::string>& layer_types() {
+    static const std::vector<std::string> values = {
+        "Data",    "Convolution", "Pooling", "InnerProduct",    "ReLU",
+        "Sigmoid", "TanH",        "Dropout", "SoftmaxWithLoss", "Accuracy"};
+    return values;
+}
+const std::vector<std::string>& common_keys() {
+    static const std::vector<std::string> values = {"name", "type",  "bottom",
+                                                    "top",  "phase", "param"};
+    return values;
+}
+const std::map<std::string, std::vector<std::string>>& type_keys() {
+    static const std::map<std::string, std::vector<std::string>> values = {
+        {"Data", {"source", "label_source", "batch_size", "scale", "shape"}},
+        {"Convolution",
+         {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
+          "bias_filler"}},
+        {"Pooling", {"pool", "kernel_size", "stride", "pad"}},
+        {"InnerProduct", {"num_output", "bias_term", "weight_filler", "bias_filler"}},
+        {"ReLU", {}},
+        {"Sigmoid", {}},
+        {"TanH", {}},
+        {"Dropout", {"dropout_ratio"}},
+        {"SoftmaxWithLoss", {"loss_weight"}},
+        {"Accuracy", {"top_k"}},
+    };
+    return values;
+}
+const std::vector<std::string>& solver_keys() {
+    static const std::vector<std::string> values = {
+        "type",          "base_lr",   "momentum",
+        "momentum2",     "delta",     "weight_decay",
+        "lr_policy",     "gamma",     "power",
+        "stepsize",      "stepvalue", "max_iter",
+        "test_interval", "test_iter", "test_initialization",
+        "display",       "snapshot",  "keep_checkpoints",
+        "random_seed"};
+    return values;
+}
+const std::vector<std::string>& filler_types() {
+    static const std::vector<std::string> values = {"constant", "uniform", "gaussian", "xavier",
+                                                    "msra"};
+    return values;
+}
+const std::vector<std::string>& filler_keys() {
+    static const std::vector<std::string> values = {"type", "value", "min",          "max",
+                                                    "mean", "std",   "variance_norm"};
+    return values;
+}
 
 std::string join(const std::vector<std::string>& items) {
     std::string text;
@@ -142,8 +163,8 @@ public:
         if (!node.IsMap()) {
             fail(node, fmt::format("key '{}' in {} must be a map with a 'type'", key, where));
         }
-        check_keys(node, k_filler_keys, here);
-        read_choice(node, "type", filler.type, k_filler_types, here);
+        check_keys(node, filler_keys(), here);
+        read_choice(node, "type", filler.type, filler_types(), here);
         read(node, "value", filler.value, here);
         read(node, "min", filler.min, here);
         read(node, "max", filler.max, here);
@@ -182,16 +203,16 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     const std::string where = fmt::format("layer '{}'", layer.name);
     if (!node["type"]) {
         reader.fail(node,
-                    fmt::format("{} has no 'type' (valid types: {})", where, join(k_layer_types)));
+                    fmt::format("{} has no 'type' (valid types: {})", where, join(layer_types())));
     }
     layer.type = node["type"].as<std::string>();
-    const auto keys = k_type_keys.find(layer.type);
-    if (keys == k_type_keys.end()) {
+    const auto keys = type_keys().find(layer.type);
+    if (keys == type_keys().end()) {
         reader.fail(node["type"], fmt::format("key 'type' in {}: unknown layer type '{}' (valid "
                                               "types: {})",
-                                              where, layer.type, join(k_layer_types)));
+                                              where, layer.type, join(layer_types())));
     }
-    std::vector<std::string> valid = k_common_keys;
+    std::vector<std::string> valid = common_keys();
     valid.insert(valid.end(), keys->second.begin(), keys->second.end());
     reader.check_keys(node, valid, where + " of type " + layer.type);
 
@@ -272,7 +293,7 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node) {
     if (!node.IsMap()) {
         reader.fail(node, "'solver' must be a map");
     }
-    reader.check_keys(node, k_solver_keys, where);
+    reader.check_keys(node, solver_keys(), where);
     reader.read_choice(node, "type", solver.type, {"SGD", "Nesterov", "Adam"}, where);
     reader.read(node, "base_lr", solver.base_lr, where);
     reader.read(node, "momentum", solver.momentum, where);

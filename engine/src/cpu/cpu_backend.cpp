@@ -111,6 +111,15 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
                 trans_b ? k : n, beta, c, n);
 }
 
+// Convolution splits its batch into this many tasks whatever the thread count: the order of the
+// weight-gradient reduction is then fixed, so results do not depend on --threads, and a thread
+// that a busy machine deschedules leaves its remaining tasks to the others.
+constexpr int k_conv_tasks = 8;
+// InnerProduct: a fixed split too, since sgemm's summation order can depend on the matrix sizes.
+constexpr int k_inner_product_tasks = 4;
+// Pooling has no reduction: a few tasks per thread for the same load balancing.
+constexpr int k_tasks_per_thread = 4;
+
 // Sizes derived from a ConvGeometry, in the units the loops use.
 struct ConvShape {
     explicit ConvShape(const ConvGeometry& g)
@@ -167,8 +176,8 @@ class CpuBackend final : public Backend {
 public:
     explicit CpuBackend(int threads) : m_pool(std::max(1, threads)) {
         openblas_set_num_threads(1);
-        m_task_scratch.resize(static_cast<std::size_t>(m_pool.size()));
-        m_task_grad.resize(static_cast<std::size_t>(m_pool.size()));
+        m_thread_scratch.resize(static_cast<std::size_t>(m_pool.size()));
+        m_task_grad.resize(static_cast<std::size_t>(k_conv_tasks));
     }
 
     [[nodiscard]] std::string name() const override { return "cpu"; }
@@ -180,16 +189,16 @@ public:
     void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
         const ConvShape s(g);
-        const int tasks = std::min(g.batch, m_pool.size());
+        const int tasks = std::min(g.batch, k_conv_tasks);
         const int chunk = s.chunk_images(g);
         // Per task: col (col_rows*group x chunk*spatial), out (outputs x chunk*spatial).
         prepare(tasks,
                 static_cast<std::size_t>(chunk) * s.spatial *
                     (static_cast<std::size_t>(s.col_rows) * g.group + g.outputs),
                 0);
-        m_pool.run(tasks, [&](int task) {
+        m_pool.run(tasks, [&](int task, int thread) {
             const auto [first, last] = split(g.batch, tasks, task);
-            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
+            float* col = m_thread_scratch[static_cast<std::size_t>(thread)].data();
             for (int c0 = first; c0 < last; c0 += chunk) {
                 const int images = std::min(chunk, last - c0);
                 const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(images) * s.spatial;
@@ -227,7 +236,7 @@ public:
                        float* dx, float* dw, float* db) override {
         const ConvShape s(g);
         const std::size_t w_size = static_cast<std::size_t>(g.outputs) * s.col_rows;
-        const int tasks = std::min(g.batch, m_pool.size());
+        const int tasks = std::min(g.batch, k_conv_tasks);
         const int chunk = s.chunk_images(g);
         // Per task: col and dcol (col_rows*group x chunk*spatial), dy gathered (outputs x
         // chunk*spatial); gradient partials: dw then db.
@@ -235,12 +244,12 @@ public:
                 static_cast<std::size_t>(chunk) * s.spatial *
                     (2 * static_cast<std::size_t>(s.col_rows) * g.group + g.outputs),
                 w_size + static_cast<std::size_t>(g.outputs));
-        m_pool.run(tasks, [&](int task) {
+        m_pool.run(tasks, [&](int task, int thread) {
             float* dw_part = m_task_grad[static_cast<std::size_t>(task)].data();
             float* db_part = dw_part + w_size;
             std::fill(dw_part, dw_part + w_size + g.outputs, 0.0F);
             const auto [first, last] = split(g.batch, tasks, task);
-            float* col = m_task_scratch[static_cast<std::size_t>(task)].data();
+            float* col = m_thread_scratch[static_cast<std::size_t>(thread)].data();
             for (int c0 = first; c0 < last; c0 += chunk) {
                 const int images = std::min(chunk, last - c0);
                 const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(images) * s.spatial;
@@ -297,8 +306,8 @@ public:
         const int out_h = g.out_height();
         const int out_w = g.out_width();
         const int planes = g.batch * g.channels;
-        const int tasks = std::min(planes, m_pool.size());
-        m_pool.run(tasks, [&](int task) {
+        const int tasks = std::min(planes, k_tasks_per_thread * m_pool.size());
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
             for (int p = first; p < last; ++p) {
                 const float* in = x + static_cast<std::ptrdiff_t>(p) * g.height * g.width;
@@ -339,8 +348,8 @@ public:
         const int out_size = g.out_height() * g.out_width();
         const int in_size = g.height * g.width;
         const int planes = g.batch * g.channels;
-        const int tasks = std::min(planes, m_pool.size());
-        m_pool.run(tasks, [&](int task) {
+        const int tasks = std::min(planes, k_tasks_per_thread * m_pool.size());
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
             for (int p = first; p < last; ++p) {
                 float* d_in = dx + static_cast<std::ptrdiff_t>(p) * in_size;
@@ -363,8 +372,8 @@ public:
 
     void inner_product_forward(int rows, int in, int out, const float* x, const float* w,
                                const float* b, float* y) override {
-        const int tasks = std::min(rows, m_pool.size());
-        m_pool.run(tasks, [&](int task) {
+        const int tasks = std::min(rows, k_inner_product_tasks);
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(rows, tasks, task);
             if (last <= first) {
                 return;
@@ -386,8 +395,8 @@ public:
 
     void inner_product_backward(int rows, int in, int out, const float* x, const float* w,
                                 const float* dy, float* dx, float* dw, float* db) override {
-        const int tasks = m_pool.size();
-        m_pool.run(tasks, [&](int task) {
+        const int tasks = k_inner_product_tasks;
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
             // dW rows [o0, o1) (out_t x in) = dy[:, o0:o1]^T (out_t x rows) * x (rows x in)
             const auto [o0, o1] = split(out, tasks, task);
             if (o1 > o0) {
@@ -522,12 +531,13 @@ private:
         return {begin, end};
     }
 
+    // Scratch per thread (temporaries), gradient partials per task (summed in task order).
     void prepare(int tasks, std::size_t scratch_count, std::size_t grad_count) {
-        for (int t = 0; t < tasks; ++t) {
-            scratch(m_task_scratch[static_cast<std::size_t>(t)], scratch_count);
-            if (grad_count > 0) {
-                scratch(m_task_grad[static_cast<std::size_t>(t)], grad_count);
-            }
+        for (auto& buffer : m_thread_scratch) {
+            scratch(buffer, scratch_count);
+        }
+        for (int t = 0; grad_count > 0 && t < tasks; ++t) {
+            scratch(m_task_grad[static_cast<std::size_t>(t)], grad_count);
         }
     }
 
@@ -547,8 +557,8 @@ private:
         const int out_h = g.out_height();
         const int out_w = g.out_width();
         const int planes = g.batch * g.channels;
-        const int tasks = std::min(planes, m_pool.size());
-        m_pool.run(tasks, [&](int task) {
+        const int tasks = std::min(planes, k_tasks_per_thread * m_pool.size());
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
             for (int p = first; p < last; ++p) {
                 const std::ptrdiff_t in_off = static_cast<std::ptrdiff_t>(p) * g.height * g.width;
@@ -590,7 +600,7 @@ private:
     }
 
     ThreadPool m_pool;
-    std::vector<std::vector<float>> m_task_scratch;
+    std::vector<std::vector<float>> m_thread_scratch;
     std::vector<std::vector<float>> m_task_grad;
 };
 

@@ -4,7 +4,7 @@ namespace dl::cpu {
 
 ThreadPool::ThreadPool(int threads) {
     for (int i = 1; i < threads; ++i) {
-        m_workers.emplace_back([this] { worker_loop(); });
+        m_workers.emplace_back([this, i] { worker_loop(i); });
     }
 }
 
@@ -19,9 +19,9 @@ ThreadPool::~ThreadPool() {
     }
 }
 
-void ThreadPool::work(Call call, void* context, int tasks) {
+void ThreadPool::work(Call call, void* context, int tasks, int thread) {
     for (int task = m_next.fetch_add(1); task < tasks; task = m_next.fetch_add(1)) {
-        call(context, task);
+        call(context, task, thread);
         if (m_pending.fetch_sub(1) == 1) {
             const std::lock_guard lock(m_mutex);
             m_done.notify_all();
@@ -32,7 +32,7 @@ void ThreadPool::work(Call call, void* context, int tasks) {
 void ThreadPool::run_impl(int tasks, Call call, void* context) {
     if (m_workers.empty() || tasks <= 1) {
         for (int task = 0; task < tasks; ++task) {
-            call(context, task);
+            call(context, task, 0);
         }
         return;
     }
@@ -48,13 +48,13 @@ void ThreadPool::run_impl(int tasks, Call call, void* context) {
         ++m_generation;
     }
     m_wake.notify_all();
-    work(call, context, tasks);
+    work(call, context, tasks, 0);
     std::unique_lock lock(m_mutex);
     // Also wait for workers to leave work(): a late one must not take a task of the next run.
     m_done.wait(lock, [this] { return m_pending.load() == 0 && m_active == 0; });
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int thread) {
     std::uint64_t seen = 0;
     std::unique_lock lock(m_mutex);
     while (true) {
@@ -68,7 +68,7 @@ void ThreadPool::worker_loop() {
         const int tasks = m_tasks;
         ++m_active;
         lock.unlock();
-        work(call, context, tasks);
+        work(call, context, tasks, thread);
         lock.lock();
         --m_active;
         if (m_active == 0) {

@@ -24,22 +24,25 @@ public:
 
     [[nodiscard]] int size() const { return static_cast<int>(m_workers.size()) + 1; }
 
-    /// Calls fn(task) for every task in [0, tasks); the caller works too; returns when all are
-    /// done. No allocation: fn is passed by address.
+    /// Calls fn(task, thread) for every task in [0, tasks), thread in [0, size()) naming the
+    /// thread that runs it (for per-thread scratch); the caller is thread 0 and works too.
+    /// Tasks are handed out one at a time, so a thread that the OS deschedules on a busy
+    /// machine leaves its remaining tasks to the others. Returns when all are done. No
+    /// allocation: fn is passed by address.
     template <typename F> void run(int tasks, F&& fn) {
         run_impl(
             tasks,
-            [](void* context, int task) {
-                (*static_cast<std::remove_reference_t<F>*>(context))(task);
+            [](void* context, int task, int thread) {
+                (*static_cast<std::remove_reference_t<F>*>(context))(task, thread);
             },
             &fn);
     }
 
 private:
-    using Call = void (*)(void*, int);
+    using Call = void (*)(void*, int, int);
     void run_impl(int tasks, Call call, void* context);
-    void work(Call call, void* context, int tasks);
-    void worker_loop();
+    void work(Call call, void* context, int tasks, int thread);
+    void worker_loop(int thread);
 
     std::vector<std::thread> m_workers;
     std::mutex m_mutex;

@@ -178,7 +178,7 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
     const std::uint64_t sum = io::checksum(out.bytes().data(), out.bytes().size());
     out.put(sum);
 
-    const fs::path file = dir / fmt::format("iter_{:08d}.ckpt", state.iteration);
+    fs::path file = dir / fmt::format("iter_{:08d}.ckpt", state.iteration);
     write_atomically(file, out.bytes().data(), out.bytes().size());
     const std::string marker = fmt::format("size={} xxh64={:016x}\n", out.bytes().size(), sum);
     write_atomically(marker_for(file), marker.data(), marker.size());
