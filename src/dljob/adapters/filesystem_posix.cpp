@@ -1,0 +1,412 @@
+#include <dljob/adapters/filesystem_posix.hpp>
+
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace dljob::adapters {
+namespace {
+
+// statfs f_type magic numbers (linux/magic.h and the vendors' headers, which are not
+// installed everywhere).
+constexpr long tmpfs_magic = 0x01021994;
+constexpr long ramfs_magic = 0x858458f6;
+
+struct FsName {
+    long magic;
+    const char* name;
+    bool network;
+};
+constexpr std::array<FsName, 14> filesystem_names{{
+    {0xEF53, "ext4", false},
+    {0x58465342, "xfs", false},
+    {0x9123683E, "btrfs", false},
+    {tmpfs_magic, "tmpfs", false},
+    {ramfs_magic, "ramfs", false},
+    {0x794c7630, "overlayfs", false},
+    {0x6969, "nfs", true},
+    {0x0BD00BD0, "lustre", true},
+    {0x47504653, "gpfs", true},
+    {0x19830326, "beegfs", true},
+    {0x00C36400, "cephfs", true},
+    {static_cast<long>(0xFF534D42), "cifs", true},
+    {static_cast<long>(0xFE534D42), "smb2", true},
+    {static_cast<long>(0xAAD7AAEA), "panfs", true},
+}};
+
+const FsName* lookup_filesystem(long magic) {
+    for (const FsName& entry : filesystem_names) {
+        if (entry.magic == magic) {
+            return &entry;
+        }
+    }
+    return nullptr;
+}
+
+Result<void> remove_below(int dir_fd, const std::string& shown) {
+    DIR* dir = fdopendir(dup(dir_fd));
+    if (dir == nullptr) {
+        return fail(system_error("cannot list", shown, errno));
+    }
+    std::vector<std::pair<std::string, bool>> children;
+    while (const dirent* entry = readdir(dir)) {
+        const std::string name = entry->d_name;
+        if (name == "." || name == "..") {
+            continue;
+        }
+        struct stat st {};
+        if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            continue;
+        }
+        children.emplace_back(name, S_ISDIR(st.st_mode));
+    }
+    closedir(dir);
+    for (const auto& [name, is_dir] : children) {
+        const std::string child_shown = fmt::format("{}/{}", shown, name);
+        if (is_dir) {
+            const int child =
+                openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (child < 0) {
+                return fail(system_error("cannot open directory", child_shown, errno));
+            }
+            const UniqueFd owned(child);
+            DLJOB_TRY(remove_below(owned.get(), child_shown));
+            if (unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) {
+                return fail(system_error("cannot remove directory", child_shown, errno));
+            }
+        } else if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+            return fail(system_error("cannot remove", child_shown, errno));
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+UniqueFd::~UniqueFd() {
+    if (m_fd >= 0) {
+        close(m_fd);
+    }
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+        if (m_fd >= 0) {
+            close(m_fd);
+        }
+        m_fd = other.release();
+    }
+    return *this;
+}
+
+int UniqueFd::release() noexcept {
+    return std::exchange(m_fd, -1);
+}
+
+std::string errno_text(int error_number) {
+    std::array<char, 256> buffer{};
+    return strerror_r(error_number, buffer.data(), buffer.size());
+}
+
+Error system_error(const std::string& what, const std::string& path, int error_number) {
+    Error error{ErrorCode::io, fmt::format("{} {}: {}", what, path, errno_text(error_number)), {}};
+    if (error_number == ENOSPC || error_number == EDQUOT) {
+        error.hint = "the file system is full or over quota (bytes or files): free space, or "
+                     "stage to another --to";
+    }
+    return error;
+}
+
+Result<UniqueFd> open_for_reading(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        Error error = system_error("cannot open", path, errno);
+        if (errno == ENOENT) {
+            error.code = ErrorCode::not_found;
+        }
+        return fail(std::move(error));
+    }
+    return UniqueFd(fd);
+}
+
+Result<UniqueFd> create_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return fail(system_error("cannot create", path, errno));
+    }
+    return UniqueFd(fd);
+}
+
+Result<void> write_all(int fd, const char* data, std::size_t size, const std::string& path) {
+    while (size > 0) {
+        const ssize_t n = ::write(fd, data, size);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return fail(system_error("cannot write", path, errno));
+        }
+        data += n;
+        size -= static_cast<std::size_t>(n);
+    }
+    return {};
+}
+
+Result<std::size_t> read_full(int fd, char* data, std::size_t size, const std::string& path) {
+    std::size_t done = 0;
+    while (done < size) {
+        const ssize_t n = ::read(fd, data + done, size - done);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return fail(system_error("cannot read", path, errno));
+        }
+        if (n == 0) {
+            break;
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    return done;
+}
+
+Result<std::size_t> read_some(int fd, char* data, std::size_t size, const std::string& path) {
+    for (;;) {
+        const ssize_t n = ::read(fd, data, size);
+        if (n >= 0) {
+            return static_cast<std::size_t>(n);
+        }
+        if (errno != EINTR) {
+            return fail(system_error("cannot read", path, errno));
+        }
+    }
+}
+
+Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes) {
+    auto fd = open_for_reading(path);
+    if (!fd) {
+        return fail(fd.error());
+    }
+    std::string text(max_bytes + 1, '\0');
+    auto n = read_full(fd->get(), text.data(), text.size(), path);
+    if (!n) {
+        return fail(n.error());
+    }
+    if (*n > max_bytes) {
+        return fail(ErrorCode::io, fmt::format("{} is larger than {} bytes", path, max_bytes));
+    }
+    text.resize(*n);
+    return text;
+}
+
+Result<void> write_text_file(const std::string& path, const std::string& text) {
+    const std::string temporary = fmt::format("{}.tmp.{}", path, getpid());
+    {
+        auto fd = create_file(temporary);
+        if (!fd) {
+            return fail(fd.error());
+        }
+        if (auto written = write_all(fd->get(), text.data(), text.size(), temporary); !written) {
+            unlink(temporary.c_str());
+            return written;
+        }
+    }
+    if (::rename(temporary.c_str(), path.c_str()) != 0) {
+        const int error_number = errno;
+        unlink(temporary.c_str());
+        return fail(system_error("cannot rename into place", path, error_number));
+    }
+    return {};
+}
+
+bool path_exists(const std::string& path) {
+    struct stat st {};
+    return lstat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+    struct stat st {};
+    return lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Result<void> make_private_directory(const std::string& path) {
+    if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+        return fail(system_error("cannot create directory", path, errno));
+    }
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) {
+        return fail(system_error("cannot stat", path, errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return fail(ErrorCode::io, fmt::format("{} exists and is not a directory", path),
+                    "remove it, or stage to another --to");
+    }
+    if (st.st_uid != geteuid()) {
+        return fail(
+            ErrorCode::io,
+            fmt::format("{} belongs to uid {}, not to you (uid {})", path, st.st_uid, geteuid()),
+            "someone else created it in a shared directory: stage to another --to");
+    }
+    return {};
+}
+
+Result<void> remove_tree(const std::string& path) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) {
+        return errno == ENOENT ? Result<void>{} : fail(system_error("cannot stat", path, errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+            return fail(system_error("cannot remove", path, errno));
+        }
+        return {};
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        return fail(system_error("cannot open directory", path, errno));
+    }
+    const UniqueFd owned(fd);
+    DLJOB_TRY(remove_below(owned.get(), path));
+    if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
+        return fail(system_error("cannot remove directory", path, errno));
+    }
+    return {};
+}
+
+Result<void> rename_path(const std::string& from, const std::string& to) {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+        return fail(system_error(fmt::format("cannot rename {} to", from), to, errno));
+    }
+    return {};
+}
+
+Result<FilesystemSpace> filesystem_space(const std::string& path) {
+    struct statvfs vfs {};
+    if (statvfs(path.c_str(), &vfs) != 0) {
+        Error error = system_error("cannot inspect the file system of", path, errno);
+        if (errno == ENOENT) {
+            error.code = ErrorCode::not_found;
+        }
+        return fail(std::move(error));
+    }
+    struct statfs fs {};
+    FilesystemSpace space;
+    space.block_size = vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize;
+    space.bytes_total = static_cast<std::uint64_t>(vfs.f_blocks) * space.block_size;
+    space.bytes_available = static_cast<std::uint64_t>(vfs.f_bavail) * space.block_size;
+    space.inodes_available = vfs.f_favail;
+    space.inodes_reported = vfs.f_files != 0;
+    space.type_name = "unknown";
+    if (statfs(path.c_str(), &fs) == 0) {
+        const auto magic = static_cast<long>(fs.f_type);
+        space.ram_disk = magic == tmpfs_magic || magic == ramfs_magic;
+        if (const FsName* name = lookup_filesystem(magic)) {
+            space.type_name = name->name;
+        }
+    }
+    return space;
+}
+
+bool is_network_filesystem(const std::string& path, std::string& type_name) {
+    struct statfs fs {};
+    type_name = "unknown";
+    if (statfs(path.c_str(), &fs) != 0) {
+        return false;
+    }
+    const FsName* name = lookup_filesystem(static_cast<long>(fs.f_type));
+    type_name = name != nullptr ? name->name : fmt::format("0x{:x}", fs.f_type);
+    return name != nullptr && name->network;
+}
+
+Result<FileLock> FileLock::acquire(const std::string& path, const std::function<void()>& on_wait) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return fail(system_error("cannot open lock file", path, errno));
+    }
+    UniqueFd owned(fd);
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        return FileLock(std::move(owned));
+    }
+    if (errno != EWOULDBLOCK) {
+        return fail(system_error("cannot lock", path, errno));
+    }
+    if (on_wait) {
+        on_wait();
+    }
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            return fail(system_error("cannot lock", path, errno));
+        }
+    }
+    return FileLock(std::move(owned));
+}
+
+Result<TreeWriter> TreeWriter::open(const std::string& root) {
+    const int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        return fail(system_error("cannot open directory", root, errno));
+    }
+    return TreeWriter(UniqueFd(fd), root);
+}
+
+Result<void> TreeWriter::make_directories(const std::string& relative) const {
+    std::size_t end = 0;
+    while (end != std::string::npos) {
+        end = relative.find('/', end + 1);
+        const std::string prefix = relative.substr(0, end);
+        if (mkdirat(m_fd.get(), prefix.c_str(), 0755) == 0) {
+            continue;
+        }
+        if (errno != EEXIST) {
+            return fail(system_error("cannot create directory", m_root + "/" + prefix, errno));
+        }
+        struct stat st {};
+        if (fstatat(m_fd.get(), prefix.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(st.st_mode)) {
+            return fail(ErrorCode::io,
+                        fmt::format("cannot create directory {}/{}: a file of that name exists "
+                                    "(the archive has two entries with one path)",
+                                    m_root, prefix));
+        }
+    }
+    return {};
+}
+
+Result<UniqueFd> TreeWriter::create_file(const std::string& relative, std::uint32_t mode) const {
+    const int fd = openat(m_fd.get(), relative.c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0) {
+        Error error = system_error("cannot create", m_root + "/" + relative, errno);
+        if (errno == EEXIST) {
+            error.message += " (the archive has two entries with this path)";
+        }
+        return fail(std::move(error));
+    }
+    return UniqueFd(fd);
+}
+
+Result<void> TreeWriter::make_symlink(const std::string& relative,
+                                      const std::string& target) const {
+    if (symlinkat(target.c_str(), m_fd.get(), relative.c_str()) != 0) {
+        Error error = system_error("cannot create symlink", m_root + "/" + relative, errno);
+        if (errno == EEXIST) {
+            error.message += " (the archive has two entries with this path)";
+        }
+        return fail(std::move(error));
+    }
+    return {};
+}
+
+} // namespace dljob::adapters

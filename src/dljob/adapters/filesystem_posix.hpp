@@ -1,0 +1,108 @@
+#pragma once
+// POSIX file-system primitives for packing and staging: owned descriptors, free space and
+// file-system type, flock, tree removal that never follows links, and a writer that creates
+// files relative to one directory descriptor (openat with O_EXCL|O_NOFOLLOW).
+
+#include <dljob/domain/result.hpp>
+#include <dljob/domain/stage.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace dljob::adapters {
+
+/// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+public:
+    UniqueFd() = default;
+    explicit UniqueFd(int fd) : m_fd(fd) {}
+    ~UniqueFd();
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    UniqueFd(UniqueFd&& other) noexcept : m_fd(other.release()) {}
+    UniqueFd& operator=(UniqueFd&& other) noexcept;
+
+    [[nodiscard]] int get() const noexcept { return m_fd; }
+    int release() noexcept;
+    explicit operator bool() const noexcept { return m_fd >= 0; }
+
+private:
+    int m_fd = -1;
+};
+
+/// "No such file or directory" and friends, for messages.
+std::string errno_text(int error_number);
+
+/// An Error for a failed system call on `path` (ENOSPC and EDQUOT get a hint about space).
+Error system_error(const std::string& what, const std::string& path, int error_number);
+
+Result<UniqueFd> open_for_reading(const std::string& path);
+/// Creates `path` exclusively (O_EXCL), mode 0644.
+Result<UniqueFd> create_file(const std::string& path);
+Result<void> write_all(int fd, const char* data, std::size_t size, const std::string& path);
+/// Reads up to `size` bytes; fewer only at the end of the file.
+Result<std::size_t> read_full(int fd, char* data, std::size_t size, const std::string& path);
+
+/// One read(2): what is there now, up to `size` (pipes and FIFOs deliver data as it comes).
+Result<std::size_t> read_some(int fd, char* data, std::size_t size, const std::string& path);
+
+/// Reads a whole (small) file; fails beyond `max_bytes`.
+Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes = 1U << 24U);
+/// Writes `text` to a temporary name beside `path` and renames it into place.
+Result<void> write_text_file(const std::string& path, const std::string& text);
+
+bool path_exists(const std::string& path);
+bool is_directory(const std::string& path);
+
+/// Creates `path` with mode 0700 if missing; fails unless it then is a directory owned by us
+/// (node-local /tmp is shared between users).
+Result<void> make_private_directory(const std::string& path);
+
+/// Removes a tree without following symbolic links (unlinkat, depth first). Missing: ok.
+Result<void> remove_tree(const std::string& path);
+
+Result<void> rename_path(const std::string& from, const std::string& to);
+
+/// Free space, inodes and type of the file system holding `path`.
+Result<FilesystemSpace> filesystem_space(const std::string& path);
+
+/// Network and parallel file systems, by statfs magic: NFS, Lustre, GPFS, BeeGFS, CephFS,
+/// CIFS/SMB, PanFS. `type_name` gets the name, or "local" when it is none of them.
+bool is_network_filesystem(const std::string& path, std::string& type_name);
+
+/// An exclusive flock on a lock file (created if missing), released on destruction or when the
+/// process dies. flock works on node-local file systems; on many Lustre/NFS mounts it does not,
+/// which is why staging locks live in the (node-local) target.
+class FileLock {
+public:
+    /// Blocks until the lock is held; calls `on_wait` once if another process holds it.
+    static Result<FileLock> acquire(const std::string& path, const std::function<void()>& on_wait);
+
+private:
+    explicit FileLock(UniqueFd fd) : m_fd(std::move(fd)) {}
+    UniqueFd m_fd;
+};
+
+/// Creates directories and files below one root directory, never following links.
+class TreeWriter {
+public:
+    /// `root` must exist and be a directory.
+    static Result<TreeWriter> open(const std::string& root);
+
+    /// mkdir -p of a validated relative path; fails when a component exists and is not a
+    /// directory.
+    Result<void> make_directories(const std::string& relative) const;
+    /// Creates a new file (fails if the path exists) and returns its descriptor.
+    Result<UniqueFd> create_file(const std::string& relative, std::uint32_t mode) const;
+    Result<void> make_symlink(const std::string& relative, const std::string& target) const;
+    [[nodiscard]] const std::string& root() const { return m_root; }
+
+private:
+    TreeWriter(UniqueFd fd, std::string root) : m_fd(std::move(fd)), m_root(std::move(root)) {}
+    UniqueFd m_fd;
+    std::string m_root;
+};
+
+} // namespace dljob::adapters

@@ -1,0 +1,356 @@
+#include <dljob/adapters/archive_libarchive.hpp>
+#include <dljob/adapters/filesystem_posix.hpp>
+#include <dljob/adapters/hash_xxhash.hpp>
+#include <dljob/app/pack.hpp>
+
+#include <dljob_build_info.hpp>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <vector>
+
+namespace dljob::app {
+namespace {
+
+namespace fs = std::filesystem;
+using adapters::UniqueFd;
+
+constexpr std::size_t copy_buffer_bytes = std::size_t{1} << 20U;
+constexpr std::size_t index_flush_bytes = std::size_t{1} << 20U;
+
+/// Appends index lines to index.tsv through a buffer, hashing as it goes.
+class IndexWriter {
+public:
+    IndexWriter(UniqueFd fd, std::string path) : m_fd(std::move(fd)), m_path(std::move(path)) {}
+
+    Result<void> add_line(const std::string& line) {
+        m_buffer += line;
+        m_buffer += '\n';
+        if (m_buffer.size() >= index_flush_bytes) {
+            return flush();
+        }
+        return {};
+    }
+    Result<void> flush() {
+        m_hasher.update(m_buffer.data(), m_buffer.size());
+        m_bytes += m_buffer.size();
+        auto written = adapters::write_all(m_fd.get(), m_buffer.data(), m_buffer.size(), m_path);
+        m_buffer.clear();
+        return written;
+    }
+    [[nodiscard]] int fd() const { return m_fd.get(); }
+    [[nodiscard]] std::string hash() const { return m_hasher.hex_digest(); }
+    [[nodiscard]] std::uint64_t bytes() const { return m_bytes; }
+
+private:
+    UniqueFd m_fd;
+    std::string m_path;
+    std::string m_buffer;
+    adapters::Xxh3Hasher m_hasher;
+    std::uint64_t m_bytes = 0;
+};
+
+class Packer {
+public:
+    Packer(adapters::TarWriter& tar, IndexWriter& index, DatasetManifest& manifest,
+           const std::function<void(const PackProgress&)>& progress)
+        : m_tar(tar), m_index(index), m_manifest(manifest), m_progress(progress),
+          m_buffer(copy_buffer_bytes) {}
+
+    Result<void> add_directory(const std::string& member) {
+        DLJOB_TRY(m_tar.add_directory(member));
+        ++m_manifest.directories;
+        note_path(member);
+        return m_index.add_line(
+            format_index_line({IndexEntryType::directory, 0, 0, std::nullopt, member}));
+    }
+
+    Result<void> add_file(const std::string& disk_path, const std::string& member,
+                          std::optional<std::int64_t> label) {
+        auto fd = adapters::open_for_reading(disk_path);
+        if (!fd) {
+            return fail(fd.error());
+        }
+        struct stat st {};
+        if (fstat(fd->get(), &st) != 0) {
+            return fail(adapters::system_error("cannot stat", disk_path, errno));
+        }
+        if (!S_ISREG(st.st_mode)) {
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("{} is not a regular file", disk_path),
+                        "pack stores regular files and directories only");
+        }
+        posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+        const auto size = static_cast<std::uint64_t>(st.st_size);
+        auto offset = m_tar.begin_file(member, size, (st.st_mode & 0111U) != 0);
+        if (!offset) {
+            return fail(offset.error());
+        }
+        std::uint64_t copied = 0;
+        while (copied < size) {
+            const std::size_t want =
+                static_cast<std::size_t>(std::min<std::uint64_t>(m_buffer.size(), size - copied));
+            auto n = adapters::read_full(fd->get(), m_buffer.data(), want, disk_path);
+            if (!n) {
+                return fail(n.error());
+            }
+            if (*n != want) {
+                return fail(ErrorCode::io,
+                            fmt::format("{} shrank while it was being packed ({} of {} bytes "
+                                        "read)",
+                                        disk_path, copied + *n, size),
+                            "pack a tree that nothing writes to");
+            }
+            DLJOB_TRY(m_tar.write_data(m_buffer.data(), *n));
+            copied += *n;
+        }
+        ++m_manifest.files;
+        m_manifest.payload_bytes += size;
+        m_manifest.allocated_bytes += round_up(size, dataset_accounting_block);
+        if (label) {
+            m_manifest.labelled = true;
+        }
+        note_path(member);
+        DLJOB_TRY(m_index.add_line(
+            format_index_line({IndexEntryType::file, *offset, size, label, member})));
+        if (m_progress) {
+            m_progress({m_manifest.files, m_manifest.payload_bytes});
+        }
+        return {};
+    }
+
+    /// Depth first, names sorted byte-wise in each directory: the same tree gives the same
+    /// archive everywhere.
+    Result<void> add_tree(const std::string& disk_dir, const std::string& prefix) {
+        std::vector<std::string> names;
+        {
+            DIR* dir = opendir(disk_dir.c_str());
+            if (dir == nullptr) {
+                return fail(adapters::system_error("cannot list", disk_dir, errno));
+            }
+            while (const dirent* entry = readdir(dir)) {
+                const std::string name = entry->d_name;
+                if (name != "." && name != "..") {
+                    names.push_back(name);
+                }
+            }
+            closedir(dir);
+        }
+        std::sort(names.begin(), names.end());
+        for (const std::string& name : names) {
+            const std::string disk_path = fmt::format("{}/{}", disk_dir, name);
+            auto member =
+                normalize_member_path(prefix.empty() ? name : fmt::format("{}/{}", prefix, name));
+            if (!member) {
+                return fail(ErrorCode::config_invalid,
+                            fmt::format("cannot pack {}: {}", disk_path, member.error().message),
+                            "rename the file");
+            }
+            struct stat st {};
+            if (lstat(disk_path.c_str(), &st) != 0) {
+                return fail(adapters::system_error("cannot stat", disk_path, errno));
+            }
+            if (S_ISDIR(st.st_mode)) {
+                DLJOB_TRY(add_directory(*member));
+                DLJOB_TRY(add_tree(disk_path, *member));
+            } else if (S_ISREG(st.st_mode)) {
+                DLJOB_TRY(add_file(disk_path, *member, std::nullopt));
+            } else {
+                return fail(ErrorCode::config_invalid,
+                            fmt::format("cannot pack {}: it is a {}, and a pack holds only "
+                                        "regular files and directories",
+                                        disk_path,
+                                        S_ISLNK(st.st_mode) ? "symbolic link" : "special file"),
+                            "copy the link's target into the tree, or remove the entry");
+            }
+        }
+        return {};
+    }
+
+    Result<void> add_list(const std::string& list_path, const std::string& root) {
+        std::ifstream list(list_path);
+        if (!list) {
+            return fail(ErrorCode::not_found, fmt::format("cannot read {}", list_path));
+        }
+        std::string line;
+        std::uint64_t line_number = 0;
+        while (std::getline(list, line)) {
+            ++line_number;
+            while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
+                line.pop_back();
+            }
+            if (line.empty() || line.front() == '#') {
+                continue;
+            }
+            // Caffe's format: the path, whitespace, an integer label. The label is whatever
+            // follows the last space, so paths may contain spaces.
+            std::string path = line;
+            std::optional<std::int64_t> label;
+            if (const auto space = line.find_last_of(" \t"); space != std::string::npos) {
+                std::int64_t value = 0;
+                const std::string_view tail(line.c_str() + space + 1, line.size() - space - 1);
+                const auto [ptr, ec] =
+                    std::from_chars(tail.data(), tail.data() + tail.size(), value);
+                if (ec != std::errc{} || ptr != tail.data() + tail.size()) {
+                    return fail(ErrorCode::config_invalid,
+                                fmt::format("{}:{}: expected 'path label' with an integer "
+                                            "label, got '{}'",
+                                            list_path, line_number, line));
+                }
+                label = value;
+                path = line.substr(0, line.find_last_not_of(" \t", space) + 1);
+            }
+            auto member = normalize_member_path(path);
+            if (!member) {
+                return fail(
+                    ErrorCode::config_invalid,
+                    fmt::format("{}:{}: {}", list_path, line_number, member.error().message),
+                    "list paths relative to --root");
+            }
+            DLJOB_TRY(add_file(root + "/" + *member, *member, label));
+        }
+        if (m_manifest.files == 0) {
+            return fail(ErrorCode::config_invalid, fmt::format("{} lists no files", list_path),
+                        "write one 'relative/path label' per line");
+        }
+        return {};
+    }
+
+private:
+    void note_path(const std::string& member) {
+        m_manifest.max_path_length =
+            std::max<std::uint64_t>(m_manifest.max_path_length, member.size());
+    }
+    adapters::TarWriter& m_tar;
+    IndexWriter& m_index;
+    DatasetManifest& m_manifest;
+    const std::function<void(const PackProgress&)>& m_progress;
+    std::vector<char> m_buffer;
+};
+
+Result<void> sync_file(int fd, const std::string& path) {
+    // The pack is the one durable artefact of the data path (it lives on the shared file
+    // system for many jobs), so it reaches the disk before the rename publishes it.
+    if (fsync(fd) != 0) {
+        return fail(adapters::system_error("cannot flush", path, errno));
+    }
+    return {};
+}
+
+Result<DatasetManifest> write_pack(const PackRequest& request, const std::string& partial,
+                                   bool is_tree,
+                                   const std::function<void(const PackProgress&)>& progress) {
+    const std::string archive_path = partial + "/" + dataset_archive_name;
+    const std::string index_path = partial + "/" + dataset_index_name;
+    auto archive_fd = adapters::create_file(archive_path);
+    if (!archive_fd) {
+        return fail(archive_fd.error());
+    }
+    auto index_fd = adapters::create_file(index_path);
+    if (!index_fd) {
+        return fail(index_fd.error());
+    }
+    adapters::Xxh3Hasher archive_hash;
+    const int raw_archive_fd = archive_fd->get();
+    auto tar = adapters::TarWriter::open(
+        [&archive_hash, raw_archive_fd, &archive_path](const char* data,
+                                                       std::size_t size) -> Result<void> {
+            archive_hash.update(data, size);
+            return adapters::write_all(raw_archive_fd, data, size, archive_path);
+        },
+        archive_path);
+    if (!tar) {
+        return fail(tar.error());
+    }
+    IndexWriter index(std::move(*index_fd), index_path);
+    DLJOB_TRY(index.add_line(index_header_line));
+
+    DatasetManifest manifest;
+    manifest.source = fs::absolute(request.source).lexically_normal().string();
+    manifest.created_by = fmt::format("dljob {}", build_info::version);
+    Packer packer(*tar, index, manifest, progress);
+    if (is_tree) {
+        DLJOB_TRY(packer.add_tree(request.source, ""));
+        if (manifest.files == 0 && manifest.directories == 0) {
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("{} is an empty directory: nothing to pack", request.source));
+        }
+    } else {
+        const std::string root = request.list_root.empty()
+                                     ? fs::path(request.source).parent_path().string()
+                                     : request.list_root;
+        DLJOB_TRY(packer.add_list(request.source, root.empty() ? "." : root));
+    }
+    auto archive_bytes = tar->finish();
+    if (!archive_bytes) {
+        return fail(archive_bytes.error());
+    }
+    DLJOB_TRY(index.flush());
+    DLJOB_TRY(sync_file(raw_archive_fd, archive_path));
+    DLJOB_TRY(sync_file(index.fd(), index_path));
+    manifest.archive_bytes = *archive_bytes;
+    manifest.content_hash = archive_hash.hex_digest();
+    manifest.index_hash = index.hash();
+    manifest.index_bytes = index.bytes();
+    DLJOB_TRY(adapters::write_text_file(partial + "/" + dataset_manifest_name, to_json(manifest)));
+    return manifest;
+}
+
+} // namespace
+
+Result<PackSummary> pack_dataset(const PackRequest& request,
+                                 const std::function<void(const PackProgress&)>& progress) {
+    struct stat st {};
+    if (stat(request.source.c_str(), &st) != 0) {
+        return fail(ErrorCode::not_found,
+                    fmt::format("{}: {}", request.source, adapters::errno_text(errno)),
+                    "give a directory, or a list file of 'relative/path label' lines");
+    }
+    const bool is_tree = S_ISDIR(st.st_mode);
+    if (request.output.empty()) {
+        return fail(ErrorCode::usage, "no output given", "use -o DATASET");
+    }
+    if (adapters::path_exists(request.output)) {
+        return fail(ErrorCode::usage, fmt::format("{} already exists", request.output),
+                    "remove it first, or choose another -o");
+    }
+    std::error_code ec;
+    const fs::path source_abs = fs::weakly_canonical(request.source, ec);
+    const fs::path output_abs = fs::weakly_canonical(request.output, ec);
+    if (is_tree) {
+        const auto [source_end, output_it] = std::mismatch(source_abs.begin(), source_abs.end(),
+                                                           output_abs.begin(), output_abs.end());
+        if (source_end == source_abs.end()) {
+            return fail(ErrorCode::usage,
+                        fmt::format("{} is inside the tree being packed ({})", request.output,
+                                    request.source),
+                        "write the dataset outside the source tree");
+        }
+    }
+    const std::string partial = fmt::format("{}.partial.{}", request.output, getpid());
+    if (mkdir(partial.c_str(), 0755) != 0) {
+        return fail(adapters::system_error("cannot create directory", partial, errno));
+    }
+    auto manifest = write_pack(request, partial, is_tree, progress);
+    if (!manifest) {
+        (void)adapters::remove_tree(partial);
+        return fail(manifest.error());
+    }
+    if (auto renamed = adapters::rename_path(partial, request.output); !renamed) {
+        (void)adapters::remove_tree(partial);
+        return fail(renamed.error());
+    }
+    return PackSummary{request.output, std::move(*manifest)};
+}
+
+} // namespace dljob::app

@@ -1,0 +1,409 @@
+#include <dljob/adapters/filesystem_posix.hpp>
+#include <dljob/adapters/hash_xxhash.hpp>
+#include <dljob/app/stage.hpp>
+#include <dljob/app/stage_extract.hpp>
+#include <dljob/domain/dataset.hpp>
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+namespace dljob::app {
+namespace {
+
+// Large sequential reads: a few stripes of a Lustre file at once, few system calls.
+constexpr std::size_t copy_chunk_bytes = std::size_t{8} << 20U;
+
+struct CachePaths {
+    std::string root;
+    std::string entry;
+    std::string lock;
+    std::string pack;
+    std::string pack_marker;
+    std::string tree;
+    std::string tree_marker;
+    std::string keep;
+};
+
+CachePaths cache_paths(const std::string& target, const std::string& id) {
+    CachePaths paths;
+    paths.root = fmt::format("{}/dljob-cache-{}", target, geteuid());
+    paths.entry = paths.root + "/" + id;
+    paths.lock = paths.entry + ".lock";
+    paths.pack = paths.entry + "/pack";
+    paths.pack_marker = paths.entry + "/pack.complete";
+    paths.tree = paths.entry + "/tree";
+    paths.tree_marker = paths.entry + "/tree.complete";
+    paths.keep = paths.entry + "/keep";
+    return paths;
+}
+
+Result<DatasetManifest> load_manifest(const std::string& dataset) {
+    const std::string path = dataset + "/" + dataset_manifest_name;
+    auto text = adapters::read_text_file(path);
+    if (!text) {
+        if (text.error().code == ErrorCode::not_found) {
+            return fail(ErrorCode::not_found,
+                        fmt::format("{} is not a packed dataset: {} is missing", dataset, path),
+                        fmt::format("make one with `dljob pack SOURCE -o {}`", dataset));
+        }
+        return fail(text.error());
+    }
+    return parse_manifest(*text, path);
+}
+
+std::string marker_text(const DatasetManifest& manifest) {
+    return fmt::format("{}\nfiles {}\nbytes {}\n", manifest.content_hash, manifest.files,
+                       manifest.payload_bytes);
+}
+
+bool marker_matches(const std::string& marker, const DatasetManifest& manifest) {
+    auto text = adapters::read_text_file(marker, 4096);
+    return text && *text == marker_text(manifest);
+}
+
+/// Copies `from` to the new file `to` with large reads, hashing as the bytes arrive.
+Result<std::string> copy_and_hash(const std::string& from, const std::string& to,
+                                  std::uint64_t expected_bytes, std::vector<char>& buffer) {
+    auto in = adapters::open_for_reading(from);
+    if (!in) {
+        return fail(in.error());
+    }
+    struct stat st {};
+    if (fstat(in->get(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<std::uint64_t>(st.st_size) != expected_bytes) {
+        return fail(ErrorCode::io,
+                    fmt::format("{} has {} bytes, its manifest says {}: the dataset is "
+                                "truncated or was changed after packing",
+                                from, st.st_size, expected_bytes),
+                    "pack the dataset again, or copy it again from where it was made");
+    }
+    posix_fadvise(in->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    auto out = adapters::create_file(to);
+    if (!out) {
+        return fail(out.error());
+    }
+    adapters::Xxh3Hasher hasher;
+    std::uint64_t copied = 0;
+    for (;;) {
+        auto n = adapters::read_some(in->get(), buffer.data(), buffer.size(), from);
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n == 0) {
+            break;
+        }
+        copied += *n;
+        if (copied > expected_bytes) {
+            return fail(ErrorCode::io,
+                        fmt::format("{} holds more than the {} bytes its manifest declares", from,
+                                    expected_bytes),
+                        "pack the dataset again");
+        }
+        hasher.update(buffer.data(), *n);
+        DLJOB_TRY(adapters::write_all(out->get(), buffer.data(), *n, to));
+    }
+    if (copied != expected_bytes) {
+        return fail(ErrorCode::io,
+                    fmt::format("{} ended after {} bytes, its manifest says {}: the dataset is "
+                                "truncated",
+                                from, copied, expected_bytes),
+                    "pack the dataset again, or copy it again from where it was made");
+    }
+    return hasher.hex_digest();
+}
+
+Result<void> verify_hash(const std::string& file, const std::string& actual,
+                         const std::string& expected, const std::string& manifest_path) {
+    if (actual != expected) {
+        return fail(ErrorCode::io,
+                    fmt::format("{} is corrupted: its XXH3-128 is {}, {} says {}", file, actual,
+                                manifest_path, expected),
+                    "the dataset changed or was damaged after packing: pack it again");
+    }
+    return {};
+}
+
+Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& destination,
+                                const DatasetManifest& manifest, const std::string& manifest_text) {
+    std::vector<char> buffer(copy_chunk_bytes);
+    const std::string manifest_path = dataset + "/" + dataset_manifest_name;
+    const std::string archive = dataset + "/" + dataset_archive_name;
+    auto archive_hash = copy_and_hash(archive, destination + "/" + dataset_archive_name,
+                                      manifest.archive_bytes, buffer);
+    if (!archive_hash) {
+        return fail(archive_hash.error());
+    }
+    DLJOB_TRY(verify_hash(archive, *archive_hash, manifest.content_hash, manifest_path));
+    const std::string index = dataset + "/" + dataset_index_name;
+    auto index_hash =
+        copy_and_hash(index, destination + "/" + dataset_index_name, manifest.index_bytes, buffer);
+    if (!index_hash) {
+        return fail(index_hash.error());
+    }
+    DLJOB_TRY(verify_hash(index, *index_hash, manifest.index_hash, manifest_path));
+    DLJOB_TRY(adapters::write_text_file(destination + "/" + dataset_manifest_name, manifest_text));
+    return manifest.archive_bytes + manifest.index_bytes + manifest_text.size();
+}
+
+/// Removes what a killed stage left: partial directories, and a published directory whose
+/// marker was never written. Called with the lock held, so no live stager owns them.
+Result<void> remove_leftovers(const CachePaths& paths, const DatasetManifest& manifest) {
+    if (DIR* dir = opendir(paths.entry.c_str())) {
+        std::vector<std::string> partials;
+        while (const dirent* entry = readdir(dir)) {
+            const std::string name = entry->d_name;
+            if (name.find(".partial.") != std::string::npos) {
+                partials.push_back(paths.entry + "/" + name);
+            }
+        }
+        closedir(dir);
+        for (const std::string& partial : partials) {
+            DLJOB_TRY(adapters::remove_tree(partial));
+        }
+    }
+    if (!marker_matches(paths.pack_marker, manifest)) {
+        DLJOB_TRY(adapters::remove_tree(paths.pack_marker));
+        DLJOB_TRY(adapters::remove_tree(paths.pack));
+    }
+    if (!marker_matches(paths.tree_marker, manifest)) {
+        DLJOB_TRY(adapters::remove_tree(paths.tree_marker));
+        DLJOB_TRY(adapters::remove_tree(paths.tree));
+    }
+    return {};
+}
+
+/// Space for the extracted tree on this file system: every file rounded up to its block, one
+/// block per directory, one inode each.
+Result<SpaceNeed> tree_need(const std::string& dataset, std::uint64_t block_size) {
+    const std::string index_path = dataset + "/" + dataset_index_name;
+    auto fd = adapters::open_for_reading(index_path);
+    if (!fd) {
+        return fail(fd.error());
+    }
+    SpaceNeed need{block_size, 1};
+    std::vector<char> buffer(std::size_t{1} << 20U);
+    std::string pending;
+    std::uint64_t line_number = 0;
+    auto take_line = [&](const std::string& line) -> Result<void> {
+        ++line_number;
+        if (line.empty() || line.front() == '#') {
+            return {};
+        }
+        auto entry = parse_index_line(line, index_path, line_number);
+        if (!entry) {
+            return fail(entry.error());
+        }
+        need.bytes +=
+            entry->type == IndexEntryType::file ? round_up(entry->size, block_size) : block_size;
+        need.inodes += 1;
+        return {};
+    };
+    for (;;) {
+        auto n = adapters::read_full(fd->get(), buffer.data(), buffer.size(), index_path);
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n == 0) {
+            break;
+        }
+        pending.append(buffer.data(), *n);
+        std::size_t start = 0;
+        for (std::size_t newline = pending.find('\n'); newline != std::string::npos;
+             newline = pending.find('\n', start)) {
+            DLJOB_TRY(take_line(pending.substr(start, newline - start)));
+            start = newline + 1;
+        }
+        pending.erase(0, start);
+    }
+    if (!pending.empty()) {
+        DLJOB_TRY(take_line(pending));
+    }
+    return need;
+}
+
+bool is_hit(const CachePaths& paths, const DatasetManifest& manifest, bool extract) {
+    return marker_matches(paths.pack_marker, manifest) &&
+           (!extract || marker_matches(paths.tree_marker, manifest));
+}
+
+Result<StageResult> hit_result(const CachePaths& paths, const StageRequest& request,
+                               const StageTarget& target) {
+    if (request.keep && !adapters::path_exists(paths.keep)) {
+        DLJOB_TRY(adapters::write_text_file(paths.keep, "staged with --keep\n"));
+    }
+    return StageResult{request.extract ? paths.tree : paths.pack, true, 0, target.chosen_because};
+}
+
+Result<StageTarget> existing_target(const StageRequest& request, const GetEnv& getenv) {
+    auto target = resolve_stage_target(request.to, getenv);
+    if (!target) {
+        return target;
+    }
+    if (!adapters::is_directory(target->directory)) {
+        return fail(ErrorCode::not_found,
+                    fmt::format("stage target {} (from {}) is not a directory", target->directory,
+                                target->chosen_because),
+                    "create it, or choose another --to (tmp, ramdisk or a directory)");
+    }
+    return target;
+}
+
+} // namespace
+
+GetEnv process_environment() {
+    return [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str()); // NOLINT(concurrency-mt-unsafe)
+        return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+    };
+}
+
+Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& getenv,
+                                  const StageNotice& notice) {
+    const std::string manifest_path = request.dataset + "/" + dataset_manifest_name;
+    auto manifest_text = adapters::read_text_file(manifest_path);
+    if (!manifest_text) {
+        auto missing = load_manifest(request.dataset);
+        return fail(missing ? manifest_text.error() : missing.error());
+    }
+    auto manifest = parse_manifest(*manifest_text, manifest_path);
+    if (!manifest) {
+        return fail(manifest.error());
+    }
+    auto target = existing_target(request, getenv);
+    if (!target) {
+        return fail(target.error());
+    }
+    const CachePaths paths = cache_paths(target->directory, manifest->content_hash);
+    // The cache hit needs no lock: markers are written after their directory is complete.
+    if (is_hit(paths, *manifest, request.extract)) {
+        return hit_result(paths, request, *target);
+    }
+    DLJOB_TRY(adapters::make_private_directory(paths.root));
+    auto lock = adapters::FileLock::acquire(paths.lock, [&] {
+        if (notice) {
+            notice(fmt::format("waiting for another dljob staging {} on this node",
+                               manifest->content_hash));
+        }
+    });
+    if (!lock) {
+        return fail(lock.error());
+    }
+    if (is_hit(paths, *manifest, request.extract)) {
+        return hit_result(paths, request, *target);
+    }
+    DLJOB_TRY(adapters::make_private_directory(paths.entry));
+    DLJOB_TRY(remove_leftovers(paths, *manifest));
+
+    auto space = adapters::filesystem_space(target->directory);
+    if (!space) {
+        return fail(space.error());
+    }
+    const bool copy_needed = !adapters::path_exists(paths.pack);
+    const bool extract_needed = request.extract && !adapters::path_exists(paths.tree);
+    SpaceNeed need;
+    if (copy_needed) {
+        const std::uint64_t block = space->block_size;
+        need.bytes += round_up(manifest->archive_bytes, block) +
+                      round_up(manifest->index_bytes, block) +
+                      round_up(manifest_text->size(), block) + 3 * block;
+        need.inodes += 6;
+    }
+    if (extract_needed) {
+        auto tree = tree_need(request.dataset, space->block_size);
+        if (!tree) {
+            return fail(tree.error());
+        }
+        need.bytes += tree->bytes;
+        need.inodes += tree->inodes;
+    }
+    const std::uint64_t reserve = request.reserve.value_or(
+        space->ram_disk ? default_ram_disk_reserve(*space) : std::uint64_t{0});
+    if (!request.skip_space_check) {
+        DLJOB_TRY(check_space(need, *space, reserve, target->directory));
+    }
+
+    StageResult result{request.extract ? paths.tree : paths.pack, false, 0, target->chosen_because};
+    if (copy_needed) {
+        const std::string partial = fmt::format("{}.partial.{}", paths.pack, getpid());
+        if (mkdir(partial.c_str(), 0700) != 0) {
+            return fail(adapters::system_error("cannot create directory", partial, errno));
+        }
+        auto copied = copy_pack(request.dataset, partial, *manifest, *manifest_text);
+        if (!copied) {
+            (void)adapters::remove_tree(partial);
+            return fail(copied.error());
+        }
+        result.bytes_copied = *copied;
+        if (auto renamed = adapters::rename_path(partial, paths.pack); !renamed) {
+            (void)adapters::remove_tree(partial);
+            return fail(renamed.error());
+        }
+    }
+    if (!marker_matches(paths.pack_marker, *manifest)) {
+        DLJOB_TRY(adapters::write_text_file(paths.pack_marker, marker_text(*manifest)));
+    }
+    if (extract_needed) {
+        ExtractLimits limits;
+        limits.max_bytes = manifest->payload_bytes;
+        limits.max_entries = manifest->files + manifest->directories;
+        limits.threads = request.threads;
+        auto summary =
+            extract_archive_file(paths.pack + "/" + dataset_archive_name, paths.tree, limits);
+        if (!summary) {
+            return fail(summary.error());
+        }
+        if (summary->files != manifest->files || summary->bytes != manifest->payload_bytes) {
+            (void)adapters::remove_tree(paths.tree);
+            return fail(ErrorCode::io,
+                        fmt::format("{} held {} files and {} bytes, its manifest says {} and {}",
+                                    paths.pack + "/" + dataset_archive_name, summary->files,
+                                    summary->bytes, manifest->files, manifest->payload_bytes),
+                        "pack the dataset again");
+        }
+    }
+    if (request.extract && !marker_matches(paths.tree_marker, *manifest)) {
+        DLJOB_TRY(adapters::write_text_file(paths.tree_marker, marker_text(*manifest)));
+    }
+    if (request.keep && !adapters::path_exists(paths.keep)) {
+        DLJOB_TRY(adapters::write_text_file(paths.keep, "staged with --keep\n"));
+    }
+    return result;
+}
+
+Result<bool> cleanup_staged_dataset(const StageRequest& request, const GetEnv& getenv) {
+    auto manifest = load_manifest(request.dataset);
+    if (!manifest) {
+        return fail(manifest.error());
+    }
+    auto target = existing_target(request, getenv);
+    if (!target) {
+        return fail(target.error());
+    }
+    const CachePaths paths = cache_paths(target->directory, manifest->content_hash);
+    if (!adapters::is_directory(paths.entry)) {
+        return false;
+    }
+    auto lock = adapters::FileLock::acquire(paths.lock, {});
+    if (!lock) {
+        return fail(lock.error());
+    }
+    if (adapters::path_exists(paths.keep)) {
+        return false;
+    }
+    // Markers first: a reader that races the removal sees an incomplete entry, never a
+    // complete one with files missing.
+    DLJOB_TRY(adapters::remove_tree(paths.pack_marker));
+    DLJOB_TRY(adapters::remove_tree(paths.tree_marker));
+    DLJOB_TRY(adapters::remove_tree(paths.entry));
+    return true;
+}
+
+} // namespace dljob::app

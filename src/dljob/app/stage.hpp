@@ -1,0 +1,55 @@
+#pragma once
+// `dljob stage-data DATASET --to tmp|ramdisk|PATH [--extract] [--keep]`: copies a packed
+// dataset onto node-local storage, verified, once per node.
+//
+// Layout on the target (one cache per user, keyed by the dataset's content hash):
+//   <target>/dljob-cache-<uid>/<hash>.lock          flock: one stager per node at a time
+//   <target>/dljob-cache-<uid>/<hash>/pack/         data.tar, index.tsv, manifest.json
+//   <target>/dljob-cache-<uid>/<hash>/pack.complete marker, written last
+//   <target>/dljob-cache-<uid>/<hash>/tree/         the extracted files (--extract)
+//   <target>/dljob-cache-<uid>/<hash>/tree.complete marker, written last
+//   <target>/dljob-cache-<uid>/<hash>/keep          present when staged with --keep
+// Work happens in `*.partial.<pid>` directories renamed into place; a marker is written only
+// after its rename, so a killed stage is never taken for a complete one.
+
+#include <dljob/domain/result.hpp>
+#include <dljob/domain/stage.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace dljob::app {
+
+struct StageRequest {
+    std::string dataset;                  // a directory made by `dljob pack`
+    std::string to = "tmp";               // tmp, ramdisk or a directory
+    bool extract = false;                 // also unpack the tree
+    bool keep = false;                    // leave it in place for `--cleanup`
+    bool skip_space_check = false;        // for file systems whose statvfs is wrong
+    std::optional<std::uint64_t> reserve; // bytes to leave free (default: 0, RAM disks more)
+    unsigned threads = 2;                 // extraction writers
+};
+
+struct StageResult {
+    std::string path;       // the staged pack directory, or the tree with --extract
+    bool cache_hit = false; // nothing was copied
+    std::uint64_t bytes_copied = 0;
+    std::string target_note; // why this target ("$SLURM_TMPDIR", ...)
+};
+
+/// Progress and waiting messages (empty: silent).
+using StageNotice = std::function<void(const std::string& line)>;
+
+Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& getenv,
+                                  const StageNotice& notice);
+
+/// Removes this dataset's staged copy from the target unless it was staged with --keep
+/// (for a job's exit trap or epilog). Returns whether something was removed.
+Result<bool> cleanup_staged_dataset(const StageRequest& request, const GetEnv& getenv);
+
+/// The environment of this process.
+GetEnv process_environment();
+
+} // namespace dljob::app

@@ -1,0 +1,368 @@
+#include <dljob/adapters/archive_libarchive.hpp>
+#include <dljob/adapters/filesystem_posix.hpp>
+#include <dljob/app/stage_extract.hpp>
+#include <dljob/domain/dataset.hpp>
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace dljob::app {
+namespace {
+
+using adapters::TreeWriter;
+
+// Files up to this size are read whole and handed to the writer pool; larger ones are
+// streamed by the reading thread (their per-file cost is small next to their bytes).
+constexpr std::uint64_t pooled_file_limit = std::uint64_t{4} << 20U;
+// Bytes queued for the writers at most: memory stays bounded whatever the archive holds.
+constexpr std::uint64_t max_queued_bytes = std::uint64_t{64} << 20U;
+constexpr std::size_t stream_chunk_bytes = std::size_t{1} << 20U;
+
+struct WriteJob {
+    std::string path;
+    std::vector<char> data;
+    std::uint32_t mode = 0644;
+};
+
+/// Writes small files from a few threads: on tmpfs and local disks the per-file cost (open,
+/// write, close) is CPU-bound per core, so two writers beat one even on two cores.
+class WriterPool {
+public:
+    WriterPool(const TreeWriter& tree, unsigned threads) : m_tree(tree) {
+        for (unsigned i = 0; i < std::max(1U, threads); ++i) {
+            m_threads.emplace_back([this] { run(); });
+        }
+    }
+    ~WriterPool() { (void)finish(); }
+    WriterPool(const WriterPool&) = delete;
+    WriterPool& operator=(const WriterPool&) = delete;
+    WriterPool(WriterPool&&) = delete;
+    WriterPool& operator=(WriterPool&&) = delete;
+
+    void submit(WriteJob job) {
+        std::unique_lock lock(m_mutex);
+        m_space.wait(lock, [&] { return m_queued_bytes < max_queued_bytes || m_failed; });
+        if (m_failed) {
+            return;
+        }
+        m_queued_bytes += job.data.size();
+        m_jobs.push_back(std::move(job));
+        m_ready.notify_one();
+    }
+
+    [[nodiscard]] bool failed() {
+        const std::lock_guard lock(m_mutex);
+        return m_failed;
+    }
+
+    /// Waits for every queued file; returns the first error.
+    Result<void> finish() {
+        {
+            const std::lock_guard lock(m_mutex);
+            m_closing = true;
+        }
+        m_ready.notify_all();
+        for (std::thread& thread : m_threads) {
+            if (thread.joinable()) {
+                thread.join();
+            }
+        }
+        if (m_failed) {
+            return fail(m_error);
+        }
+        return {};
+    }
+
+private:
+    void run() {
+        for (;;) {
+            WriteJob job;
+            {
+                std::unique_lock lock(m_mutex);
+                m_ready.wait(lock, [&] { return !m_jobs.empty() || m_closing || m_failed; });
+                if (m_failed || m_jobs.empty()) {
+                    return;
+                }
+                job = std::move(m_jobs.front());
+                m_jobs.pop_front();
+                m_queued_bytes -= job.data.size();
+            }
+            m_space.notify_one();
+            auto written = write(job);
+            if (!written) {
+                const std::lock_guard lock(m_mutex);
+                if (!m_failed) {
+                    m_failed = true;
+                    m_error = written.error();
+                }
+                m_jobs.clear();
+                m_space.notify_all();
+                m_ready.notify_all();
+            }
+        }
+    }
+
+    Result<void> write(const WriteJob& job) const {
+        auto fd = m_tree.create_file(job.path, job.mode);
+        if (!fd) {
+            return fail(fd.error());
+        }
+        return adapters::write_all(fd->get(), job.data.data(), job.data.size(),
+                                   m_tree.root() + "/" + job.path);
+    }
+
+    const TreeWriter& m_tree;
+    std::vector<std::thread> m_threads;
+    std::mutex m_mutex;
+    std::condition_variable m_ready;
+    std::condition_variable m_space;
+    std::deque<WriteJob> m_jobs;
+    std::uint64_t m_queued_bytes = 0;
+    bool m_closing = false;
+    bool m_failed = false;
+    Error m_error;
+};
+
+std::string parent_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+class Extractor {
+public:
+    Extractor(ArchiveReader& reader, const TreeWriter& tree, const ExtractLimits& limits,
+              std::string shown_name)
+        : m_reader(reader), m_tree(tree), m_limits(limits), m_shown(std::move(shown_name)),
+          m_pool(tree, limits.threads) {}
+
+    Result<ExtractSummary> run() {
+        auto result = read_all();
+        auto drained = m_pool.finish();
+        if (!result) {
+            return result;
+        }
+        if (!drained) {
+            return fail(drained.error());
+        }
+        // Links last: no member can have been written through one.
+        for (const auto& [path, target] : m_symlinks) {
+            DLJOB_TRY(m_tree.make_symlink(path, target));
+        }
+        return m_summary;
+    }
+
+private:
+    Result<ExtractSummary> read_all() {
+        for (;;) {
+            if (m_pool.failed()) {
+                return m_summary; // the pool's error is reported by run()
+            }
+            auto next = m_reader.next();
+            if (!next) {
+                return fail(next.error());
+            }
+            if (!next->has_value()) {
+                return m_summary;
+            }
+            const ArchiveEntry& entry = **next;
+            if (++m_entries > m_limits.max_entries) {
+                return refuse(entry.path, fmt::format("the archive has more than {} entries",
+                                                      m_limits.max_entries));
+            }
+            auto path = normalize_member_path(entry.path);
+            if (!path) {
+                return refuse(entry.path, path.error().message);
+            }
+            if ((entry.mode & (S_ISUID | S_ISGID)) != 0) {
+                return refuse(entry.path,
+                              fmt::format("mode {:04o} has the setuid or setgid bit", entry.mode));
+            }
+            DLJOB_TRY(add(entry, *path));
+        }
+    }
+
+    Result<void> add(const ArchiveEntry& entry, const std::string& path) {
+        switch (entry.type) {
+        case ArchiveEntryType::directory:
+            if (!m_explicit_dirs.insert(path).second) {
+                return refuse(entry.path, "a second entry with this path");
+            }
+            ++m_summary.directories;
+            return ensure_directory(path);
+        case ArchiveEntryType::file:
+            return add_file(entry, path);
+        case ArchiveEntryType::symlink: {
+            if (auto inside = check_symlink_target(path, entry.link_target); !inside) {
+                return refuse(entry.path, inside.error().message);
+            }
+            DLJOB_TRY(ensure_directory(parent_of(path)));
+            m_symlinks.emplace_back(path, entry.link_target);
+            ++m_summary.symlinks;
+            return {};
+        }
+        case ArchiveEntryType::hardlink:
+            return refuse(entry.path,
+                          fmt::format("hard link to '{}' (hard links are refused: they can alias "
+                                      "files outside the tree)",
+                                      entry.link_target));
+        default:
+            return refuse(entry.path, fmt::format("it is a {}, and only regular files, "
+                                                  "directories and symlinks are extracted",
+                                                  to_string(entry.type)));
+        }
+    }
+
+    Result<void> add_file(const ArchiveEntry& entry, const std::string& path) {
+        if (m_limits.max_bytes != 0 && entry.size > m_limits.max_bytes - m_summary.bytes) {
+            return refuse(entry.path,
+                          fmt::format("it would take the extracted size past the budget of {} "
+                                      "bytes ({} declared, {} already written): a "
+                                      "decompression bomb or the wrong archive",
+                                      m_limits.max_bytes, entry.size, m_summary.bytes));
+        }
+        DLJOB_TRY(ensure_directory(parent_of(path)));
+        const std::uint32_t mode = (entry.mode & 0111U) != 0 ? 0755 : 0644;
+        m_summary.bytes += entry.size;
+        ++m_summary.files;
+        if (entry.size <= pooled_file_limit) {
+            WriteJob job{path, std::vector<char>(entry.size), mode};
+            DLJOB_TRY(read_exactly(entry, job.data.data(), job.data.size()));
+            DLJOB_TRY(expect_end(entry));
+            m_pool.submit(std::move(job));
+            return {};
+        }
+        auto fd = m_tree.create_file(path, mode);
+        if (!fd) {
+            return fail(fd.error());
+        }
+        std::vector<char> buffer(stream_chunk_bytes);
+        std::uint64_t left = entry.size;
+        while (left > 0) {
+            const auto chunk =
+                static_cast<std::size_t>(std::min<std::uint64_t>(left, buffer.size()));
+            DLJOB_TRY(read_exactly(entry, buffer.data(), chunk));
+            DLJOB_TRY(
+                adapters::write_all(fd->get(), buffer.data(), chunk, m_tree.root() + "/" + path));
+            left -= chunk;
+        }
+        return expect_end(entry);
+    }
+
+    Result<void> read_exactly(const ArchiveEntry& entry, char* data, std::size_t size) {
+        std::size_t done = 0;
+        while (done < size) {
+            auto n = m_reader.read(data + done, size - done);
+            if (!n) {
+                return fail(n.error());
+            }
+            if (*n == 0) {
+                return refuse(entry.path, "its data ends before its declared size (truncated "
+                                          "archive)");
+            }
+            done += *n;
+        }
+        return {};
+    }
+
+    /// Sizes are declared per header and not trusted: more data than declared is refused.
+    Result<void> expect_end(const ArchiveEntry& entry) {
+        char extra = 0;
+        auto n = m_reader.read(&extra, 1);
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n != 0) {
+            return refuse(entry.path, "it holds more data than its header declares");
+        }
+        return {};
+    }
+
+    Result<void> ensure_directory(const std::string& path) {
+        if (path.empty() || m_made_dirs.count(path) != 0) {
+            return {};
+        }
+        DLJOB_TRY(m_tree.make_directories(path));
+        for (std::string prefix = path; !prefix.empty(); prefix = parent_of(prefix)) {
+            if (!m_made_dirs.insert(prefix).second) {
+                break;
+            }
+        }
+        return {};
+    }
+
+    Unexpected refuse(const std::string& raw_path, const std::string& why) const {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}: refusing entry '{}': {}", m_shown, raw_path, why),
+                    "the archive is unsafe or damaged; nothing was extracted");
+    }
+
+    ArchiveReader& m_reader;
+    const TreeWriter& m_tree;
+    ExtractLimits m_limits;
+    std::string m_shown;
+    WriterPool m_pool;
+    ExtractSummary m_summary;
+    std::uint64_t m_entries = 0;
+    std::unordered_set<std::string> m_made_dirs;
+    std::unordered_set<std::string> m_explicit_dirs;
+    std::vector<std::pair<std::string, std::string>> m_symlinks;
+};
+
+} // namespace
+
+Result<ExtractSummary> extract_archive(ArchiveReader& reader, const std::string& destination,
+                                       const ExtractLimits& limits, const std::string& shown_name) {
+    if (adapters::path_exists(destination)) {
+        return fail(ErrorCode::usage, fmt::format("{} already exists", destination),
+                    "extract into a new directory");
+    }
+    const std::string partial = fmt::format("{}.partial.{}", destination, getpid());
+    (void)adapters::remove_tree(partial); // a leftover of an earlier process with our pid
+    if (mkdir(partial.c_str(), 0700) != 0) {
+        return fail(adapters::system_error("cannot create directory", partial, errno));
+    }
+    auto tree = TreeWriter::open(partial);
+    if (!tree) {
+        (void)adapters::remove_tree(partial);
+        return fail(tree.error());
+    }
+    Result<ExtractSummary> summary = [&]() -> Result<ExtractSummary> {
+        Extractor extractor(reader, *tree, limits, shown_name);
+        return extractor.run();
+    }();
+    if (summary) {
+        // The private 0700 mode only guarded the tree while it was incomplete.
+        if (chmod(partial.c_str(), 0755) != 0) {
+            summary = fail(adapters::system_error("cannot chmod", partial, errno));
+        } else if (auto renamed = adapters::rename_path(partial, destination); !renamed) {
+            summary = fail(renamed.error());
+        }
+    }
+    if (!summary) {
+        (void)adapters::remove_tree(partial);
+    }
+    return summary;
+}
+
+Result<ExtractSummary> extract_archive_file(const std::string& archive_path,
+                                            const std::string& destination,
+                                            const ExtractLimits& limits) {
+    auto reader = adapters::open_archive_reader(archive_path);
+    if (!reader) {
+        return fail(reader.error());
+    }
+    return extract_archive(**reader, destination, limits, archive_path);
+}
+
+} // namespace dljob::app

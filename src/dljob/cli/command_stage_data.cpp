@@ -1,0 +1,100 @@
+#include <dljob/app/stage.hpp>
+#include <dljob/cli/commands.hpp>
+#include <dljob/domain/error.hpp>
+#include <dljob/domain/stage.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cctype>
+#include <charconv>
+#include <memory>
+#include <ostream>
+
+namespace dljob::cli {
+namespace {
+
+/// "512M", "2G", "1048576": bytes, with an optional K/M/G/T (powers of 1024) suffix.
+std::uint64_t parse_bytes(const std::string& text) {
+    std::uint64_t value = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (ec != std::errc{} || ptr == text.data()) {
+        throw Failure(ErrorCode::usage, fmt::format("--reserve {}: not a size", text),
+                      "give bytes, or a number with K, M, G or T (e.g. 2G)");
+    }
+    const std::string suffix(ptr, end);
+    const std::string units = "KMGT";
+    if (suffix.empty()) {
+        return value;
+    }
+    const auto unit = units.find(static_cast<char>(std::toupper(suffix.front())));
+    if (unit == std::string::npos || (suffix.size() > 1 && suffix.substr(1) != "iB" &&
+                                      suffix.substr(1) != "B" && suffix.substr(1) != "i")) {
+        throw Failure(ErrorCode::usage, fmt::format("--reserve {}: unknown unit", text),
+                      "use K, M, G or T (powers of 1024)");
+    }
+    return value << (10U * (unit + 1));
+}
+
+} // namespace
+
+void set_stage_data_command(CLI::App& app, Context& context) {
+    auto* command = app.add_subcommand(
+        "stage-data", "Copy a packed dataset to node-local storage (verified, cached per node) "
+                      "and print where it is");
+    auto request = std::make_shared<app::StageRequest>();
+    auto reserve = std::make_shared<std::string>();
+    auto cleanup = std::make_shared<bool>(false);
+    command->add_option("DATASET", request->dataset, "Directory made by `dljob pack`")->required();
+    command
+        ->add_option("--to", request->to,
+                     "tmp ($SLURM_TMPDIR, $TMPDIR, $LSCRATCH, /tmp), ramdisk ($RAMDISK, "
+                     "/dev/shm) or a directory")
+        ->capture_default_str();
+    command->add_flag("--extract", request->extract,
+                      "Also unpack the files (safely) and print the tree's path");
+    command->add_flag("--keep", request->keep, "Leave the staged copy in place on --cleanup");
+    command->add_flag("--cleanup", *cleanup,
+                      "Remove this dataset's staged copy from the target (unless staged with "
+                      "--keep), e.g. from the job's exit trap");
+    command->add_option("--threads", request->threads, "File writers for --extract")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    command->add_option("--reserve", *reserve,
+                        "Space to leave free on the target (default: 0, on RAM disks "
+                        "max(256M, 5%))");
+    command->add_flag("--skip-space-check", request->skip_space_check,
+                      "Do not check free space and inodes first (for file systems that "
+                      "misreport them)");
+    command->callback([request, reserve, cleanup, &context] {
+        if (!reserve->empty()) {
+            request->reserve = parse_bytes(*reserve);
+        }
+        const GetEnv env = app::process_environment();
+        if (*cleanup) {
+            auto removed = app::cleanup_staged_dataset(*request, env);
+            if (!removed) {
+                throw Failure(removed.error());
+            }
+            context.err << (*removed
+                                ? "removed the staged copy\n"
+                                : "nothing removed (not staged here, or staged with --keep)\n");
+            return;
+        }
+        auto staged = app::stage_dataset(*request, env, [&](const std::string& line) {
+            context.err << line << '\n' << std::flush;
+        });
+        if (!staged) {
+            throw Failure(staged.error());
+        }
+        context.err << (staged->cache_hit
+                            ? fmt::format("already staged (cache hit, {})\n", staged->target_note)
+                            : fmt::format("staged {} ({})\n", human_bytes(staged->bytes_copied),
+                                          staged->target_note));
+        // Only the path on stdout: DATA=$(dljob stage-data ...) in a job script.
+        context.out << staged->path << '\n';
+    });
+}
+
+} // namespace dljob::cli

@@ -1,0 +1,258 @@
+#include <dljob/domain/dataset.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <vector>
+
+namespace dljob {
+namespace {
+
+constexpr std::size_t max_member_path_bytes = 1024;
+constexpr std::size_t max_member_depth = 64;
+
+std::vector<std::string_view> split_path(std::string_view path) {
+    std::vector<std::string_view> parts;
+    std::size_t start = 0;
+    while (start <= path.size()) {
+        const std::size_t slash = path.find('/', start);
+        const std::size_t end = slash == std::string_view::npos ? path.size() : slash;
+        parts.push_back(path.substr(start, end - start));
+        if (slash == std::string_view::npos) {
+            break;
+        }
+        start = slash + 1;
+    }
+    return parts;
+}
+
+template <class T> bool parse_number(std::string_view text, T& value) {
+    const auto* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    return ec == std::errc{} && ptr == end && !text.empty();
+}
+
+} // namespace
+
+std::string to_json(const DatasetManifest& manifest) {
+    const nlohmann::ordered_json doc{
+        {"format", "dljob-dataset"},
+        {"version", manifest.version},
+        {"archive", dataset_archive_name},
+        {"archive_bytes", manifest.archive_bytes},
+        {"content_hash", "xxh3-128:" + manifest.content_hash},
+        {"index", dataset_index_name},
+        {"index_bytes", manifest.index_bytes},
+        {"index_hash", "xxh3-128:" + manifest.index_hash},
+        {"files", manifest.files},
+        {"directories", manifest.directories},
+        {"payload_bytes", manifest.payload_bytes},
+        {"allocated_bytes_4k", manifest.allocated_bytes},
+        {"max_path_length", manifest.max_path_length},
+        {"labelled", manifest.labelled},
+        {"source", manifest.source},
+        {"created_by", manifest.created_by},
+    };
+    return doc.dump(2) + "\n";
+}
+
+Result<DatasetManifest> parse_manifest(std::string_view text, const std::string& origin) {
+    const auto doc = nlohmann::json::parse(text, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object()) {
+        return fail(ErrorCode::config_invalid, fmt::format("{}: not a JSON object", origin),
+                    "the dataset is damaged: pack it again with `dljob pack`");
+    }
+    if (doc.value("format", "") != "dljob-dataset") {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}: expected \"format\": \"dljob-dataset\"", origin),
+                    "make the dataset with `dljob pack SOURCE -o DATASET`");
+    }
+    DatasetManifest manifest;
+    try {
+        manifest.version = doc.at("version").get<int>();
+        if (manifest.version != dataset_format_version) {
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("{}: dataset format version {} (this dljob reads version {})",
+                                    origin, manifest.version, dataset_format_version),
+                        "pack the dataset again with this dljob, or use a newer dljob");
+        }
+        auto hash = [&](const char* key) -> std::string {
+            const auto value = doc.at(key).get<std::string>();
+            const std::string prefix = "xxh3-128:";
+            if (value.rfind(prefix, 0) != 0 || value.size() != prefix.size() + 32 ||
+                value.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos) {
+                throw nlohmann::json::other_error::create(
+                    501, fmt::format("\"{}\" is not xxh3-128:<32 hex digits>", key), nullptr);
+            }
+            return value.substr(prefix.size());
+        };
+        manifest.content_hash = hash("content_hash");
+        manifest.index_hash = hash("index_hash");
+        manifest.archive_bytes = doc.at("archive_bytes").get<std::uint64_t>();
+        manifest.index_bytes = doc.at("index_bytes").get<std::uint64_t>();
+        manifest.files = doc.at("files").get<std::uint64_t>();
+        manifest.directories = doc.at("directories").get<std::uint64_t>();
+        manifest.payload_bytes = doc.at("payload_bytes").get<std::uint64_t>();
+        manifest.allocated_bytes = doc.at("allocated_bytes_4k").get<std::uint64_t>();
+        manifest.max_path_length = doc.at("max_path_length").get<std::uint64_t>();
+        manifest.labelled = doc.value("labelled", false);
+        manifest.source = doc.value("source", "");
+        manifest.created_by = doc.value("created_by", "");
+    } catch (const nlohmann::json::exception& e) {
+        return fail(ErrorCode::config_invalid, fmt::format("{}: {}", origin, e.what()),
+                    "the manifest is damaged or was not written by dljob: pack the dataset again");
+    }
+    return manifest;
+}
+
+std::string format_index_line(const IndexEntry& entry) {
+    return fmt::format("{}\t{}\t{}\t{}\t{}", entry.type == IndexEntryType::file ? 'f' : 'd',
+                       entry.offset, entry.size,
+                       entry.label ? std::to_string(*entry.label) : std::string("-"), entry.path);
+}
+
+Result<IndexEntry> parse_index_line(std::string_view line, const std::string& origin,
+                                    std::uint64_t line_number) {
+    std::vector<std::string_view> fields;
+    std::size_t start = 0;
+    for (int i = 0; i < 4; ++i) {
+        const std::size_t tab = line.find('\t', start);
+        if (tab == std::string_view::npos) {
+            break;
+        }
+        fields.push_back(line.substr(start, tab - start));
+        start = tab + 1;
+    }
+    fields.push_back(line.substr(start));
+    auto bad = [&](const char* what) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}:{}: {} (expected type, offset, size, label, path separated by "
+                                "tabs)",
+                                origin, line_number, what),
+                    "the index is damaged: pack the dataset again");
+    };
+    if (fields.size() != 5) {
+        return bad("not five tab-separated fields");
+    }
+    IndexEntry entry;
+    if (fields[0] == "f") {
+        entry.type = IndexEntryType::file;
+    } else if (fields[0] == "d") {
+        entry.type = IndexEntryType::directory;
+    } else {
+        return bad("type is neither f nor d");
+    }
+    if (!parse_number(fields[1], entry.offset) || !parse_number(fields[2], entry.size)) {
+        return bad("offset or size is not a number");
+    }
+    if (fields[3] != "-") {
+        std::int64_t label = 0;
+        if (!parse_number(fields[3], label)) {
+            return bad("label is neither a number nor -");
+        }
+        entry.label = label;
+    }
+    auto path = normalize_member_path(fields[4]);
+    if (!path) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}:{}: {}", origin, line_number, path.error().message),
+                    "the index is damaged: pack the dataset again");
+    }
+    entry.path = *path;
+    return entry;
+}
+
+Result<std::string> normalize_member_path(std::string_view raw) {
+    if (raw.empty()) {
+        return fail(ErrorCode::config_invalid, "empty member path");
+    }
+    if (raw.size() > max_member_path_bytes) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("member path of {} bytes (at most {} allowed): {}...", raw.size(),
+                                max_member_path_bytes, raw.substr(0, 60)));
+    }
+    for (const char c : raw) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte < 0x20 || byte == 0x7f) {
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("member path with control character 0x{:02x}: '{}'", byte,
+                                    raw.substr(0, raw.find(c))));
+        }
+    }
+    if (raw.front() == '/') {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("absolute member path '{}' (only paths inside the tree are "
+                                "allowed)",
+                                raw));
+    }
+    std::string normalized;
+    std::size_t depth = 0;
+    for (const std::string_view part : split_path(raw)) {
+        if (part.empty() || part == ".") {
+            continue;
+        }
+        if (part == "..") {
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("member path '{}' contains '..' (it could point outside the "
+                                    "tree)",
+                                    raw));
+        }
+        if (++depth > max_member_depth) {
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("member path '{}' is deeper than {} components", raw,
+                                    max_member_depth));
+        }
+        if (!normalized.empty()) {
+            normalized += '/';
+        }
+        normalized += part;
+    }
+    if (normalized.empty()) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("member path '{}' names the tree's root itself", raw));
+    }
+    return normalized;
+}
+
+Result<void> check_symlink_target(std::string_view link_path, std::string_view target) {
+    auto refuse = [&](const char* why) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("symlink '{}' -> '{}' {}", link_path, target, why));
+    };
+    if (target.empty()) {
+        return refuse("has an empty target");
+    }
+    if (target.front() == '/') {
+        return refuse("points to an absolute path outside the tree");
+    }
+    for (const char c : target) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte < 0x20 || byte == 0x7f) {
+            return refuse("has a control character in its target");
+        }
+    }
+    // The link lives in a real directory `depth` levels below the root (members never pass
+    // through links: links are created last), so it may climb at most that many levels.
+    const std::size_t link_depth = split_path(link_path).size() - 1;
+    std::size_t climbs = 0;
+    bool descended = false;
+    for (const std::string_view part : split_path(target)) {
+        if (part.empty() || part == ".") {
+            continue;
+        }
+        if (part == "..") {
+            if (descended) {
+                return refuse("has '..' after a name (the name may be a link itself)");
+            }
+            if (++climbs > link_depth) {
+                return refuse("points outside the tree");
+            }
+        } else {
+            descended = true;
+        }
+    }
+    return {};
+}
+
+} // namespace dljob

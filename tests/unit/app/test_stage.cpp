@@ -1,0 +1,380 @@
+#include "support/run_process.hpp"
+#include "unit/data/data_test_support.hpp"
+
+#include <dljob/app/pack.hpp>
+#include <dljob/app/stage.hpp>
+#include <dljob/domain/dataset.hpp>
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+extern char** environ; // NOLINT(readability-redundant-declaration): POSIX declares it nowhere
+
+namespace dljob::app {
+namespace {
+
+using test::names_in;
+using test::ScratchDir;
+using test::snapshot;
+
+GetEnv no_environment() {
+    return [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+}
+
+/// Starts the real dljob with `args`, stdout and stderr to `log`.
+pid_t spawn_dljob(const std::vector<std::string>& args, const std::string& log) {
+    std::vector<std::string> argv_storage{DLJOB_BINARY};
+    argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& arg : argv_storage) {
+        argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = -1;
+    posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Polls `condition` for up to 20 s (a liveness guard, not a timing assertion).
+template <class Condition> bool eventually(Condition condition) {
+    for (int i = 0; i < 2000; ++i) {
+        if (condition()) {
+            return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+class StageService : public ::testing::Test {
+protected:
+    void SetUp() override {
+        for (int label = 0; label < 3; ++label) {
+            for (int i = 0; i < 20; ++i) {
+                test::write_file(m_dir.path() / fmt_path(label, i),
+                                 std::string(static_cast<std::size_t>(100 + i * 37), 'a' + i));
+            }
+        }
+        test::write_file(m_dir.path() / "src/big.bin", random_bytes(3U << 20U));
+        std::filesystem::create_directories(m_dir.path() / "target");
+        auto packed = pack_dataset({m_dir / "src", m_dir / "ds", ""}, {});
+        ASSERT_TRUE(packed) << packed.error().message;
+        m_manifest = packed->manifest;
+    }
+    static std::string fmt_path(int label, int i) {
+        return "src/train/" + std::to_string(label) + "/" + std::to_string(i) + ".pgm";
+    }
+    static std::string random_bytes(std::size_t size) {
+        std::string bytes(size, '\0');
+        std::uint32_t state = 12345;
+        for (char& c : bytes) {
+            state = state * 1664525U + 1013904223U;
+            c = static_cast<char>(state >> 24U);
+        }
+        return bytes;
+    }
+    StageRequest request(bool extract, const std::string& target = "target") const {
+        StageRequest r;
+        r.dataset = m_dir / "ds";
+        r.to = m_dir / target;
+        r.extract = extract;
+        return r;
+    }
+    [[nodiscard]] std::string entry_dir(const std::string& target = "target") const {
+        return m_dir / (target + "/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                        m_manifest.content_hash);
+    }
+    ScratchDir m_dir;
+    DatasetManifest m_manifest;
+};
+
+TEST_F(StageService, RoundTripPackStageExtractGivesTheSourceTree) {
+    auto staged = stage_dataset(request(true), no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_FALSE(staged->cache_hit);
+    EXPECT_EQ(staged->path, entry_dir() + "/tree");
+    EXPECT_EQ(snapshot(staged->path), snapshot(m_dir.path() / "src"));
+    EXPECT_EQ(test::read_file(entry_dir() + "/pack/data.tar"),
+              test::read_file(m_dir.path() / "ds/data.tar"));
+}
+
+TEST_F(StageService, WithoutExtractStagesThePackOnly) {
+    auto staged = stage_dataset(request(false), no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(staged->path, entry_dir() + "/pack");
+    EXPECT_EQ(names_in(staged->path),
+              (std::vector<std::string>{"data.tar", "index.tsv", "manifest.json"}));
+    EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/tree"));
+}
+
+TEST_F(StageService, SecondStageOfSameDatasetHitsTheCache) {
+    ASSERT_TRUE(stage_dataset(request(true), no_environment(), {}));
+    // A file changed inside the staged tree proves the second stage copies nothing.
+    test::write_file(entry_dir() + "/tree/marker-of-first-stage", "x");
+    auto again = stage_dataset(request(true), no_environment(), {});
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_TRUE(again->cache_hit);
+    EXPECT_EQ(again->bytes_copied, 0U);
+    EXPECT_TRUE(std::filesystem::exists(entry_dir() + "/tree/marker-of-first-stage"));
+}
+
+TEST_F(StageService, ExtractAfterAPackOnlyStageReusesTheCopiedPack) {
+    ASSERT_TRUE(stage_dataset(request(false), no_environment(), {}));
+    auto extracted = stage_dataset(request(true), no_environment(), {});
+    ASSERT_TRUE(extracted) << extracted.error().message;
+    EXPECT_EQ(extracted->bytes_copied, 0U);
+    EXPECT_EQ(snapshot(extracted->path), snapshot(m_dir.path() / "src"));
+}
+
+TEST_F(StageService, CorruptedPackIsDetectedByTheManifestHash) {
+    {
+        std::fstream archive(m_dir.path() / "ds/data.tar",
+                             std::ios::in | std::ios::out | std::ios::binary);
+        archive.seekp(static_cast<std::streamoff>(m_manifest.archive_bytes / 2));
+        archive.put('!');
+    }
+    auto staged = stage_dataset(request(true), no_environment(), {});
+    ASSERT_FALSE(staged);
+    EXPECT_NE(staged.error().message.find("corrupted"), std::string::npos)
+        << staged.error().message;
+    EXPECT_TRUE(names_in(entry_dir()).empty()) << "a corrupted pack was left in the cache";
+}
+
+TEST_F(StageService, TruncatedPackIsRefusedBeforeCopying) {
+    std::filesystem::resize_file(m_dir.path() / "ds/data.tar", m_manifest.archive_bytes - 512);
+    auto staged = stage_dataset(request(false), no_environment(), {});
+    ASSERT_FALSE(staged);
+    EXPECT_NE(staged.error().message.find("truncated"), std::string::npos)
+        << staged.error().message;
+    EXPECT_TRUE(names_in(entry_dir()).empty());
+}
+
+TEST_F(StageService, APublishedDirectoryWithoutItsMarkerIsStagedAgain) {
+    // What a stage killed between its rename and its marker leaves behind.
+    test::write_file(entry_dir() + "/tree/stale", "half");
+    test::write_file(entry_dir() + "/pack/data.tar", "half");
+    test::write_file(entry_dir() + "/tree.partial.999999/x", "half");
+    auto staged = stage_dataset(request(true), no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_FALSE(staged->cache_hit);
+    EXPECT_EQ(snapshot(staged->path), snapshot(m_dir.path() / "src"));
+    EXPECT_EQ(names_in(entry_dir()),
+              (std::vector<std::string>{"pack", "pack.complete", "tree", "tree.complete"}));
+}
+
+TEST_F(StageService, NotADatasetSaysHowToMakeOne) {
+    StageRequest r = request(false);
+    r.dataset = m_dir / "src";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_FALSE(staged);
+    EXPECT_EQ(staged.error().code, ErrorCode::not_found);
+    EXPECT_NE(staged.error().hint.find("dljob pack"), std::string::npos);
+}
+
+TEST_F(StageService, TmpTargetComesFromTheEnvironment) {
+    const std::string slurm_tmp = m_dir / "target";
+    auto staged = stage_dataset(
+        [&] {
+            StageRequest r = request(false);
+            r.to = "tmp";
+            return r;
+        }(),
+        [&](const std::string& name) -> std::optional<std::string> {
+            return name == "SLURM_TMPDIR" ? std::optional<std::string>(slurm_tmp) : std::nullopt;
+        },
+        {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(staged->path, entry_dir() + "/pack");
+    EXPECT_EQ(staged->target_note, "$SLURM_TMPDIR");
+}
+
+TEST_F(StageService, CleanupRemovesTheStagedCopyUnlessKept) {
+    ASSERT_TRUE(stage_dataset(request(true), no_environment(), {}));
+    auto removed = cleanup_staged_dataset(request(true), no_environment());
+    ASSERT_TRUE(removed);
+    EXPECT_TRUE(*removed);
+    EXPECT_FALSE(std::filesystem::exists(entry_dir()));
+    StageRequest keep = request(true);
+    keep.keep = true;
+    ASSERT_TRUE(stage_dataset(keep, no_environment(), {}));
+    auto kept = cleanup_staged_dataset(request(true), no_environment());
+    ASSERT_TRUE(kept);
+    EXPECT_FALSE(*kept);
+    EXPECT_TRUE(std::filesystem::exists(entry_dir() + "/tree.complete"));
+}
+
+/// A small tmpfs, for the tests of a full disk; unmounted at the end.
+class SmallTmpfs {
+public:
+    SmallTmpfs(const std::string& path, const std::string& size) : m_path(path) {
+        std::filesystem::create_directories(path);
+        m_mounted = mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+    }
+    ~SmallTmpfs() {
+        if (m_mounted) {
+            umount2(m_path.c_str(), MNT_DETACH);
+        }
+    }
+    SmallTmpfs(const SmallTmpfs&) = delete;
+    SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+    SmallTmpfs(SmallTmpfs&&) = delete;
+    SmallTmpfs& operator=(SmallTmpfs&&) = delete;
+    [[nodiscard]] bool mounted() const { return m_mounted; }
+
+private:
+    std::string m_path;
+    bool m_mounted = false;
+};
+
+TEST_F(StageService, RefusesBeforeWritingWhenTheTargetIsTooSmall) {
+    SmallTmpfs disk(m_dir / "small", "2m");
+    if (!disk.mounted()) {
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)";
+    }
+    StageRequest r = request(true, "small");
+    r.reserve = 0;
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_FALSE(staged);
+    EXPECT_NE(staged.error().message.find("free"), std::string::npos) << staged.error().message;
+    EXPECT_TRUE(names_in(entry_dir("small")).empty());
+}
+
+TEST_F(StageService, ADiskThatFillsMidStageEndsWithAClearErrorAndNoPartialTree) {
+    SmallTmpfs disk(m_dir / "small", "2m");
+    if (!disk.mounted()) {
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)";
+    }
+    StageRequest r = request(true, "small");
+    r.skip_space_check = true; // as if another job filled the disk after the check
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_FALSE(staged);
+    EXPECT_NE(staged.error().message.find("No space left"), std::string::npos)
+        << staged.error().message;
+    EXPECT_NE(staged.error().hint.find("full"), std::string::npos);
+    EXPECT_TRUE(names_in(entry_dir("small")).empty());
+}
+
+/// A dataset whose data.tar is a FIFO the test feeds by hand: the stage can be stopped at an
+/// exact point of its copy.
+class FifoDataset {
+public:
+    FifoDataset(const std::string& real, const std::string& fake) : m_fake(fake) {
+        std::filesystem::create_directories(fake);
+        std::filesystem::copy_file(real + "/manifest.json", fake + "/manifest.json");
+        std::filesystem::copy_file(real + "/index.tsv", fake + "/index.tsv");
+        mkfifo((fake + "/data.tar").c_str(), 0600);
+        m_bytes = test::read_file(real + "/data.tar");
+    }
+    /// Blocks until the stager opens the FIFO, then writes `size` bytes.
+    void feed(std::size_t from, std::size_t size) {
+        if (m_fd < 0) {
+            m_fd = open((m_fake + "/data.tar").c_str(), O_WRONLY | O_CLOEXEC);
+        }
+        ASSERT_GE(m_fd, 0);
+        ASSERT_EQ(write(m_fd, m_bytes.data() + from, size), static_cast<ssize_t>(size));
+    }
+    void close_fifo() {
+        if (m_fd >= 0) {
+            close(m_fd);
+            m_fd = -1;
+        }
+    }
+    ~FifoDataset() { close_fifo(); }
+    FifoDataset(const FifoDataset&) = delete;
+    FifoDataset& operator=(const FifoDataset&) = delete;
+    FifoDataset(FifoDataset&&) = delete;
+    FifoDataset& operator=(FifoDataset&&) = delete;
+    [[nodiscard]] std::size_t size() const { return m_bytes.size(); }
+
+private:
+    std::string m_fake;
+    std::string m_bytes;
+    int m_fd = -1;
+};
+
+std::uint64_t partial_archive_bytes(const std::string& entry) {
+    for (const std::string& name : names_in(entry)) {
+        if (name.rfind("pack.partial.", 0) == 0) {
+            std::error_code ec;
+            const auto size = std::filesystem::file_size(entry + "/" + name + "/data.tar", ec);
+            return ec ? 0 : size;
+        }
+    }
+    return 0;
+}
+
+TEST_F(StageService, AStageKilledMidCopyAndRerunGivesTheRightTree) {
+    FifoDataset fifo(m_dir / "ds", m_dir / "fifo-ds");
+    const pid_t stager =
+        spawn_dljob({"stage-data", m_dir / "fifo-ds", "--to", m_dir / "target", "--extract"},
+                    m_dir / "killed.log");
+    ASSERT_GT(stager, 0);
+    const std::size_t half = fifo.size() / 2;
+    fifo.feed(0, half);
+    ASSERT_TRUE(eventually([&] { return partial_archive_bytes(entry_dir()) == half; }))
+        << test::read_file(m_dir.path() / "killed.log");
+    kill(stager, SIGKILL);
+    EXPECT_EQ(wait_exit_code(stager), 128 + SIGKILL);
+    fifo.close_fifo();
+    EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/pack.complete"));
+    EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/tree"));
+
+    auto rerun = test::run_shell(std::string(DLJOB_BINARY) + " stage-data " + (m_dir / "ds") +
+                                 " --to " + (m_dir / "target") + " --extract");
+    ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+    EXPECT_NE(rerun.output.find(entry_dir() + "/tree\n"), std::string::npos) << rerun.output;
+    EXPECT_EQ(snapshot(entry_dir() + "/tree"), snapshot(m_dir.path() / "src"));
+    EXPECT_EQ(names_in(entry_dir()),
+              (std::vector<std::string>{"pack", "pack.complete", "tree", "tree.complete"}));
+}
+
+TEST_F(StageService, ConcurrentStagesOnOneNodeCopyOnce) {
+    FifoDataset fifo(m_dir / "ds", m_dir / "fifo-ds");
+    // The first stager holds the lock while it waits for the FIFO's data.
+    const pid_t first =
+        spawn_dljob({"stage-data", m_dir / "fifo-ds", "--to", m_dir / "target", "--extract"},
+                    m_dir / "first.log");
+    fifo.feed(0, 4096);
+    const pid_t second = spawn_dljob(
+        {"stage-data", m_dir / "ds", "--to", m_dir / "target", "--extract"}, m_dir / "second.log");
+    ASSERT_TRUE(eventually([&] {
+        return test::read_file(m_dir.path() / "second.log").find("waiting for another") !=
+               std::string::npos;
+    })) << test::read_file(m_dir.path() / "second.log");
+    fifo.feed(4096, fifo.size() - 4096);
+    fifo.close_fifo();
+    EXPECT_EQ(wait_exit_code(first), 0) << test::read_file(m_dir.path() / "first.log");
+    EXPECT_EQ(wait_exit_code(second), 0) << test::read_file(m_dir.path() / "second.log");
+    EXPECT_NE(test::read_file(m_dir.path() / "first.log").find("staged 3."), std::string::npos)
+        << test::read_file(m_dir.path() / "first.log");
+    EXPECT_NE(test::read_file(m_dir.path() / "second.log").find("cache hit"), std::string::npos)
+        << test::read_file(m_dir.path() / "second.log");
+    EXPECT_EQ(snapshot(entry_dir() + "/tree"), snapshot(m_dir.path() / "src"));
+}
+
+} // namespace
+} // namespace dljob::app

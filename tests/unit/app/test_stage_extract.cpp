@@ -1,0 +1,152 @@
+#include "support/run_process.hpp"
+#include "unit/data/data_test_support.hpp"
+
+#include <dljob/app/stage_extract.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dljob::app {
+namespace {
+
+using test::names_in;
+using test::ScratchDir;
+using test::snapshot;
+using test::TarBuilder;
+
+class SafeExtraction : public ::testing::Test {
+protected:
+    /// Writes `archive` and extracts it into a new `out` directory of an otherwise empty
+    /// scratch `target/`.
+    Result<ExtractSummary> extract(const std::string& archive, ExtractLimits limits = {}) {
+        test::write_file(m_dir / "in.tar", archive);
+        std::filesystem::create_directories(m_dir / "target");
+        return extract_archive_file(m_dir / "in.tar", m_dir / "target/out", limits);
+    }
+    /// Refused with `expected` in the message, and nothing left in the target directory.
+    void expect_refused(const std::string& archive, const std::string& expected,
+                        ExtractLimits limits = {}) {
+        auto result = extract(archive, limits);
+        ASSERT_FALSE(result) << "extracted an archive that should be refused (" << expected << ")";
+        EXPECT_NE(result.error().message.find(expected), std::string::npos)
+            << result.error().message;
+        EXPECT_TRUE(names_in(m_dir.path() / "target").empty());
+        EXPECT_EQ(names_in(m_dir.path()), (std::vector<std::string>{"in.tar", "target"}))
+            << "something was written beside the target";
+    }
+    ScratchDir m_dir;
+};
+
+TEST_F(SafeExtraction, ExtractsFilesDirectoriesAndInsideLinks) {
+    TarBuilder tar;
+    tar.directory("a").file("a/x.txt", "hello").file("./b/c/y.bin", std::string(5000, 'y'), 0755);
+    tar.file("big", std::string((5U << 20U) + 3, 'z')).symlink("a/l", "../b/c/y.bin");
+    tar.file("empty", "");
+    auto result = extract(tar.bytes());
+    ASSERT_TRUE(result) << result.error().message;
+    EXPECT_EQ(result->files, 4U);
+    EXPECT_EQ(result->symlinks, 1U);
+    const auto tree = snapshot(m_dir.path() / "target/out");
+    EXPECT_EQ(tree.at("a/x.txt"), "f:hello");
+    EXPECT_EQ(tree.at("b/c/y.bin"), "f+x:" + std::string(5000, 'y'));
+    EXPECT_EQ(tree.at("big").size(), (5U << 20U) + 3 + 2);
+    EXPECT_EQ(tree.at("a/l"), "l:../b/c/y.bin");
+    EXPECT_EQ(tree.at("empty"), "f:");
+    EXPECT_EQ(names_in(m_dir.path() / "target"), (std::vector<std::string>{"out"}));
+}
+
+TEST_F(SafeExtraction, RefusesDotDotPaths) {
+    expect_refused(TarBuilder().file("ok", "1").file("../x", "evil").bytes(), "'..'");
+    expect_refused(TarBuilder().file("a/../../x", "evil").bytes(), "'..'");
+}
+
+TEST_F(SafeExtraction, RefusesAbsolutePaths) {
+    expect_refused(TarBuilder().file("/tmp/dljob-evil", "evil").bytes(), "absolute");
+}
+
+TEST_F(SafeExtraction, RefusesSymlinksPointingOutside) {
+    expect_refused(TarBuilder().symlink("l", "../../etc").bytes(), "outside the tree");
+    expect_refused(TarBuilder().symlink("l", "/etc").bytes(), "absolute");
+}
+
+TEST_F(SafeExtraction, RefusesWritingThroughASymlink) {
+    // The classic: a link, then a file "through" it. Links are made last, so the file lands in
+    // a real directory and the link then collides with it.
+    expect_refused(TarBuilder().symlink("l", "sub").file("l/x", "evil").bytes(),
+                   "two entries with this path");
+}
+
+TEST_F(SafeExtraction, RefusesHardLinks) {
+    expect_refused(TarBuilder().file("a", "1").hardlink("h", "a").bytes(), "hard link");
+    expect_refused(TarBuilder().hardlink("h", "/etc/passwd").bytes(), "hard link");
+}
+
+TEST_F(SafeExtraction, RefusesDevicesAndFifos) {
+    expect_refused(TarBuilder().special("null", '3').bytes(), "character device");
+    expect_refused(TarBuilder().special("disk", '4').bytes(), "block device");
+    expect_refused(TarBuilder().special("pipe", '6').bytes(), "FIFO");
+}
+
+TEST_F(SafeExtraction, RefusesSetuidAndSetgidBits) {
+    expect_refused(TarBuilder().file("su", "x", 04755).bytes(), "setuid");
+    expect_refused(TarBuilder().directory("sg", 02755).bytes(), "setgid");
+}
+
+TEST_F(SafeExtraction, StopsADecompressionBombAtTheByteBudget) {
+    // 16 MiB of zeros gzip to ~16 KiB; the budget allows 1 MiB.
+    test::write_file(m_dir / "bomb.tar",
+                     TarBuilder().file("zeros", std::string(16U << 20U, '\0')).bytes());
+    ASSERT_EQ(test::run_shell("gzip -1 " + (m_dir / "bomb.tar")).exit_code, 0);
+    std::filesystem::create_directories(m_dir / "target");
+    ExtractLimits limits;
+    limits.max_bytes = 1U << 20U;
+    auto result = extract_archive_file(m_dir / "bomb.tar.gz", m_dir / "target/out", limits);
+    ASSERT_FALSE(result);
+    EXPECT_NE(result.error().message.find("budget"), std::string::npos) << result.error().message;
+    EXPECT_TRUE(names_in(m_dir.path() / "target").empty());
+}
+
+TEST_F(SafeExtraction, RefusesTruncatedArchivesAndRemovesWhatWasWritten) {
+    TarBuilder tar;
+    tar.file("first", "complete").file("second", std::string(10000, 's'));
+    // Cut inside the second member's data: the first file was already written.
+    expect_refused(tar.truncated(512 + 512 + 512 + 3000), "runcated");
+}
+
+TEST_F(SafeExtraction, RefusesDuplicatePaths) {
+    expect_refused(TarBuilder().file("a", "1").file("a", "2").bytes(), "two entries");
+    expect_refused(TarBuilder().file("a", "1").file("a/b", "2").bytes(), "two entries");
+    expect_refused(TarBuilder().directory("d").directory("d").bytes(), "second entry");
+}
+
+TEST_F(SafeExtraction, RefusesControlCharactersInNames) {
+    expect_refused(TarBuilder()
+                       .file(std::string("a\x01"
+                                         "b"),
+                             "1")
+                       .bytes(),
+                   "control character");
+}
+
+TEST_F(SafeExtraction, RefusesMoreEntriesThanAllowed) {
+    ExtractLimits limits;
+    limits.max_entries = 2;
+    expect_refused(TarBuilder().file("a", "1").file("b", "2").file("c", "3").bytes(),
+                   "more than 2 entries", limits);
+}
+
+TEST_F(SafeExtraction, RefusesANonArchive) {
+    expect_refused(std::string(3000, 'x'), "in.tar");
+}
+
+TEST_F(SafeExtraction, RefusesAnExistingDestination) {
+    std::filesystem::create_directories(m_dir / "target/out");
+    test::write_file(m_dir / "in.tar", TarBuilder().file("a", "1").bytes());
+    auto result = extract_archive_file(m_dir / "in.tar", m_dir / "target/out", {});
+    ASSERT_FALSE(result);
+    EXPECT_NE(result.error().message.find("already exists"), std::string::npos);
+}
+
+} // namespace
+} // namespace dljob::app
