@@ -1,0 +1,76 @@
+#!/bin/bash
+# Staging benchmark (docs/benchmarks.md, "Staging"): the same data moved to /tmp and /dev/shm by
+# cp -r, rsync -a, tar -xf, dd (raw sequential copy of the pack's bytes) and dljob stage-data,
+# interleaved in rounds so background load hits every method alike. Prints a Markdown table of
+# medians. Usage: bench/staging/run.sh [BUILD_DIR] [ROUNDS]
+set -euo pipefail
+BUILD=${1:-build}
+ROUNDS=${2:-3}
+DLJOB=$(realpath "$BUILD/src/dljob")
+WORK=${WORK:-/tmp/dljob-bench-staging}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$WORK"
+cd "$WORK"
+
+if [ ! -d fmnist ]; then
+    python3 "$HERE/expand_fmnist.py" fmnist.tmp && mv fmnist.tmp fmnist
+    rm -f fmnist/train.txt fmnist/test.txt
+fi
+if [ ! -d large ]; then
+    mkdir -p large.tmp
+    for i in 0 1 2 3; do head -c $((256 << 20)) /dev/urandom > large.tmp/part$i.bin; done
+    mv large.tmp large
+fi
+for set in fmnist large; do
+    [ -d $set.dlpack ] || "$DLJOB" pack $set -o $set.dlpack > /dev/null
+done
+
+# method name -> command (DEST is the target directory, removed before each run, untimed)
+run_method() {
+    local method=$1 set=$2 dest=$3
+    case $method in
+        "cp -r") cp -r $set "$dest/x" ;;
+        "rsync -a") rsync -a $set/ "$dest/x/" ;;
+        "tar -xf") mkdir "$dest/x" && tar -xf $set.dlpack/data.tar -C "$dest/x" ;;
+        "dd (raw copy of the pack)") dd if=$set.dlpack/data.tar of="$dest/x.tar" bs=8M status=none ;;
+        "dljob stage-data") "$DLJOB" stage-data $set.dlpack --to "$dest" > /dev/null 2>&1 ;;
+        "dljob stage-data --extract") "$DLJOB" stage-data $set.dlpack --to "$dest" --extract > /dev/null 2>&1 ;;
+        "dljob stage-data (cached)") "$DLJOB" stage-data $set.dlpack --to "$dest" --extract > /dev/null 2>&1 ;;
+    esac
+}
+
+METHODS=("cp -r" "rsync -a" "tar -xf" "dd (raw copy of the pack)" "dljob stage-data" "dljob stage-data --extract" "dljob stage-data (cached)")
+declare -A times
+for round in $(seq 1 "$ROUNDS"); do
+    for target in /tmp /dev/shm; do
+        for set in fmnist large; do
+            for method in "${METHODS[@]}"; do
+                dest="$target/dljob-bench-dest"
+                rm -rf "$dest"; mkdir -p "$dest"
+                if [ "$method" = "dljob stage-data (cached)" ]; then
+                    run_method "dljob stage-data --extract" $set "$dest"
+                fi
+                sync
+                start=$(date +%s.%N)
+                run_method "$method" $set "$dest"
+                end=$(date +%s.%N)
+                times["$target|$set|$method"]+="$(echo "$end - $start" | bc) "
+            done
+        done
+    done
+done
+rm -rf /tmp/dljob-bench-dest /dev/shm/dljob-bench-dest
+
+files_fmnist=$(find fmnist -type f | wc -l); bytes_fmnist=$(du -sb --apparent-size fmnist | cut -f1)
+files_large=$(find large -type f | wc -l); bytes_large=$(du -sb --apparent-size large | cut -f1)
+echo "| target | data | method | median s | files/s | payload MB/s |"
+echo "|---|---|---|---:|---:|---:|"
+for target in /tmp /dev/shm; do
+    for set in fmnist large; do
+        files_var=files_$set; bytes_var=bytes_$set
+        for method in "${METHODS[@]}"; do
+            median=$(echo ${times["$target|$set|$method"]} | tr ' ' '\n' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+            python3 -c "import sys; m=float('$median'); print(f'| $target | $set | \`$method\` | {m:.3f} | {${!files_var}/m:,.0f} | {${!bytes_var}/m/1e6:,.0f} |')"
+        done
+    done
+done
