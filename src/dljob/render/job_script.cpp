@@ -428,6 +428,12 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
                           "--?[A-Za-z][A-Za-z0-9-]*([ =][A-Za-z0-9._,:=+/@-]{1,128})?",
                           "a whole option like --qos=normal or -l gres=ccm"));
     }
+    DLJOB_TRY(require("scheduler.warning_signal", site.behaviour.warning_signal,
+                      "USR1|USR2|TERM|INT|HUP|none", "one of USR1, USR2, TERM, INT, HUP, none"));
+    if (site.behaviour.grace_seconds < 0 || site.behaviour.grace_seconds > 3600) {
+        return refuse("scheduler.grace_seconds", std::to_string(site.behaviour.grace_seconds),
+                      "0 to 3600 seconds");
+    }
     const std::string account = req.account.empty() ? site.account : req.account;
     if (!account.empty()) {
         DLJOB_TRY(require("account", account, option_value_re,
@@ -448,6 +454,12 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
         req.run_dir.string().find('\n') != std::string::npos) {
         return refuse("run directory", req.run_dir.string(),
                       "an absolute path without NUL or newline");
+    }
+    for (const auto& component : req.run_dir) {
+        if (component.string().size() > 255 || req.run_dir.string().size() > 4000) {
+            return refuse("run directory", req.run_dir.string(),
+                          "a path the file system can hold (names up to 255 bytes)");
+        }
     }
 
     RenderedJob out;

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2089,SC2090 # values below are single-quoted on purpose
 #SBATCH --job-name=lenet-mnist
 #SBATCH --account=def-golden
 #SBATCH --nodes=1

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2089,SC2090 # values below are single-quoted on purpose
 #PBS -N lenet-mnist
 #PBS -q gpu
 #PBS -l nodes=1:ppn=16,walltime=01:00:00

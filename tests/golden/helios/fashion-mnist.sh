@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2089,SC2090 # values below are single-quoted on purpose
 #PBS -N lenet-fashion
 #PBS -A def-golden
 #PBS -l nodes=1:gpus=1,walltime=02:00:00

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2089,SC2090 # values below are single-quoted on purpose
 # No scheduler: dljob runs this script on this machine with /bin/bash.
 # dljob job script: recipe lenet-fashion, site local, partition local (local).
 # Rendered by dljob from templates/; edit the recipe or the site profile, not this file.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2089,SC2090 # values below are single-quoted on purpose
 # SHARCNET sqsub takes no directives: the whole request is on the sqsub command line below.
 # dljob job script: recipe lenet-fashion, site sharcnet, partition copper (sqsub).
 # Rendered by dljob from templates/; edit the recipe or the site profile, not this file.
