@@ -48,8 +48,17 @@ SchedulerStatus reconcile(const std::optional<SchedulerStatus>& observed,
         status.exit_code = exit_code_file;
         const bool killed = observed && (observed->state == JobState::timeout ||
                                          observed->state == JobState::cancelled);
+        // 75: the job checkpointed before its walltime and asks to be resumed; 128+USR1/USR2:
+        // the program did not handle the walltime warning signal (rendered scripts forward it)
+        // and died of it. Both are the walltime ending the job.
+        const bool walltime =
+            *exit_code_file == 75 || *exit_code_file == 128 + 10 || *exit_code_file == 128 + 12;
         if (*exit_code_file == 0) {
             status.state = JobState::completed;
+        } else if (walltime && !killed) {
+            status.state = JobState::timeout;
+            status.reason = *exit_code_file == 75 ? "checkpointed before the walltime"
+                                                  : "ended by the walltime warning signal";
         } else if (!killed) {
             status.state = JobState::failed;
         }

@@ -31,8 +31,9 @@ struct SchedulerStatus {
 
 /// Combines the scheduler's view (nullopt: the job was not found anywhere) with the exit code
 /// the job's epilogue wrote to <run_dir>/exit_code (nullopt: not written yet). The file wins:
-/// exit 0 is COMPLETED, non-zero is FAILED unless the scheduler knows it was a TIMEOUT or a
-/// cancel. A job missing everywhere is UNKNOWN, never COMPLETED.
+/// exit 0 is COMPLETED; 75 (checkpointed before the walltime) and 138/140 (died of the
+/// USR1/USR2 walltime warning) are TIMEOUT; other non-zero codes are FAILED unless the scheduler
+/// knows it was a TIMEOUT or a cancel. A job missing everywhere is UNKNOWN, never COMPLETED.
 SchedulerStatus reconcile(const std::optional<SchedulerStatus>& observed,
                           std::optional<int> exit_code_file);
 

@@ -41,6 +41,15 @@ TEST(JobStateReconcile, TimeoutAndCancelSurviveANonZeroExitFile) {
               JobState::cancelled);
 }
 
+TEST(JobStateReconcile, WalltimeExitCodesAreTimeout) {
+    auto failed_by_scheduler = make_status(JobState::failed, "FAILED", "NonZeroExitCode", 140);
+    EXPECT_EQ(reconcile(failed_by_scheduler, 140).state, JobState::timeout);
+    auto resumed = reconcile(std::nullopt, 75);
+    EXPECT_EQ(resumed.state, JobState::timeout);
+    EXPECT_EQ(resumed.reason, "checkpointed before the walltime");
+    EXPECT_EQ(reconcile(std::nullopt, 139).state, JobState::failed); // SIGSEGV is a failure
+}
+
 TEST(JobStateReconcile, WithoutFileTheSchedulerDecides) {
     SchedulerStatus pending = make_status(JobState::pending, "PENDING", "Priority", std::nullopt);
     EXPECT_EQ(reconcile(pending, std::nullopt).reason, "Priority");
