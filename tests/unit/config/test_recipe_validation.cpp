@@ -1,0 +1,232 @@
+// Validation errors name file, line, column, key path, what was expected and the choices.
+
+#include <dljob/config/recipe_loader.hpp>
+#include <dljob/config/resolve.hpp>
+#include <dljob/config/site_loader.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dljob::config {
+namespace {
+
+const std::filesystem::path source_dir{DLJOB_SOURCE_DIR};
+
+class RecipeValidation : public ::testing::Test {
+protected:
+    Result<Recipe> load(const std::string& text) {
+        auto doc = parse_yaml(text, "r.yaml");
+        if (!doc) {
+            return fail(doc.error());
+        }
+        return recipe_from_yaml(*doc, "/recipes");
+    }
+    static constexpr const char* base =
+        "name: t\ndata:\n  source: /d\ntrain:\n  config: net.yaml\n";
+};
+
+TEST_F(RecipeValidation, AcceptsMinimalTrainRecipeAndResolvesConfigAgainstRecipeFolder) {
+    auto recipe = load(base);
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    EXPECT_EQ(recipe->train.config, "/recipes/net.yaml");
+}
+
+TEST_F(RecipeValidation, RejectsUnknownKeyListingValidOnesAndClosest) {
+    auto recipe = load(std::string(base) + "resources:\n  gpu: 2\n");
+    ASSERT_FALSE(recipe);
+    EXPECT_EQ(recipe.error().message.rfind("r.yaml:7:3: resources.gpu: unknown key; valid keys "
+                                           "here: gpus, nodes",
+                                           0),
+              0U)
+        << recipe.error().message;
+    EXPECT_EQ(recipe.error().hint, "did you mean 'gpus'?");
+}
+
+TEST_F(RecipeValidation, RejectsWrongTypeSayingWhatWasExpected) {
+    auto recipe = load(std::string(base) + "resources:\n  gpus: four\n");
+    ASSERT_FALSE(recipe);
+    EXPECT_EQ(recipe.error().message,
+              "r.yaml:7:9: resources.gpus: expected a whole number from 0 to 1024, got 'four'");
+    auto quoted = load(std::string(base) + "resources:\n  gpus: \"4\"\n");
+    ASSERT_FALSE(quoted);
+    EXPECT_NE(quoted.error().message.find("resources.gpus"), std::string::npos);
+}
+
+TEST_F(RecipeValidation, RejectsOutOfRangeValues) {
+    auto recipe = load(std::string(base) + "resources:\n  gpus: -1\n");
+    ASSERT_FALSE(recipe);
+    EXPECT_EQ(recipe.error().message,
+              "r.yaml:7:9: resources.gpus: expected a whole number from 0 to 1024, got -1");
+}
+
+TEST_F(RecipeValidation, RejectsInvalidChoiceListingChoices) {
+    auto recipe = load(std::string(base) + "  stage_to: ssd\n");
+    ASSERT_FALSE(recipe) << "stage_to under train must be rejected";
+    auto data = load("name: t\ndata:\n  source: /d\n  stage_to: ssd\ntrain:\n  config: n.yaml\n");
+    ASSERT_FALSE(data);
+    EXPECT_EQ(data.error().message,
+              "r.yaml:4:13: data.stage_to: expected one of none, node-local, ramdisk, got 'ssd'");
+}
+
+TEST_F(RecipeValidation, RejectsBothTrainAndCommand) {
+    auto recipe = load(std::string(base) + "command:\n  argv: [python3]\n");
+    ASSERT_FALSE(recipe);
+    EXPECT_NE(recipe.error().message.find("exactly one of train:"), std::string::npos);
+}
+
+TEST_F(RecipeValidation, RejectsCoresWithGpus) {
+    auto recipe = load(std::string(base) + "resources:\n  gpus: 1\n  cores: 4\n");
+    ASSERT_FALSE(recipe);
+    EXPECT_NE(recipe.error().message.find("r.yaml:8:10: resources.cores:"), std::string::npos)
+        << recipe.error().message;
+}
+
+TEST_F(RecipeValidation, RejectsNamesWithShellCharacters) {
+    auto recipe = load("name: \"x;rm\"\ndata:\n  source: /d\ntrain:\n  config: n.yaml\n");
+    ASSERT_FALSE(recipe);
+    EXPECT_EQ(recipe.error().message.rfind("r.yaml:1:7: name: expected 1 to 64 of", 0), 0U)
+        << recipe.error().message;
+}
+
+TEST_F(RecipeValidation, BuiltInRecipesAreValid) {
+    for (const char* name : {"mnist", "fashion-mnist", "pytorch-mnist"}) {
+        auto recipe = load_recipe(source_dir / "recipes" / (std::string(name) + ".yaml"));
+        EXPECT_TRUE(recipe) << name << ": " << recipe.error().message;
+    }
+}
+
+class SiteProfileValidation : public ::testing::Test {
+protected:
+    static Result<SiteProfile> load(const std::string& text) {
+        auto doc = parse_yaml(text, "s.yaml");
+        if (!doc) {
+            return fail(doc.error());
+        }
+        return site_profile_from_yaml(*doc);
+    }
+    static std::string partition(const std::string& extra) {
+        return "name: s\npartitions:\n  gpu:\n    scheduler: slurm\n    node: {cores: 8, memory: "
+               "32G, gpus: 2}\n    walltime: {default: \"01:00:00\", max: \"02:00:00\"}\n" +
+               extra;
+    }
+};
+
+TEST_F(SiteProfileValidation, BuiltInProfilesAreValid) {
+    for (const auto& entry : std::filesystem::directory_iterator(source_dir / "site-profiles")) {
+        auto site = load_site_profile(entry.path());
+        EXPECT_TRUE(site) << entry.path() << ": " << site.error().message;
+        if (site) {
+            EXPECT_EQ(site->name, entry.path().stem().string());
+        }
+    }
+}
+
+TEST_F(SiteProfileValidation, RejectsUnknownScheduler) {
+    auto site = load(partition("").replace(partition("").find("slurm"), 5, "lsf"));
+    ASSERT_FALSE(site);
+    EXPECT_EQ(site.error().message, "s.yaml:4:16: partitions.gpu.scheduler: expected one of pbs, "
+                                    "moab, sqsub, slurm, local, got 'lsf'");
+}
+
+TEST_F(SiteProfileValidation, RejectsDefaultWalltimeAboveMaximum) {
+    auto site = load("name: s\npartitions:\n  gpu:\n    scheduler: slurm\n    node: {cores: 8, "
+                     "memory: 32G}\n    walltime: {default: \"03:00:00\", max: \"02:00:00\"}\n");
+    ASSERT_FALSE(site);
+    EXPECT_NE(site.error().message.find("partitions.gpu.walltime.default: default 03:00:00 is "
+                                        "above the maximum 02:00:00"),
+              std::string::npos)
+        << site.error().message;
+}
+
+TEST_F(SiteProfileValidation, RejectsAprunWithSlurm) {
+    auto site = load(partition("    launcher: aprun\n"));
+    ASSERT_FALSE(site);
+    EXPECT_NE(site.error().message.find("partitions.gpu.launcher: aprun runs under PBS"),
+              std::string::npos);
+}
+
+TEST_F(SiteProfileValidation, RejectsDefaultPartitionThatDoesNotExistListingChoices) {
+    auto site = load(partition("default_partition: cpu\n"));
+    ASSERT_FALSE(site);
+    EXPECT_NE(site.error().message.find("default_partition: no partition 'cpu'; valid choices: "
+                                        "gpu"),
+              std::string::npos)
+        << site.error().message;
+}
+
+TEST_F(SiteProfileValidation, RejectsExtraDirectiveWithShellCharacters) {
+    auto site = load(partition("    extra_directives: [\"--qos=x; rm -rf\"]\n"));
+    ASSERT_FALSE(site);
+    EXPECT_NE(site.error().message.find("partitions.gpu.extra_directives[0]"), std::string::npos);
+}
+
+class ResourceResolution : public ::testing::Test {
+protected:
+    static SiteProfile site(const char* name) {
+        return load_site_profile(source_dir / "site-profiles" / (std::string(name) + ".yaml"))
+            .value();
+    }
+    static Recipe recipe(int gpus, std::optional<int> nodes = {}) {
+        Recipe r;
+        r.name = "t";
+        r.resources.gpus = gpus;
+        r.resources.nodes = nodes;
+        r.origins["resources.gpus"] = "r.yaml:4:9";
+        r.origins["resources.walltime"] = "r.yaml:5:13";
+        return r;
+    }
+};
+
+TEST_F(ResourceResolution, BigRed2FourGpusNeedFourNodes) {
+    const auto bigred2 = site("bigred2");
+    const auto& gpu = *bigred2.find_partition("gpu");
+    auto refused = resolve_resources(recipe(4), bigred2, gpu);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().message,
+              "r.yaml:4:9: resources.gpus: 4 GPUs requested, but nodes of partition 'gpu' of site "
+              "'bigred2' have 1 GPU(s) each");
+    EXPECT_NE(refused.error().hint.find("nodes: 4"), std::string::npos);
+    auto four_nodes = resolve_resources(recipe(4, 4), bigred2, gpu);
+    ASSERT_TRUE(four_nodes) << four_nodes.error().message;
+    EXPECT_EQ(four_nodes->nodes, 4);
+    EXPECT_EQ(four_nodes->gpus_per_node, 1);
+    EXPECT_FALSE(resolve_resources(recipe(4, 2), bigred2, gpu));
+}
+
+TEST_F(ResourceResolution, HeliosTiesCoresToGpus) {
+    const auto helios = site("helios");
+    const auto& k80 = *helios.find_partition("k80");
+    auto two = resolve_resources(recipe(2), helios, k80);
+    ASSERT_TRUE(two);
+    EXPECT_EQ(two->cores_per_node, 3); // 1.5 cores per K80 GPU
+    auto greedy = recipe(2);
+    greedy.resources.cores_per_gpu = 3;
+    auto refused = resolve_resources(greedy, helios, k80);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("ties cores to GPUs: 2 GPU(s) per node come with 3 "
+                                           "core(s)"),
+              std::string::npos)
+        << refused.error().message;
+}
+
+TEST_F(ResourceResolution, WalltimeOverMaximumNamesTheMaximum) {
+    const auto helios = site("helios");
+    auto r = recipe(1);
+    r.resources.walltime = Walltime::parse("1-00:00:00").value();
+    auto refused = resolve_resources(r, helios, *helios.find_partition("k80"));
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().message,
+              "r.yaml:5:13: resources.walltime: walltime 24:00:00 is over the maximum 12:00:00 of "
+              "partition 'k80' of site 'helios'");
+}
+
+TEST_F(ResourceResolution, GpusOnCpuPartitionAreRefused) {
+    const auto graham = site("graham");
+    auto refused = resolve_resources(recipe(1), graham, *graham.find_partition("cpu"));
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("has no GPUs"), std::string::npos);
+}
+
+} // namespace
+} // namespace dljob::config

@@ -1,0 +1,56 @@
+#include <dljob/domain/resources.hpp>
+#include <dljob/domain/walltime.hpp>
+
+#include <gtest/gtest.h>
+
+namespace dljob {
+namespace {
+
+class WalltimeParsing : public ::testing::Test {};
+
+TEST_F(WalltimeParsing, AcceptsSlurmSpellings) {
+    EXPECT_EQ(Walltime::parse("90")->seconds(), 90 * 60);
+    EXPECT_EQ(Walltime::parse("10:30")->seconds(), 10 * 60 + 30);
+    EXPECT_EQ(Walltime::parse("02:00:00")->seconds(), 7200);
+    EXPECT_EQ(Walltime::parse("36:00:00")->seconds(), 36 * 3600);
+    EXPECT_EQ(Walltime::parse("1-12")->seconds(), 36 * 3600);
+    EXPECT_EQ(Walltime::parse("1-12:30")->seconds(), 36 * 3600 + 1800);
+    EXPECT_EQ(Walltime::parse("7-00:00:00")->seconds(), 7 * 86400);
+}
+
+TEST_F(WalltimeParsing, RejectsMalformedAndOutOfRange) {
+    for (const char* bad : {"", "0", "00:00:00", "-5", "1:60:00", "1:00:60", "1-24:00:00", "abc",
+                            "1:2:3:4", "2h", "1-", " 10"}) {
+        auto parsed = Walltime::parse(bad);
+        EXPECT_FALSE(parsed) << bad;
+        if (!parsed) {
+            EXPECT_EQ(parsed.error().code, ErrorCode::config_invalid);
+            EXPECT_NE(parsed.error().hint.find("HH:MM:SS"), std::string::npos);
+        }
+    }
+}
+
+TEST_F(WalltimeParsing, FormatsPerScheduler) {
+    const auto w = Walltime::parse("1-02:03:04").value();
+    EXPECT_EQ(w.hms(), "26:03:04"); // PBS: never D:HH:MM:SS (the Slurm wrappers reject it)
+    EXPECT_EQ(w.slurm(), "1-02:03:04");
+    EXPECT_EQ(w.sqsub(), "1564m"); // minutes, rounded up
+    EXPECT_EQ(Walltime::parse("02:00:00")->slurm(), "02:00:00");
+}
+
+class MemorySizeParsing : public ::testing::Test {};
+
+TEST_F(MemorySizeParsing, ParsesBinaryUnitsAndFormatsPerScheduler) {
+    EXPECT_EQ(MemorySize::parse("16G")->mib(), 16 * 1024);
+    EXPECT_EQ(MemorySize::parse("512M")->mib(), 512);
+    EXPECT_EQ(MemorySize::parse("1.5g")->mib(), 1536);
+    EXPECT_EQ(MemorySize::parse("16G")->slurm(), "16G");
+    EXPECT_EQ(MemorySize::parse("16G")->pbs(), "16gb");
+    EXPECT_EQ(MemorySize::parse("1500M")->sqsub(), "1500m");
+    for (const char* bad : {"", "16", "G", "16Q", "-1G", "0M"}) {
+        EXPECT_FALSE(MemorySize::parse(bad)) << bad;
+    }
+}
+
+} // namespace
+} // namespace dljob
