@@ -317,11 +317,12 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
             elapsed = duration_text(end - job.started_at);
         }
         const std::string wall = job.walltime_s > 0 ? duration_text(job.walltime_s) : "-";
-        out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", job.id,
-                           job.name.substr(0, 20), job.site.substr(0, 10),
-                           job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
-                           state_text(job), elapsed + "/" + wall,
-                           view.metrics ? progress_text(*view.metrics) : "");
+        elapsed += "/";
+        elapsed += wall;
+        out << fmt::format(
+            "{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", job.id, job.name.substr(0, 20),
+            job.site.substr(0, 10), job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
+            state_text(job), elapsed, view.metrics ? progress_text(*view.metrics) : "");
     }
 }
 
