@@ -59,7 +59,9 @@ Result<std::string> MustacheTemplates::source(const std::string& name) {
 
 Result<std::string> MustacheTemplates::render(const std::string& name, const TemplateData& data) {
     auto text = source(name);
-    DLJOB_TRY(text);
+    if (!text) {
+        return fail(text.error());
+    }
     mu::data context = to_mustache(data);
     // Partials named in the template ({{> name}}) are read up front: a partial callback cannot
     // report an error, and a missing partial must not render as nothing.
@@ -75,8 +77,10 @@ Result<std::string> MustacheTemplates::render(const std::string& name, const Tem
                 continue;
             }
             auto partial_text = source(partial_name);
-            DLJOB_TRY(partial_text);
-            const std::string body = *partial_text;
+            if (!partial_text) {
+                return fail(partial_text.error());
+            }
+            std::string body = *partial_text;
             context.set(partial_name, mu::data{mu::partial{[body] { return body; }}});
             pending.push_back(body);
         }

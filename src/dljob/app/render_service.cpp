@@ -49,10 +49,14 @@ Result<RenderedJob> render_request(const RenderRequest& request) {
 
 Result<RenderedJob> render_recipe(const RenderOptions& options) {
     auto recipe = config::load_recipe(options.recipe);
-    DLJOB_TRY(recipe);
+    if (!recipe) {
+        return fail(recipe.error());
+    }
     const SiteCatalog catalog{options.site_files};
     auto site = catalog.load(options.site.empty() ? default_site_name : options.site);
-    DLJOB_TRY(site);
+    if (!site) {
+        return fail(site.error());
+    }
     RenderRequest request;
     request.recipe = *recipe;
     request.site = *site;

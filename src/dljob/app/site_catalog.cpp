@@ -24,7 +24,7 @@ std::filesystem::path data_dir(const char* env_name, const char* what) {
     std::error_code ec;
     const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (!ec) {
-        const auto installed = exe.parent_path().parent_path() / "share" / "dljob" / what;
+        auto installed = exe.parent_path().parent_path() / "share" / "dljob" / what;
         if (std::filesystem::is_directory(installed, ec)) {
             return installed;
         }
@@ -98,6 +98,7 @@ std::vector<SiteEntry> SiteCatalog::list() const {
         add(file, "--site-file", true);
     }
     std::vector<SiteEntry> out;
+    out.reserve(by_name.size());
     for (auto& [name, entry] : by_name) {
         out.push_back(std::move(entry));
     }
@@ -119,7 +120,9 @@ Result<SiteProfile> SiteCatalog::load(const std::string& name) const {
                                 names.empty() ? "none" : names, user_site_profiles_dir().string()));
     }
     auto site = config::load_site_profile(it->file);
-    DLJOB_TRY(site);
+    if (!site) {
+        return fail(site.error());
+    }
     if (it->origin != "--site-file" && site->name != name) {
         return fail(ErrorCode::config_invalid,
                     fmt::format("{}: the profile calls itself '{}' but its file name says '{}'",

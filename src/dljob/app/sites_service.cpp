@@ -46,7 +46,9 @@ std::string format_site_list(const std::vector<SiteEntry>& sites) {
 
 Result<std::string> describe_site(const SiteCatalog& catalog, const std::string& name) {
     auto loaded = catalog.load(name);
-    DLJOB_TRY(loaded);
+    if (!loaded) {
+        return fail(loaded.error());
+    }
     const SiteProfile& site = *loaded;
     std::string out;
     const auto line = [&](int indent, const std::string& key, const std::string& value,

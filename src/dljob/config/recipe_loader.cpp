@@ -27,27 +27,39 @@ Result<void> read_resources(const YamlNode& node, Recipe& recipe) {
         record(recipe, key, entry.value.mark);
         if (entry.key == "gpus") {
             auto v = read_int(entry.value, key, 0, 1024);
-            DLJOB_TRY(v);
+            if (!v) {
+                return fail(v.error());
+            }
             res.gpus = *v;
         } else if (entry.key == "nodes") {
             auto v = read_int(entry.value, key, 1, 10000);
-            DLJOB_TRY(v);
+            if (!v) {
+                return fail(v.error());
+            }
             res.nodes = *v;
         } else if (entry.key == "cores_per_gpu") {
             auto v = read_int(entry.value, key, 1, 256);
-            DLJOB_TRY(v);
+            if (!v) {
+                return fail(v.error());
+            }
             res.cores_per_gpu = *v;
         } else if (entry.key == "cores") {
             auto v = read_int(entry.value, key, 1, 1024);
-            DLJOB_TRY(v);
+            if (!v) {
+                return fail(v.error());
+            }
             res.cores = *v;
         } else if (entry.key == "memory") {
             auto v = read_memory(entry.value, key);
-            DLJOB_TRY(v);
+            if (!v) {
+                return fail(v.error());
+            }
             res.memory = *v;
         } else if (entry.key == "walltime") {
             auto v = read_walltime(entry.value, key);
-            DLJOB_TRY(v);
+            if (!v) {
+                return fail(v.error());
+            }
             res.walltime = *v;
         }
     }
@@ -67,13 +79,17 @@ Result<void> read_environment(const YamlNode& node, Recipe& recipe) {
     DLJOB_TRY(check_mapping(node, "environment", {"needs", "modules"}));
     if (const auto* needs = node.find("needs"); needs != nullptr) {
         auto v = read_word_list(*needs, "environment.needs", name_pattern, name_describe);
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.needs = *v;
         record(recipe, "environment.needs", needs->mark);
     }
     if (const auto* modules = node.find("modules"); modules != nullptr) {
         auto v = read_word_list(*modules, "environment.modules", module_pattern, module_describe);
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.modules = *v;
         record(recipe, "environment.modules", modules->mark);
     }
@@ -86,18 +102,24 @@ Result<void> read_data(const YamlNode& node, Recipe& recipe) {
         auto v = read_word(*source, "data.source", data_source_pattern,
                            "an absolute path, or one starting with ~ or $VARIABLE, without "
                            "control characters");
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.data.source = *v;
         record(recipe, "data.source", source->mark);
     }
     if (const auto* format = node.find("format"); format != nullptr) {
         auto v = read_choice(*format, "data.format", {"idx", "directory", "archive"});
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.data.format = *v;
     }
     if (const auto* stage = node.find("stage_to"); stage != nullptr) {
         auto v = read_choice(*stage, "data.stage_to", {"none", "node-local", "ramdisk"});
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.data.stage_to = *v;
         record(recipe, "data.stage_to", stage->mark);
     }
@@ -118,7 +140,9 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
     }
     auto path = read_word(*config, "train.config", R"([^\x00-\x1f\x7f]{1,4000})",
                           "a file path without control characters");
-    DLJOB_TRY(path);
+    if (!path) {
+        return fail(path.error());
+    }
     std::filesystem::path resolved{*path};
     if (resolved.is_relative()) {
         resolved = base_dir / resolved;
@@ -127,7 +151,9 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
     record(recipe, "train.config", config->mark);
     if (const auto* threads = node.find("threads"); threads != nullptr) {
         auto v = read_int(*threads, "train.threads", 1, 1024);
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.train.threads = *v;
     }
     return {};
@@ -141,7 +167,9 @@ Result<void> read_command(const YamlNode& node, Recipe& recipe) {
                        "e.g. argv: [python3, train.py, --epochs, \"10\"]");
     }
     auto v = read_string_list(*argv, "command.argv");
-    DLJOB_TRY(v);
+    if (!v) {
+        return fail(v.error());
+    }
     if (v->empty() || v->front().empty()) {
         return invalid(argv->mark, "command.argv", "expected a program name first");
     }
@@ -166,7 +194,9 @@ Result<void> read_command(const YamlNode& node, Recipe& recipe) {
                                "digit or DLJOB_");
             }
             auto value = read_string(entry.value, key);
-            DLJOB_TRY(value);
+            if (!value) {
+                return fail(value.error());
+            }
             if (value->find('\0') != std::string::npos) {
                 return invalid(entry.value.mark, key, "NUL bytes cannot be exported");
             }
@@ -180,17 +210,23 @@ Result<void> read_checkpoint(const YamlNode& node, Recipe& recipe) {
     DLJOB_TRY(check_mapping(node, "checkpoint", {"resume", "max_continuations", "signal_margin"}));
     if (const auto* n = node.find("resume"); n != nullptr) {
         auto v = read_bool(*n, "checkpoint.resume");
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.checkpoint.resume = *v;
     }
     if (const auto* n = node.find("max_continuations"); n != nullptr) {
         auto v = read_int(*n, "checkpoint.max_continuations", 0, 1000);
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.checkpoint.max_continuations = *v;
     }
     if (const auto* n = node.find("signal_margin"); n != nullptr) {
         auto v = read_int(*n, "checkpoint.signal_margin", 30, 3600);
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.checkpoint.signal_margin_seconds = *v;
         record(recipe, "checkpoint.signal_margin", n->mark);
     }
@@ -202,12 +238,16 @@ Result<void> read_mail(const YamlNode& node, Recipe& recipe) {
     if (const auto* n = node.find("address"); n != nullptr) {
         auto v =
             read_word(*n, "mail.address", mail_pattern, "an e-mail address like you@example.org");
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.mail.address = *v;
     }
     if (const auto* n = node.find("on"); n != nullptr) {
         auto events = read_string_list(*n, "mail.on");
-        DLJOB_TRY(events);
+        if (!events) {
+            return fail(events.error());
+        }
         for (std::size_t i = 0; i < events->size(); ++i) {
             const std::string& event = (*events)[i];
             if (event == "begin") {
@@ -246,12 +286,16 @@ Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::pat
         return invalid(root.mark, "name", fmt::format("missing: expected {}", name_describe));
     }
     auto name_value = read_word(*name, "name", name_pattern, name_describe);
-    DLJOB_TRY(name_value);
+    if (!name_value) {
+        return fail(name_value.error());
+    }
     recipe.name = *name_value;
     record(recipe, "name", name->mark);
     if (const auto* n = root.find("description"); n != nullptr) {
         auto v = read_string(*n, "description");
-        DLJOB_TRY(v);
+        if (!v) {
+            return fail(v.error());
+        }
         recipe.description = *v;
     }
     const auto* train = root.find("train");
@@ -292,11 +336,15 @@ Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::pat
 
 Result<Recipe> load_recipe(const std::filesystem::path& path) {
     auto document = parse_yaml_file(path);
-    DLJOB_TRY(document);
+    if (!document) {
+        return fail(document.error());
+    }
     std::error_code ec;
     const auto absolute = std::filesystem::absolute(path, ec).lexically_normal();
     auto recipe = recipe_from_yaml(*document, absolute.parent_path());
-    DLJOB_TRY(recipe);
+    if (!recipe) {
+        return fail(recipe.error());
+    }
     recipe->source_file = absolute;
     return recipe;
 }

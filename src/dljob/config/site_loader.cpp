@@ -35,7 +35,9 @@ Result<void> read_modules(const YamlNode& node, SiteProfile& site) {
         site.origins[key] = entry.value.mark.str();
         if (entry.key == "system") {
             auto v = read_choice(entry.value, key, {"lmod", "tcl", "cray", "none"});
-            DLJOB_TRY(v);
+            if (!v) {
+                return fail(v.error());
+            }
             modules.flavor = *v == "lmod"   ? ModuleFlavor::lmod
                              : *v == "tcl"  ? ModuleFlavor::tcl
                              : *v == "cray" ? ModuleFlavor::cray
@@ -380,7 +382,9 @@ Result<SiteProfile> site_profile_from_yaml(const YamlNode& root) {
     }
     for (const auto& entry : partitions->entries) {
         auto partition = read_partition(entry, site);
-        DLJOB_TRY(partition);
+        if (!partition) {
+            return fail(partition.error());
+        }
         site.partitions.push_back(std::move(*partition));
     }
     if (const auto* n = root.find("default_partition"); n != nullptr) {
@@ -408,9 +412,13 @@ Result<SiteProfile> site_profile_from_yaml(const YamlNode& root) {
 
 Result<SiteProfile> load_site_profile(const std::filesystem::path& path) {
     auto document = parse_yaml_file(path);
-    DLJOB_TRY(document);
+    if (!document) {
+        return fail(document.error());
+    }
     auto site = site_profile_from_yaml(*document);
-    DLJOB_TRY(site);
+    if (!site) {
+        return fail(site.error());
+    }
     site->source_file = path;
     return site;
 }

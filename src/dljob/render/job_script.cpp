@@ -277,7 +277,7 @@ void plan_sqsub(const RenderRequest& req, const Partition& partition, const Reso
 }
 
 std::string launch_line(const Partition& partition, const ResolvedResources& res) {
-    const std::string self = R"(/bin/bash "$DLJOB_SCRIPT" --dljob-compute)";
+    std::string self = R"(/bin/bash "$DLJOB_SCRIPT" --dljob-compute)";
     switch (partition.launcher) {
     case LauncherKind::aprun:
         return fmt::format("aprun -n {} -N 1 -d {} -cc none -b -- {}", res.nodes,
@@ -408,7 +408,9 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
             fmt::format("valid choices: {}", names));
     }
     auto resources = config::resolve_resources(req.recipe, site, *partition);
-    DLJOB_TRY(resources);
+    if (!resources) {
+        return fail(resources.error());
+    }
     const ResolvedResources& res = *resources;
 
     // Values that reach directives or the command line of the scheduler: allowlisted.
@@ -576,7 +578,9 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     data.set("stage", stage);
 
     auto command = training_command(req, data_dir_expr);
-    DLJOB_TRY(command);
+    if (!command) {
+        return fail(command.error());
+    }
     std::string joined;
     for (const auto& word : *command) {
         joined += (joined.empty() ? "" : " ") + word;
@@ -688,7 +692,9 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
                                                        to_string(partition->launcher)));
 
     auto script_text = templates.render(template_name(partition->scheduler), data);
-    DLJOB_TRY(script_text);
+    if (!script_text) {
+        return fail(script_text.error());
+    }
     out.script = std::move(*script_text);
     return out;
 }
