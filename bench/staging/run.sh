@@ -55,6 +55,7 @@ for round in $(seq 1 "$ROUNDS"); do
                 run_method "$method" $set "$dest"
                 end=$(date +%s.%N)
                 times["$target|$set|$method"]+="$(echo "$end - $start" | bc) "
+                echo "round $round $target $set $method: $(echo "$end - $start" | bc) s" >&2
             done
         done
     done
