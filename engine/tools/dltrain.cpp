@@ -11,26 +11,40 @@
 
 #include <exception>
 #include <iostream>
+#include <string>
 
 namespace {
 
+// Like `caffe device_query`: one block per GPU, then what dltrain would use by default.
 int device_query() {
     const dl::DeviceReport report = dl::query_devices();
     fmt::print("CPU: {} ({} hardware threads)\n", report.cpu_model, report.cpu_threads);
-    if (report.cuda_built) {
-        fmt::print("CUDA driver {}.{}, runtime {}.{}, cuDNN {}\n",
-                   report.cuda_driver_version / 1000, report.cuda_driver_version % 1000 / 10,
-                   report.cuda_runtime_version / 1000, report.cuda_runtime_version % 1000 / 10,
-                   report.cudnn_version);
+    if (!report.cuda_built) {
+        fmt::print("GPUs: none ({})\n", report.cuda_status);
+        fmt::print("Default device: cpu\n");
+        return 0;
     }
+    const auto version = [](int v) {
+        return v == 0 ? std::string("none") : fmt::format("{}.{}", v / 1000, v % 1000 / 10);
+    };
+    fmt::print("CUDA driver: {}\nCUDA runtime: {}\ncuDNN: {}.{}.{}\n",
+               version(report.cuda_driver_version), version(report.cuda_runtime_version),
+               report.cudnn_version / 10000, report.cudnn_version % 10000 / 100,
+               report.cudnn_version % 100);
     for (const auto& gpu : report.gpus) {
-        fmt::print("GPU {}: {}, {:.1f} GiB, compute capability {}.{}, {} multiprocessors\n",
-                   gpu.index, gpu.name, static_cast<double>(gpu.memory_bytes) / (1ULL << 30),
-                   gpu.compute_major, gpu.compute_minor, gpu.multiprocessors);
+        fmt::print("GPU {} (--device cuda:{})\n"
+                   "  Name:                  {}\n"
+                   "  Compute capability:    {}.{}\n"
+                   "  Total global memory:   {:.1f} GiB ({} bytes)\n"
+                   "  Multiprocessors:       {}\n",
+                   gpu.index, gpu.index, gpu.name, gpu.compute_major, gpu.compute_minor,
+                   static_cast<double>(gpu.memory_bytes) / (1ULL << 30), gpu.memory_bytes,
+                   gpu.multiprocessors);
     }
     if (report.gpus.empty()) {
         fmt::print("GPUs: none ({})\n", report.cuda_status);
     }
+    fmt::print("Default device: {}\n", report.gpus.empty() ? "cpu" : "cuda:0");
     return 0;
 }
 
@@ -58,6 +72,9 @@ int main(int argc, char** argv) {
                           "(scheduler end time from the environment, the default) or 'none'");
     train_cmd->add_option("--max-iter", max_iter, "override solver.max_iter")
         ->check(CLI::NonNegativeNumber);
+    const char* device_help =
+        "cpu, cuda or cuda:N (default: the first visible GPU when built with CUDA, else cpu)";
+    train_cmd->add_option("--device", train.device, device_help);
     train_cmd->callback([&] {
         if (!data_dir.empty()) {
             train.data_dir = data_dir;
@@ -75,6 +92,7 @@ int main(int argc, char** argv) {
     test_cmd->add_option("--weights", test.weights, "checkpoint file")->required();
     test_cmd->add_option("--data-dir", test_data_dir, "where relative data sources resolve");
     test_cmd->add_option("--threads", test.threads, "threads (default: all cores)");
+    test_cmd->add_option("--device", test.device, device_help);
     test_cmd->callback([&] {
         if (!test_data_dir.empty()) {
             test.data_dir = test_data_dir;
@@ -87,6 +105,7 @@ int main(int argc, char** argv) {
     time_cmd->add_option("--config", time.config, "network and solver YAML")->required();
     time_cmd->add_option("--iterations", time.iterations, "timed iterations (default 50)");
     time_cmd->add_option("--threads", time.threads, "threads (default: all cores)");
+    time_cmd->add_option("--device", time.device, device_help);
     time_cmd->callback([&] { exit_code = dl::time_net(time); });
 
     app.add_subcommand("device-query", "List the CPU and GPUs this machine offers")->callback([&] {

@@ -1,5 +1,6 @@
 // The real dltrain binary: run directory, bit-identical resume, SIGTERM and deadline exits,
-// exit codes.
+// exit codes. Pinned to --device cpu: the bit-for-bit claims are the CPU's (on a GPU machine
+// dltrain would otherwise pick the GPU; its runs are in test_gpu_dltrain.cpp).
 
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
@@ -26,8 +27,8 @@ protected:
 
     static std::string train_command(const fs::path& config, const fs::path& run_dir,
                                      const std::string& extra = "") {
-        return std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
-               run_dir.string() + " --threads 2 --deadline none " + extra;
+        return std::string(DLTRAIN_BINARY) + " train --device cpu --config " + config.string() +
+               " --run-dir " + run_dir.string() + " --threads 2 --deadline none " + extra;
     }
 
     static std::vector<nlohmann::json> metrics(const fs::path& run_dir) {
@@ -134,7 +135,7 @@ TEST_F(Dltrain, DeadlineCheckpointsAndExits75) {
     const auto config = workspace(100000000);
     const fs::path run = m_dir.path() / "run";
     const auto result =
-        run_shell(std::string(DLTRAIN_BINARY) + " train --config " + config.string() +
+        run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " + config.string() +
                   " --run-dir " + run.string() + " --threads 1 --deadline 1");
     EXPECT_EQ(result.exit_code, 75) << result.output;
     EXPECT_TRUE(dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {}));
@@ -145,7 +146,7 @@ TEST_F(Dltrain, SchedulerEndTimeFromTheEnvironmentIsHonoured) {
     const fs::path run = m_dir.path() / "run";
     // An end time 121 s from now leaves 1 s after the 120 s safety margin.
     const auto result = run_shell("SLURM_JOB_END_TIME=$(( $(date +%s) + 121 )) " +
-                                  std::string(DLTRAIN_BINARY) + " train --config " +
+                                  std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
                                   config.string() + " --run-dir " + run.string() + " --threads 1");
     EXPECT_EQ(result.exit_code, 75) << result.output;
 }
@@ -153,8 +154,9 @@ TEST_F(Dltrain, SchedulerEndTimeFromTheEnvironmentIsHonoured) {
 TEST_F(Dltrain, ExitCodesSeparateUsageConfigAndData) {
     const auto config = workspace(10);
     EXPECT_EQ(run_shell(std::string(DLTRAIN_BINARY) + " train --config").exit_code, 2);
-    EXPECT_EQ(run_shell(std::string(DLTRAIN_BINARY) + " train --config " + config.string() +
-                        " --run-dir " + (m_dir.path() / "r").string() + " --deadline soon")
+    EXPECT_EQ(run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
+                        config.string() + " --run-dir " + (m_dir.path() / "r").string() +
+                        " --deadline soon")
                   .exit_code,
               2);
     const auto missing = run_shell(train_command(config, m_dir.path() / "r2",
@@ -171,7 +173,7 @@ TEST_F(Dltrain, TestCommandScoresACheckpoint) {
     const fs::path run = m_dir.path() / "run";
     ASSERT_EQ(run_shell(train_command(config, run)).exit_code, 0);
     const auto result =
-        run_shell(std::string(DLTRAIN_BINARY) + " test --config " + config.string() +
+        run_shell(std::string(DLTRAIN_BINARY) + " test --device cpu --config " + config.string() +
                   " --weights " + (run / "checkpoints" / "iter_00000060.ckpt").string());
     ASSERT_EQ(result.exit_code, 0) << result.output;
     const auto line = nlohmann::json::parse(result.output);
@@ -211,8 +213,9 @@ TEST(DltrainThreads, OneAndThreeThreadsTrainBitIdentically) {
     const auto config = dl_test::make_tiny_workspace(dir.path(), 40);
     for (const char* threads : {"1", "3"}) {
         const auto result = dljob::test::run_shell(
-            std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
-            (dir.path() / threads).string() + " --deadline none --threads " + threads);
+            std::string(DLTRAIN_BINARY) + " train --device cpu --config " + config.string() +
+            " --run-dir " + (dir.path() / threads).string() + " --deadline none --threads " +
+            threads);
         ASSERT_EQ(result.exit_code, 0) << result.output;
     }
     EXPECT_TRUE(dl_test::read_file(dir.path() / "1" / "checkpoints" / "iter_00000040.ckpt") ==

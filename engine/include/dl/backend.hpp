@@ -1,12 +1,19 @@
 #pragma once
 // The math a network needs, behind one interface so that a GPU backend can replace the CPU
-// reference op by op. Pointers are the backend's memory (host memory for "cpu"); no CUDA type
-// appears here. Backends are chosen from an explicit table (make_backend), not self-registered.
+// reference op by op. A backend is also the Memory its tensors live in: pointers passed to the
+// ops are the backend's (host memory for "cpu", GPU memory for "cuda"); no CUDA type appears
+// here. Backends are chosen from an explicit table (make_backend), not self-registered.
 //
-// Every op overwrites its outputs (parameter gradients included: each parameter is used once).
+// Ops are ordered like a stream: a device backend may return before the work is done, so host
+// code reads results only through Memory::download (Tensor::read_data). Every op overwrites its
+// outputs (parameter gradients included: each parameter is used once).
+
+#include <dl/memory.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -52,17 +59,56 @@ private:
 
 enum class Activation { relu, sigmoid, tanh };
 
-class Backend {
+/// Batches on their way from the host to the backend, `slots` deep: the host fills a slot's
+/// host buffers, upload() starts copying them (asynchronously on a GPU, on a copy stream), and
+/// consume() copies them into the net's input tensors, ordered before the ops that follow. With
+/// two slots the next batch travels while the current step computes.
+class InputStage {
 public:
-    virtual ~Backend() = default;
-    Backend() = default;
-    Backend(const Backend&) = delete;
-    Backend& operator=(const Backend&) = delete;
-    Backend(Backend&&) = delete;
-    Backend& operator=(Backend&&) = delete;
+    virtual ~InputStage() = default;
+    InputStage() = default;
+    InputStage(const InputStage&) = delete;
+    InputStage& operator=(const InputStage&) = delete;
+    InputStage(InputStage&&) = delete;
+    InputStage& operator=(InputStage&&) = delete;
 
+    /// Host memory (pinned on a GPU) of `buffer` in `slot`; free to write once the slot's
+    /// previous consume() was issued.
+    virtual float* host(int slot, std::size_t buffer) = 0;
+    virtual void upload(int slot) = 0;
+    /// dst[i] (backend memory) receives buffer i of the slot.
+    virtual void consume(int slot, const std::vector<float*>& dst) = 0;
+};
+
+/// Backend work recorded once and replayed as one launch (a CUDA graph). Replays see the same
+/// pointers; values that change per step (the learning rate) must live in backend memory.
+class Recording {
+public:
+    virtual ~Recording() = default;
+    Recording() = default;
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+    Recording(Recording&&) = delete;
+    Recording& operator=(Recording&&) = delete;
+    virtual void replay() = 0;
+};
+
+class Backend : public Memory {
+public:
     [[nodiscard]] virtual std::string name() const = 0;
+    /// What it runs on, for logs: "cpu (2 threads)", "cuda:0 (NVIDIA H100 80GB HBM3)".
+    [[nodiscard]] virtual std::string device_name() const = 0;
     [[nodiscard]] virtual int threads() const = 0;
+    /// Waits until every op issued so far is done (per-layer timings).
+    virtual void synchronize() {}
+
+    /// The generic stage: plain host buffers, consume() uploads synchronously.
+    virtual std::unique_ptr<InputStage> make_input_stage(const std::vector<std::size_t>& floats,
+                                                         int slots);
+    /// Records work() without running it, or returns null when this backend does not record
+    /// (then the caller runs work() itself each time). Everything work() touches must have been
+    /// set up by an earlier, unrecorded run (descriptors, workspaces, scratch).
+    virtual std::unique_ptr<Recording> record(const std::function<void()>& work);
 
     // y = conv(x, w) + b; b may be null.
     virtual void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
@@ -71,11 +117,12 @@ public:
     virtual void conv_backward(const ConvGeometry& g, const float* x, const float* w,
                                const float* dy, float* dx, float* dw, float* db) = 0;
 
-    // argmax holds, per output, the input index of the max (max pooling only).
+    // argmax holds, per output, the input index of the max (the CPU backend's record of it;
+    // cuDNN recomputes it from x and y).
     virtual void max_pool_forward(const PoolGeometry& g, const float* x, float* y,
                                   std::int32_t* argmax) = 0;
-    virtual void max_pool_backward(const PoolGeometry& g, const float* dy,
-                                   const std::int32_t* argmax, float* dx) = 0;
+    virtual void max_pool_backward(const PoolGeometry& g, const float* x, const float* y,
+                                   const float* dy, const std::int32_t* argmax, float* dx) = 0;
     virtual void ave_pool_forward(const PoolGeometry& g, const float* x, float* y) = 0;
     virtual void ave_pool_backward(const PoolGeometry& g, const float* dy, float* dx) = 0;
 
@@ -90,27 +137,43 @@ public:
     virtual void activation_backward(Activation kind, std::size_t n, const float* y,
                                      const float* dy, float* dx) = 0;
 
-    // y = x * mask * scale (mask is 0/1), used forward and backward.
+    // Dropout's keep mask (1 with probability 1 - ratio, else 0). The CPU draws it from the
+    // net's rng (bit-for-bit repeatable); a device draws it from a counter-based generator
+    // seeded from that rng, so that a recorded step draws a fresh mask on every replay.
+    virtual void dropout_mask(std::size_t n, float ratio, std::mt19937& rng, float* mask) = 0;
+    // y = x * mask * scale (mask is 0/1, or null for none), used forward and backward.
     virtual void masked_scale(std::size_t n, const float* x, const float* mask, float scale,
                               float* y) = 0;
 
-    // Softmax over `classes` per row; returns the mean cross-entropy over rows.
-    virtual float softmax_loss_forward(int rows, int classes, const float* logits,
-                                       const float* labels, float* prob) = 0;
+    // Softmax over `classes` per row; loss[0] = the mean cross-entropy over rows.
+    virtual void softmax_loss_forward(int rows, int classes, const float* logits,
+                                      const float* labels, float* prob, float* loss) = 0;
     virtual void softmax_loss_backward(int rows, int classes, const float* prob,
                                        const float* labels, float scale, float* dlogits) = 0;
+    // accuracy[0] = fraction of rows whose label has fewer than top_k scores above it.
+    virtual void accuracy(int rows, int classes, int top_k, const float* scores,
+                          const float* labels, float* accuracy) = 0;
 
     // Solver updates, Caffe's rules (docs/engine.md); g + decay * w is the regularised gradient.
-    virtual void sgd_update(std::size_t n, float lr, float momentum, float decay, bool nesterov,
-                            const float* g, float* history, float* w) = 0;
-    virtual void adam_update(std::size_t n, float lr, float beta1, float beta2, float epsilon,
-                             float correction, float decay, const float* g, float* m, float* v,
-                             float* w) = 0;
+    // step[0] is this iteration's learning rate and step[1] Adam's bias correction, in backend
+    // memory (so that a recorded step reads the current values); the rate used is
+    // step[0] * lr_mult.
+    virtual void sgd_update(std::size_t n, const float* step, float lr_mult, float momentum,
+                            float decay, bool nesterov, const float* g, float* history,
+                            float* w) = 0;
+    virtual void adam_update(std::size_t n, const float* step, float lr_mult, float beta1,
+                             float beta2, float epsilon, float decay, const float* g, float* m,
+                             float* v, float* w) = 0;
 };
 
-/// Names of the backends compiled in ("cpu" always).
+/// Names of the backends compiled in ("cpu" always, "cuda" when built with it).
 std::vector<std::string> backend_names();
-/// Throws dl::Error(usage) listing the valid names for an unknown one.
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
+/// The device dltrain uses without --device: "cuda:0" when built with CUDA and a GPU is
+/// visible (CUDA_VISIBLE_DEVICES applies), else "cpu".
+std::string default_device();
+/// device: "cpu", "cuda" (= cuda:0) or "cuda:N" (N-th visible GPU); threads: the CPU pool
+/// (0: all hardware threads). Throws dl::Error(usage) for an unknown name, listing the valid
+/// ones, and dl::Error(device) when the GPU cannot be used.
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads);
 
 } // namespace dl

@@ -11,6 +11,7 @@ enum class ErrorKind {
     usage,    // bad command line: exit 2
     config,   // invalid config or missing/invalid data file: exit 3
     training, // training failed (NaN loss, I/O failure while running): exit 1
+    device,   // a CUDA, cuDNN or cuBLAS call failed, or no usable GPU: exit 1
 };
 
 class Error : public std::runtime_error {
@@ -38,6 +39,7 @@ inline int exit_code_for(ErrorKind kind) {
     case ErrorKind::config:
         return exit_code::invalid_config;
     case ErrorKind::training:
+    case ErrorKind::device:
         return exit_code::failed;
     }
     return exit_code::failed;

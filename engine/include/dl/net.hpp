@@ -48,10 +48,15 @@ public:
     Net(Net&&) = delete;
     Net& operator=(Net&&) = delete;
 
-    /// Runs every layer; returns the weighted sum of the losses.
+    /// Runs every layer; returns the weighted sum of the losses (waits for a device).
     float forward();
-    /// Fills every parameter's diff.
+    /// Issues every layer's forward op and returns at once (no host read: recordable).
+    void enqueue_forward();
+    /// The weighted sum of the losses of the last forward (waits for a device).
+    [[nodiscard]] float read_loss() const;
+    /// Fills every parameter's diff (issues the ops; recordable).
     void backward();
+    [[nodiscard]] Backend& backend() const { return m_backend; }
 
     /// forward/backward with per-layer wall times accumulated into `timings` (same order as
     /// layers).

@@ -18,8 +18,14 @@ class Solver {
 public:
     Solver(const SolverConfig& config, Net& net, Backend& backend);
 
-    /// Updates every parameter from its diff at the current iteration, then advances it.
+    /// Updates every parameter from its diff at the current iteration, then advances it:
+    /// prepare_update(), enqueue_update(), advance().
     void apply_update();
+    /// Uploads this iteration's learning rate (and Adam's correction) to backend memory.
+    void prepare_update();
+    /// Issues the update ops, reading the uploaded values (recordable).
+    void enqueue_update();
+    void advance() { ++m_iter; }
 
     [[nodiscard]] int iteration() const { return m_iter; }
     void set_iteration(int iter) { m_iter = iter; }
@@ -33,6 +39,7 @@ private:
     Net& m_net;
     Backend& m_backend;
     std::vector<Tensor> m_history;
+    Tensor m_step; // [learning rate, Adam's bias correction] in backend memory
     int m_iter = 0;
 };
 

@@ -1,6 +1,10 @@
 #pragma once
-// An NCHW float tensor with its gradient. Storage is allocated when the net is set up and
-// never inside a training step.
+// An NCHW float tensor with its gradient, in the memory of the backend that computes on it
+// (host memory unless told otherwise). Storage is allocated when the net is set up and never
+// inside a training step. data() and diff() are backend pointers: host code reads and writes
+// them through read_data/write_data (which copy) unless memory().host_accessible().
+
+#include <dl/memory.hpp>
 
 #include <cstddef>
 #include <string>
@@ -11,23 +15,28 @@ namespace dl {
 class Tensor {
 public:
     Tensor() = default;
-    explicit Tensor(std::vector<int> shape) { reshape(std::move(shape)); }
-
-    void reshape(std::vector<int> shape) {
-        m_shape = std::move(shape);
-        std::size_t count = 1;
-        for (int dim : m_shape) {
-            count *= static_cast<std::size_t>(dim);
-        }
-        m_data.assign(count, 0.0F);
-        m_diff.assign(count, 0.0F);
+    explicit Tensor(Memory* memory) : m_memory(memory) {}
+    explicit Tensor(std::vector<int> shape, Memory* memory = nullptr) : m_memory(memory) {
+        reshape(std::move(shape));
     }
 
+    /// New zero-filled storage for `shape`, in the same memory.
+    void reshape(std::vector<int> shape) {
+        m_shape = std::move(shape);
+        m_count = 1;
+        for (int dim : m_shape) {
+            m_count *= static_cast<std::size_t>(dim);
+        }
+        m_data = Buffer(memory(), m_count * sizeof(float));
+        m_diff = Buffer(memory(), m_count * sizeof(float));
+    }
+
+    [[nodiscard]] Memory& memory() const { return m_memory != nullptr ? *m_memory : host_memory(); }
     [[nodiscard]] const std::vector<int>& shape() const { return m_shape; }
     [[nodiscard]] int dim(std::size_t axis) const {
         return axis < m_shape.size() ? m_shape[axis] : 1;
     }
-    [[nodiscard]] std::size_t count() const { return m_data.size(); }
+    [[nodiscard]] std::size_t count() const { return m_count; }
     /// Elements per item of the batch (everything after axis 0).
     [[nodiscard]] std::size_t inner() const {
         return m_shape.empty() || m_shape[0] == 0 ? 0
@@ -44,15 +53,44 @@ public:
         return text;
     }
 
-    float* data() { return m_data.data(); }
-    [[nodiscard]] const float* data() const { return m_data.data(); }
-    float* diff() { return m_diff.data(); }
-    [[nodiscard]] const float* diff() const { return m_diff.data(); }
+    float* data() { return m_data.as<float>(); }
+    [[nodiscard]] const float* data() const { return m_data.as<float>(); }
+    float* diff() { return m_diff.as<float>(); }
+    [[nodiscard]] const float* diff() const { return m_diff.as<float>(); }
+
+    /// Host copies (count() values), whatever the memory.
+    [[nodiscard]] std::vector<float> read_data() const { return read(m_data); }
+    [[nodiscard]] std::vector<float> read_diff() const { return read(m_diff); }
+    /// The first value of data (a loss or an accuracy).
+    [[nodiscard]] float read_scalar() const {
+        float value = 0.0F;
+        if (m_count > 0) {
+            memory().download(&value, m_data.get(), sizeof(float));
+        }
+        return value;
+    }
+    /// Overwrites data (diff) with count() values from the host.
+    void write_data(const float* values) {
+        memory().upload(m_data.get(), values, m_count * sizeof(float));
+    }
+    void write_diff(const float* values) {
+        memory().upload(m_diff.get(), values, m_count * sizeof(float));
+    }
 
 private:
+    [[nodiscard]] std::vector<float> read(const Buffer& buffer) const {
+        std::vector<float> values(m_count);
+        if (m_count > 0) {
+            memory().download(values.data(), buffer.get(), m_count * sizeof(float));
+        }
+        return values;
+    }
+
+    Memory* m_memory = nullptr;
     std::vector<int> m_shape;
-    std::vector<float> m_data;
-    std::vector<float> m_diff;
+    std::size_t m_count = 0;
+    Buffer m_data;
+    Buffer m_diff;
 };
 
 } // namespace dl

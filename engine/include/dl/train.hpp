@@ -15,7 +15,7 @@ struct TrainOptions {
     int threads = 0;                               // 0: hardware threads
     std::string deadline;                          // "", seconds from now, "auto", "none"
     std::optional<int> max_iter;
-    std::string backend = "cpu";
+    std::string device; // "cpu", "cuda", "cuda:N"; empty: default_device()
 };
 
 /// Returns exit_code::finished or exit_code::checkpointed; throws dl::Error otherwise.
@@ -26,6 +26,7 @@ struct TestOptions {
     std::filesystem::path weights;
     std::optional<std::filesystem::path> data_dir;
     int threads = 0;
+    std::string device;
 };
 int test(const TestOptions& options);
 
@@ -33,6 +34,7 @@ struct TimeOptions {
     std::filesystem::path config;
     int iterations = 50;
     int threads = 0;
+    std::string device;
 };
 int time_net(const TimeOptions& options);
 

@@ -1,4 +1,5 @@
-// The explicit table of backends (no static self-registration: it vanishes in static builds).
+// The explicit table of backends (no static self-registration: it vanishes in static builds),
+// host memory, and the generic input stage every backend can fall back on.
 
 #include "cpu/cpu_backend.hpp"
 
@@ -8,23 +9,136 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <thread>
 
-namespace dl {
+#ifdef DL_ENGINE_HAVE_CUDA
+#include "cuda/cuda_backend.hpp"
+#endif
 
-std::vector<std::string> backend_names() {
-    return {"cpu"};
+namespace dl {
+namespace {
+
+class HostMemory final : public Memory {
+public:
+    void* allocate(std::size_t bytes) override {
+        // 64-byte alignment (a cache line, and what wide SIMD loads like).
+        constexpr std::size_t k_align = 64;
+        void* pointer = std::aligned_alloc(k_align, (bytes + k_align - 1) / k_align * k_align);
+        if (pointer == nullptr) {
+            throw std::bad_alloc();
+        }
+        std::memset(pointer, 0, bytes);
+        return pointer;
+    }
+    void release(void* pointer) noexcept override { std::free(pointer); }
+    void upload(void* dst, const void* src, std::size_t bytes) override {
+        std::memcpy(dst, src, bytes);
+    }
+    void download(void* dst, const void* src, std::size_t bytes) override {
+        std::memcpy(dst, src, bytes);
+    }
+    void copy(void* dst, const void* src, std::size_t bytes) override {
+        std::memmove(dst, src, bytes);
+    }
+    [[nodiscard]] bool host_accessible() const override { return true; }
+};
+
+// Plain host buffers; consume() is a synchronous upload into the backend's memory.
+class GenericInputStage final : public InputStage {
+public:
+    GenericInputStage(Memory& memory, const std::vector<std::size_t>& floats, int slots)
+        : m_memory(memory), m_slots(static_cast<std::size_t>(slots)) {
+        for (auto& slot : m_slots) {
+            for (const std::size_t count : floats) {
+                slot.emplace_back(count, 0.0F);
+            }
+        }
+    }
+    float* host(int slot, std::size_t buffer) override {
+        return m_slots.at(static_cast<std::size_t>(slot)).at(buffer).data();
+    }
+    void upload(int /*slot*/) override {}
+    void consume(int slot, const std::vector<float*>& dst) override {
+        const auto& buffers = m_slots.at(static_cast<std::size_t>(slot));
+        for (std::size_t i = 0; i < dst.size() && i < buffers.size(); ++i) {
+            if (dst[i] != nullptr) {
+                m_memory.upload(dst[i], buffers[i].data(), buffers[i].size() * sizeof(float));
+            }
+        }
+    }
+
+private:
+    Memory& m_memory;
+    std::vector<std::vector<std::vector<float>>> m_slots;
+};
+
+} // namespace
+
+Memory& host_memory() {
+    static HostMemory memory;
+    return memory;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+std::unique_ptr<InputStage> Backend::make_input_stage(const std::vector<std::size_t>& floats,
+                                                      int slots) {
+    return std::make_unique<GenericInputStage>(*this, floats, slots);
+}
+
+std::unique_ptr<Recording> Backend::record(const std::function<void()>& /*work*/) {
+    return nullptr;
+}
+
+std::vector<std::string> backend_names() {
+#ifdef DL_ENGINE_HAVE_CUDA
+    return {"cpu", "cuda"};
+#else
+    return {"cpu"};
+#endif
+}
+
+std::string default_device() {
+#ifdef DL_ENGINE_HAVE_CUDA
+    if (cuda::visible_gpu_count() > 0) {
+        return "cuda:0";
+    }
+#endif
+    return "cpu";
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     if (threads <= 0) {
         threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
     }
-    if (name == "cpu") {
+    if (device == "cpu") {
         return cpu::make_cpu_backend(threads);
     }
-    throw Error(ErrorKind::usage, fmt::format("unknown backend '{}' (valid: {})", name,
-                                              fmt::join(backend_names(), ", ")));
+    if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+        int index = 0;
+        if (device != "cuda") {
+            const std::string digits = device.substr(5);
+            char* end = nullptr;
+            const long value = std::strtol(digits.c_str(), &end, 10);
+            if (digits.empty() || *end != '\0' || value < 0 || value > 1024) {
+                throw Error(ErrorKind::usage,
+                            fmt::format("device '{}': expected cpu, cuda or cuda:N", device));
+            }
+            index = static_cast<int>(value);
+        }
+#ifdef DL_ENGINE_HAVE_CUDA
+        return cuda::make_cuda_backend(index);
+#else
+        (void)index;
+        throw Error(ErrorKind::usage,
+                    fmt::format("device '{}': dltrain was built without CUDA (valid: {}); "
+                                "configure with -DDLJOB_CUDA=ON",
+                                device, fmt::join(backend_names(), ", ")));
+#endif
+    }
+    throw Error(ErrorKind::usage,
+                fmt::format("unknown device '{}' (valid: cpu, cuda, cuda:N)", device));
 }
 
 } // namespace dl

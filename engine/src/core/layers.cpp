@@ -120,12 +120,12 @@ public:
                              m_config.kernel_size, x.dim(2), x.dim(3), producers[0]));
         }
         top[0]->reshape({x.dim(0), x.dim(1), m_geometry.out_height(), m_geometry.out_width()});
-        m_argmax.assign(top[0]->count(), 0);
+        m_argmax = Buffer(m_backend, top[0]->count() * sizeof(std::int32_t));
     }
     void forward(const Blobs& bottom, const Blobs& top) override {
         if (m_config.pool == "max") {
             m_backend.max_pool_forward(m_geometry, bottom[0]->data(), top[0]->data(),
-                                       m_argmax.data());
+                                       m_argmax.as<std::int32_t>());
         } else {
             m_backend.ave_pool_forward(m_geometry, bottom[0]->data(), top[0]->data());
         }
@@ -136,7 +136,8 @@ public:
             return;
         }
         if (m_config.pool == "max") {
-            m_backend.max_pool_backward(m_geometry, top[0]->diff(), m_argmax.data(),
+            m_backend.max_pool_backward(m_geometry, bottom[0]->data(), top[0]->data(),
+                                        top[0]->diff(), m_argmax.as<std::int32_t>(),
                                         bottom[0]->diff());
         } else {
             m_backend.ave_pool_backward(m_geometry, top[0]->diff(), bottom[0]->diff());
@@ -145,7 +146,7 @@ public:
 
 private:
     PoolGeometry m_geometry;
-    std::vector<std::int32_t> m_argmax;
+    Buffer m_argmax; // int32 per output, in backend memory
 };
 
 // InnerProduct: bottom N x (everything else) -> N x num_output; weights num_output x in.
@@ -219,32 +220,31 @@ public:
         if (top[0] != bottom[0]) {
             top[0]->reshape(bottom[0]->shape());
         }
-        m_mask.assign(bottom[0]->count(), 1.0F);
+        m_count = bottom[0]->count();
+        m_mask = Buffer(m_backend, m_count * sizeof(float));
     }
     void forward(const Blobs& bottom, const Blobs& top) override {
         const bool train = m_phase == Phase::train;
         if (train) {
-            std::uniform_real_distribution<float> uniform(0.0F, 1.0F);
-            for (float& keep : m_mask) {
-                keep = uniform(*m_rng) >= m_config.dropout_ratio ? 1.0F : 0.0F;
-            }
+            m_backend.dropout_mask(m_count, m_config.dropout_ratio, *m_rng, m_mask.as<float>());
         }
         const float scale = train ? 1.0F / (1.0F - m_config.dropout_ratio) : 1.0F;
         if (train || top[0] != bottom[0]) {
-            m_backend.masked_scale(bottom[0]->count(), bottom[0]->data(),
-                                   train ? m_mask.data() : nullptr, scale, top[0]->data());
+            m_backend.masked_scale(m_count, bottom[0]->data(), train ? m_mask.as<float>() : nullptr,
+                                   scale, top[0]->data());
         }
     }
     void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                   const Blobs& bottom) override {
         if (propagate_down[0]) {
-            m_backend.masked_scale(top[0]->count(), top[0]->diff(), m_mask.data(),
+            m_backend.masked_scale(m_count, top[0]->diff(), m_mask.as<float>(),
                                    1.0F / (1.0F - m_config.dropout_ratio), bottom[0]->diff());
         }
     }
 
 private:
-    std::vector<float> m_mask;
+    std::size_t m_count = 0;
+    Buffer m_mask; // 0/1 per value, in backend memory
 };
 
 // SoftmaxWithLoss: logits N x classes (x 1 x 1) and labels N -> mean cross-entropy, shape 1.
@@ -261,12 +261,12 @@ public:
                              m_config.bottoms[0], producers[0], m_rows, m_config.bottoms[1],
                              producers[1], bottom[1]->count()));
         }
-        m_prob.reshape(bottom[0]->shape());
+        m_prob = Tensor(bottom[0]->shape(), &m_backend);
         top[0]->reshape({1});
     }
     void forward(const Blobs& bottom, const Blobs& top) override {
-        top[0]->data()[0] = m_backend.softmax_loss_forward(m_rows, m_classes, bottom[0]->data(),
-                                                           bottom[1]->data(), m_prob.data());
+        m_backend.softmax_loss_forward(m_rows, m_classes, bottom[0]->data(), bottom[1]->data(),
+                                       m_prob.data(), top[0]->data());
     }
     void backward(const Blobs& /*top*/, const std::vector<bool>& propagate_down,
                   const Blobs& bottom) override {
@@ -307,25 +307,8 @@ public:
         top[0]->reshape({1});
     }
     void forward(const Blobs& bottom, const Blobs& top) override {
-        // Scores: rows x classes, read on the host (accuracy is cheap and not differentiated).
-        const float* scores = bottom[0]->data();
-        const float* labels = bottom[1]->data();
-        int correct = 0;
-        for (int row = 0; row < m_rows; ++row) {
-            const float* s = scores + static_cast<std::ptrdiff_t>(row) * m_classes;
-            const auto label = static_cast<int>(labels[row]);
-            const float truth = s[label];
-            int better = 0;
-            for (int c = 0; c < m_classes; ++c) {
-                if (s[c] > truth) {
-                    ++better;
-                }
-            }
-            if (better < m_config.top_k) {
-                ++correct;
-            }
-        }
-        top[0]->data()[0] = static_cast<float>(correct) / static_cast<float>(m_rows);
+        m_backend.accuracy(m_rows, m_classes, m_config.top_k, bottom[0]->data(), bottom[1]->data(),
+                           top[0]->data());
     }
     void backward(const Blobs&, const std::vector<bool>&, const Blobs&) override {}
     [[nodiscard]] bool can_backward() const override { return false; }
@@ -376,7 +359,8 @@ std::unique_ptr<Layer> make_layer(const LayerConfig& config, Backend& backend) {
 
 void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng) {
     const std::size_t count = tensor.count();
-    float* w = tensor.data();
+    std::vector<float> values(count);
+    float* w = values.data();
     const float fan_in = static_cast<float>(count) / static_cast<float>(tensor.dim(0));
     const float fan_out = static_cast<float>(count) / static_cast<float>(tensor.dim(1));
     float n = fan_in;
@@ -403,6 +387,7 @@ void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng) {
             w[i] = normal(rng);
         }
     }
+    tensor.write_data(values.data());
 }
 
 } // namespace dl

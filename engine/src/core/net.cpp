@@ -97,7 +97,7 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
             if (!in_place) {
                 blob_index[name] = m_blobs.size();
                 m_blob_names.push_back(name);
-                m_blobs.push_back(std::make_unique<Tensor>());
+                m_blobs.push_back(std::make_unique<Tensor>(&backend));
                 producer.push_back(layer_config.name);
                 needs_grad.push_back(false);
                 grad_consumers.push_back(0);
@@ -138,7 +138,7 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
                                      fmt::join(shapes[i], "x"), tensor->shape_string()));
                 }
             } else {
-                tensor = std::make_shared<Tensor>(shapes[i]);
+                tensor = std::make_shared<Tensor>(shapes[i], &backend);
                 fill(i == 0 ? layer_config.weight_filler : layer_config.bias_filler, *tensor,
                      m_rng);
             }
@@ -176,11 +176,21 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
 Net::~Net() = default;
 
 float Net::forward() {
-    float loss = 0.0F;
+    enqueue_forward();
+    return read_loss();
+}
+
+void Net::enqueue_forward() {
     for (auto& entry : m_layers) {
         entry->layer->forward(entry->bottoms, entry->tops);
+    }
+}
+
+float Net::read_loss() const {
+    float loss = 0.0F;
+    for (const auto& entry : m_layers) {
         if (entry->layer->is_loss()) {
-            loss += entry->layer->config().loss_weight * entry->tops[0]->data()[0];
+            loss += entry->layer->config().loss_weight * entry->tops[0]->read_scalar();
         }
     }
     return loss;
@@ -208,11 +218,13 @@ float Net::forward_timed(std::vector<LayerTiming>& timings) {
         auto& entry = *m_layers[i];
         timings[i].name = entry.layer->config().name;
         timings[i].type = entry.layer->config().type;
+        m_backend.synchronize();
         const auto start = std::chrono::steady_clock::now();
         entry.layer->forward(entry.bottoms, entry.tops);
+        m_backend.synchronize();
         timings[i].forward_ms += elapsed_ms(start);
         if (entry.layer->is_loss()) {
-            loss += entry.layer->config().loss_weight * entry.tops[0]->data()[0];
+            loss += entry.layer->config().loss_weight * entry.tops[0]->read_scalar();
         }
     }
     return loss;
@@ -223,8 +235,10 @@ void Net::backward_timed(std::vector<LayerTiming>& timings) {
     for (std::size_t i = m_layers.size(); i-- > 0;) {
         auto& entry = *m_layers[i];
         if (entry.backward) {
+            m_backend.synchronize();
             const auto start = std::chrono::steady_clock::now();
             entry.layer->backward(entry.tops, entry.propagate_down, entry.bottoms);
+            m_backend.synchronize();
             timings[i].backward_ms += elapsed_ms(start);
         }
     }

@@ -130,16 +130,21 @@ TestResult run_test(Net& net, Source& source, const NetConfig& config, int test_
     const std::string accuracy_top = find_top(config, Phase::test, "Accuracy");
     const std::string loss_top = find_top(config, Phase::test, "SoftmaxWithLoss");
     NetInput& input = net.inputs().front();
+    std::vector<float> data(input.data->count());
+    std::vector<float> labels(input.labels != nullptr ? input.labels->count() : 0);
     TestResult result;
     for (int i = 0; i < test_iter; ++i) {
-        source.reader->next(input.data->data(),
-                            input.labels != nullptr ? input.labels->data() : nullptr);
-        net.forward();
+        source.reader->next(data.data(), input.labels != nullptr ? labels.data() : nullptr);
+        input.data->write_data(data.data());
+        if (input.labels != nullptr) {
+            input.labels->write_data(labels.data());
+        }
+        net.enqueue_forward();
         if (!accuracy_top.empty()) {
-            result.accuracy += net.blob(accuracy_top)->data()[0];
+            result.accuracy += net.blob(accuracy_top)->read_scalar();
         }
         if (!loss_top.empty()) {
-            result.loss += net.blob(loss_top)->data()[0];
+            result.loss += net.blob(loss_top)->read_scalar();
         }
     }
     result.accuracy /= std::max(test_iter, 1);
@@ -237,14 +242,16 @@ int train(const TrainOptions& options) {
                     fmt::format("{}: no Data layer in the train phase", config.file.string()));
     }
     const std::optional<double> deadline = deadline_seconds(options.deadline);
+    // The device before anything is written: a bad --device leaves no run directory behind.
+    nets.backend =
+        make_backend(options.device.empty() ? default_device() : options.device, options.threads);
+    Backend& backend = *nets.backend;
 
     fs::create_directories(options.run_dir);
     {
         std::ofstream resolved(options.run_dir / "config.resolved.yaml");
         resolved << to_yaml(config);
     }
-    nets.backend = make_backend(options.backend, options.threads);
-    Backend& backend = *nets.backend;
     Net net(config, Phase::train, backend, config.solver.random_seed);
     const bool has_test = nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0;
     std::unique_ptr<Net> test_net;
@@ -289,13 +296,34 @@ int train(const TrainOptions& options) {
                    {"resumed_from", resume_from ? resume_from->string() : ""},
                    {"threads", backend.threads()},
                    {"backend", backend.name()},
+                   {"device", backend.device_name()},
                    {"batch_size", train_layer.batch_size}});
 
     install_stop_signals();
+    // The batch of the next step is read (and on a GPU uploaded) while this step computes:
+    // two stage slots, used in turn. `staged`: the reader has handed out a batch that no step
+    // has used yet, which a checkpoint must not count as seen.
+    NetInput& input = net.inputs().front();
+    const int batch = train_layer.batch_size;
+    auto stage = backend.make_input_stage(
+        {input.data->count(), input.labels != nullptr ? input.labels->count() : 0}, 2);
+    const std::vector<float*> input_tensors = {
+        input.data->data(), input.labels != nullptr ? input.labels->data() : nullptr};
+    const auto read_batch = [&](int slot) {
+        const double waited = train_source.reader->next(
+            stage->host(slot, 0), input.labels != nullptr ? stage->host(slot, 1) : nullptr);
+        stage->upload(slot);
+        return waited;
+    };
+    bool staged = false;
     const auto current_state = [&] {
         TrainingState now;
         now.iteration = solver.iteration();
-        now.train_cursor = train_source.reader->cursor();
+        const std::uint64_t images = train_source.set.count;
+        const std::uint64_t cursor = train_source.reader->cursor();
+        now.train_cursor =
+            staged ? (cursor + images - static_cast<std::uint64_t>(batch) % images) % images
+                   : cursor;
         now.test_cursor = has_test ? nets.sources[Phase::test]->reader->cursor() : 0;
         std::ostringstream rng;
         rng << net.rng();
@@ -318,8 +346,21 @@ int train(const TrainOptions& options) {
                        {"loss", last_test.loss}});
     };
 
-    NetInput& input = net.inputs().front();
-    const int batch = train_layer.batch_size;
+    // One step's ops: run directly the first time (that sets up descriptors, algorithms and
+    // workspaces), then recorded once and replayed when the backend records (a CUDA graph).
+    const auto step_ops = [&] {
+        net.enqueue_forward();
+        net.backward();
+        solver.enqueue_update();
+    };
+    std::unique_ptr<Recording> recording;
+    bool tried_recording = false;
+    int slot = 0;
+    double waited = 0.0;
+    if (solver.iteration() < s.max_iter) {
+        waited = read_batch(slot);
+        staged = true;
+    }
     double total_train_s = 0.0;
     long long total_images = 0;
     double window_s = 0.0;
@@ -333,21 +374,38 @@ int train(const TrainOptions& options) {
             test_now();
         }
         const auto step_start = Clock::now();
-        const double waited = train_source.reader->next(
-            input.data->data(), input.labels != nullptr ? input.labels->data() : nullptr);
-        const float loss = net.forward();
+        stage->consume(slot, input_tensors);
+        staged = false;
+        const float rate = solver.current_lr();
+        solver.prepare_update();
+        if (recording) {
+            recording->replay();
+        } else {
+            step_ops();
+            if (!tried_recording) {
+                recording = backend.record(step_ops);
+                tried_recording = true;
+            }
+        }
+        solver.advance();
+        // The next batch is read into the other slot while the device computes this step.
+        double next_waited = 0.0;
+        if (solver.iteration() < s.max_iter) {
+            slot = 1 - slot;
+            next_waited = read_batch(slot);
+            staged = true;
+        }
+        const float loss = net.read_loss();
         if (!std::isfinite(loss)) {
             throw Error(ErrorKind::training,
                         fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
         }
-        net.backward();
-        const float rate = solver.current_lr();
-        solver.apply_update();
         const double step_s = seconds_since(step_start);
         total_train_s += step_s;
         total_images += batch;
         window_s += step_s;
         window_wait_s += waited;
+        waited = next_waited;
         window_images += batch;
         if (s.display > 0 && iter % s.display == 0) {
             metrics.write({{"type", "train"},
@@ -401,7 +459,8 @@ int test(const TestOptions& options) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the test phase", nets.config.file.string()));
     }
-    nets.backend = make_backend("cpu", options.threads);
+    nets.backend =
+        make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(nets.config, Phase::test, *nets.backend, nets.config.solver.random_seed);
     const TrainingState state = read_checkpoint(options.weights, net, nullptr);
     Source& source = *nets.sources[Phase::test];
@@ -432,14 +491,17 @@ int time_net(const TimeOptions& options) {
             layer.shape = {header.channels, header.height, header.width};
         }
     }
-    auto backend = make_backend("cpu", options.threads);
+    auto backend =
+        make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(config, Phase::train, *backend, config.solver.random_seed);
     std::mt19937 rng(config.solver.random_seed);
     std::uniform_real_distribution<float> pixel(0.0F, 1.0F);
     for (auto& input : net.inputs()) {
-        for (std::size_t i = 0; i < input.data->count(); ++i) {
-            input.data->data()[i] = pixel(rng);
+        std::vector<float> values(input.data->count());
+        for (float& value : values) {
+            value = pixel(rng);
         }
+        input.data->write_data(values.data());
     }
     std::vector<LayerTiming> timings;
     for (int i = 0; i < 3; ++i) { // warm-up: scratch buffers are sized on the first step
@@ -463,9 +525,9 @@ int time_net(const TimeOptions& options) {
         backward += timing.backward_ms / iterations;
     }
     fmt::print("Average forward pass: {:.3f} ms\nAverage backward pass: {:.3f} ms\n"
-               "Average forward-backward: {:.3f} ms ({:.0f} images/s at batch {}, {} threads)\n",
+               "Average forward-backward: {:.3f} ms ({:.0f} images/s at batch {}, {})\n",
                forward, backward, total_ms, net.batch_size() * 1000.0 / total_ms, net.batch_size(),
-               backend->threads());
+               backend->device_name());
     return exit_code::finished;
 }
 

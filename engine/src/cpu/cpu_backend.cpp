@@ -13,6 +13,8 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <random>
+#include <string>
 #include <vector>
 
 namespace dl::cpu {
@@ -181,7 +183,24 @@ public:
     }
 
     [[nodiscard]] std::string name() const override { return "cpu"; }
+    [[nodiscard]] std::string device_name() const override {
+        return "cpu (" + std::to_string(m_pool.size()) + " threads)";
+    }
     [[nodiscard]] int threads() const override { return m_pool.size(); }
+
+    // The host's memory: tensors are plain host arrays.
+    void* allocate(std::size_t bytes) override { return host_memory().allocate(bytes); }
+    void release(void* pointer) noexcept override { host_memory().release(pointer); }
+    void upload(void* dst, const void* src, std::size_t bytes) override {
+        std::memcpy(dst, src, bytes);
+    }
+    void download(void* dst, const void* src, std::size_t bytes) override {
+        std::memcpy(dst, src, bytes);
+    }
+    void copy(void* dst, const void* src, std::size_t bytes) override {
+        std::memmove(dst, src, bytes);
+    }
+    [[nodiscard]] bool host_accessible() const override { return true; }
 
     // Each task takes a slice of the batch and im2cols all its images side by side, so each
     // group is one large sgemm instead of one small sgemm per image (LeNet's conv2 is 50 x 500 x
@@ -343,8 +362,8 @@ public:
         });
     }
 
-    void max_pool_backward(const PoolGeometry& g, const float* dy, const std::int32_t* argmax,
-                           float* dx) override {
+    void max_pool_backward(const PoolGeometry& g, const float* /*x*/, const float* /*y*/,
+                           const float* dy, const std::int32_t* argmax, float* dx) override {
         const int out_size = g.out_height() * g.out_width();
         const int in_size = g.height * g.width;
         const int planes = g.batch * g.channels;
@@ -464,6 +483,13 @@ public:
         }
     }
 
+    void dropout_mask(std::size_t n, float ratio, std::mt19937& rng, float* mask) override {
+        std::uniform_real_distribution<float> uniform(0.0F, 1.0F);
+        for (std::size_t i = 0; i < n; ++i) {
+            mask[i] = uniform(rng) >= ratio ? 1.0F : 0.0F;
+        }
+    }
+
     void masked_scale(std::size_t n, const float* x, const float* mask, float scale,
                       float* y) override {
         for (std::size_t i = 0; i < n; ++i) {
@@ -471,8 +497,8 @@ public:
         }
     }
 
-    float softmax_loss_forward(int rows, int classes, const float* logits, const float* labels,
-                               float* prob) override {
+    void softmax_loss_forward(int rows, int classes, const float* logits, const float* labels,
+                              float* prob, float* loss_out) override {
         double loss = 0.0;
         for (int r = 0; r < rows; ++r) {
             const float* z = logits + static_cast<std::ptrdiff_t>(r) * classes;
@@ -488,7 +514,7 @@ public:
             }
             loss -= std::log(std::max(p[static_cast<int>(labels[r])], FLT_MIN));
         }
-        return static_cast<float>(loss / rows);
+        loss_out[0] = static_cast<float>(loss / rows);
     }
 
     void softmax_loss_backward(int rows, int classes, const float* prob, const float* labels,
@@ -503,8 +529,28 @@ public:
         }
     }
 
-    void sgd_update(std::size_t n, float lr, float momentum, float decay, bool nesterov,
-                    const float* g, float* history, float* w) override {
+    void accuracy(int rows, int classes, int top_k, const float* scores, const float* labels,
+                  float* accuracy) override {
+        int correct = 0;
+        for (int row = 0; row < rows; ++row) {
+            const float* s = scores + static_cast<std::ptrdiff_t>(row) * classes;
+            const float truth = s[static_cast<int>(labels[row])];
+            int better = 0;
+            for (int c = 0; c < classes; ++c) {
+                if (s[c] > truth) {
+                    ++better;
+                }
+            }
+            if (better < top_k) {
+                ++correct;
+            }
+        }
+        accuracy[0] = static_cast<float>(correct) / static_cast<float>(rows);
+    }
+
+    void sgd_update(std::size_t n, const float* step, float lr_mult, float momentum, float decay,
+                    bool nesterov, const float* g, float* history, float* w) override {
+        const float lr = step[0] * lr_mult;
         for (std::size_t i = 0; i < n; ++i) {
             const float grad = g[i] + decay * w[i];
             const float previous = history[i];
@@ -513,9 +559,11 @@ public:
         }
     }
 
-    void adam_update(std::size_t n, float lr, float beta1, float beta2, float epsilon,
-                     float correction, float decay, const float* g, float* m, float* v,
+    void adam_update(std::size_t n, const float* step, float lr_mult, float beta1, float beta2,
+                     float epsilon, float decay, const float* g, float* m, float* v,
                      float* w) override {
+        const float lr = step[0] * lr_mult;
+        const float correction = step[1];
         for (std::size_t i = 0; i < n; ++i) {
             const float grad = g[i] + decay * w[i];
             m[i] = beta1 * m[i] + (1.0F - beta1) * grad;

@@ -24,6 +24,7 @@
 #include <iterator>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 namespace dl {
 namespace {
@@ -168,12 +169,15 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
         for (const int dim : shape) {
             out.put(static_cast<std::int32_t>(dim));
         }
-        out.put_bytes(param.tensor->data(), param.tensor->count() * sizeof(float));
+        // Host copies whatever the backend: a checkpoint written on a GPU loads on a CPU.
+        const std::vector<float> values = param.tensor->read_data();
+        out.put_bytes(values.data(), values.size() * sizeof(float));
     }
     out.put(static_cast<std::uint32_t>(solver.history().size()));
     for (const auto& history : solver.history()) {
         out.put(static_cast<std::uint64_t>(history.count()));
-        out.put_bytes(history.data(), history.count() * sizeof(float));
+        const std::vector<float> values = history.read_data();
+        out.put_bytes(values.data(), values.size() * sizeof(float));
     }
     const std::uint64_t sum = io::checksum(out.bytes().data(), out.bytes().size());
     out.put(sum);
@@ -281,7 +285,9 @@ TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
                                     "({})",
                                     file.string(), name, param.name, param.tensor->shape_string()));
         }
-        in.get_bytes(param.tensor->data(), param.tensor->count() * sizeof(float));
+        std::vector<float> values(param.tensor->count());
+        in.get_bytes(values.data(), values.size() * sizeof(float));
+        param.tensor->write_data(values.data());
     }
     const auto histories = in.get<std::uint32_t>();
     if (solver != nullptr) {
@@ -297,7 +303,9 @@ TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
                     ErrorKind::config,
                     fmt::format("checkpoint {}: solver history size mismatch", file.string()));
             }
-            in.get_bytes(history.data(), history.count() * sizeof(float));
+            std::vector<float> values(history.count());
+            in.get_bytes(values.data(), values.size() * sizeof(float));
+            history.write_data(values.data());
         }
         solver->set_iteration(state.iteration);
     }

@@ -34,40 +34,51 @@ float learning_rate(const SolverConfig& c, int iter) {
 }
 
 Solver::Solver(const SolverConfig& config, Net& net, Backend& backend)
-    : m_config(config), m_net(net), m_backend(backend) {
+    : m_config(config), m_net(net), m_backend(backend), m_step({2}, &backend) {
     const int slots = config.type == "Adam" ? 2 : 1;
     for (const auto& param : net.params()) {
         for (int s = 0; s < slots; ++s) {
-            m_history.emplace_back(param.tensor->shape());
+            m_history.emplace_back(param.tensor->shape(), &backend);
         }
     }
 }
 
 void Solver::apply_update() {
+    prepare_update();
+    enqueue_update();
+    advance();
+}
+
+void Solver::prepare_update() {
     const float rate = learning_rate(m_config, m_iter);
-    const auto& params = m_net.params();
-    const bool adam = m_config.type == "Adam";
     // Adam's bias correction with t = iter + 1 (Caffe computes it in double-free float math).
     const int t = m_iter + 1;
     const float correction =
-        adam ? std::sqrt(1.0F - std::pow(m_config.momentum2, static_cast<float>(t))) /
-                   (1.0F - std::pow(m_config.momentum, static_cast<float>(t)))
-             : 1.0F;
+        m_config.type == "Adam"
+            ? std::sqrt(1.0F - std::pow(m_config.momentum2, static_cast<float>(t))) /
+                  (1.0F - std::pow(m_config.momentum, static_cast<float>(t)))
+            : 1.0F;
+    const float step[2] = {rate, correction};
+    m_step.write_data(step);
+}
+
+void Solver::enqueue_update() {
+    const auto& params = m_net.params();
+    const bool adam = m_config.type == "Adam";
     for (std::size_t i = 0; i < params.size(); ++i) {
         Tensor& w = *params[i].tensor;
-        const float local_rate = rate * params[i].spec.lr_mult;
+        const float lr_mult = params[i].spec.lr_mult;
         const float decay = m_config.weight_decay * params[i].spec.decay_mult;
         if (adam) {
-            m_backend.adam_update(w.count(), local_rate, m_config.momentum, m_config.momentum2,
-                                  m_config.delta, correction, decay, w.diff(),
+            m_backend.adam_update(w.count(), m_step.data(), lr_mult, m_config.momentum,
+                                  m_config.momentum2, m_config.delta, decay, w.diff(),
                                   m_history[2 * i].data(), m_history[2 * i + 1].data(), w.data());
         } else {
-            m_backend.sgd_update(w.count(), local_rate, m_config.momentum, decay,
+            m_backend.sgd_update(w.count(), m_step.data(), lr_mult, m_config.momentum, decay,
                                  m_config.type == "Nesterov", w.diff(), m_history[i].data(),
                                  w.data());
         }
     }
-    ++m_iter;
 }
 
 } // namespace dl

@@ -1,0 +1,126 @@
+// dltrain's --device flag and device-query, and the real binary training on the GPU. The Gpu*
+// suite has the ctest label `gpu` and skips, saying why, without a usable GPU; the others run
+// everywhere and check what a machine without a GPU answers.
+
+#include "engine_test_support.hpp"
+#include "support/run_process.hpp"
+
+#include <dl/backend.hpp>
+#include <dl/checkpoint.hpp>
+#include <dl/error.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+using dljob::test::run_shell;
+
+bool built_with_cuda() {
+    const auto names = dl::backend_names();
+    return std::find(names.begin(), names.end(), "cuda") != names.end();
+}
+
+std::string train_command(const fs::path& config, const fs::path& run_dir,
+                          const std::string& extra) {
+    return std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
+           run_dir.string() + " --deadline none " + extra;
+}
+
+nlohmann::json final_line(const fs::path& run_dir) {
+    std::ifstream in(run_dir / "metrics.jsonl");
+    std::string line;
+    std::string last;
+    while (std::getline(in, line)) {
+        last = line;
+    }
+    return last.empty() ? nlohmann::json{} : nlohmann::json::parse(last);
+}
+
+TEST(DltrainDevice, DeviceQueryNamesTheCpuAndSaysWhatGpusThereAre) {
+    const auto result = run_shell(std::string(DLTRAIN_BINARY) + " device-query");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_NE(result.output.find("CPU: "), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("Default device: " + dl::default_device()), std::string::npos)
+        << result.output;
+    if (dl::default_device() == "cpu") {
+        EXPECT_NE(result.output.find("GPUs: none ("), std::string::npos) << result.output;
+    } else {
+        for (const char* key : {"Name:", "Compute capability:", "Total global memory:",
+                                "CUDA driver:", "CUDA runtime:", "cuDNN:"}) {
+            EXPECT_NE(result.output.find(key), std::string::npos) << key << "\n" << result.output;
+        }
+    }
+}
+
+TEST(DltrainDevice, AnUnusableDeviceIsAClearErrorNotACrash) {
+    const dl_test::TempDir dir;
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 5);
+    const auto bogus = run_shell(train_command(config, dir.path() / "a", "--device tpu"));
+    EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
+    EXPECT_NE(bogus.output.find("unknown device 'tpu'"), std::string::npos) << bogus.output;
+    // A GPU index past the visible ones: exit 1 with the reason (usage error without CUDA).
+    const auto missing = run_shell(train_command(config, dir.path() / "b", "--device cuda:99"));
+    EXPECT_EQ(missing.exit_code, built_with_cuda() ? 1 : 2) << missing.output;
+    EXPECT_NE(missing.output.find("cuda:99"), std::string::npos) << missing.output;
+    EXPECT_FALSE(fs::exists(dir.path() / "a")) << "a bad --device leaves nothing behind";
+    EXPECT_FALSE(fs::exists(dir.path() / "b")) << "an unusable GPU leaves nothing behind";
+}
+
+class GpuDltrain : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!built_with_cuda()) {
+            GTEST_SKIP() << "no GPU test: dltrain was built without CUDA";
+        }
+        if (dl::default_device() == "cpu") {
+            GTEST_SKIP() << "no GPU test: no GPU visible to the CUDA runtime";
+        }
+    }
+    dl_test::TempDir m_dir;
+};
+
+TEST_F(GpuDltrain, TrainsOnTheGpuAndTheCheckpointResumesOnTheCpu) {
+    const auto config = dl_test::make_tiny_workspace(m_dir.path(), 100);
+    const fs::path run = m_dir.path() / "run";
+    const auto trained = run_shell(train_command(config, run, "--device cuda:0"));
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    const auto gpu_final = final_line(run);
+    EXPECT_EQ(gpu_final["status"], "completed");
+    EXPECT_GT(gpu_final["test_accuracy"].get<double>(), 0.6) << gpu_final.dump();
+    std::ifstream start_in(run / "metrics.jsonl");
+    std::string start;
+    std::getline(start_in, start);
+    EXPECT_EQ(nlohmann::json::parse(start)["backend"], "cuda") << start;
+
+    // The GPU's checkpoint goes on on the CPU, and scores the same there.
+    const auto resumed = run_shell(
+        train_command(config, run, "--device cpu --threads 2 --resume auto --max-iter 120"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_EQ(final_line(run)["iter"], 120);
+    const fs::path ckpt = run / "checkpoints" / "iter_00000100.ckpt";
+    const auto on_cpu = run_shell(std::string(DLTRAIN_BINARY) + " test --device cpu --config " +
+                                  config.string() + " --weights " + ckpt.string());
+    const auto on_gpu = run_shell(std::string(DLTRAIN_BINARY) + " test --device cuda --config " +
+                                  config.string() + " --weights " + ckpt.string());
+    ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.output;
+    ASSERT_EQ(on_gpu.exit_code, 0) << on_gpu.output;
+    EXPECT_NEAR(nlohmann::json::parse(on_cpu.output)["accuracy"].get<double>(),
+                nlohmann::json::parse(on_gpu.output)["accuracy"].get<double>(), 1e-9);
+}
+
+TEST_F(GpuDltrain, TimeReportsEveryLayerOnTheGpu) {
+    const auto result =
+        run_shell(std::string(DLTRAIN_BINARY) + " time --device cuda --config " + DLJOB_SOURCE_DIR +
+                  "/recipes/networks/lenet.yaml" + " --iterations 5");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    for (const char* layer : {"conv1", "pool2", "ip1", "loss", "cuda:0"}) {
+        EXPECT_NE(result.output.find(layer), std::string::npos) << layer << "\n" << result.output;
+    }
+}
+
+} // namespace
