@@ -3,6 +3,7 @@
 find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED) # MD5/SHA-256 of fetched datasets (libcrypto only)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt 9 REQUIRED)
 find_package(CLI11 2.1 REQUIRED)
@@ -11,6 +12,9 @@ find_package(SQLite3 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
 find_package(LibArchive REQUIRED)
 find_package(ZLIB REQUIRED)
+# The engine decodes image members of packed datasets (engine/src/data/image_decode.cpp).
+find_package(PNG REQUIRED)
+find_package(JPEG REQUIRED)
 
 # OpenBLAS: the engine's CPU GEMM. Debian ships no CMake package config that names a target,
 # so look for the library and header directly.

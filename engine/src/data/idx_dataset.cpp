@@ -1,5 +1,8 @@
 #include "data/idx_dataset.hpp"
 
+#include "data/image_decode.hpp"
+#include "data/pack_reader.hpp"
+
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
@@ -81,14 +84,233 @@ IdxDataset header_of(gzFile file, const std::filesystem::path& path) {
     return set;
 }
 
+std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path& labels) {
+    const GzFile file = open_file(labels);
+    const auto dims = read_header(file.get(), labels);
+    if (dims.size() != 1) {
+        throw Error(ErrorKind::config, fmt::format("label file {} is not 1-D", labels.string()));
+    }
+    std::vector<std::uint8_t> values(dims[0]);
+    read_exact(file.get(), values.data(), values.size(), labels);
+    return values;
+}
+
+// ---- IDX held in memory (a member of a pack, gunzipped) ------------------------------------
+
+struct MemoryIdx {
+    std::vector<std::uint32_t> dims;
+    std::size_t data_offset = 0;
+};
+
+MemoryIdx parse_memory_idx(const std::vector<std::uint8_t>& bytes, const std::string& what) {
+    if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08 || bytes[3] < 1 ||
+        bytes[3] > 4) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{} is not an IDX file of unsigned bytes", what));
+    }
+    MemoryIdx idx;
+    idx.dims.resize(bytes[3]);
+    idx.data_offset = 4 + 4 * idx.dims.size();
+    if (bytes.size() < idx.data_offset) {
+        throw Error(ErrorKind::config, fmt::format("{} is truncated", what));
+    }
+    std::size_t total = 1;
+    for (std::size_t i = 0; i < idx.dims.size(); ++i) {
+        idx.dims[i] =
+            big_endian({bytes[4 + 4 * i], bytes[5 + 4 * i], bytes[6 + 4 * i], bytes[7 + 4 * i]});
+        total *= idx.dims[i];
+    }
+    if (bytes.size() - idx.data_offset < total) {
+        throw Error(ErrorKind::config, fmt::format("{} is truncated or corrupt", what));
+    }
+    return idx;
+}
+
+std::string member_name(const PackMemberPath& member) {
+    return fmt::format("{} (member {} of the pack {})", (member.pack / member.member).string(),
+                       member.member, member.pack.string());
+}
+
+std::vector<std::uint8_t> read_member(const PackMemberPath& member) {
+    const Pack pack(member.pack);
+    const PackEntry* entry = pack.find(member.member);
+    if (entry == nullptr) {
+        throw Error(ErrorKind::config, fmt::format("data file {} does not exist: the pack {} has "
+                                                   "no member {}",
+                                                   (member.pack / member.member).string(),
+                                                   member.pack.string(), member.member));
+    }
+    return maybe_gunzip(pack.read(*entry), member_name(member));
+}
+
+IdxDataset images_from_member(const PackMemberPath& member, bool with_pixels) {
+    const std::string what = member_name(member);
+    const auto bytes = read_member(member);
+    const MemoryIdx idx = parse_memory_idx(bytes, what);
+    if (idx.dims.size() < 3) {
+        throw Error(ErrorKind::config,
+                    fmt::format("data file {} holds {}-D data, images need 3 or 4 dimensions", what,
+                                idx.dims.size()));
+    }
+    IdxDataset set;
+    set.count = idx.dims[0];
+    set.channels = idx.dims.size() == 4 ? static_cast<int>(idx.dims[1]) : 1;
+    set.height = static_cast<int>(idx.dims[idx.dims.size() - 2]);
+    set.width = static_cast<int>(idx.dims[idx.dims.size() - 1]);
+    if (with_pixels) {
+        const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(idx.data_offset);
+        set.pixels.assign(first, first + static_cast<std::ptrdiff_t>(set.count * set.image_size()));
+    }
+    return set;
+}
+
+std::vector<std::uint8_t> labels_from_member(const PackMemberPath& member) {
+    const std::string what = member_name(member);
+    const auto bytes = read_member(member);
+    const MemoryIdx idx = parse_memory_idx(bytes, what);
+    if (idx.dims.size() != 1) {
+        throw Error(ErrorKind::config, fmt::format("label file {} is not 1-D", what));
+    }
+    const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(idx.data_offset);
+    return {first, first + static_cast<std::ptrdiff_t>(idx.dims[0])};
+}
+
+// ---- image members with labels (a pack made from an image list) ---------------------------
+
+// The image members under `prefix` ("" for all), in index order.
+std::vector<const PackEntry*> image_members(const Pack& pack, const std::string& prefix) {
+    std::vector<const PackEntry*> members;
+    for (const auto& entry : pack.files()) {
+        if (prefix.empty() || entry.path.rfind(prefix + "/", 0) == 0) {
+            members.push_back(&entry);
+        }
+    }
+    if (members.empty()) {
+        throw Error(ErrorKind::config,
+                    fmt::format("the pack {} has no member {}", pack.dir().string(),
+                                prefix.empty() ? std::string("files") : prefix));
+    }
+    return members;
+}
+
+IdxDataset load_pack_images(const Pack& pack, const std::string& prefix, bool with_labels,
+                            bool with_pixels) {
+    const auto members = image_members(pack, prefix);
+    IdxDataset set;
+    set.count = members.size();
+    int channels = 0; // the first image decides; the others are converted to it
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        const PackEntry& entry = *members[i];
+        const std::string what = fmt::format("{} (member {})", pack.dir().string(), entry.path);
+        const DecodedImage image = decode_image(pack.read(entry), channels, what);
+        if (i == 0) {
+            channels = image.channels;
+            set.channels = image.channels;
+            set.height = image.height;
+            set.width = image.width;
+            if (with_pixels) {
+                set.pixels.resize(set.count * set.image_size());
+            }
+        } else if (image.height != set.height || image.width != set.width) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{} is {}x{} but {} is {}x{}: a Data layer's images must "
+                                    "all have one size",
+                                    what, image.width, image.height, members[0]->path, set.width,
+                                    set.height));
+        }
+        if (with_pixels) {
+            std::copy(image.pixels.begin(), image.pixels.end(),
+                      set.pixels.begin() + static_cast<std::ptrdiff_t>(i * set.image_size()));
+        }
+        if (with_labels) {
+            if (!entry.label || *entry.label < 0 || *entry.label > 255) {
+                throw Error(ErrorKind::config,
+                            fmt::format("{} has {} (labels must be 0..255; pack an image list "
+                                        "of 'path label' lines)",
+                                        what,
+                                        entry.label ? fmt::format("label {}", *entry.label)
+                                                    : std::string("no label")));
+            }
+            set.labels.push_back(static_cast<std::uint8_t>(*entry.label));
+        }
+        if (!with_pixels) {
+            break; // the header only needs the first image
+        }
+    }
+    return set;
+}
+
+/// A source that is a pack of images, or a directory inside one: the pack and the prefix.
+std::optional<std::pair<std::filesystem::path, std::string>>
+image_pack_source(const std::filesystem::path& source) {
+    if (Pack::is_pack(source)) {
+        return std::make_pair(source, std::string());
+    }
+    if (auto member = find_pack_member(source)) {
+        const Pack pack(member->pack);
+        if (pack.find(member->member) == nullptr) {
+            return std::make_pair(member->pack, member->member);
+        }
+    }
+    return std::nullopt;
+}
+
+// label_source for an image pack: the pack itself, its index.tsv, or the source again.
+bool labels_from_index(const std::filesystem::path& source, const std::filesystem::path& labels,
+                       const std::filesystem::path& pack) {
+    return !labels.empty() && (labels == source || labels == pack / "index.tsv" || labels == pack);
+}
+
 } // namespace
 
 IdxDataset read_idx_header(const std::filesystem::path& images) {
+    if (auto pack_source = image_pack_source(images)) {
+        const Pack pack(pack_source->first);
+        return load_pack_images(pack, pack_source->second, false, false);
+    }
+    if (auto member = find_pack_member(images)) {
+        return images_from_member(*member, false);
+    }
     const GzFile file = open_file(images);
     return header_of(file.get(), images);
 }
 
 IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels) {
+    if (auto pack_source = image_pack_source(images)) {
+        const Pack pack(pack_source->first);
+        const bool with_labels = !labels.empty();
+        if (with_labels && !labels_from_index(images, labels, pack_source->first)) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{} is a pack of images whose labels are in its index: set "
+                                    "label_source to the same path as source (not {})",
+                                    images.string(), labels.string()));
+        }
+        return load_pack_images(pack, pack_source->second, with_labels, true);
+    }
+    if (auto member = find_pack_member(images)) {
+        IdxDataset set = images_from_member(*member, true);
+        if (!labels.empty()) {
+            auto label_member = find_pack_member(labels);
+            std::vector<std::uint8_t> values;
+            if (label_member) {
+                values = labels_from_member(*label_member);
+            } else {
+                values = load_idx_labels(labels);
+            }
+            if (values.size() != set.count) {
+                throw Error(ErrorKind::config,
+                            fmt::format("label file {} has {} labels but {} has {} images",
+                                        labels.string(), values.size(), images.string(),
+                                        set.count));
+            }
+            set.labels = std::move(values);
+        }
+        if (set.count == 0) {
+            throw Error(ErrorKind::config,
+                        fmt::format("data file {} has no images", images.string()));
+        }
+        return set;
+    }
     IdxDataset set;
     {
         const GzFile file = open_file(images);
@@ -97,16 +319,18 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
         read_exact(file.get(), set.pixels.data(), set.pixels.size(), images);
     }
     if (!labels.empty()) {
-        const GzFile file = open_file(labels);
-        const auto dims = read_header(file.get(), labels);
-        if (dims.size() != 1 || dims[0] != set.count) {
+        std::vector<std::uint8_t> values;
+        if (auto label_member = find_pack_member(labels)) {
+            values = labels_from_member(*label_member);
+        } else {
+            values = load_idx_labels(labels);
+        }
+        if (values.size() != set.count) {
             throw Error(ErrorKind::config,
                         fmt::format("label file {} has {} labels but {} has {} images",
-                                    labels.string(), dims.empty() ? 0 : dims[0], images.string(),
-                                    set.count));
+                                    labels.string(), values.size(), images.string(), set.count));
         }
-        set.labels.resize(set.count);
-        read_exact(file.get(), set.labels.data(), set.labels.size(), labels);
+        set.labels = std::move(values);
     }
     if (set.count == 0) {
         throw Error(ErrorKind::config, fmt::format("data file {} has no images", images.string()));

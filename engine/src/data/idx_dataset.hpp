@@ -1,6 +1,13 @@
 #pragma once
 // IDX (MNIST-format) images and labels, .gz or raw, kept as bytes in memory (47 MB for the
 // 60,000 MNIST training images) and scaled to float one batch at a time.
+//
+// The same calls read packed datasets (`dljob pack`, data/pack_reader.hpp) in place:
+//   - a path inside a pack directory that does not exist as a file names a member
+//     (`<pack>/train-images-idx3-ubyte.gz`), read with one pread and gunzipped in memory;
+//   - a pack directory itself, or a directory inside one (`<pack>/train`), is a set of image
+//     members (PNG, JPEG, binary PGM/PPM) decoded in index order; their labels come from the
+//     index when label_source names the same path (or the pack, or its index.tsv).
 
 #include <cstdint>
 #include <filesystem>

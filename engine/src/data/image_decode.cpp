@@ -1,0 +1,203 @@
+#include "data/image_decode.hpp"
+
+#include <dl/error.hpp>
+
+#include <fmt/format.h>
+
+#include <png.h>
+// jpeglib.h needs FILE and size_t declared before it.
+#include <jpeglib.h>
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+
+namespace dl::data {
+namespace {
+
+// Interleaved HxWxC (what the decoders produce) to CxHxW.
+void to_planar(const std::vector<std::uint8_t>& interleaved, DecodedImage& image) {
+    const std::size_t plane = static_cast<std::size_t>(image.height) * image.width;
+    image.pixels.resize(plane * image.channels);
+    for (std::size_t p = 0; p < plane; ++p) {
+        for (int c = 0; c < image.channels; ++c) {
+            image.pixels[c * plane + p] = interleaved[p * image.channels + c];
+        }
+    }
+}
+
+DecodedImage decode_png(const std::vector<std::uint8_t>& bytes, int channels,
+                        const std::string& what) {
+    png_image png{};
+    png.version = PNG_IMAGE_VERSION;
+    if (png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) == 0) {
+        throw Error(ErrorKind::config, fmt::format("{}: bad PNG ({})", what, png.message));
+    }
+    if (channels == 0) {
+        channels = (png.format & PNG_FORMAT_FLAG_COLOR) != 0 ? 3 : 1;
+    }
+    png.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+    DecodedImage image;
+    image.channels = channels;
+    image.height = static_cast<int>(png.height);
+    image.width = static_cast<int>(png.width);
+    std::vector<std::uint8_t> interleaved(PNG_IMAGE_SIZE(png));
+    if (png_image_finish_read(&png, nullptr, interleaved.data(), 0, nullptr) == 0) {
+        throw Error(ErrorKind::config, fmt::format("{}: bad PNG ({})", what, png.message));
+    }
+    to_planar(interleaved, image);
+    return image;
+}
+
+struct JpegError {
+    jpeg_error_mgr manager{};
+    std::jmp_buf jump{};
+    std::array<char, JMSG_LENGTH_MAX> message{};
+};
+
+extern "C" void on_jpeg_error(j_common_ptr info) {
+    auto* error = reinterpret_cast<JpegError*>(info->err); // NOLINT: libjpeg's documented idiom
+    (*info->err->format_message)(info, error->message.data());
+    std::longjmp(error->jump, 1); // NOLINT(cert-err52-cpp): libjpeg reports errors only this way
+}
+
+// Everything libjpeg touches lives here, reached through one reference: after a longjmp, no
+// local variable of the function that called setjmp has changed (-Wclobbered).
+struct JpegJob {
+    const std::vector<std::uint8_t>* bytes = nullptr;
+    int channels = 0;
+    DecodedImage image;
+    std::vector<std::uint8_t> interleaved;
+    jpeg_decompress_struct info{};
+    JpegError error;
+    bool created = false;
+};
+
+bool run_jpeg(JpegJob& job) {
+    if (setjmp(job.error.jump) != 0) { // NOLINT(cert-err52-cpp)
+        return false;
+    }
+    jpeg_decompress_struct& info = job.info;
+    jpeg_create_decompress(&info);
+    job.created = true;
+    jpeg_mem_src(&info, job.bytes->data(), static_cast<unsigned long>(job.bytes->size()));
+    jpeg_read_header(&info, TRUE);
+    if (job.channels == 0) {
+        job.channels = info.num_components == 1 ? 1 : 3;
+    }
+    info.out_color_space = job.channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    jpeg_start_decompress(&info);
+    job.image.channels = job.channels;
+    job.image.height = static_cast<int>(info.output_height);
+    job.image.width = static_cast<int>(info.output_width);
+    const std::size_t stride = static_cast<std::size_t>(job.image.width) * job.channels;
+    job.interleaved.resize(stride * job.image.height);
+    while (info.output_scanline < info.output_height) {
+        JSAMPROW row = job.interleaved.data() + info.output_scanline * stride;
+        jpeg_read_scanlines(&info, &row, 1);
+    }
+    jpeg_finish_decompress(&info);
+    return true;
+}
+
+DecodedImage decode_jpeg(const std::vector<std::uint8_t>& bytes, int channels,
+                         const std::string& what) {
+    JpegJob job;
+    job.bytes = &bytes;
+    job.channels = channels;
+    job.info.err = jpeg_std_error(&job.error.manager);
+    job.error.manager.error_exit = on_jpeg_error;
+    const bool ok = run_jpeg(job);
+    if (job.created) {
+        jpeg_destroy_decompress(&job.info);
+    }
+    if (!ok) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: bad JPEG ({})", what, job.error.message.data()));
+    }
+    to_planar(job.interleaved, job.image);
+    return std::move(job.image);
+}
+
+// Binary PGM (P5) and PPM (P6), 8-bit: "P5 <w> <h> <max>\n" then the bytes.
+DecodedImage decode_pnm(const std::vector<std::uint8_t>& bytes, int channels,
+                        const std::string& what) {
+    std::size_t pos = 2;
+    const auto number = [&]() {
+        while (pos < bytes.size() && (std::isspace(bytes[pos]) != 0 || bytes[pos] == '#')) {
+            if (bytes[pos] == '#') {
+                while (pos < bytes.size() && bytes[pos] != '\n') {
+                    ++pos;
+                }
+            } else {
+                ++pos;
+            }
+        }
+        long value = 0;
+        const std::size_t start = pos;
+        while (pos < bytes.size() && std::isdigit(bytes[pos]) != 0 && value < 1'000'000) {
+            value = value * 10 + (bytes[pos++] - '0');
+        }
+        if (pos == start) {
+            throw Error(ErrorKind::config, fmt::format("{}: bad PNM header", what));
+        }
+        return static_cast<int>(value);
+    };
+    const int own = bytes[1] == '6' ? 3 : 1;
+    DecodedImage image;
+    image.width = number();
+    image.height = number();
+    const int max = number();
+    ++pos; // the one whitespace byte before the pixels
+    const std::size_t plane = static_cast<std::size_t>(image.width) * image.height;
+    if (max != 255 || bytes.size() < pos + plane * own) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: PNM must be 8-bit and complete ({}x{}, max {})", what,
+                                image.width, image.height, max));
+    }
+    std::vector<std::uint8_t> interleaved(bytes.begin() + static_cast<std::ptrdiff_t>(pos),
+                                          bytes.begin() +
+                                              static_cast<std::ptrdiff_t>(pos + plane * own));
+    image.channels = own;
+    to_planar(interleaved, image);
+    if (channels == 0 || channels == own) {
+        return image;
+    }
+    DecodedImage converted = image;
+    converted.channels = channels;
+    converted.pixels.assign(plane * channels, 0);
+    for (std::size_t p = 0; p < plane; ++p) {
+        if (channels == 3) { // grey to RGB: copy the plane
+            for (int c = 0; c < 3; ++c) {
+                converted.pixels[c * plane + p] = image.pixels[p];
+            }
+        } else { // RGB to grey: ITU-R BT.601 luma, as libjpeg and libpng compute it
+            const double y = 0.299 * image.pixels[p] + 0.587 * image.pixels[plane + p] +
+                             0.114 * image.pixels[2 * plane + p];
+            converted.pixels[p] = static_cast<std::uint8_t>(std::lround(y));
+        }
+    }
+    return converted;
+}
+
+} // namespace
+
+DecodedImage decode_image(const std::vector<std::uint8_t>& bytes, int channels,
+                          const std::string& what) {
+    if (bytes.size() >= 8 && std::memcmp(bytes.data(), "\x89PNG\r\n\x1a\n", 8) == 0) {
+        return decode_png(bytes, channels, what);
+    }
+    if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {
+        return decode_jpeg(bytes, channels, what);
+    }
+    if (bytes.size() >= 3 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6')) {
+        return decode_pnm(bytes, channels, what);
+    }
+    throw Error(ErrorKind::config,
+                fmt::format("{}: not a PNG, JPEG or binary PGM/PPM image", what));
+}
+
+} // namespace dl::data

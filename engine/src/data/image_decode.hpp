@@ -1,0 +1,23 @@
+#pragma once
+// Decodes one image held in memory (PNG through libpng, JPEG through libjpeg-turbo, binary
+// PGM/PPM by hand) into 8-bit pixels, channel-major (Caffe's CxHxW).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dl::data {
+
+struct DecodedImage {
+    int channels = 0; // 1 (grey) or 3 (RGB)
+    int height = 0;
+    int width = 0;
+    std::vector<std::uint8_t> pixels; // channels x height x width
+};
+
+/// `channels` 0 keeps the image's own (grey stays 1, colour becomes 3); 1 or 3 converts.
+/// Throws dl::Error(config) naming `what` for an unknown or damaged image.
+DecodedImage decode_image(const std::vector<std::uint8_t>& bytes, int channels,
+                          const std::string& what);
+
+} // namespace dl::data

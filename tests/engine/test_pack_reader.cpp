@@ -1,0 +1,282 @@
+// dltrain reads datasets packed by `dljob pack` in place, through index.tsv: IDX members (as a
+// pack of Fashion-MNIST holds them) and image members with labels (a pack of an image list).
+// The packs here are written by hand to the documented contract (docs/data.md): a ustar
+// data.tar whose member bytes sit at the offsets index.tsv gives.
+
+#include "data/idx_dataset.hpp"
+#include "data/image_decode.hpp"
+#include "data/pack_reader.hpp"
+#include "engine_test_support.hpp"
+#include "support/run_process.hpp"
+
+#include <dl/error.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <png.h>
+// jpeglib.h needs FILE and size_t declared before it.
+#include <jpeglib.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+using dl_test::TempDir;
+
+std::string read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+struct Member {
+    std::string path;
+    std::string bytes;
+    std::string label = "-";
+};
+
+/// data.tar (ustar headers, 512-byte blocks) and index.tsv for `members`.
+void write_pack(const fs::path& dir, const std::vector<Member>& members) {
+    fs::create_directories(dir);
+    std::string tar;
+    std::string index = "# dljob-index v1\ttype\toffset\tsize\tlabel\tpath\n";
+    for (const auto& m : members) {
+        std::string header(512, '\0');
+        header.replace(0, m.path.size(), m.path);
+        const auto octal = [&](std::size_t at, std::size_t width, std::uint64_t value) {
+            std::array<char, 16> text_buffer{};
+            std::snprintf(text_buffer.data(), text_buffer.size(), "%0*llo",
+                          static_cast<int>(width - 1), static_cast<unsigned long long>(value));
+            const std::string text(text_buffer.data());
+            header.replace(at, text.size(), text);
+        };
+        octal(100, 8, 0644);
+        octal(108, 8, 0);
+        octal(116, 8, 0);
+        octal(124, 12, m.bytes.size());
+        octal(136, 12, 946684800);
+        header[156] = '0';
+        header.replace(257, 6, std::string("ustar\0", 6));
+        header.replace(263, 2, "00");
+        header.replace(148, 8, "        ");
+        unsigned sum = 0;
+        for (const char c : header) {
+            sum += static_cast<unsigned char>(c);
+        }
+        octal(148, 7, sum);
+        tar += header;
+        index += "f\t" + std::to_string(tar.size()) + "\t" + std::to_string(m.bytes.size()) + "\t" +
+                 m.label + "\t" + m.path + "\n";
+        tar += m.bytes;
+        tar.append((512 - m.bytes.size() % 512) % 512, '\0');
+    }
+    tar.append(1024, '\0');
+    std::ofstream(dir / "data.tar", std::ios::binary) << tar;
+    std::ofstream(dir / "index.tsv", std::ios::binary) << index;
+}
+
+std::string png_bytes(int width, int height, int channels, const std::vector<std::uint8_t>& hwc) {
+    png_image image{};
+    image.version = PNG_IMAGE_VERSION;
+    image.width = static_cast<png_uint_32>(width);
+    image.height = static_cast<png_uint_32>(height);
+    image.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+    png_alloc_size_t size = 0;
+    png_image_write_to_memory(&image, nullptr, &size, 0, hwc.data(), 0, nullptr);
+    std::string out(size, '\0');
+    EXPECT_NE(png_image_write_to_memory(&image, out.data(), &size, 0, hwc.data(), 0, nullptr), 0);
+    out.resize(size);
+    return out;
+}
+
+std::string jpeg_bytes(int width, int height, int channels, const std::vector<std::uint8_t>& hwc) {
+    jpeg_compress_struct info{};
+    jpeg_error_mgr error{};
+    info.err = jpeg_std_error(&error);
+    jpeg_create_compress(&info);
+    unsigned char* buffer = nullptr;
+    unsigned long size = 0;
+    jpeg_mem_dest(&info, &buffer, &size);
+    info.image_width = static_cast<JDIMENSION>(width);
+    info.image_height = static_cast<JDIMENSION>(height);
+    info.input_components = channels;
+    info.in_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    jpeg_set_defaults(&info);
+    jpeg_set_quality(&info, 100, TRUE);
+    jpeg_start_compress(&info, TRUE);
+    while (info.next_scanline < info.image_height) {
+        auto* row = const_cast<JSAMPLE*>(hwc.data() + info.next_scanline * width * channels);
+        jpeg_write_scanlines(&info, &row, 1);
+    }
+    jpeg_finish_compress(&info);
+    std::string out(reinterpret_cast<char*>(buffer), size);
+    jpeg_destroy_compress(&info);
+    std::free(buffer); // NOLINT(cppcoreguidelines-no-malloc): libjpeg allocates with malloc
+    return out;
+}
+
+TEST(PackReader, IdxMembersReadThroughTheIndexEqualTheFiles) {
+    TempDir dir;
+    fs::create_directories(dir.path() / "plain");
+    dl_test::write_tiny_dataset(dir.path() / "plain", "train", 20, 8, 3, /*gz=*/true);
+    const std::string images = "train-images-idx3-ubyte.gz";
+    const std::string labels = "train-labels-idx1-ubyte.gz";
+    write_pack(dir.path() / "fmnist.dlpack",
+               {{"README", "hello"},
+                {"raw/" + images, read_bytes(dir.path() / "plain" / images)},
+                {"raw/" + labels, read_bytes(dir.path() / "plain" / labels)}});
+
+    const auto expected =
+        dl::data::load_idx(dir.path() / "plain" / images, dir.path() / "plain" / labels);
+    const fs::path pack = dir.path() / "fmnist.dlpack";
+    const auto packed = dl::data::load_idx(pack / "raw" / images, pack / "raw" / labels);
+    EXPECT_EQ(packed.count, 20U);
+    EXPECT_EQ(packed.height, 8);
+    EXPECT_EQ(packed.pixels, expected.pixels);
+    EXPECT_EQ(packed.labels, expected.labels);
+    const auto header = dl::data::read_idx_header(pack / "raw" / images);
+    EXPECT_EQ(header.count, 20U);
+    EXPECT_TRUE(header.pixels.empty());
+}
+
+TEST(PackReader, AMissingMemberNamesThePackAndTheMember) {
+    TempDir dir;
+    write_pack(dir.path() / "p", {{"a.gz", "x"}});
+    try {
+        dl::data::load_idx(dir.path() / "p/train-images-idx3-ubyte.gz", {});
+        FAIL() << "no error";
+    } catch (const dl::Error& e) {
+        EXPECT_EQ(e.kind(), dl::ErrorKind::config);
+        EXPECT_NE(std::string(e.what()).find("has no member train-images-idx3-ubyte.gz"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(PackReader, ImageMembersAreDecodedInIndexOrderWithTheirLabels) {
+    TempDir dir;
+    // Three 5x4 grey images: PNG, JPEG (flat, so quality 100 decodes exactly) and PGM.
+    std::vector<std::uint8_t> ramp(20);
+    for (std::size_t i = 0; i < ramp.size(); ++i) {
+        ramp[i] = static_cast<std::uint8_t>(i * 10);
+    }
+    const std::vector<std::uint8_t> flat(20, 128);
+    std::string pgm = "P5 5 4 255\n";
+    pgm.append(20, '\x07');
+    write_pack(dir.path() / "list.dlpack", {{"train/a.png", png_bytes(5, 4, 1, ramp), "3"},
+                                            {"train/b.jpg", jpeg_bytes(5, 4, 1, flat), "0"},
+                                            {"train/c.pgm", pgm, "9"},
+                                            {"test/d.pgm", pgm, "1"}});
+    const fs::path pack = dir.path() / "list.dlpack";
+    const auto set = dl::data::load_idx(pack / "train", pack / "train");
+    ASSERT_EQ(set.count, 3U);
+    EXPECT_EQ(set.channels, 1);
+    EXPECT_EQ(set.height, 4);
+    EXPECT_EQ(set.width, 5);
+    EXPECT_EQ(set.labels, (std::vector<std::uint8_t>{3, 0, 9}));
+    EXPECT_EQ(std::vector<std::uint8_t>(set.pixels.begin(), set.pixels.begin() + 20), ramp);
+    for (std::size_t i = 20; i < 40; ++i) {
+        EXPECT_NEAR(set.pixels[i], 128, 1) << i;
+    }
+    EXPECT_EQ(set.pixels[40], 7);
+
+    const auto all = dl::data::load_idx(pack, pack);
+    EXPECT_EQ(all.count, 4U);
+    EXPECT_EQ(all.labels.back(), 1);
+}
+
+TEST(PackReader, ColourImagesArePlanar) {
+    TempDir dir;
+    std::vector<std::uint8_t> hwc;
+    for (int p = 0; p < 6; ++p) {
+        hwc.insert(hwc.end(), {static_cast<std::uint8_t>(p), 100, 200});
+    }
+    write_pack(dir.path() / "c", {{"x.png", png_bytes(3, 2, 3, hwc), "1"}});
+    const auto set = dl::data::load_idx(dir.path() / "c", dir.path() / "c");
+    ASSERT_EQ(set.channels, 3);
+    EXPECT_EQ(set.pixels, (std::vector<std::uint8_t>{0, 1, 2, 3, 4, 5, 100, 100, 100, 100, 100, 100,
+                                                     200, 200, 200, 200, 200, 200}));
+}
+
+TEST(PackReader, ImagesOfDifferentSizesOrWithoutLabelsAreClearErrors) {
+    TempDir dir;
+    std::string small = "P5 2 2 255\n";
+    small.append(4, '\0');
+    std::string big = "P5 3 3 255\n";
+    big.append(9, '\0');
+    write_pack(dir.path() / "sizes", {{"a.pgm", small, "0"}, {"b.pgm", big, "1"}});
+    write_pack(dir.path() / "unlabelled", {{"a.pgm", small}});
+    write_pack(dir.path() / "broken", {{"a.png", "\x89PNG\r\n\x1a\nnot really", "0"}});
+    const auto error_of = [](const fs::path& pack) {
+        try {
+            dl::data::load_idx(pack, pack);
+        } catch (const dl::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(error_of(dir.path() / "sizes").find("b.pgm) is 3x3 but a.pgm is 2x2"),
+              std::string::npos)
+        << error_of(dir.path() / "sizes");
+    EXPECT_NE(error_of(dir.path() / "unlabelled").find("no label"), std::string::npos);
+    EXPECT_NE(error_of(dir.path() / "broken").find("bad PNG"), std::string::npos);
+}
+
+TEST(PackReader, AMalformedIndexNamesItsLine) {
+    TempDir dir;
+    write_pack(dir.path() / "p", {{"a.gz", "x"}});
+    std::ofstream(dir.path() / "p/index.tsv", std::ios::app) << "f\t99999\t5\t-\tb.gz\n";
+    try {
+        dl::data::load_idx(dir.path() / "p/b.gz", {});
+        FAIL() << "no error";
+    } catch (const dl::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("index.tsv:3: member lies beyond the end"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(PackReader, DltrainTrainsFromAPackWithTheSameConfig) {
+    TempDir dir;
+    fs::create_directories(dir.path() / "plain");
+    const fs::path plain = dl_test::make_tiny_workspace(dir.path() / "plain", 20);
+    std::vector<Member> members;
+    for (const auto* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                             "test-images-idx3-ubyte", "test-labels-idx1-ubyte"}) {
+        members.push_back({name, read_bytes(dir.path() / "plain" / name)});
+    }
+    write_pack(dir.path() / "data.dlpack", members);
+    const auto run = [&](const fs::path& data, const std::string& run_dir) {
+        return dljob::test::run_shell(
+            std::string(DLTRAIN_BINARY) + " train --config " + plain.string() + " --run-dir " +
+            (dir.path() / run_dir).string() + " --data-dir " + data.string() + " --threads 1");
+    };
+    const auto from_files = run(dir.path() / "plain", "run-files");
+    ASSERT_EQ(from_files.exit_code, 0) << from_files.output;
+    const auto from_pack = run(dir.path() / "data.dlpack", "run-pack");
+    ASSERT_EQ(from_pack.exit_code, 0) << from_pack.output;
+    // Same bytes in, same training out: the losses agree line by line.
+    const auto losses = [&](const std::string& run_dir) {
+        std::vector<double> out;
+        std::ifstream in(dir.path() / run_dir / "metrics.jsonl");
+        std::string line;
+        while (std::getline(in, line)) {
+            const auto json = nlohmann::json::parse(line);
+            if (json.value("type", "") == "train" || json.value("type", "") == "test") {
+                out.push_back(json.at("loss").get<double>());
+            }
+        }
+        return out;
+    };
+    const auto expected = losses("run-files");
+    EXPECT_FALSE(expected.empty());
+    EXPECT_EQ(losses("run-pack"), expected);
+}
+
+} // namespace
