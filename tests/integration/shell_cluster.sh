@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# shell_cluster.sh FAMILY (slurm | pbs | moab): `dljob shell --gpus 2` through a real terminal
+# against the project's test Slurm: salloc for slurm, `qsub -I` through Slurm's Torque wrapper
+# for pbs, `msub -I -x` through tests/shims/msub for moab. The shell must land inside the
+# allocation (job id set, 2 of the node's 4 fake GPUs in CUDA_VISIBLE_DEVICES), with the site's
+# modules loaded from the test cluster's Lmod, be listed as an interactive job, and `exit` must
+# release the allocation and end the row.
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/shell_lib.sh"
+family=$1
+: "${DLJOB_TEST_MODULES_INIT:?scripts/test-cluster/env.sh must define it (scripts/test-cluster/start.sh)}"
+site=test-shell-$family
+cat >"$WORK/$site.yaml" <<YAML
+# The test cluster seen through the $family family, with its GPUs and Lmod modulefiles.
+name: $site
+description: Test cluster for dljob shell ($family)
+modules:
+  system: lmod
+  init: $DLJOB_TEST_MODULES_INIT
+  needs:
+    cuda: [cuda/12.4]
+    cudnn: [cudnn/9.0]
+scheduler:
+  job_name_max: 15
+  job_name_pattern: "^[A-Za-z][A-Za-z0-9_-]*\$"
+  warning_signal: USR2
+  grace_seconds: 10
+default_partition: gpu
+partitions:
+  gpu:
+    queue: gpu
+    scheduler: $family
+    launcher: none
+    node: {cores: 8, memory: 2G, gpus: 4, gpu_model: fake}
+    max_nodes: 1
+    walltime: {default: "00:10:00", max: "01:00:00"}
+storage:
+  home: {path: \$HOME, network: false}
+YAML
+args="--site $site --site-file $WORK/$site.yaml"
+state() { "$DLJOB" status --all --json | python3 -c "import json,sys; j=json.load(sys.stdin)[0]; print(j['$1'])"; }
+
+set +e
+err=$("$DLJOB" shell $args --gpus 2 --time 2:00:00 2>&1)
+rc=$?
+set -e
+check "over the partition's walltime: exit 3 before asking $family" 3 "$rc"
+check "naming the maximum" 1 "$(grep -q '01:00:00' <<<"$err" && echo 1 || echo 0)"
+check "and leaves no row" 0 "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+
+tmux_start
+tmux_type "export PATH='$PATH' SLURM_CONF='$SLURM_CONF'"
+tmux_type "\"$DLJOB\" shell $args --gpus 2 --time 5:00; echo \"DLJOB-EXIT=\$?\""
+wait_for "^\[dljob $site [A-Za-z.]*[0-9]+\]" 60
+job=$(probe job '$DLJOB_JOB_ID')
+slurm_job=$(probe slurmjob '$SLURM_JOB_ID')
+check "DLJOB_JOB_ID is set" 1 "$([ -n "$job" ] && echo 1 || echo 0)"
+check "the shell is inside the allocation (SLURM_JOB_ID is the job)" 1 "$([ -n "$slurm_job" ] && [ "${job##*.}" = "$slurm_job" ] && echo 1 || echo 0)"
+check "squeue lists the allocation as running" R "$(squeue -h -j "$slurm_job" -o %t 2>/dev/null)"
+count_gpus='$(echo "$CUDA_VISIBLE_DEVICES" | tr , " " | wc -w)'
+check "2 GPUs are visible" 2 "$(probe gpus "$count_gpus")"
+loaded='$(module -t list 2>&1 | sort | xargs)'
+check "the site's modules are loaded" "cuda/12.4 cudnn/9.0" "$(probe modules "$loaded")"
+check "the user's ~/.bashrc was sourced" sourced "$(probe bashrc '$DLJOB_TEST_BASHRC')"
+check "DLJOB_SITE is set" "$site" "$(probe site '$DLJOB_SITE')"
+check "status lists an interactive job, RUNNING" "interactive RUNNING" "$(state name) $(state state)"
+tmux_type "exit"
+wait_for '^DLJOB-EXIT=' 60
+check "dljob exits 0 after exit" 0 "$(screen_text | sed -n 's/^DLJOB-EXIT=//p' | tail -n 1)"
+check "squeue shows nothing left" "" "$(squeue -h -t PD,R,CG -j "$slurm_job" -o %i 2>/dev/null)"
+check "the row ended COMPLETED" COMPLETED "$(state state)"
+sched_id=$(state scheduler_id)
+check "with the allocation's id" "$slurm_job" "${sched_id##*.}"
+finish

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# shell_local.sh: `dljob shell` on the local site through a real terminal (no scheduler), and
+# the refusals that must leave nothing behind: over the node's limits (exit 3 before any
+# scheduler is asked) and SHARCNET's sqsub, which has no interactive mode (exit 4).
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/shell_lib.sh"
+
+rows() { "$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+
+set +e
+err=$("$DLJOB" shell --site local --gpus 99 2>&1)
+rc=$?
+set -e
+check "a request over the node's GPUs exits 3" 3 "$rc"
+check "naming the limit" 1 "$(grep -q 'have 8 GPU' <<<"$err" && echo 1 || echo 0)"
+check "and records nothing" 0 "$(rows)"
+set +e
+err=$("$DLJOB" shell --site sharcnet --gpus 1 2>&1)
+rc=$?
+set -e
+check "sqsub has no interactive mode: exit 4" 4 "$rc"
+check "saying so, with the closest thing" 1 "$(grep -q 'no interactive mode' <<<"$err" && grep -q 'screen -D -m' <<<"$err" && echo 1 || echo 0)"
+check "and records nothing" 0 "$(rows)"
+dry=$("$DLJOB" shell --site bigred2 --gpus 1 --dry-run 2>&1)
+check "dry run: Big Red II asks qsub -I for the gpu queue" 1 "$(grep -Eq '^qsub -I .*-q gpu .*nodes=1:ppn=16' <<<"$dry" && echo 1 || echo 0)"
+check "dry run: and exports the aprun helper" 1 "$(grep -q "^DLJOB_LAUNCH='aprun -n 1 -N 1 -d 16 -cc none'" <<<"$dry" && echo 1 || echo 0)"
+check "dry run: records nothing" 0 "$(rows)"
+check "dry run: creates no run directory" 0 "$(find "$DLJOB_RUNS_DIR" -mindepth 1 2>/dev/null | wc -l)"
+
+tmux_start
+tmux_type "\"$DLJOB\" shell --site local --cores 2; echo \"DLJOB-EXIT=\$?\""
+wait_for '^\[dljob local local-[0-9]+\]' 30
+check "the prompt shows the site and the job id" 1 "$(screen_text | grep -Eq '^\[dljob local local-[0-9]+\]' && echo 1 || echo 0)"
+check "DLJOB_SITE is set" local "$(probe site '$DLJOB_SITE')"
+check "DLJOB_RUN_DIR is the session's run dir" 1 "$(case $(probe rundir '$DLJOB_RUN_DIR') in "$DLJOB_RUNS_DIR"/interactive-*) echo 1 ;; *) echo 0 ;; esac)"
+check "the shell starts in it" 1 "$([ "$(probe pwd '$PWD')" = "$(probe rundir2 '$DLJOB_RUN_DIR')" ] && echo 1 || echo 0)"
+check "the user's ~/.bashrc was sourced" sourced "$(probe bashrc '$DLJOB_TEST_BASHRC')"
+check "DLJOB_CORES_PER_NODE follows --cores" 2 "$(probe cores '$DLJOB_CORES_PER_NODE')"
+check "status lists the session as interactive, RUNNING" "interactive RUNNING" "$("$DLJOB" status --json | python3 -c 'import json,sys; j=json.load(sys.stdin)[0]; print(j["name"], j["state"])')"
+tmux_type "exit 3"
+wait_for '^DLJOB-EXIT=' 20
+check "dljob exits with the shell's status" 3 "$(screen_text | sed -n 's/^DLJOB-EXIT=//p' | tail -n 1)"
+check "the row ended COMPLETED" COMPLETED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["state"])')"
+finish
