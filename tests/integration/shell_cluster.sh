@@ -4,7 +4,9 @@
 # for pbs, `msub -I -x` through tests/shims/msub for moab. The shell must land inside the
 # allocation (job id set, 2 of the node's 4 fake GPUs in CUDA_VISIBLE_DEVICES), with the site's
 # modules loaded from the test cluster's Lmod, be listed as an interactive job, and `exit` must
-# release the allocation and end the row.
+# release the allocation and end the row. Also: a request over the partition's limits (exit 3,
+# nothing asked), a queue the scheduler refuses (exit 4, row FAILED, nothing allocated) and, for
+# slurm, a hangup of dljob (allocation released, row CANCELLED).
 # shellcheck disable=SC1091
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shell_lib.sh"
@@ -38,6 +40,8 @@ partitions:
 storage:
   home: {path: \$HOME, network: false}
 YAML
+sed -e "s/^name: .*/name: $site-refused/" -e 's/queue: gpu/queue: nosuch/' \
+  "$WORK/$site.yaml" >"$WORK/$site-refused.yaml"
 args="--site $site --site-file $WORK/$site.yaml"
 state() { "$DLJOB" status --all --json | python3 -c "import json,sys; j=json.load(sys.stdin)[0]; print(j['$1'])"; }
 
@@ -50,6 +54,13 @@ check "naming the maximum" 1 "$(grep -q '01:00:00' <<<"$err" && echo 1 || echo 0
 check "and leaves no row" 0 "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 
 tmux_start
+tmux_type "\"$DLJOB\" shell --site $site-refused --site-file $WORK/$site-refused.yaml; echo \"REFUSED-EXIT=\$?\""
+wait_for '^REFUSED-EXIT=' 60
+check "a queue the scheduler refuses: exit 4" 4 "$(screen_text | sed -n 's/^REFUSED-EXIT=//p' | tail -n 1)"
+check "with dljob's message" 1 "$(screen_text | grep -q 'no interactive session' && echo 1 || echo 0)"
+check "the row ended FAILED" FAILED "$(state state)"
+check "nothing is allocated" 0 "$(squeue -h -t PD,R,CG -o '%k %j' 2>/dev/null | grep -c "$(state token)")"
+tmux_type clear
 tmux_type "export PATH='$PATH' SLURM_CONF='$SLURM_CONF'"
 tmux_type "\"$DLJOB\" shell $args --gpus 2 --time 5:00; echo \"DLJOB-EXIT=\$?\""
 wait_for "^\[dljob $site [A-Za-z.]*[0-9]+\]" 60
@@ -72,4 +83,17 @@ check "squeue shows nothing left" "" "$(squeue -h -t PD,R,CG -j "$slurm_job" -o 
 check "the row ended COMPLETED" COMPLETED "$(state state)"
 sched_id=$(state scheduler_id)
 check "with the allocation's id" "$slurm_job" "${sched_id##*.}"
+if [ "$family" = slurm ]; then
+  # A hangup of dljob (its terminal closed) ends the session and releases the allocation.
+  tmux_type "\"$DLJOB\" shell $args --gpus 1 --time 5:00; echo \"HUP-EXIT=\$?\""
+  wait_for "^\[dljob $site [0-9]+\]" 60
+  hup_job=$(probe hupjob '$SLURM_JOB_ID')
+  pane_shell=$(tmux -L "$TMUX_SOCKET" display-message -p -t "$PANE" '#{pane_pid}')
+  dljob_pid=$(ps -o pid= --ppid "$pane_shell" | head -n 1 | tr -d ' ')
+  kill -HUP "$dljob_pid"
+  wait_for '^HUP-EXIT=' 60
+  check "a hangup of dljob exits 130" 130 "$(screen_text | sed -n 's/^HUP-EXIT=//p' | tail -n 1)"
+  check "and releases the allocation" "" "$(squeue -h -t PD,R,CG -j "$hup_job" -o %i 2>/dev/null)"
+  check "the row ended CANCELLED" CANCELLED "$(state state)"
+fi
 finish
