@@ -39,6 +39,19 @@ partitions:
     walltime: {default: "00:10:00", max: "01:00:00"}
 storage:
   home: {path: \$HOME, network: false}
+  node-local: {path: $WORK/node, per_node: true, network: false}
+YAML
+mkdir -p "$WORK/node" "$WORK/data/sub"
+echo payload >"$WORK/data/sub/sample.txt"
+cat >"$WORK/recipe.yaml" <<YAML
+name: shell-recipe
+resources:
+  walltime: "00:05:00"
+data:
+  source: $WORK/data
+  stage_to: node-local
+command:
+  argv: [bash, -c, 'cat "\$DLJOB_DATA_DIR/sub/sample.txt" >staged-copy.txt; echo "ran in \$(pwd)"']
 YAML
 sed -e "s/^name: .*/name: $site-refused/" -e 's/queue: gpu/queue: nosuch/' \
   "$WORK/$site.yaml" >"$WORK/$site-refused.yaml"
@@ -84,6 +97,18 @@ check "the row ended COMPLETED" COMPLETED "$(state state)"
 sched_id=$(state scheduler_id)
 check "with the allocation's id" "$slurm_job" "${sched_id##*.}"
 if [ "$family" = slurm ]; then
+  # --recipe: the data is staged and the run directory prepared; dljob_run runs the command.
+  tmux_type "clear; \"$DLJOB\" shell $args --recipe $WORK/recipe.yaml; echo \"RECIPE-EXIT=\$?\""
+  wait_for "^\[dljob $site [0-9]+\]" 60
+  run_dir=$(probe recipedir '$DLJOB_RUN_DIR')
+  check "--recipe: the data is staged to the node-local tier" payload "$(cat "$WORK/node/dljob-$(state token)/sub/sample.txt" 2>/dev/null)"
+  check "--recipe: the run directory holds the job script and the recipe" 2 "$(ls "$run_dir"/job.sh "$run_dir"/recipe.yaml 2>/dev/null | wc -l)"
+  tmux_type "dljob_run"
+  wait_for '^ran in /' 30
+  check "--recipe: dljob_run runs the command in the run directory" "ran in $run_dir" "$(screen_text | grep '^ran in /' | tail -n 1)"
+  check "--recipe: reading the staged data" payload "$(cat "$run_dir/staged-copy.txt" 2>/dev/null)"
+  tmux_type "exit"
+  wait_for '^RECIPE-EXIT=' 60
   # A hangup of dljob (its terminal closed) ends the session and releases the allocation.
   tmux_type "\"$DLJOB\" shell $args --gpus 1 --time 5:00; echo \"HUP-EXIT=\$?\""
   wait_for "^\[dljob $site [0-9]+\]" 60
