@@ -5,9 +5,16 @@
 #   60 P100 and 70 V100 (only with CUDA < 13, which dropped Pascal and Volta),
 #   75 T4, 80 A100, 86 A40/RTX A-series, 89 L4/L40, 90 H100/H200 (Hopper).
 # Kepler (K20/K80, sm_35/37: Big Red II and Hélios) left CUDA in 12.0; such sites need an older
-# toolkit and -DCMAKE_CUDA_ARCHITECTURES="35;37". Override with -DCMAKE_CUDA_ARCHITECTURES=...
-# ("native" builds for the GPUs of the build machine only, and compiles fastest).
+# toolkit and -DDLJOB_CUDA_ARCHITECTURES="35;37". Override with -DDLJOB_CUDA_ARCHITECTURES=... or
+# CMake's own -DCMAKE_CUDA_ARCHITECTURES=... ("native" builds for the GPUs of the build machine
+# only, and compiles fastest).
+#
+# cuDNN (8 or 9) is looked for next to the toolkit, then under CUDNN_ROOT (a CMake or environment
+# variable, as sites' cudnn modules set it) or CUDNN_HOME; -DCUDNN_INCLUDE_DIR / -DCUDNN_LIBRARY
+# name the files directly.
 set(DLJOB_CUDA_ENABLED OFF)
+set(DLJOB_CUDA_ARCHITECTURES "" CACHE STRING
+    "GPU architectures of the CUDA backend (empty: 75;80;86;89;90, plus 60;70 before CUDA 13)")
 string(TOUPPER "${DLJOB_CUDA}" _dljob_cuda)
 if(NOT _dljob_cuda MATCHES "^(AUTO|ON|OFF)$")
     message(FATAL_ERROR "DLJOB_CUDA='${DLJOB_CUDA}': expected AUTO, ON or OFF")
@@ -31,18 +38,40 @@ if(NOT _dljob_cuda STREQUAL "OFF")
         set(_dljob_cuda_missing "nvcc (the CUDA Toolkit)")
     else()
         find_package(CUDAToolkit QUIET)
-        find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-        find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+        set(_cudnn_hints ${CUDNN_ROOT} $ENV{CUDNN_ROOT} $ENV{CUDNN_HOME})
+        find_path(CUDNN_INCLUDE_DIR cudnn.h
+                  HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_cudnn_hints} PATH_SUFFIXES include)
+        find_library(CUDNN_LIBRARY cudnn
+                     HINTS ${CUDAToolkit_LIBRARY_DIR} ${_cudnn_hints} PATH_SUFFIXES lib64 lib)
+        set(DLJOB_CUDNN_VERSION "")
+        foreach(_header cudnn_version.h cudnn.h)
+            if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/${_header}"
+               AND DLJOB_CUDNN_VERSION STREQUAL "")
+                file(STRINGS "${CUDNN_INCLUDE_DIR}/${_header}" _cudnn_defines
+                     REGEX "^#define CUDNN_(MAJOR|MINOR) +[0-9]+")
+                if(_cudnn_defines)
+                    string(REGEX REPLACE ".*CUDNN_MAJOR +([0-9]+).*" "\\1" _major "${_cudnn_defines}")
+                    string(REGEX REPLACE ".*CUDNN_MINOR +([0-9]+).*" "\\1" _minor "${_cudnn_defines}")
+                    set(DLJOB_CUDNN_VERSION "${_major}.${_minor}")
+                endif()
+            endif()
+        endforeach()
         if(NOT CUDAToolkit_FOUND)
             set(_dljob_cuda_missing "the CUDA Toolkit libraries")
-        elseif(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
-            set(_dljob_cuda_missing "cuDNN (cudnn.h and libcudnn)")
+        elseif(NOT EXISTS "${CUDNN_INCLUDE_DIR}/cudnn.h" OR NOT EXISTS "${CUDNN_LIBRARY}")
+            set(_dljob_cuda_missing "cuDNN (cudnn.h and libcudnn; set CUDNN_ROOT)")
+        elseif(DLJOB_CUDNN_VERSION VERSION_LESS 8)
+            set(_dljob_cuda_missing
+                "cuDNN 8 or newer (found '${DLJOB_CUDNN_VERSION}' in ${CUDNN_INCLUDE_DIR})")
         endif()
     endif()
 
     if(_dljob_cuda_missing STREQUAL "")
         enable_language(CUDA)
-        if(NOT DEFINED CACHE{DLJOB_CUDA_ARCHITECTURES_SET})
+        if(DLJOB_CUDA_ARCHITECTURES)
+            set(CMAKE_CUDA_ARCHITECTURES ${DLJOB_CUDA_ARCHITECTURES} CACHE STRING
+                "GPU architectures" FORCE)
+        elseif(NOT DEFINED CACHE{DLJOB_CUDA_ARCHITECTURES_SET})
             if(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 13)
                 set(_archs 60 70 75 80 86 89 90)
             else()
@@ -60,6 +89,9 @@ if(NOT _dljob_cuda STREQUAL "OFF")
         target_include_directories(dljob::cudnn INTERFACE ${CUDNN_INCLUDE_DIR})
         target_link_libraries(dljob::cudnn INTERFACE ${CUDNN_LIBRARY})
         set(DLJOB_CUDA_ENABLED ON)
+        message(STATUS "CUDA backend: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, cuDNN "
+                       "${DLJOB_CUDNN_VERSION} (${CUDNN_LIBRARY}), architectures "
+                       "${CMAKE_CUDA_ARCHITECTURES}")
     elseif(_dljob_cuda STREQUAL "ON")
         message(FATAL_ERROR "DLJOB_CUDA=ON but ${_dljob_cuda_missing} was not found. "
                             "Load the site's cuda/cudnn modules, set CUDACXX or CUDNN paths, "

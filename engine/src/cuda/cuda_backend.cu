@@ -272,7 +272,8 @@ public:
         m_cublas_workspace = std::make_unique<DeviceBlock>(k_cublas_workspace);
         DL_CUDA_CHECK(
             cublasSetWorkspace(m_cublas, m_cublas_workspace->pointer, m_cublas_workspace->size));
-        DL_CUDA_CHECK(cublasSetMathMode(m_cublas, CUBLAS_PEDANTIC_MATH)); // FP32, no TF32
+        // Default math: FP32 stays FP32 (TF32 only when asked for with CUBLAS_TF32_TENSOR_OP_MATH).
+        DL_CUDA_CHECK(cublasSetMathMode(m_cublas, CUBLAS_DEFAULT_MATH));
         for (std::size_t i = 0; i < m_activations.size(); ++i) {
             DL_CUDA_CHECK(cudnnCreateActivationDescriptor(&m_activations[i]));
             const cudnnActivationMode_t mode =

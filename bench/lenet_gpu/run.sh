@@ -1,0 +1,82 @@
+#!/bin/sh
+# LeNet on Fashion-MNIST on one GPU: dltrain's CUDA backend against PyTorch eager running the same
+# network, initialisation, solver (Caffe's SGD rule and inv policy, not torch.optim.SGD) and data
+# order (bench/lenet_cpu/lenet_torch.py --device cuda), at batch 64 and batch 256, in one run.
+# Prints the GPU, images/s of both and the ratio, training time and wall time of the whole job,
+# and test accuracy.
+#
+#   bench/lenet_gpu/run.sh [--iters N] [--device cuda:N] [--dltrain PATH] [--data-dir DIR]
+#                          [--batches "64 256"]
+#
+# PYTHON: the interpreter for the PyTorch side (default /usr/bin/python3). Debian's python3-torch
+# is a CPU-only build; on the GPU machine point PYTHON at a python whose torch has CUDA, e.g.
+#   PYTHON=/opt/venv/bin/python bench/lenet_gpu/run.sh
+# Without one, only dltrain is measured and the PyTorch column says why.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+iters=10000
+device=cuda:0
+batches="64 256"
+dltrain=$root/build-engine/engine/dltrain
+data_dir=/usr/share/datasets/fashion-mnist
+python=${PYTHON:-/usr/bin/python3}
+while [ $# -gt 0 ]; do
+    case $1 in
+    --iters) iters=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --dltrain) dltrain=$2; shift 2 ;;
+    --data-dir) data_dir=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
+    *) echo "usage: $0 [--iters N] [--device cuda:N] [--dltrain PATH] [--data-dir DIR] [--batches \"64 256\"]" >&2
+       exit 2 ;;
+    esac
+done
+[ -x "$dltrain" ] || { echo "no dltrain at $dltrain (cmake -DDLJOB_CUDA=ON; ninja dltrain)" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$dltrain" device-query
+if ! "$dltrain" device-query | grep -q '^GPU '; then
+    echo "no GPU visible to dltrain: nothing to measure" >&2
+    exit 1
+fi
+torch_status=$("$python" -c 'import torch; print("ok" if torch.cuda.is_available() else
+    "torch " + torch.__version__ + " at '"$python"' is a CPU-only build: set PYTHON to a python with CUDA torch")' 2>&1 || true)
+echo "pytorch: $torch_status"
+
+for batch in $batches; do
+    sed "s/batch_size: 64/batch_size: $batch/" "$root/recipes/networks/lenet.yaml" > "$work/lenet_$batch.yaml"
+    echo "dltrain: batch $batch, $iters iterations on $device"
+    "$dltrain" train --config "$work/lenet_$batch.yaml" --run-dir "$work/dltrain_$batch" \
+        --data-dir "$data_dir" --device "$device" --max-iter "$iters" --deadline none
+    if [ "$torch_status" = ok ]; then
+        echo "pytorch: batch $batch, $iters iterations on $device"
+        "$python" "$root/bench/lenet_cpu/lenet_torch.py" --device "$device" --iters "$iters" \
+            --batch-size "$batch" --data-dir "$data_dir" > "$work/torch_$batch.jsonl"
+    fi
+done
+
+"$python" - "$work" "$iters" "$batches" "$torch_status" <<'PY'
+import json, os, sys
+work, iters, batches, torch_status = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4]
+def final(path):
+    if not os.path.exists(path):
+        return None
+    lines = [json.loads(l) for l in open(path) if l.strip()]
+    return [l for l in lines if l["type"] == "final"][-1]
+start = json.loads(open(f"{work}/dltrain_{batches[0]}/metrics.jsonl").readline())
+print(f"\nGPU: {start['device']}   iterations: {iters}")
+print(f"{'batch':>6} {'':10} {'images/s':>12} {'train s':>9} {'wall s':>8} {'test acc':>9}")
+for b in batches:
+    d = final(f"{work}/dltrain_{b}/metrics.jsonl")
+    t = final(f"{work}/torch_{b}.jsonl")
+    d_train = iters * int(b) / d["train_images_per_s"]
+    print(f"{b:>6} {'dltrain':10} {d['train_images_per_s']:12.0f} {d_train:9.2f} {d['wall_s']:8.2f} {d['test_accuracy']:9.4f}")
+    if t:
+        print(f"{b:>6} {'pytorch':10} {t['train_images_per_s']:12.0f} {t['train_s']:9.2f} {t['wall_s']:8.2f} {t['test_accuracy']:9.4f}")
+        print(f"{b:>6} ratio dltrain/pytorch images/s: {d['train_images_per_s'] / t['train_images_per_s']:.2f}"
+              f"   (pytorch on {t['device']}, torch {t['torch']})")
+    else:
+        print(f"{b:>6} {'pytorch':10} not measured: {torch_status}")
+PY
