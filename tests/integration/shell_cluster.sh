@@ -7,7 +7,7 @@
 # release the allocation and end the row. Also: a request over the partition's limits (exit 3,
 # nothing asked), a queue the scheduler refuses (exit 4, row FAILED, nothing allocated) and, for
 # slurm, a hangup of dljob (allocation released, row CANCELLED).
-# shellcheck disable=SC1091
+# shellcheck disable=SC1091,SC2016 # SC2016: probes are typed into the session, expanded there
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shell_lib.sh"
 family=$1
@@ -55,11 +55,11 @@ command:
 YAML
 sed -e "s/^name: .*/name: $site-refused/" -e 's/queue: gpu/queue: nosuch/' \
   "$WORK/$site.yaml" >"$WORK/$site-refused.yaml"
-args="--site $site --site-file $WORK/$site.yaml"
+args=(--site "$site" --site-file "$WORK/$site.yaml")
 state() { "$DLJOB" status --all --json | python3 -c "import json,sys; j=json.load(sys.stdin)[0]; print(j['$1'])"; }
 
 set +e
-err=$("$DLJOB" shell $args --gpus 2 --time 2:00:00 2>&1)
+err=$("$DLJOB" shell "${args[@]}" --gpus 2 --time 2:00:00 2>&1)
 rc=$?
 set -e
 check "over the partition's walltime: exit 3 before asking $family" 3 "$rc"
@@ -75,7 +75,7 @@ check "the row ended FAILED" FAILED "$(state state)"
 check "nothing is allocated" 0 "$(squeue -h -t PD,R,CG -o '%k %j' 2>/dev/null | grep -c "$(state token)")"
 tmux_type clear
 tmux_type "export PATH='$PATH' SLURM_CONF='$SLURM_CONF'"
-tmux_type "\"$DLJOB\" shell $args --gpus 2 --time 5:00; echo \"DLJOB-EXIT=\$?\""
+tmux_type "\"$DLJOB\" shell ${args[*]} --gpus 2 --time 5:00; echo \"DLJOB-EXIT=\$?\""
 wait_for "^\[dljob $site [A-Za-z.]*[0-9]+\]" 60
 job=$(probe job '$DLJOB_JOB_ID')
 slurm_job=$(probe slurmjob '$SLURM_JOB_ID')
@@ -98,11 +98,11 @@ sched_id=$(state scheduler_id)
 check "with the allocation's id" "$slurm_job" "${sched_id##*.}"
 if [ "$family" = slurm ]; then
   # --recipe: the data is staged and the run directory prepared; dljob_run runs the command.
-  tmux_type "clear; \"$DLJOB\" shell $args --recipe $WORK/recipe.yaml; echo \"RECIPE-EXIT=\$?\""
+  tmux_type "clear; \"$DLJOB\" shell ${args[*]} --recipe $WORK/recipe.yaml; echo \"RECIPE-EXIT=\$?\""
   wait_for "^\[dljob $site [0-9]+\]" 60
   run_dir=$(probe recipedir '$DLJOB_RUN_DIR')
   check "--recipe: the data is staged to the node-local tier" payload "$(cat "$WORK/node/dljob-$(state token)/sub/sample.txt" 2>/dev/null)"
-  check "--recipe: the run directory holds the job script and the recipe" 2 "$(ls "$run_dir"/job.sh "$run_dir"/recipe.yaml 2>/dev/null | wc -l)"
+  check "--recipe: the run directory holds the job script and the recipe" 2 "$(find "$run_dir" -maxdepth 1 \( -name job.sh -o -name recipe.yaml \) | wc -l)"
   tmux_type "dljob_run"
   wait_for '^ran in /' 30
   check "--recipe: dljob_run runs the command in the run directory" "ran in $run_dir" "$(screen_text | grep '^ran in /' | tail -n 1)"
@@ -110,7 +110,7 @@ if [ "$family" = slurm ]; then
   tmux_type "exit"
   wait_for '^RECIPE-EXIT=' 60
   # A hangup of dljob (its terminal closed) ends the session and releases the allocation.
-  tmux_type "\"$DLJOB\" shell $args --gpus 1 --time 5:00; echo \"HUP-EXIT=\$?\""
+  tmux_type "\"$DLJOB\" shell ${args[*]} --gpus 1 --time 5:00; echo \"HUP-EXIT=\$?\""
   wait_for "^\[dljob $site [0-9]+\]" 60
   hup_job=$(probe hupjob '$SLURM_JOB_ID')
   pane_shell=$(tmux -L "$TMUX_SOCKET" display-message -p -t "$PANE" '#{pane_pid}')

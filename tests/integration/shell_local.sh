@@ -2,7 +2,7 @@
 # shell_local.sh: `dljob shell` on the local site through a real terminal (no scheduler), and
 # the refusals that must leave nothing behind: over the node's limits (exit 3 before any
 # scheduler is asked) and SHARCNET's sqsub, which has no interactive mode (exit 4).
-# shellcheck disable=SC1091
+# shellcheck disable=SC1091,SC2016 # SC2016: probes are typed into the session, expanded there
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shell_lib.sh"
 
