@@ -194,7 +194,7 @@ TEST_F(GpuOps, ConvolutionMatchesTheCpu) {
 
 TEST_F(GpuOps, MaxPoolingMatchesTheCpuOnCudnnAndCaffeShapes) {
     check_pool({4, 20, 24, 24, 2, 2, 0}, true); // LeNet: cuDNN
-    check_pool({2, 3, 7, 7, 3, 2, 1}, true);    // padded, same size both ways: cuDNN
+    check_pool({2, 3, 7, 7, 3, 2, 1}, true);    // padded: own kernel
     check_pool({2, 3, 6, 6, 3, 2, 0}, true);    // Caffe's ceil mode: own kernel
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 namespace {
@@ -111,6 +112,45 @@ TEST_F(GpuDltrain, TrainsOnTheGpuAndTheCheckpointResumesOnTheCpu) {
     ASSERT_EQ(on_gpu.exit_code, 0) << on_gpu.output;
     EXPECT_NEAR(nlohmann::json::parse(on_cpu.output)["accuracy"].get<double>(),
                 nlohmann::json::parse(on_gpu.output)["accuracy"].get<double>(), 1e-9);
+}
+
+TEST_F(GpuDltrain, GraphReplayTrainsLikeOpByOpLaunches) {
+    // Without Dropout (whose GPU masks depend on how the step is launched), the replayed CUDA
+    // graph and op-by-op launches (DLTRAIN_GRAPHS=0) compute the same ops on the same data.
+    const auto config = dl_test::make_tiny_workspace(m_dir.path(), 60);
+    std::string text = dl_test::read_file(config);
+    const auto drop = text.find("  - {name: drop1");
+    ASSERT_NE(drop, std::string::npos);
+    text.erase(drop, text.find('\n', drop) + 1 - drop);
+    std::ofstream(config) << text;
+    const fs::path graph = m_dir.path() / "graph";
+    const fs::path eager = m_dir.path() / "eager";
+    const auto a = run_shell(train_command(config, graph, "--device cuda"));
+    const auto b = run_shell("DLTRAIN_GRAPHS=0 " + train_command(config, eager, "--device cuda"));
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    EXPECT_EQ(a.output.find("warning"), std::string::npos) << "the graph was not used:\n"
+                                                           << a.output;
+    const auto losses = [](const fs::path& run) {
+        std::vector<double> values;
+        std::ifstream in(run / "metrics.jsonl");
+        std::string line;
+        while (std::getline(in, line)) {
+            const auto json = nlohmann::json::parse(line);
+            if (json["type"] == "train" || json["type"] == "test") {
+                values.push_back(json["loss"].get<double>());
+            }
+        }
+        return values;
+    };
+    const auto with_graph = losses(graph);
+    const auto op_by_op = losses(eager);
+    ASSERT_EQ(with_graph.size(), op_by_op.size());
+    ASSERT_GE(with_graph.size(), 6U);
+    for (std::size_t i = 0; i < with_graph.size(); ++i) {
+        EXPECT_NEAR(with_graph[i], op_by_op[i], 1e-5 * std::max(1.0, std::fabs(op_by_op[i])))
+            << "line " << i;
+    }
 }
 
 TEST_F(GpuDltrain, TimeReportsEveryLayerOnTheGpu) {

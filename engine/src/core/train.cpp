@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -166,6 +167,25 @@ void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase>
                 nets.sources[phase] = load_source(layer, base, nets.config.file);
             }
         }
+    }
+}
+
+// The step as a recording (a CUDA graph), unless DLTRAIN_GRAPHS=0 asks for op-by-op launches
+// (to compare, or to rule graphs out). A recording that fails is a warning, not a failed run:
+// the same ops then run one by one.
+std::unique_ptr<Recording> record_step(Backend& backend, const std::function<void()>& step_ops) {
+    const char* graphs = std::getenv("DLTRAIN_GRAPHS");
+    if (graphs != nullptr && std::string(graphs) == "0") {
+        return nullptr;
+    }
+    try {
+        return backend.record(step_ops);
+    } catch (const Error& e) {
+        if (e.kind() != ErrorKind::device) {
+            throw;
+        }
+        std::cerr << "dltrain: warning: " << e.what() << "; launching the step op by op\n";
+        return nullptr;
     }
 }
 
@@ -383,8 +403,8 @@ int train(const TrainOptions& options) {
         } else {
             step_ops();
             if (!tried_recording) {
-                recording = backend.record(step_ops);
                 tried_recording = true;
+                recording = record_step(backend, step_ops);
             }
         }
         solver.advance();

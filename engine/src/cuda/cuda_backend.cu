@@ -373,23 +373,31 @@ public:
         DL_CUDA_CHECK(cudaStreamBeginCapture(m_stream, cudaStreamCaptureModeThreadLocal));
         m_recording = true;
         cudaGraph_t graph = nullptr;
+        std::string failure;
         try {
             work();
-        } catch (...) {
-            m_recording = false;
-            cudaStreamEndCapture(m_stream, &graph);
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        m_recording = false;
+        const cudaError_t ended = cudaStreamEndCapture(m_stream, &graph);
+        cudaGraphExec_t exec = nullptr;
+        cudaError_t instantiated = cudaSuccess;
+        if (failure.empty() && ended == cudaSuccess) {
+            instantiated = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+        }
+        if (!failure.empty() || ended != cudaSuccess || instantiated != cudaSuccess) {
             if (graph != nullptr) {
                 cudaGraphDestroy(graph);
             }
-            throw;
-        }
-        m_recording = false;
-        DL_CUDA_CHECK(cudaStreamEndCapture(m_stream, &graph));
-        cudaGraphExec_t exec = nullptr;
-        const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
-        if (status != cudaSuccess) {
-            cudaGraphDestroy(graph);
-            DL_CUDA_CHECK(status);
+            // A failed capture leaves its error as the runtime's last error; clear it so that
+            // the next launch check does not report it again.
+            cudaGetLastError();
+            throw Error(ErrorKind::device,
+                        "recording the training step as a CUDA graph failed: " +
+                            (!failure.empty() ? failure
+                                              : std::string(cudaGetErrorString(
+                                                    ended != cudaSuccess ? ended : instantiated))));
         }
         return std::make_unique<CudaRecording>(graph, exec, m_stream);
     }
@@ -660,9 +668,12 @@ private:
         }
         not_recording("a new pooling shape");
         auto plan = std::make_unique<PoolPlan>();
-        const int floor_h = (g.height + 2 * g.pad - g.kernel) / g.stride + 1;
-        const int floor_w = (g.width + 2 * g.pad - g.kernel) / g.stride + 1;
-        plan->cudnn = floor_h == g.out_height() && floor_w == g.out_width();
+        // cuDNN rounds the output size down where Caffe rounds up, and Caffe's own cuDNN layer
+        // keeps padded pooling on its own kernels too: cuDNN only for unpadded shapes that both
+        // round alike.
+        const int floor_h = (g.height - g.kernel) / g.stride + 1;
+        const int floor_w = (g.width - g.kernel) / g.stride + 1;
+        plan->cudnn = g.pad == 0 && floor_h == g.out_height() && floor_w == g.out_width();
         if (plan->cudnn) {
             plan->x = tensor_descriptor(g.batch, g.channels, g.height, g.width);
             plan->y = tensor_descriptor(g.batch, g.channels, g.out_height(), g.out_width());
