@@ -48,7 +48,7 @@ Result<RenderedJob> render_request(const RenderRequest& request) {
 }
 
 Result<RenderedJob> render_recipe(const RenderOptions& options) {
-    auto recipe = config::load_recipe(options.recipe);
+    auto recipe = config::load_recipe(options.recipe, options.overrides);
     if (!recipe) {
         return fail(recipe.error());
     }

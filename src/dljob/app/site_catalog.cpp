@@ -80,6 +80,7 @@ std::vector<SiteEntry> SiteCatalog::list() const {
         auto site = config::load_site_profile(file);
         if (site) {
             entry.description = site->description;
+            entry.hostnames = site->hostnames;
             if (by_content) {
                 entry.name = site->name;
             }

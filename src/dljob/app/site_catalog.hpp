@@ -30,7 +30,8 @@ struct SiteEntry {
     std::filesystem::path file;
     std::string origin; // "built-in", "user", "--site-file"
     std::string description;
-    std::string error; // not empty when the file does not load
+    std::vector<std::string> hostnames; // the profile's host name globs (site detection)
+    std::string error;                  // not empty when the file does not load
 };
 
 class SiteCatalog {

@@ -13,19 +13,41 @@
 
 namespace dljob::app {
 
+namespace {
+
+// The recipe as submitted: the file's text, then the --set overrides that won over it, so
+// `dljob show` tells what the job really ran with.
+std::string recipe_record(const std::filesystem::path& recipe,
+                          const std::vector<std::string>& overrides) {
+    std::string text = util::read_file(recipe).value_or("");
+    if (overrides.empty()) {
+        return text;
+    }
+    if (!text.empty() && text.back() != '\n') {
+        text += '\n';
+    }
+    text += "# ---- dljob submit --set, applied in this order over the values above:\n";
+    for (const auto& assignment : overrides) {
+        std::string line;
+        for (const char c : assignment) {
+            line.push_back(c == '\n' || c == '\r' ? ' ' : c);
+        }
+        text += "# --set " + line + "\n";
+    }
+    return text;
+}
+
+} // namespace
+
 std::string detect_site(const std::vector<std::filesystem::path>& site_files,
                         const std::string& hostname) {
-    SiteCatalog catalog(site_files);
-    for (const auto& entry : catalog.list()) {
+    // One pass over the profiles: each is loaded (and validated) once by list().
+    for (const auto& entry : SiteCatalog(site_files).list()) {
         if (!entry.error.empty()) {
             continue;
         }
-        auto site = catalog.load(entry.name);
-        if (!site) {
-            continue;
-        }
-        for (const auto& pattern : site->hostnames) {
-            if (::fnmatch(pattern.c_str(), hostname.c_str(), 0) == 0) {
+        for (const auto& pattern : entry.hostnames) {
+            if (::fnmatch(pattern.c_str(), hostname.c_str(), FNM_CASEFOLD) == 0) {
                 return entry.name;
             }
         }
@@ -36,9 +58,13 @@ std::string detect_site(const std::vector<std::filesystem::path>& site_files,
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
     std::string site = options.site;
     if (site.empty()) {
-        std::array<char, 256> host{};
-        ::gethostname(host.data(), host.size() - 1);
-        site = detect_site(options.site_files, host.data());
+        std::string hostname = options.hostname;
+        if (hostname.empty()) {
+            std::array<char, 256> host{};
+            ::gethostname(host.data(), host.size() - 1);
+            hostname = host.data();
+        }
+        site = detect_site(options.site_files, hostname);
     }
     const std::string token = util::random_hex(10);
     const std::string stem = options.recipe.stem().string();
@@ -52,6 +78,7 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     render.account = options.account;
     render.run_dir = run_dir;
     render.job_token = token;
+    render.overrides = options.overrides;
     auto rendered = render_recipe(render);
     if (!rendered) {
         return fail(rendered.error());
@@ -79,7 +106,7 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     }
     DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
     (void)util::write_file_atomic(run_dir / "recipe.yaml",
-                                  util::read_file(options.recipe).value_or(""));
+                                  recipe_record(options.recipe, options.overrides));
 
     // 1. The row, with its token, is committed before the scheduler hears of the job.
     outcome.job.created_at = util::unix_now();
@@ -101,6 +128,7 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     request.name = outcome.job.name;
     request.token = token;
     request.log_path = (run_dir / "job.log").string();
+    request.submit_argv = rendered->submit_argv;
     if (rendered->scheduler == SchedulerKind::local) {
         // The script warns the training before the walltime itself; the wrapper's watchdog is
         // the hard stop a scheduler would give, one grace minute later.

@@ -16,11 +16,15 @@ namespace dljob::app {
 
 struct SubmitOptions {
     std::filesystem::path recipe;
-    std::string site; // empty: the site whose hostname pattern matches this host, else local
+    std::string site;     // empty: the site whose hostname pattern matches this host, else local
+    std::string hostname; // the host `site` is detected for; empty: this machine's (tests set it)
     std::vector<std::filesystem::path> site_files;
     std::string partition;
     std::string account;
     bool dry_run = false;
+    /// `--set KEY=VALUE`: dotted recipe keys, validated like the file's values and recorded
+    /// under the copy of the recipe in the run directory (what `dljob show` prints).
+    std::vector<std::string> overrides;
 };
 
 struct SubmitOutcome {
@@ -29,7 +33,8 @@ struct SubmitOutcome {
 };
 
 /// The site to use when none is named: the first (by name) whose hostname globs match
-/// `hostname`, else "local".
+/// `hostname` (case-insensitive, as host names are), else "local". Profiles that do not load
+/// are skipped here; naming one with --site shows its error.
 std::string detect_site(const std::vector<std::filesystem::path>& site_files,
                         const std::string& hostname);
 

@@ -28,6 +28,11 @@ void set_submit_command(CLI::App& app, Context& context) {
                         "Also read this site profile (repeatable)");
     command->add_option("--partition", options->partition, "Partition of the site");
     command->add_option("--account", options->account, "Scheduler account");
+    command
+        ->add_option("--set", options->overrides,
+                     "Override a recipe value, KEY=VALUE with a dotted key "
+                     "(--set train.max_iter=200); repeatable, validated like the recipe")
+        ->allow_extra_args(false);
     command->add_flag("--dry-run", options->dry_run, "Print the job script; submit nothing");
     command->add_flag("--wait", *wait,
                       "Wait for the job to end, showing its progress; exit 1 unless it "

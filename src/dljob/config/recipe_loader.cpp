@@ -1,5 +1,6 @@
 #include <dljob/config/fields.hpp>
 #include <dljob/config/recipe_loader.hpp>
+#include <dljob/config/recipe_overrides.hpp>
 
 #include <fmt/format.h>
 
@@ -131,7 +132,7 @@ Result<void> read_data(const YamlNode& node, Recipe& recipe) {
 
 Result<void> read_train(const YamlNode& node, Recipe& recipe,
                         const std::filesystem::path& base_dir) {
-    DLJOB_TRY(check_mapping(node, "train", {"config", "threads"}));
+    DLJOB_TRY(check_mapping(node, "train", {"config", "threads", "max_iter"}));
     const auto* config = node.find("config");
     if (config == nullptr) {
         return invalid(node.mark, "train.config",
@@ -155,6 +156,14 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
             return fail(v.error());
         }
         recipe.train.threads = *v;
+    }
+    if (const auto* max_iter = node.find("max_iter"); max_iter != nullptr) {
+        auto v = read_int(*max_iter, "train.max_iter", 1, 1'000'000'000);
+        if (!v) {
+            return fail(v.error());
+        }
+        recipe.train.max_iter = *v;
+        record(recipe, "train.max_iter", max_iter->mark);
     }
     return {};
 }
@@ -334,11 +343,13 @@ Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::pat
     return recipe;
 }
 
-Result<Recipe> load_recipe(const std::filesystem::path& path) {
+Result<Recipe> load_recipe(const std::filesystem::path& path,
+                           const std::vector<std::string>& overrides) {
     auto document = parse_yaml_file(path);
     if (!document) {
         return fail(document.error());
     }
+    DLJOB_TRY(apply_recipe_overrides(*document, overrides));
     std::error_code ec;
     const auto absolute = std::filesystem::absolute(path, ec).lexically_normal();
     auto recipe = recipe_from_yaml(*document, absolute.parent_path());

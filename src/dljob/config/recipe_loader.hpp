@@ -6,11 +6,16 @@
 #include <dljob/domain/result.hpp>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace dljob::config {
 
 /// Loads and validates a recipe file. `train.config` is resolved relative to the recipe's folder.
-Result<Recipe> load_recipe(const std::filesystem::path& path);
+/// `overrides` (`--set KEY=VALUE`, recipe_overrides.hpp) are applied to the document first, so
+/// they are validated like the file's own values.
+Result<Recipe> load_recipe(const std::filesystem::path& path,
+                           const std::vector<std::string>& overrides = {});
 
 /// Validates an already parsed document; `base_dir` resolves relative paths.
 Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::path& base_dir);

@@ -26,10 +26,13 @@ struct DataSpec {
 
 /// `train:` runs the bundled engine:
 ///   dltrain train --config <config> --run-dir <run_dir> --data-dir <data> --resume auto
-///                 [--threads N]
+///                 [--threads N] [--max-iter N]
 struct TrainSpec {
     std::filesystem::path config; // network+solver config, absolute (resolved against the recipe)
     std::optional<int> threads;   // --threads; unset: the engine decides
+    /// --max-iter: stop after this many iterations instead of the config's solver.max_iter
+    /// (a short trial run, `dljob submit --set train.max_iter=200`); unset: the config decides.
+    std::optional<int> max_iter;
 };
 
 /// `command:` runs any program (PyTorch, Torch7, Theano scripts...) with the same treatment:

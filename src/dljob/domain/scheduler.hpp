@@ -21,6 +21,9 @@ struct SubmitRequest {
     std::string token;           // unique; put into the job's name or comment for reconciliation
     std::int64_t walltime_s = 0; // 0: the script's own directives decide
     std::string log_path;        // where stdout+stderr go; empty: the scheduler's default
+    /// The rendered submit command (RenderedJob::submit_argv). sqsub takes no directives, so its
+    /// adapter submits with these queue options; the others read the script's directives.
+    std::vector<std::string> submit_argv;
 };
 
 struct Submission {

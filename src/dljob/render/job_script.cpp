@@ -352,6 +352,9 @@ Result<std::vector<std::string>> training_command(const RenderRequest& req,
         if (recipe.train.threads) {
             words.insert(words.end(), {"--threads", std::to_string(*recipe.train.threads)});
         }
+        if (recipe.train.max_iter) {
+            words.insert(words.end(), {"--max-iter", std::to_string(*recipe.train.max_iter)});
+        }
         return words;
     }
     if (recipe.command.argv.empty()) {

@@ -1,0 +1,159 @@
+// `dljob submit`: the site detected from the host name when none is named, and `--set`
+// overrides reaching the job script and the run directory's record of the recipe. A real SQLite
+// store; the scheduler is the local one, whose detached start the fake runner records.
+
+#include "unit/schedulers/fake_process_runner.hpp"
+
+#include <dljob/adapters/sqlite_job_store.hpp>
+#include <dljob/app/submit.hpp>
+#include <dljob/util/files.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace dljob::app {
+namespace {
+
+const std::filesystem::path source_dir{DLJOB_SOURCE_DIR};
+const std::filesystem::path fashion = source_dir / "recipes" / "fashion-mnist.yaml";
+
+class Submit : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir = std::filesystem::temp_directory_path() /
+              ("dljob-submit-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(dir);
+        std::filesystem::create_directories(dir / "config");
+        // The user's own profiles must not take part: an empty config home.
+        remember("XDG_CONFIG_HOME", (dir / "config").string());
+        remember("DLJOB_RUNS_DIR", (dir / "runs").string());
+        remember("DLJOB_SITE_PROFILES_DIR", "");
+    }
+    void TearDown() override {
+        for (const auto& [name, value] : saved) {
+            if (value) {
+                ::setenv(name.c_str(), value->c_str(), 1);
+            } else {
+                ::unsetenv(name.c_str());
+            }
+        }
+        std::filesystem::remove_all(dir);
+    }
+    void remember(const std::string& name, const std::string& value) {
+        const char* old = std::getenv(name.c_str()); // NOLINT(concurrency-mt-unsafe): tests
+        saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+        if (value.empty()) {
+            ::unsetenv(name.c_str());
+        } else {
+            ::setenv(name.c_str(), value.c_str(), 1);
+        }
+    }
+    std::filesystem::path write_site(const std::string& name, const std::string& hostnames) {
+        const auto path = dir / (name + ".yaml");
+        std::ofstream(path) << "name: " << name << "\nhostnames: " << hostnames << "\n"
+                            << "modules: {system: none}\n"
+                               "partitions:\n"
+                               "  cpu:\n"
+                               "    scheduler: slurm\n"
+                               "    launcher: none\n"
+                               "    node: {cores: 8, memory: 16G, gpus: 2}\n"
+                               "    walltime: {default: \"01:00:00\", max: \"04:00:00\"}\n";
+        return path;
+    }
+    JobContext context() {
+        auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
+        EXPECT_TRUE(store) << (store ? "" : store.error().message);
+        auto runner = std::make_unique<dljob::testing::FakeProcessRunner>();
+        runner_ = runner.get();
+        return JobContext(std::move(store.value()), std::move(runner));
+    }
+
+    std::filesystem::path dir;
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+    dljob::testing::FakeProcessRunner* runner_ = nullptr;
+};
+
+TEST_F(Submit, DetectsTheSiteWhoseHostnamePatternMatchesElseLocal) {
+    const auto lab = write_site("lab", R"(["login*.lab.example.org", "gpu-node?"])");
+    EXPECT_EQ(detect_site({lab}, "login2.lab.example.org"), "lab");
+    EXPECT_EQ(detect_site({lab}, "LOGIN2.Lab.Example.ORG"), "lab"); // host names ignore case
+    EXPECT_EQ(detect_site({lab}, "gpu-node7"), "lab");
+    EXPECT_EQ(detect_site({lab}, "gpu-node17"), "local");
+    EXPECT_EQ(detect_site({lab}, "workstation"), "local");
+    // The built-in profiles' own patterns.
+    EXPECT_EQ(detect_site({}, "gra-login1"), "graham");
+    EXPECT_EQ(detect_site({}, "login1.bigred2.uits.iu.edu"), "bigred2");
+    EXPECT_EQ(detect_site({}, "my-laptop"), "local");
+}
+
+TEST_F(Submit, ASiteFileThatDoesNotLoadIsSkippedWhenDetecting) {
+    const auto broken = dir / "broken.yaml";
+    std::ofstream(broken) << "name: broken\nhostnames: [\"box*\"]\npartitions: 3\n";
+    EXPECT_EQ(detect_site({broken}, "box1"), "local");
+}
+
+TEST_F(Submit, WithoutSiteSubmitUsesTheDetectedOne) {
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    auto jobs = context();
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site_files = {lab};
+    options.hostname = "login1.lab.example.org";
+    options.dry_run = true;
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_TRUE(outcome) << outcome.error().message;
+    EXPECT_EQ(outcome->job.site, "lab");
+    EXPECT_EQ(outcome->job.scheduler, "slurm");
+    options.hostname = "elsewhere";
+    auto local = submit_recipe(jobs, options);
+    ASSERT_TRUE(local) << local.error().message;
+    EXPECT_EQ(local->job.site, "local");
+    EXPECT_EQ(local->job.scheduler, "local");
+}
+
+TEST_F(Submit, OverridesReachTheScriptAndAreRecordedWithTheRecipe) {
+    auto jobs = context();
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "local";
+    options.overrides = {"train.max_iter=200", "resources.memory=1G"};
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_TRUE(outcome) << outcome.error().message;
+    EXPECT_NE(outcome->rendered.script.find("--max-iter 200"), std::string::npos);
+    auto record = util::read_file(std::filesystem::path(outcome->job.run_dir) / "recipe.yaml");
+    ASSERT_TRUE(record);
+    const auto original = util::read_file(fashion);
+    ASSERT_TRUE(original);
+    EXPECT_EQ(record->rfind(*original, 0), 0U); // the file's text, then the overrides
+    EXPECT_NE(record->find("\n# --set train.max_iter=200\n# --set resources.memory=1G\n"),
+              std::string::npos)
+        << *record;
+    ASSERT_EQ(runner_->detached.size(), 1U);
+}
+
+TEST_F(Submit, ABadOverrideChangesNothing) {
+    auto jobs = context();
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "local";
+    options.overrides = {"train.max_iter=-5"};
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_FALSE(outcome);
+    EXPECT_EQ(outcome.error().code, ErrorCode::config_invalid);
+    EXPECT_NE(outcome.error().message.find("--set:1:16: train.max_iter"), std::string::npos)
+        << outcome.error().message;
+    EXPECT_FALSE(std::filesystem::exists(dir / "runs"));
+    auto all = jobs.store().list(JobQuery{});
+    ASSERT_TRUE(all);
+    EXPECT_TRUE(all->empty());
+    EXPECT_TRUE(runner_->calls.empty());
+}
+
+} // namespace
+} // namespace dljob::app

@@ -1,0 +1,110 @@
+// `--set KEY=VALUE` overrides: applied to the recipe document and validated like the file's own
+// values; errors point at `--set:N:COLUMN` and name the key.
+
+#include <dljob/config/recipe_loader.hpp>
+#include <dljob/config/recipe_overrides.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace dljob::config {
+namespace {
+
+const std::filesystem::path fashion =
+    std::filesystem::path(DLJOB_SOURCE_DIR) / "recipes" / "fashion-mnist.yaml";
+
+TEST(RecipeOverrides, SetsTheEnginesMaxIterAndRecordsWhereItCameFrom) {
+    auto recipe = load_recipe(fashion, {"train.max_iter=200", "resources.memory=2G"});
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    ASSERT_TRUE(recipe->train.max_iter.has_value());
+    EXPECT_EQ(*recipe->train.max_iter, 200);
+    ASSERT_TRUE(recipe->resources.memory.has_value());
+    EXPECT_EQ(recipe->resources.memory->mib(), 2048);
+    EXPECT_EQ(recipe->origins.at("train.max_iter"), "--set:1:16");
+    EXPECT_EQ(recipe->origins.at("resources.memory"), "--set:2:18");
+    // Untouched values stay as the file says.
+    EXPECT_EQ(recipe->resources.gpus, 1);
+    EXPECT_EQ(recipe->name, "lenet-fashion");
+    auto plain = load_recipe(fashion);
+    ASSERT_TRUE(plain);
+    EXPECT_FALSE(plain->train.max_iter.has_value());
+}
+
+TEST(RecipeOverrides, UnknownKeyIsAnErrorNamingItAndTheClosestValidOne) {
+    auto recipe = load_recipe(fashion, {"train.max_iters=200"});
+    ASSERT_FALSE(recipe);
+    EXPECT_EQ(recipe.error().code, ErrorCode::config_invalid);
+    EXPECT_EQ(recipe.error().message.rfind("--set:1:7: train.max_iters: unknown key", 0), 0U)
+        << recipe.error().message;
+    EXPECT_EQ(recipe.error().hint, "did you mean 'max_iter'?");
+    auto top = load_recipe(fashion, {"resource.gpus=0"});
+    ASSERT_FALSE(top);
+    EXPECT_EQ(top.error().message.rfind("--set:1:1: resource: unknown key", 0), 0U)
+        << top.error().message;
+}
+
+TEST(RecipeOverrides, BadValuesAreCheckedLikeTheFilesOwn) {
+    auto recipe = load_recipe(fashion, {"train.max_iter=200", "train.max_iter=lots"});
+    ASSERT_FALSE(recipe);
+    EXPECT_EQ(recipe.error().message,
+              "--set:2:16: train.max_iter: expected a whole number from 1 to 1000000000, got "
+              "'lots'");
+    auto zero = load_recipe(fashion, {"train.max_iter=0"});
+    ASSERT_FALSE(zero);
+    EXPECT_NE(zero.error().message.find("train.max_iter"), std::string::npos);
+    auto memory = load_recipe(fashion, {"resources.memory=lots"});
+    ASSERT_FALSE(memory);
+    EXPECT_EQ(memory.error().message.rfind("--set:1:18: resources.memory:", 0), 0U)
+        << memory.error().message;
+    // A recipe-level rule still holds: a train: recipe with command: as well is refused.
+    auto both = load_recipe(fashion, {"command.argv=[true]"});
+    ASSERT_FALSE(both);
+    EXPECT_NE(both.error().message.find("exactly one of train"), std::string::npos);
+}
+
+TEST(RecipeOverrides, MalformedAssignmentsAreRefused) {
+    for (const std::string bad : {"train.max_iter", "=3", "train..max_iter=3", ".x=1", "a b=1"}) {
+        auto recipe = load_recipe(fashion, {bad});
+        ASSERT_FALSE(recipe) << bad;
+        EXPECT_NE(recipe.error().message.find("expected KEY=VALUE"), std::string::npos)
+            << recipe.error().message;
+    }
+    auto scalar = load_recipe(fashion, {"name.first=x"});
+    ASSERT_FALSE(scalar);
+    EXPECT_EQ(scalar.error().message,
+              "--set:1:1: name: is a single value, not a mapping: cannot set name.first");
+}
+
+TEST(RecipeOverrides, ValuesAreYamlAndALaterAssignmentWins) {
+    auto recipe =
+        load_recipe(fashion, {"environment.needs=[cuda]", "train.threads=2", "train.threads=3",
+                              "mail.address=me@example.org", "mail.on=[end]"});
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    EXPECT_EQ(recipe->needs, std::vector<std::string>{"cuda"});
+    EXPECT_EQ(recipe->train.threads, 3);
+    EXPECT_EQ(recipe->mail.address, "me@example.org"); // mail: did not exist in the file
+    EXPECT_TRUE(recipe->mail.on_end);
+    auto quoted = load_recipe(fashion, {"resources.gpus=\"1\""});
+    ASSERT_FALSE(quoted); // quoted: a string, as in the file
+    EXPECT_NE(quoted.error().message.find("resources.gpus"), std::string::npos);
+    auto empty = load_recipe(fashion, {"data.source="});
+    ASSERT_FALSE(empty);
+    EXPECT_EQ(empty.error().message.rfind("--set:1:13: data.source:", 0), 0U)
+        << empty.error().message;
+}
+
+TEST(RecipeOverrides, RenderedTrainingGetsMaxIter) {
+    YamlNode root;
+    auto doc = parse_yaml("name: t\ndata: {source: /d}\ntrain: {config: n.yaml}\n", "r.yaml");
+    ASSERT_TRUE(doc);
+    root = *doc;
+    ASSERT_TRUE(apply_recipe_overrides(root, {"train.max_iter=7"}));
+    auto recipe = recipe_from_yaml(root, "/r");
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    EXPECT_EQ(recipe->train.max_iter, 7);
+}
+
+} // namespace
+} // namespace dljob::config
