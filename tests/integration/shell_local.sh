@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # shell_local.sh: `dljob shell` on the local site through a real terminal (no scheduler), and
 # the refusals that must leave nothing behind: over the node's limits (exit 3 before any
-# scheduler is asked) and SHARCNET's sqsub, which has no interactive mode (exit 4).
+# scheduler is asked) and SHARCNET's sqsub, which has no interactive mode (exit 4); and
+# `dljob cancel` of an open session ends it.
 # shellcheck disable=SC1091,SC2016 # SC2016: probes are typed into the session, expanded there
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shell_lib.sh"
@@ -42,4 +43,10 @@ tmux_type "exit 3"
 wait_for '^DLJOB-EXIT=' 20
 check "dljob exits with the shell's status" 3 "$(screen_text | sed -n 's/^DLJOB-EXIT=//p' | tail -n 1)"
 check "the row ended COMPLETED" COMPLETED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["state"])')"
+tmux_type "clear; \"$DLJOB\" shell --site local; echo \"CANCEL-EXIT=\$?\""
+wait_for '^\[dljob local local-[0-9]+\]' 30
+"$DLJOB" cancel "$("$DLJOB" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')" >/dev/null
+wait_for '^CANCEL-EXIT=' 20
+check "dljob cancel ends a session" 1 "$(screen_text | grep -q '^CANCEL-EXIT=' && echo 1 || echo 0)"
+check "and the row stays CANCELLED" CANCELLED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["state"])')"
 finish
