@@ -415,10 +415,20 @@ int train(const TrainOptions& options) {
             next_waited = read_batch(slot);
             staged = true;
         }
-        const float loss = net.read_loss();
-        if (!std::isfinite(loss)) {
-            throw Error(ErrorKind::training,
-                        fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
+        // Reading the loss waits for the step. The CPU reads and checks it every step; a device
+        // only on display iterations, before a checkpoint and at the end, so that the host
+        // queues the next steps (a few ahead at most: the input stage's events hold it) instead
+        // of idling the GPU. A non-finite loss is then caught there, before it is saved.
+        const bool display_now = s.display > 0 && iter % s.display == 0;
+        const bool snapshot_now = s.snapshot > 0 && solver.iteration() % s.snapshot == 0;
+        float loss = std::nanf("");
+        if (backend.host_accessible() || display_now || snapshot_now || stop_requested() ||
+            solver.iteration() >= s.max_iter) {
+            loss = net.read_loss();
+            if (!std::isfinite(loss)) {
+                throw Error(ErrorKind::training,
+                            fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
+            }
         }
         const double step_s = seconds_since(step_start);
         total_train_s += step_s;
@@ -427,7 +437,7 @@ int train(const TrainOptions& options) {
         window_wait_s += waited;
         waited = next_waited;
         window_images += batch;
-        if (s.display > 0 && iter % s.display == 0) {
+        if (display_now) {
             metrics.write({{"type", "train"},
                            {"iter", iter},
                            {"max_iter", s.max_iter},
@@ -440,7 +450,7 @@ int train(const TrainOptions& options) {
             window_wait_s = 0.0;
             window_images = 0;
         }
-        if (s.snapshot > 0 && solver.iteration() % s.snapshot == 0) {
+        if (snapshot_now) {
             checkpoint();
         }
         if (stop_requested() || (deadline && seconds_since(wall_start) >= *deadline)) {
