@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# shell_cluster.sh FAMILY (slurm | pbs | moab): `dljob shell --gpus 2` through a real terminal
+# shell_cluster.sh FAMILY (slurm | pbs | moab | bigred2): `dljob shell --gpus N` through a real terminal
 # against the project's test Slurm: salloc for slurm, `qsub -I` through Slurm's Torque wrapper
-# for pbs, `msub -I -x` through tests/shims/msub for moab. The shell must land inside the
+# for pbs, `msub -I -x` through tests/shims/msub for moab; bigred2 is pbs with the aprun
+# launcher, whose shell is on a service node: DLJOB_LAUNCH (aprun, tests/shims) reaches the GPU. The shell must land inside the
 # allocation (job id set, 2 of the node's 4 fake GPUs in CUDA_VISIBLE_DEVICES), with the site's
 # modules loaded from the test cluster's Lmod, be listed as an interactive job, and `exit` must
 # release the allocation and end the row. Also: a request over the partition's limits (exit 3,
@@ -11,6 +12,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shell_lib.sh"
 family=$1
+scheduler=$family launcher=none cores=8 gpus=4 want=2
+if [ "$family" = bigred2 ]; then
+  # XK7-like: whole nodes with one GPU that comes with the node (no GPU directive).
+  scheduler=pbs launcher=aprun cores=2 gpus=1 want=1
+fi
 : "${DLJOB_TEST_MODULES_INIT:?scripts/test-cluster/env.sh must define it (scripts/test-cluster/start.sh)}"
 site=test-shell-$family
 cat >"$WORK/$site.yaml" <<YAML
@@ -32,9 +38,9 @@ default_partition: gpu
 partitions:
   gpu:
     queue: gpu
-    scheduler: $family
-    launcher: none
-    node: {cores: 8, memory: 2G, gpus: 4, gpu_model: fake}
+    scheduler: $scheduler
+    launcher: $launcher
+    node: {cores: $cores, memory: 2G, gpus: $gpus, gpu_model: fake}
     max_nodes: 1
     walltime: {default: "00:10:00", max: "01:00:00"}
 storage:
@@ -59,7 +65,7 @@ args=(--site "$site" --site-file "$WORK/$site.yaml")
 state() { "$DLJOB" status --all --json | python3 -c "import json,sys; j=json.load(sys.stdin)[0]; print(j['$1'])"; }
 
 set +e
-err=$("$DLJOB" shell "${args[@]}" --gpus 2 --time 2:00:00 2>&1)
+err=$("$DLJOB" shell "${args[@]}" --gpus "$want" --time 2:00:00 2>&1)
 rc=$?
 set -e
 check "over the partition's walltime: exit 3 before asking $family" 3 "$rc"
@@ -75,15 +81,21 @@ check "the row ended FAILED" FAILED "$(state state)"
 check "nothing is allocated" 0 "$(squeue -h -t PD,R,CG -o '%k %j' 2>/dev/null | grep -c "$(state token)")"
 tmux_type clear
 tmux_type "export PATH='$PATH' SLURM_CONF='$SLURM_CONF'"
-tmux_type "\"$DLJOB\" shell ${args[*]} --gpus 2 --time 5:00; echo \"DLJOB-EXIT=\$?\""
+tmux_type "\"$DLJOB\" shell ${args[*]} --gpus $want --time 5:00; echo \"DLJOB-EXIT=\$?\""
 wait_for "^\[dljob $site [A-Za-z.]*[0-9]+\]" 60
 job=$(probe job '$DLJOB_JOB_ID')
 slurm_job=$(probe slurmjob '$SLURM_JOB_ID')
 check "DLJOB_JOB_ID is set" 1 "$([ -n "$job" ] && echo 1 || echo 0)"
 check "the shell is inside the allocation (SLURM_JOB_ID is the job)" 1 "$([ -n "$slurm_job" ] && [ "${job##*.}" = "$slurm_job" ] && echo 1 || echo 0)"
 check "squeue lists the allocation as running" R "$(squeue -h -j "$slurm_job" -o %t 2>/dev/null)"
-count_gpus='$(echo "$CUDA_VISIBLE_DEVICES" | tr , " " | wc -w)'
-check "2 GPUs are visible" 2 "$(probe gpus "$count_gpus")"
+if [ "$family" = bigred2 ]; then
+  check "the shell says it is on a service node" 1 "$(screen_text | grep -q 'service (MOM) node' && echo 1 || echo 0)"
+  check "DLJOB_LAUNCH is aprun for the node" "aprun -n 1 -N 1 -d 2 -cc none" "$(probe launch '$DLJOB_LAUNCH')"
+  check "and runs a command" via-aprun "$(probe viaaprun '$($DLJOB_LAUNCH printf via-aprun)')"
+else
+  count_gpus='$(echo "$CUDA_VISIBLE_DEVICES" | tr , " " | wc -w)'
+  check "$want GPUs are visible" "$want" "$(probe gpus "$count_gpus")"
+fi
 loaded='$(module -t list 2>&1 | sort | xargs)'
 check "the site's modules are loaded" "cuda/12.4 cudnn/9.0" "$(probe modules "$loaded")"
 check "the user's ~/.bashrc was sourced" sourced "$(probe bashrc '$DLJOB_TEST_BASHRC')"
