@@ -9,10 +9,11 @@
 //   K killed                                                             -> CANCELLED
 //   not listed                                                           -> absent
 //
-// Quirks: sqsub's runtime (-r) is mandatory and a bare number means minutes; the id is best
-// taken from --idfile, else "submitted as jobid N" (stdout and stderr are mixed); the job name
-// (-j) carries the token; `sqjobs <id>` exits 1 once a job is done, so the user's whole list is
-// read instead, and columns are never indexed blindly.
+// Quirks: there are no directives, so the rendered sqsub command (queue, -f, -n, -N, --gpp,
+// --mpp, -r, -o) is what submits; sqsub's runtime (-r) is mandatory and a bare number means
+// minutes; the id is best taken from --idfile, else "submitted as jobid N" (stdout and stderr
+// are mixed); the job name (-j) carries the token; `sqjobs <id>` exits 1 once a job is done,
+// so the user's whole list is read instead, and columns are never indexed blindly.
 #include <dljob/schedulers/sqsub.hpp>
 #include <dljob/schedulers/support.hpp>
 #include <dljob/util/files.hpp>
@@ -94,21 +95,67 @@ SchedulerStatus map_sqsub_state(std::string_view letter) {
     return status;
 }
 
+namespace {
+
+std::vector<std::string> sqsub_argv(const SubmitRequest& request, std::filesystem::path& idfile) {
+    idfile = std::filesystem::path(request.run_dir) / "sqsub.id";
+    const std::string name = token_job_name(request.token);
+    if (request.submit_argv.empty() || request.submit_argv.front() != "sqsub") {
+        // No rendered command (a hand-made request): the least sqsub takes. Runtime is
+        // mandatory; minutes, rounded up.
+        const auto minutes = request.walltime_s > 0 ? (request.walltime_s + 59) / 60 : 60;
+        return {"sqsub",
+                "-r",
+                fmt::format("{}m", minutes),
+                "-j",
+                name,
+                "-o",
+                (std::filesystem::path(request.run_dir) / "job.log").string(),
+                "--idfile=" + idfile.string(),
+                request.script_path};
+    }
+    // The rendered command carries the whole request (-q -f -n -N --gpp --mpp -r -o ...). Only
+    // the job name changes, to the one that carries the token, and the id file is the one named
+    // there. Options end at the first word that is not one: the command sqsub runs.
+    static const std::set<std::string_view> with_value{"-q", "-f", "-n", "-N", "-r",    "-j",
+                                                       "-o", "-e", "-i", "-w", "--gpp", "--mpp"};
+    std::vector<std::string> argv{request.submit_argv.front()};
+    bool named = false;
+    bool has_idfile = false;
+    std::size_t i = 1;
+    for (; i < request.submit_argv.size(); ++i) {
+        const std::string& word = request.submit_argv[i];
+        if (word.empty() || word.front() != '-') {
+            break;
+        }
+        argv.push_back(word);
+        if (word.rfind("--idfile=", 0) == 0) {
+            idfile = word.substr(std::string_view("--idfile=").size());
+            has_idfile = true;
+        } else if (with_value.count(word) != 0 && i + 1 < request.submit_argv.size()) {
+            ++i;
+            argv.push_back(word == "-j" ? name : request.submit_argv[i]);
+            named = named || word == "-j";
+        }
+    }
+    if (!named) {
+        argv.insert(argv.end(), {"-j", name});
+    }
+    if (!has_idfile) {
+        argv.push_back("--idfile=" + idfile.string());
+    }
+    argv.insert(argv.end(), request.submit_argv.begin() + static_cast<std::ptrdiff_t>(i),
+                request.submit_argv.end());
+    return argv;
+}
+
+} // namespace
+
 Result<Submission> SqsubScheduler::submit(const SubmitRequest& request) {
-    const auto idfile = std::filesystem::path(request.run_dir) / "sqsub.id";
+    std::filesystem::path idfile;
+    std::vector<std::string> argv = sqsub_argv(request, idfile);
     std::error_code ec;
     std::filesystem::remove(idfile, ec);
-    // Runtime is mandatory; minutes, rounded up.
-    const auto minutes = request.walltime_s > 0 ? (request.walltime_s + 59) / 60 : 60;
-    std::vector<std::string> argv{"sqsub",
-                                  "-r",
-                                  fmt::format("{}m", minutes),
-                                  "-j",
-                                  token_job_name(request.token),
-                                  "-o",
-                                  (std::filesystem::path(request.run_dir) / "job.log").string(),
-                                  "--idfile=" + idfile.string(),
-                                  request.script_path};
     auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
     if (!result) {
         return fail(result.error());

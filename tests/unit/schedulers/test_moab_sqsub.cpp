@@ -102,6 +102,78 @@ TEST_F(SqsubAdapter, SubmitPassesMandatoryRuntimeInMinutes) {
     EXPECT_EQ(runner.calls.at(0).at(2), "2m");
 }
 
+TEST_F(SqsubAdapter, SubmitsWithTheRenderedQueueOptionsAndTheTokenAsJobName) {
+    runner.reply("sqsub", 0, "submitted as jobid 77\n");
+    SubmitRequest request;
+    request.script_path = "/runs/r/job.sh";
+    request.run_dir = "/nonexistent-run-dir";
+    request.token = "0123456789";
+    request.submit_argv = {"sqsub",
+                           "-q",
+                           "gpu",
+                           "-f",
+                           "threaded",
+                           "-n",
+                           "4",
+                           "--gpp=2",
+                           "--mpp=8G",
+                           "-r",
+                           "60m",
+                           "-j",
+                           "lenet",
+                           "-o",
+                           "/runs/r/job.log",
+                           "--idfile=/nonexistent-run-dir/jobid",
+                           "--nompirun",
+                           "/bin/bash",
+                           "/runs/r/job.sh"};
+    auto submitted = sqsub.submit(request);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    EXPECT_EQ(submitted->scheduler_id, "77");
+    const std::vector<std::string> expected{"sqsub",
+                                            "-q",
+                                            "gpu",
+                                            "-f",
+                                            "threaded",
+                                            "-n",
+                                            "4",
+                                            "--gpp=2",
+                                            "--mpp=8G",
+                                            "-r",
+                                            "60m",
+                                            "-j",
+                                            "dlj-0123456789",
+                                            "-o",
+                                            "/runs/r/job.log",
+                                            "--idfile=/nonexistent-run-dir/jobid",
+                                            "--nompirun",
+                                            "/bin/bash",
+                                            "/runs/r/job.sh"};
+    EXPECT_EQ(runner.calls.at(0), expected);
+}
+
+TEST_F(SqsubAdapter, AddsTokenNameAndIdFileWhenTheRenderedCommandHasNone) {
+    runner.reply("sqsub", 1, "", "sqsub: error: unrecognized option '--bogus'\n");
+    SubmitRequest request;
+    request.run_dir = "/nonexistent-run-dir";
+    request.token = "0123456789";
+    request.submit_argv = {"sqsub", "-r", "5m", "--bogus", "/bin/bash", "/x/job.sh"};
+    auto submitted = sqsub.submit(request);
+    ASSERT_FALSE(submitted);
+    EXPECT_EQ(submitted.error().code, ErrorCode::scheduler_rejected);
+    EXPECT_NE(submitted.error().message.find("--bogus"), std::string::npos);
+    const std::vector<std::string> expected{"sqsub",
+                                            "-r",
+                                            "5m",
+                                            "--bogus",
+                                            "-j",
+                                            "dlj-0123456789",
+                                            "--idfile=/nonexistent-run-dir/sqsub.id",
+                                            "/bin/bash",
+                                            "/x/job.sh"};
+    EXPECT_EQ(runner.calls.at(0), expected);
+}
+
 TEST(SchedulerTable, NamesValidChoicesForUnknownFamily) {
     dljob::testing::FakeProcessRunner runner;
     for (const auto& family : scheduler_families()) {
