@@ -126,21 +126,73 @@ struct TestResult {
     double loss = 0.0;
 };
 
-// Runs test_iter batches of the test net; accuracy and loss are means over the batches.
-TestResult run_test(Net& net, Source& source, const NetConfig& config, int test_iter) {
+// The step as a recording (a CUDA graph), unless DLTRAIN_GRAPHS=0 asks for op-by-op launches
+// (to compare, or to rule graphs out). A recording that fails is a warning, not a failed run:
+// the same ops then run one by one.
+std::unique_ptr<Recording> record_step(Backend& backend, const std::function<void()>& step_ops) {
+    const char* graphs = std::getenv("DLTRAIN_GRAPHS");
+    if (graphs != nullptr && std::string(graphs) == "0") {
+        return nullptr;
+    }
+    try {
+        return backend.record(step_ops);
+    } catch (const Error& e) {
+        if (e.kind() != ErrorKind::device) {
+            throw;
+        }
+        std::cerr << "dltrain: warning: " << e.what() << "; launching the step op by op\n";
+        return nullptr;
+    }
+}
+
+// The test net's input stage and recorded forward pass, kept from one test to the next.
+struct TestPass {
+    std::unique_ptr<InputStage> stage;
+    std::unique_ptr<Recording> recording;
+    bool tried_recording = false;
+};
+
+// Runs test_iter batches of the test net; accuracy and loss are means over the batches. Like
+// the training steps: the next batch is read and uploaded while this one computes, and the
+// forward pass runs directly once, then as a recording (a CUDA graph) when the backend records.
+TestResult run_test(Net& net, Source& source, const NetConfig& config, int test_iter,
+                    TestPass& pass) {
     const std::string accuracy_top = find_top(config, Phase::test, "Accuracy");
     const std::string loss_top = find_top(config, Phase::test, "SoftmaxWithLoss");
     NetInput& input = net.inputs().front();
-    std::vector<float> data(input.data->count());
-    std::vector<float> labels(input.labels != nullptr ? input.labels->count() : 0);
+    Backend& backend = net.backend();
+    if (!pass.stage) {
+        pass.stage = backend.make_input_stage(
+            {input.data->count(), input.labels != nullptr ? input.labels->count() : 0}, 2);
+    }
+    const std::vector<float*> input_tensors = {
+        input.data->data(), input.labels != nullptr ? input.labels->data() : nullptr};
+    const auto read_batch = [&](int slot) {
+        source.reader->next(pass.stage->host(slot, 0),
+                            input.labels != nullptr ? pass.stage->host(slot, 1) : nullptr);
+        pass.stage->upload(slot);
+    };
+    const auto forward = [&net] { net.enqueue_forward(); };
     TestResult result;
+    int slot = 0;
+    if (test_iter > 0) {
+        read_batch(slot);
+    }
     for (int i = 0; i < test_iter; ++i) {
-        source.reader->next(data.data(), input.labels != nullptr ? labels.data() : nullptr);
-        input.data->write_data(data.data());
-        if (input.labels != nullptr) {
-            input.labels->write_data(labels.data());
+        pass.stage->consume(slot, input_tensors);
+        if (pass.recording) {
+            pass.recording->replay();
+        } else {
+            forward();
+            if (!pass.tried_recording) {
+                pass.tried_recording = true;
+                pass.recording = record_step(backend, forward);
+            }
         }
-        net.enqueue_forward();
+        if (i + 1 < test_iter) {
+            slot = 1 - slot;
+            read_batch(slot);
+        }
         if (!accuracy_top.empty()) {
             result.accuracy += net.blob(accuracy_top)->read_scalar();
         }
@@ -167,25 +219,6 @@ void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase>
                 nets.sources[phase] = load_source(layer, base, nets.config.file);
             }
         }
-    }
-}
-
-// The step as a recording (a CUDA graph), unless DLTRAIN_GRAPHS=0 asks for op-by-op launches
-// (to compare, or to rule graphs out). A recording that fails is a warning, not a failed run:
-// the same ops then run one by one.
-std::unique_ptr<Recording> record_step(Backend& backend, const std::function<void()>& step_ops) {
-    const char* graphs = std::getenv("DLTRAIN_GRAPHS");
-    if (graphs != nullptr && std::string(graphs) == "0") {
-        return nullptr;
-    }
-    try {
-        return backend.record(step_ops);
-    } catch (const Error& e) {
-        if (e.kind() != ErrorKind::device) {
-            throw;
-        }
-        std::cerr << "dltrain: warning: " << e.what() << "; launching the step op by op\n";
-        return nullptr;
     }
 }
 
@@ -358,8 +391,9 @@ int train(const TrainOptions& options) {
         }
     };
     TestResult last_test{std::nan(""), std::nan("")};
+    TestPass test_pass;
     const auto test_now = [&] {
-        last_test = run_test(*test_net, *nets.sources[Phase::test], config, s.test_iter);
+        last_test = run_test(*test_net, *nets.sources[Phase::test], config, s.test_iter, test_pass);
         metrics.write({{"type", "test"},
                        {"iter", solver.iteration()},
                        {"accuracy", last_test.accuracy},
@@ -501,7 +535,8 @@ int test(const TestOptions& options) {
         nets.config.solver.test_iter > 0
             ? nets.config.solver.test_iter
             : static_cast<int>((source.set.count + layer.batch_size - 1) / layer.batch_size);
-    const TestResult result = run_test(net, source, nets.config, test_iter);
+    TestPass pass;
+    const TestResult result = run_test(net, source, nets.config, test_iter, pass);
     const nlohmann::json line = {{"type", "test"},
                                  {"iter", state.iteration},
                                  {"accuracy", result.accuracy},
