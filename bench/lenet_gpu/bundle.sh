@@ -1,0 +1,56 @@
+#!/bin/sh
+# Packs what a GPU machine without this project's build dependencies needs to run the GPU tests
+# and the GPU benchmark (bench/lenet_gpu/on_gpu.sh runs them there), into build-gpu-bundle/
+# (ignored by git; carry that one folder):
+#   bundle.tar.xz   BUILD/engine/dltrain (+ .bin), BUILD/tests/dl_engine_tests, the ctest files,
+#                   and the shared libraries they need except glibc, libstdc++ and CUDA's own
+#                   (cuBLAS, cuDNN: the GPU machine has them, its driver must match the toolkit)
+#   fashion-mnist/  the benchmark's data (Debian's dataset-fashion-mnist)
+#
+#   bench/lenet_gpu/bundle.sh [--build DIR]    (default DIR: build-gpu, configured and built
+#                                               here with CUDA for sm_90 unless it exists)
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$root/build-gpu
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    *) echo "usage: $0 [--build DIR]" >&2; exit 2 ;;
+    esac
+done
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLJOB_CUDA=ON \
+        -DDLJOB_CUDA_ARCHITECTURES="${DLJOB_CUDA_ARCHITECTURES:-90}" -DDLJOB_WARNINGS_AS_ERRORS=ON
+fi
+grep -q '^DLJOB_CUDA:STRING=ON' "$build/CMakeCache.txt" ||
+    { echo "$build is not a -DDLJOB_CUDA=ON build" >&2; exit 2; }
+ninja -C "$build" dltrain dl_engine_tests
+
+name=$(basename "$build")
+out=$root/build-gpu-bundle
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/$name/engine" "$stage/$name/tests" "$stage/$name/lib"
+cp "$build/engine/dltrain" "$stage/$name/engine/dltrain.bin"
+cp "$build/tests/dl_engine_tests" "$stage/$name/tests/"
+# dltrain is run by the tests and the benchmark: a wrapper gives it its libraries without
+# putting them in front of anyone else's (python's torch keeps its own).
+cat > "$stage/$name/engine/dltrain" <<'SH'
+#!/bin/sh
+here=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$here/../lib:${DLJOB_GPU_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    exec "$here/dltrain.bin" "$@"
+SH
+chmod +x "$stage/$name/engine/dltrain"
+(cd "$build" && find . -name CTestTestfile.cmake -o -name 'dl_engine_tests*.cmake') |
+    while read -r f; do mkdir -p "$stage/$name/$(dirname "$f")"; cp "$build/$f" "$stage/$name/$f"; done
+ldd "$build/engine/dltrain" "$build/tests/dl_engine_tests" | awk '$2 == "=>" {print $1, $3}' |
+    grep -Ev '^(linux-vdso|libc\.|libm\.|libpthread|libdl\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcublas|libcudnn|libcudart)' |
+    sort -u | while read -r lib path; do cp -L "$path" "$stage/$name/lib/$lib"; done
+mkdir -p "$out"
+echo "$name" > "$out/BUILD_DIR"
+tar -C "$stage" -cJf "$out/bundle.tar.xz" "$name"
+mkdir -p "$out/fashion-mnist"
+cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$out/fashion-mnist/"
+du -sh "$out" "$out"/*
+echo "carry build-gpu-bundle; on the GPU machine: bench/lenet_gpu/on_gpu.sh tests|bench"

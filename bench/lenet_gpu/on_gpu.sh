@@ -1,0 +1,52 @@
+#!/bin/sh
+# On a GPU machine that has CUDA, cuDNN and a CUDA PyTorch but not this project's build
+# dependencies: unpacks build-gpu-bundle/ (made by bench/lenet_gpu/bundle.sh) and runs
+#   tests   the engine's gpu-labelled ctest tests and the rest of the engine tests
+#   bench   bench/lenet_gpu/run.sh (dltrain vs PyTorch, batch 64 and 256, 10,000 iterations)
+#
+#   bench/lenet_gpu/on_gpu.sh tests|bench [run.sh arguments]
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+what=${1:?usage: $0 tests|bench [run.sh arguments]}
+shift
+bundle=$root/build-gpu-bundle
+[ -f "$bundle/bundle.tar.xz" ] || { echo "no $bundle/bundle.tar.xz: run bench/lenet_gpu/bundle.sh and carry build-gpu-bundle" >&2; exit 2; }
+name=$(cat "$bundle/BUILD_DIR")
+# A real build of that name here (bundle.sh's own machine) is used as it is.
+if [ ! -f "$root/$name/CMakeCache.txt" ]; then
+    tar -C "$root" -xJf "$bundle/bundle.tar.xz"
+fi
+# The build's tests name /work/main paths (the source and binary directories it was built in).
+if [ "$root" != /work/main ] && [ ! -e /work/main ]; then
+    mkdir -p /work && ln -s "$root" /work/main
+fi
+# cuBLAS and cuDNN of this machine: the toolkit's, or the ones PyTorch's wheels bring.
+python=${PYTHON:-python3}
+site=$("$python" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+libs=""
+for lib in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+    # shellcheck disable=SC2086 # $site is a list of directories
+    found=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu $site \
+        -name "$lib" 2>/dev/null | head -1)
+    [ -n "$found" ] || { echo "warning: $lib not found on this machine" >&2; continue; }
+    libs="$libs${libs:+:}$(dirname "$found")"
+done
+export DLJOB_GPU_LIBS="$libs"
+echo "CUDA libraries from: $libs"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
+"/work/main/$name/engine/dltrain" device-query
+
+case $what in
+tests)
+    LD_LIBRARY_PATH="/work/main/$name/lib:$libs" ctest --test-dir "/work/main/$name" -L 'gpu|engine' \
+        --output-on-failure
+    ;;
+bench)
+    PYTHON=$python "$root/bench/lenet_gpu/run.sh" --dltrain "/work/main/$name/engine/dltrain" \
+        --data-dir "$bundle/fashion-mnist" "$@"
+    ;;
+*)
+    echo "usage: $0 tests|bench [run.sh arguments]" >&2
+    exit 2
+    ;;
+esac
