@@ -110,8 +110,9 @@ TEST_F(GpuDltrain, TrainsOnTheGpuAndTheCheckpointResumesOnTheCpu) {
                                   config.string() + " --weights " + ckpt.string());
     ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.output;
     ASSERT_EQ(on_gpu.exit_code, 0) << on_gpu.output;
+    // 30 test images: the two may differ by one image whose top scores tie to float rounding.
     EXPECT_NEAR(nlohmann::json::parse(on_cpu.output)["accuracy"].get<double>(),
-                nlohmann::json::parse(on_gpu.output)["accuracy"].get<double>(), 1e-9);
+                nlohmann::json::parse(on_gpu.output)["accuracy"].get<double>(), 1.0 / 30 + 1e-9);
 }
 
 TEST_F(GpuDltrain, GraphReplayTrainsLikeOpByOpLaunches) {
