@@ -20,6 +20,7 @@ struct Context {
 
 using SetCommand = void (*)(CLI::App& app, Context& context);
 
+void set_fetch_data_command(CLI::App& app, Context& context); // command_fetch_data.cpp
 void set_pack_command(CLI::App& app, Context& context);       // command_pack.cpp
 void set_stage_data_command(CLI::App& app, Context& context); // command_stage_data.cpp
 void set_audit_data_command(CLI::App& app, Context& context); // command_audit_data.cpp
