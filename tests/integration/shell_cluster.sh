@@ -103,12 +103,27 @@ check "the site's modules are loaded" "cuda/12.4 cudnn/9.0" "$(probe modules "$l
 check "the user's ~/.bashrc was sourced" sourced "$(probe bashrc '$DLJOB_TEST_BASHRC')"
 check "DLJOB_SITE is set" "$site" "$(probe site '$DLJOB_SITE')"
 check "status lists an interactive job, RUNNING" "interactive RUNNING" "$(state name) $(state state)"
+main_id=$(state id)
+if [ "$family" = slurm ]; then
+  # Ctrl-C while a second session waits in the queue (this one holds 2 of the 4 GPUs).
+  tmux -L "$TMUX_SOCKET" new-window -t "$PANE" -n queued "bash --norc --noprofile"
+  PANE=session:queued
+  tmux_type "\"$DLJOB\" shell ${args[*]} --gpus 4 --time 5:00; echo \"QUEUED-EXIT=\$?\""
+  wait_for 'queued and waiting for resources' 60
+  tmux -L "$TMUX_SOCKET" send-keys -t "$PANE" C-c
+  wait_for '^QUEUED-EXIT=' 60
+  check "Ctrl-C while queued: exit 130" 130 "$(screen_text | sed -n 's/^QUEUED-EXIT=//p' | tail -n 1)"
+  check "the queued session's row is CANCELLED" CANCELLED "$(state state)"
+  check "and nothing of it is left" 0 "$(squeue -h -t PD,R,CG -o '%k %j' 2>/dev/null | grep -c "$(state token)")"
+  tmux -L "$TMUX_SOCKET" kill-window -t "$PANE"
+  PANE=session
+fi
 tmux_type "exit"
 wait_for '^DLJOB-EXIT=' 60
 check "dljob exits 0 after exit" 0 "$(screen_text | sed -n 's/^DLJOB-EXIT=//p' | tail -n 1)"
 check "squeue shows nothing left" "" "$(squeue -h -t PD,R,CG -j "$slurm_job" -o %i 2>/dev/null)"
-check "the row ended COMPLETED" COMPLETED "$(state state)"
-sched_id=$(state scheduler_id)
+check "the row ended COMPLETED" COMPLETED "$(field "$main_id" state)"
+sched_id=$(field "$main_id" scheduler_id)
 check "with the allocation's id" "$slurm_job" "${sched_id##*.}"
 if [ "$family" = slurm ]; then
   # --recipe: the data is staged and the run directory prepared; dljob_run runs the command.

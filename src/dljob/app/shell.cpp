@@ -224,35 +224,43 @@ bool active(JobState state) {
 }
 
 // Releases the allocation if the scheduler still has it: cancel, then wait (bounded) until it
-// is no longer pending or running. Errors become warnings: the row still ends.
-void release(Scheduler& scheduler, const JobRef& ref, std::ostream& err, std::int64_t id) {
+// is no longer pending or running. Errors become warnings: the row still ends. Returns the
+// state the scheduler showed before dljob did anything (CANCELLED: someone else, or salloc
+// itself after a Ctrl-C, already cancelled it).
+std::optional<JobState> release(Scheduler& scheduler, const JobRef& ref, std::ostream& err,
+                                std::int64_t id) {
     auto polled = scheduler.poll({ref});
+    std::optional<JobState> seen;
     if (polled) {
         auto it = polled->find(ref.scheduler_id);
-        if (it == polled->end() || !active(it->second.state)) {
-            return;
+        if (it != polled->end()) {
+            seen = it->second.state;
+        }
+        if (!seen || !active(*seen)) {
+            return seen;
         }
     }
     auto cancelled = scheduler.cancel(ref);
     if (!cancelled) {
         err << fmt::format("dljob: warning: session {}: cancelling allocation {}: {}\n", id,
                            ref.scheduler_id, cancelled.error().message);
-        return;
+        return seen;
     }
     const auto deadline = std::chrono::steady_clock::now() + release_wait;
     while (std::chrono::steady_clock::now() < deadline) {
         auto again = scheduler.poll({ref});
         if (!again) {
-            return;
+            return seen;
         }
         auto it = again->find(ref.scheduler_id);
         if (it == again->end() || !active(it->second.state)) {
-            return;
+            return seen;
         }
         std::this_thread::sleep_for(wait_slice);
     }
     err << fmt::format("dljob: warning: session {}: allocation {} still listed after the cancel\n",
                        id, ref.scheduler_id);
+    return seen;
 }
 
 } // namespace
@@ -457,6 +465,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
 
     // Whatever happened, nothing stays allocated: the allocation is found by token when its id
     // was never learnt (refused, interrupted while pending, shell failed to start).
+    std::optional<JobState> seen;
     if (!local) {
         if (ref.scheduler_id.empty()) {
             auto found = (*scheduler)->find_by_token(token);
@@ -466,7 +475,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
             }
         }
         if (!ref.scheduler_id.empty()) {
-            release(**scheduler, ref, err, id);
+            seen = release(**scheduler, ref, err, id);
         }
     }
     const std::int64_t now = util::unix_now();
@@ -483,6 +492,11 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         end.state = JobState::completed;
         end.native_state = "exited";
         end.reason = fmt::format("the shell exited with status {}", exit_status);
+    } else if (seen == JobState::cancelled) {
+        end.state = JobState::cancelled;
+        end.native_state = "no session";
+        end.reason = "the allocation was cancelled before the shell started (Ctrl-C, or by the "
+                     "scheduler or its admins)";
     } else {
         end.state = JobState::failed;
         end.native_state = "no session";
@@ -499,6 +513,12 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         return fail(
             ErrorCode::interrupted,
             fmt::format("session {} ended by signal {}; its allocation was released", id, hangup));
+    }
+    if (!session_started && end.state == JobState::cancelled) {
+        return fail(ErrorCode::interrupted,
+                    fmt::format("no interactive session: the allocation was cancelled before the "
+                                "shell started (session {}); nothing is left allocated",
+                                id));
     }
     if (!session_started) {
         return fail(ErrorCode::scheduler_rejected,

@@ -212,6 +212,19 @@ TEST_F(ShellSession, AnAllocationLeftPendingIsFoundByTokenAndCancelled) {
     EXPECT_EQ(job.scheduler_id, "55");
 }
 
+TEST_F(ShellSession, ACtrlCWhileQueuedIsRecordedCancelled) {
+    // salloc revoked its own pending request on SIGINT: the scheduler lists it CANCELLED.
+    terminal.steps = {grant("PENDING"), [this]() -> std::optional<int> {
+                          slurm->state = "CANCELLED";
+                          return 1;
+                      }};
+    auto outcome = app::open_shell(*context, options, terminal, err);
+    ASSERT_FALSE(outcome);
+    EXPECT_EQ(outcome.error().code, ErrorCode::interrupted);
+    EXPECT_FALSE(slurm->cancelled());
+    EXPECT_EQ(only_job().state, JobState::cancelled);
+}
+
 TEST_F(ShellSession, AHangupEndsTheSessionReleasesAndRecordsCancelled) {
     terminal.steps = {grant("RUNNING"),
                       [this]() -> std::optional<int> {
