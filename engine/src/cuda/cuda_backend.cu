@@ -15,12 +15,14 @@
 
 #include <dl/error.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace dl::cuda {
@@ -64,28 +66,29 @@ cudnnTensorDescriptor_t tensor_descriptor(int n, int c, int h, int w) {
 
 // Of cuDNN's heuristic ranking, the first algorithm that works, is deterministic (runs repeat
 // bit for bit, so a resumed GPU run matches an unbroken one), uses FP32 FMA math (no TF32: the
-// results stay comparable with the CPU reference) and fits the workspace limit.
-template <typename Perf> const Perf& pick_algorithm(const Perf* perf, int count, const char* what) {
-    const Perf* fallback = nullptr;
-    for (int i = 0; i < count; ++i) {
-        const Perf& p = perf[i];
-        if (p.status != CUDNN_STATUS_SUCCESS || p.memory > k_max_conv_workspace ||
-            p.mathType == CUDNN_TENSOR_OP_MATH ||
-            p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
-            continue;
-        }
-        if (p.determinism == CUDNN_DETERMINISTIC) {
-            return p;
-        }
-        if (fallback == nullptr) {
-            fallback = &p;
+// results stay comparable with the CPU reference) and fits the workspace limit; a
+// non-deterministic one only when no deterministic one qualifies. "Works" is asked of cuDNN
+// once more through the exact workspace query, which refuses what the descriptors cannot do.
+template <typename Perf, typename Workspace>
+std::pair<decltype(Perf{}.algo), std::size_t>
+pick_algorithm(const Perf* perf, int count, Workspace workspace_of, const char* what) {
+    for (const bool deterministic_only : {true, false}) {
+        for (int i = 0; i < count; ++i) {
+            const Perf& p = perf[i];
+            if (p.status != CUDNN_STATUS_SUCCESS || p.mathType == CUDNN_TENSOR_OP_MATH ||
+                p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                (deterministic_only && p.determinism != CUDNN_DETERMINISTIC)) {
+                continue;
+            }
+            std::size_t bytes = 0;
+            if (workspace_of(p.algo, &bytes) == CUDNN_STATUS_SUCCESS &&
+                bytes <= k_max_conv_workspace) {
+                return {p.algo, bytes};
+            }
         }
     }
-    if (fallback == nullptr) {
-        throw Error(ErrorKind::device,
-                    std::string("cuDNN offers no usable FP32 algorithm for the ") + what);
-    }
-    return *fallback;
+    throw Error(ErrorKind::device,
+                std::string("cuDNN offers no usable FP32 algorithm for the ") + what);
 }
 
 struct ConvPlan {
@@ -626,34 +629,40 @@ private:
         DL_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(m_cudnn, plan->x, plan->w, plan->conv,
                                                              plan->y, static_cast<int>(fwd.size()),
                                                              &found_count, fwd.data()));
-        const auto& f = pick_algorithm(fwd.data(), found_count, "forward convolution");
-        plan->forward = f.algo;
+        const auto [forward, forward_bytes] = pick_algorithm(
+            fwd.data(), found_count,
+            [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+                return cudnnGetConvolutionForwardWorkspaceSize(m_cudnn, plan->x, plan->w,
+                                                               plan->conv, plan->y, algo, bytes);
+            },
+            "forward convolution");
+        plan->forward = forward;
         std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> bwd{};
         DL_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             m_cudnn, plan->w, plan->y, plan->conv, plan->x, static_cast<int>(bwd.size()),
             &found_count, bwd.data()));
-        const auto& d = pick_algorithm(bwd.data(), found_count, "convolution's data gradient");
-        plan->backward_data = d.algo;
+        const auto [data, data_bytes] = pick_algorithm(
+            bwd.data(), found_count,
+            [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+                return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                    m_cudnn, plan->w, plan->y, plan->conv, plan->x, algo, bytes);
+            },
+            "convolution's data gradient");
+        plan->backward_data = data;
         std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>
             flt{};
         DL_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             m_cudnn, plan->x, plan->y, plan->conv, plan->w, static_cast<int>(flt.size()),
             &found_count, flt.data()));
-        const auto& w = pick_algorithm(flt.data(), found_count, "convolution's weight gradient");
-        plan->backward_filter = w.algo;
-
-        // The heuristics' memory figures are estimates; ask for the exact sizes.
-        std::size_t bytes = 0;
-        std::size_t need = 0;
-        DL_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(m_cudnn, plan->x, plan->w, plan->conv,
-                                                              plan->y, plan->forward, &need));
-        bytes = std::max(bytes, need);
-        DL_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-            m_cudnn, plan->w, plan->y, plan->conv, plan->x, plan->backward_data, &need));
-        bytes = std::max(bytes, need);
-        DL_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            m_cudnn, plan->x, plan->y, plan->conv, plan->w, plan->backward_filter, &need));
-        bytes = std::max(bytes, need);
+        const auto [filter, filter_bytes] = pick_algorithm(
+            flt.data(), found_count,
+            [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+                return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    m_cudnn, plan->x, plan->y, plan->conv, plan->w, algo, bytes);
+            },
+            "convolution's weight gradient");
+        plan->backward_filter = filter;
+        const std::size_t bytes = std::max({forward_bytes, data_bytes, filter_bytes});
         plan->workspace = bytes;
         ensure_workspace(bytes);
         return *m_conv.emplace(key, std::move(plan)).first->second;
