@@ -104,6 +104,7 @@ check "the user's ~/.bashrc was sourced" sourced "$(probe bashrc '$DLJOB_TEST_BA
 check "DLJOB_SITE is set" "$site" "$(probe site '$DLJOB_SITE')"
 check "status lists an interactive job, RUNNING" "interactive RUNNING" "$(state name) $(state state)"
 main_id=$(state id)
+check "srun typed in the session starts a step at once" "$slurm_job" "$(probe nested '$(timeout 20 srun -n1 printenv SLURM_JOB_ID)')"
 if [ "$family" = slurm ]; then
   # Ctrl-C while a second session waits in the queue (this one holds 2 of the 4 GPUs).
   tmux -L "$TMUX_SOCKET" new-window -t "$PANE" -n queued "bash --norc --noprofile"

@@ -54,8 +54,10 @@ std::vector<std::string> slurm_argv(const InteractiveRequest& request) {
         }
     }
     argv.push_back("--comment=dljob:" + request.token);
-    argv.insert(argv.end(), {"srun", "--pty", "--nodes=1", "--ntasks=1", "/bin/bash", "--rcfile",
-                             request.rc_path, "-i"});
+    // --overlap: the shell's step shares the allocation, so `srun` typed in the shell starts
+    // at once instead of waiting for the shell's own CPUs and GPUs (Slurm >= 20.11).
+    argv.insert(argv.end(), {"srun", "--overlap", "--pty", "--nodes=1", "--ntasks=1", "/bin/bash",
+                             "--rcfile", request.rc_path, "-i"});
     return argv;
 }
 
@@ -259,7 +261,7 @@ std::string session_script(const std::string& rc_path) {
 # `msub -I -x`; under Slurm's Torque wrapper it runs where qsub was typed (salloc), so it first
 # hops onto the allocated node.
 if [ -n "${{SLURM_JOB_ID:-}}" ] && [ -z "${{SLURM_STEP_ID:-}}" ] && command -v srun >/dev/null 2>&1; then
-    exec srun --pty --nodes=1 --ntasks=1 /bin/bash "$0"
+    exec srun --overlap --pty --nodes=1 --ntasks=1 /bin/bash "$0"
 fi
 exec /bin/bash --rcfile {} -i
 )",

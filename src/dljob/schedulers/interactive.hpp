@@ -9,9 +9,10 @@
 // own lines, so `module list` in a session shows what a batch job loads.
 //
 //   slurm   salloc <sbatch resource options> --comment=dljob:<token>
-//                  srun --pty --nodes=1 --ntasks=1 /bin/bash --rcfile <rc> -i
+//                  srun --overlap --pty --nodes=1 --ntasks=1 /bin/bash --rcfile <rc> -i
 //           The shell is always named, so the site's LaunchParameters=use_interactive_step (which
-//           starts the login shell from the passwd file, without our rc) makes no difference.
+//           starts the login shell from the passwd file, without our rc) makes no difference;
+//           --overlap lets `srun` typed in the shell use the allocation the shell's step holds.
 //   pbs     qsub -I -x -N dlj-<token> <qsub resource options> <session.sh>
 //           Torque's -x runs the script inside the interactive job. Slurm's Torque wrapper has
 //           no -x: it runs `salloc ... <session.sh>` where qsub was typed, so session.sh first

@@ -77,14 +77,10 @@ TEST(Interactive, SlurmAllocatesWithTheSubmitResourcesAndNamesTheShell) {
     for (const char* batch_only : {"--output=", "--signal=", "--no-requeue", "--mail-", "--open"}) {
         EXPECT_FALSE(has_prefix(argv, batch_only)) << batch_only;
     }
-    const std::vector<std::string> tail{"srun",
-                                        "--pty",
-                                        "--nodes=1",
-                                        "--ntasks=1",
-                                        "/bin/bash",
-                                        "--rcfile",
-                                        "/scratch/runs/s/session.rc",
-                                        "-i"};
+    const std::vector<std::string> tail{
+        "srun",       "--overlap", "--pty",    "--nodes=1",
+        "--ntasks=1", "/bin/bash", "--rcfile", "/scratch/runs/s/session.rc",
+        "-i"};
     ASSERT_GE(argv.size(), tail.size());
     EXPECT_TRUE(std::equal(tail.begin(), tail.end(), argv.end() - static_cast<long>(tail.size())));
     EXPECT_TRUE(planned.plan.launch.empty());
