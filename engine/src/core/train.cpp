@@ -464,6 +464,10 @@ int train(const TrainOptions& options) {
                             fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
             }
         }
+        // Steps still queued on a device belong to training time, not to the test that follows.
+        if (has_test && s.test_interval > 0 && solver.iteration() % s.test_interval == 0) {
+            backend.synchronize();
+        }
         const double step_s = seconds_since(step_start);
         total_train_s += step_s;
         total_images += batch;
