@@ -2,7 +2,7 @@
 # Packs what a GPU machine without this project's build dependencies needs to run the GPU tests
 # and the GPU benchmark (bench/lenet_gpu/on_gpu.sh runs them there), into build-gpu-bundle/
 # (ignored by git; carry that one folder):
-#   bundle.tar.xz   BUILD/engine/dltrain (+ .bin), BUILD/tests/dl_engine_tests, the ctest files,
+#   bundle.tar.gz   BUILD/engine/dltrain (+ .bin), BUILD/tests/dl_engine_tests, the ctest files,
 #                   and the shared libraries they need except glibc, libstdc++ and CUDA's own
 #                   (cuBLAS, cuDNN: the GPU machine has them, its driver must match the toolkit)
 #   fashion-mnist/  the benchmark's data (Debian's dataset-fashion-mnist)
@@ -49,7 +49,7 @@ ldd "$build/engine/dltrain" "$build/tests/dl_engine_tests" | awk '$2 == "=>" {pr
     sort -u | while read -r lib path; do cp -L "$path" "$stage/$name/lib/$lib"; done
 mkdir -p "$out"
 echo "$name" > "$out/BUILD_DIR"
-tar -C "$stage" -cJf "$out/bundle.tar.xz" "$name"
+tar -C "$stage" -czf "$out/bundle.tar.gz" "$name"
 mkdir -p "$out/fashion-mnist"
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$out/fashion-mnist/"
 du -sh "$out" "$out"/*

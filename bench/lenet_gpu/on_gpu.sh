@@ -10,11 +10,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?usage: $0 tests|bench [run.sh arguments]}
 shift
 bundle=$root/build-gpu-bundle
-[ -f "$bundle/bundle.tar.xz" ] || { echo "no $bundle/bundle.tar.xz: run bench/lenet_gpu/bundle.sh and carry build-gpu-bundle" >&2; exit 2; }
+[ -f "$bundle/bundle.tar.gz" ] || { echo "no $bundle/bundle.tar.gz: run bench/lenet_gpu/bundle.sh and carry build-gpu-bundle" >&2; exit 2; }
 name=$(cat "$bundle/BUILD_DIR")
 # A real build of that name here (bundle.sh's own machine) is used as it is.
 if [ ! -f "$root/$name/CMakeCache.txt" ]; then
-    tar -C "$root" -xJf "$bundle/bundle.tar.xz"
+    tar -C "$root" -xzf "$bundle/bundle.tar.gz"
 fi
 # The build's tests name /work/main paths (the source and binary directories it was built in).
 if [ "$root" != /work/main ] && [ ! -e /work/main ]; then
@@ -38,8 +38,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 
 case $what in
 tests)
-    LD_LIBRARY_PATH="/work/main/$name/lib:$libs" ctest --test-dir "/work/main/$name" -L 'gpu|engine' \
-        --output-on-failure
+    export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    if command -v ctest >/dev/null; then
+        ctest --test-dir "/work/main/$name" -L 'gpu|engine' --output-on-failure
+    else
+        echo "no ctest here: running the test binary itself"
+        "/work/main/$name/tests/dl_engine_tests"
+    fi
     ;;
 bench)
     PYTHON=$python "$root/bench/lenet_gpu/run.sh" --dltrain "/work/main/$name/engine/dltrain" \
