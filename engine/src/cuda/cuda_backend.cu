@@ -262,7 +262,7 @@ public:
                         "dltrain's CUDA kernels cannot run on " + m_gpu_name +
                             " (compute capability " + std::to_string(prop.major) + "." +
                             std::to_string(prop.minor) + "): " + cudaGetErrorString(probe) +
-                            "; rebuild with -DCMAKE_CUDA_ARCHITECTURES including " +
+                            "; rebuild with -DDLJOB_CUDA_ARCHITECTURES including " +
                             std::to_string(prop.major * 10 + prop.minor));
         }
         DL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
