@@ -579,6 +579,12 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     }
     data.set("data_dir", data_dir_expr);
     data.set("stage", stage);
+    // Packs are staged in the job by dljob itself (templates/prologue.mustache).
+    if (stage && (!req.dljob_binary.is_absolute() || has_nul(req.dljob_binary.string()) ||
+                  req.dljob_binary.string().find('\n') != std::string::npos)) {
+        return refuse("dljob binary", req.dljob_binary.string(), "an absolute path");
+    }
+    data.set("dljob_binary", shell_quote(req.dljob_binary.string()));
 
     auto command = training_command(req, data_dir_expr);
     if (!command) {

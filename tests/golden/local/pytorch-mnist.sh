@@ -29,6 +29,7 @@ export OMP_NUM_THREADS='4'
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
 dljob_child=''
+dljob_data_link='' # set when the compute side linked $DLJOB_DATA_DIR to a staged pack
 
 # Writes <run_dir>/NAME atomically (temporary file, then rename).
 dljob_write() {
@@ -82,6 +83,9 @@ if [ "${1:-}" = "--dljob-compute" ]; then
     dljob_rc=$?
     if [ "$dljob_rc" -ne 0 ] && [ "$dljob_rc" -ne 75 ]; then
         dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
+    fi
+    if [ -n "$dljob_data_link" ]; then
+        rm -f -- "$DLJOB_DATA_DIR" # the link; the per-node cache stays for the next job
     fi
     exit "$dljob_rc"
 fi

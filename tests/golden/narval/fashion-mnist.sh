@@ -40,6 +40,7 @@ export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIG
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
 dljob_child=''
+dljob_data_link='' # set when the compute side linked $DLJOB_DATA_DIR to a staged pack
 
 # Writes <run_dir>/NAME atomically (temporary file, then rename).
 dljob_write() {
@@ -85,12 +86,22 @@ dljob_trap_signals() {
 if [ "${1:-}" = "--dljob-compute" ]; then
     dljob_trap_signals
     cd -- "$DLJOB_RUN_DIR" || exit 1
+    # Once per node (the launcher starts this side once per node). A pack (`dljob pack`) is
+    # staged by `dljob stage-data`: one sequential copy, verified, cached per node by its
+    # content hash; $DLJOB_DATA_DIR becomes a link to the staged copy, which dltrain reads
+    # through its index. Any other tree is copied file by file.
     dljob_step='stage data'
-    if ! mkdir -p -- "$DLJOB_DATA_DIR" || ! cp -R -- "$DLJOB_DATA_SOURCE/." "$DLJOB_DATA_DIR/"; then
+    if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then
+        rm -f -- "$DLJOB_DATA_DIR"
+        dljob_staged=$('/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")") &&
+            ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1
+    else
+        mkdir -p -- "$DLJOB_DATA_DIR" && cp -R -- "$DLJOB_DATA_SOURCE/." "$DLJOB_DATA_DIR/"
+    fi || {
         echo "dljob: error: staging $DLJOB_DATA_SOURCE to $DLJOB_DATA_DIR failed" >&2
         dljob_write failed_command "$dljob_step"
         exit 1
-    fi
+    }
     dljob_step='train'
     "${DLJOB_COMMAND[@]}" &
     dljob_child=$!
@@ -98,6 +109,9 @@ if [ "${1:-}" = "--dljob-compute" ]; then
     dljob_rc=$?
     if [ "$dljob_rc" -ne 0 ] && [ "$dljob_rc" -ne 75 ]; then
         dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
+    fi
+    if [ -n "$dljob_data_link" ]; then
+        rm -f -- "$DLJOB_DATA_DIR" # the link; the per-node cache stays for the next job
     fi
     exit "$dljob_rc"
 fi
