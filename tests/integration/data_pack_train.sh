@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Real data end to end, no network: Fashion-MNIST from Debian's dataset-fashion-mnist through
+# `dljob fetch-data`, `dljob pack`, `dljob stage-data`, then dltrain reading the staged pack in
+# place (IDX members), and a pack of an image list (PGM members with labels). Also: fetch-data
+# of a missing URL from a loopback server leaves nothing behind.
+#   DLJOB=.../dljob DLTRAIN=.../dltrain data_pack_train.sh
+set -euo pipefail
+: "${DLJOB:?DLJOB must name the dljob binary}" "${DLTRAIN:?DLTRAIN must name the dltrain binary}"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    echo "SKIP: dataset-fashion-mnist is not installed (scripts/setup.sh installs it)"
+    exit 0
+fi
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/dljob-data-itest.XXXXXX")
+trap 'rm -rf "$WORK" 2>/dev/null || true' EXIT
+failures=0
+check() { # DESCRIPTION EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: expected '$2', got '$3'"; failures=$((failures + 1)); fi
+}
+
+# 1. fetch-data from the Debian package: verified copies, the directory on stdout.
+out=$("$DLJOB" fetch-data fashion-mnist --to "$WORK/fm" 2>"$WORK/fetch.err")
+check "fetch-data prints the directory" "$WORK/fm" "$out"
+check "four verified files" 4 "$(grep -c 'verified' "$WORK/fetch.err")"
+again=$("$DLJOB" fetch-data fashion-mnist --to "$WORK/fm" 2>&1 >/dev/null | grep -c '^present')
+check "a second fetch finds them present" 4 "$again"
+
+# 2. pack and stage.
+"$DLJOB" pack "$WORK/fm" -o "$WORK/fm.dlpack" >/dev/null
+mkdir -p "$WORK/node"
+staged=$("$DLJOB" stage-data "$WORK/fm.dlpack" --to "$WORK/node" 2>/dev/null)
+check "staged pack holds data.tar" yes "$([ -f "$staged/data.tar" ] && echo yes || echo no)"
+
+# 3. dltrain reads the staged pack through its index: LeNet's data layers, a short run.
+sed -e 's/max_iter: .*/max_iter: 30/' -e 's/test_interval: .*/test_interval: 30/' \
+    -e 's/test_iter: .*/test_iter: 2/' -e 's/snapshot: .*/snapshot: 30/' \
+    "$SRC/recipes/networks/lenet.yaml" >"$WORK/lenet.yaml"
+"$DLTRAIN" train --config "$WORK/lenet.yaml" --run-dir "$WORK/run-pack" --data-dir "$staged" \
+    --threads 2 >"$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; exit 1; }
+final=$(grep -c '"type":"final"' "$WORK/run-pack/metrics.jsonl" || true)
+check "dltrain trained from the pack (final line in metrics.jsonl)" 1 "$final"
+
+# 4. An image list of PGM files (Caffe's train.txt), packed with labels, read as images.
+python3 - "$WORK/images" <<'PY'
+import gzip, os, sys
+out = sys.argv[1]
+src = "/usr/share/datasets/fashion-mnist"
+for split, prefix, count in (("train", "train", 300), ("test", "t10k", 100)):
+    images = gzip.open(f"{src}/{prefix}-images-idx3-ubyte.gz").read()[16:]
+    labels = gzip.open(f"{src}/{prefix}-labels-idx1-ubyte.gz").read()[8:]
+    os.makedirs(f"{out}/{split}", exist_ok=True)
+    with open(f"{out}/{split}.txt", "w") as listing:
+        for i in range(count):
+            with open(f"{out}/{split}/{i:05d}.pgm", "wb") as f:
+                f.write(b"P5 28 28 255\n" + images[i * 784:(i + 1) * 784])
+            listing.write(f"{split}/{i:05d}.pgm {labels[i]}\n")
+PY
+"$DLJOB" pack "$WORK/images/train.txt" -o "$WORK/train.dlpack" >/dev/null
+"$DLJOB" pack "$WORK/images/test.txt" -o "$WORK/test.dlpack" >/dev/null
+sed -e 's/source: train-images-idx3-ubyte.gz/source: train.dlpack/' \
+    -e 's/label_source: train-labels-idx1-ubyte.gz/label_source: train.dlpack/' \
+    -e 's/source: t10k-images-idx3-ubyte.gz/source: test.dlpack/' \
+    -e 's/label_source: t10k-labels-idx1-ubyte.gz/label_source: test.dlpack/' \
+    "$WORK/lenet.yaml" >"$WORK/lenet-images.yaml"
+"$DLTRAIN" train --config "$WORK/lenet-images.yaml" --run-dir "$WORK/run-images" \
+    --data-dir "$WORK" --threads 2 >"$WORK/train-images.log" 2>&1 || { cat "$WORK/train-images.log"; exit 1; }
+final=$(grep -c '"type":"final"' "$WORK/run-images/metrics.jsonl" || true)
+check "dltrain trained from a pack of labelled PGM images" 1 "$final"
+
+# 5. A 404 from a loopback server: exit 7, the URL named, nothing written.
+mkdir -p "$WORK/www"
+coproc SERVER { exec python3 "$SRC/tests/support/http_server.py" "$WORK/www"; }
+read -r _ port <&"${SERVER[0]}"
+set +e
+msg=$("$DLJOB" fetch-data "http://127.0.0.1:$port/files/nope.tar" --to "$WORK/dl" 2>&1)
+rc=$?
+set -e
+kill "$SERVER_PID" 2>/dev/null || true
+check "404 exits 7 (not found)" 7 "$rc"
+check "404 names the URL" yes "$(grep -q "not found (HTTP 404): http://127.0.0.1:$port/files/nope.tar" <<<"$msg" && echo yes)"
+check "404 leaves nothing" "" "$(ls -A "$WORK/dl")"
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all data checks passed"
