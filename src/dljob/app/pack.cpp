@@ -1,6 +1,7 @@
 #include <dljob/adapters/archive_libarchive.hpp>
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_xxhash.hpp>
+#include <dljob/adapters/process_boost.hpp>
 #include <dljob/app/pack.hpp>
 
 #include <dljob_build_info.hpp>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -341,6 +343,21 @@ Result<PackSummary> pack_dataset(const PackRequest& request,
     if (mkdir(partial.c_str(), 0755) != 0) {
         return fail(adapters::system_error("cannot create directory", partial, errno));
     }
+    // A directory's Lustre layout is inherited by the files created in it, data.tar included.
+    std::string striping;
+    std::string filesystem;
+    (void)adapters::is_network_filesystem(partial, filesystem);
+    if (const auto command = lustre_stripe_command(filesystem, partial); !command.empty()) {
+        adapters::BoostProcessRunner runner;
+        ProcessRequest stripe;
+        stripe.argv = command;
+        stripe.timeout = std::chrono::seconds(30);
+        auto ran = runner.run(stripe);
+        striping = !ran                  ? "not striped: lfs is not available"
+                   : ran->exit_code != 0 ? fmt::format("not striped: lfs setstripe failed: {}",
+                                                       ran->err.substr(0, ran->err.find('\n')))
+                                         : "striped for Lustre: 1 MiB stripes over 4 OSTs";
+    }
     auto manifest = write_pack(request, partial, is_tree, progress);
     if (!manifest) {
         (void)adapters::remove_tree(partial);
@@ -350,7 +367,15 @@ Result<PackSummary> pack_dataset(const PackRequest& request,
         (void)adapters::remove_tree(partial);
         return fail(renamed.error());
     }
-    return PackSummary{request.output, std::move(*manifest)};
+    return PackSummary{request.output, std::move(*manifest), striping};
+}
+
+std::vector<std::string> lustre_stripe_command(const std::string& filesystem,
+                                               const std::string& directory) {
+    if (filesystem != "lustre") {
+        return {};
+    }
+    return {"lfs", "setstripe", "--stripe-size", "1M", "--stripe-count", "4", directory};
 }
 
 } // namespace dljob::app

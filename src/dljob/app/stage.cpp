@@ -1,5 +1,6 @@
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_xxhash.hpp>
+#include <dljob/app/site_catalog.hpp>
 #include <dljob/app/stage.hpp>
 #include <dljob/app/stage_extract.hpp>
 #include <dljob/domain/dataset.hpp>
@@ -243,7 +244,15 @@ Result<StageResult> hit_result(const CachePaths& paths, const StageRequest& requ
 }
 
 Result<StageTarget> existing_target(const StageRequest& request, const GetEnv& getenv) {
-    auto target = resolve_stage_target(request.to, getenv);
+    std::optional<SiteProfile> site;
+    if (!request.site.empty()) {
+        auto loaded = SiteCatalog().load(request.site);
+        if (!loaded) {
+            return fail(loaded.error());
+        }
+        site = std::move(*loaded);
+    }
+    auto target = resolve_stage_target(request.to, getenv, site ? &*site : nullptr);
     if (!target) {
         return target;
     }

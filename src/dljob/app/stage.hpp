@@ -30,6 +30,9 @@ struct StageRequest {
     bool skip_space_check = false;        // for file systems whose statvfs is wrong
     std::optional<std::uint64_t> reserve; // bytes to leave free (default: 0, RAM disks more)
     unsigned threads = 2;                 // extraction writers
+    /// A site whose storage tiers `node-local` (tmp) and `ramdisk` come first (docs/data.md);
+    /// empty: only the environment and the defaults.
+    std::string site;
 };
 
 struct StageResult {

@@ -48,6 +48,9 @@ void set_pack_command(CLI::App& app, Context& context) {
         if (!summary) {
             throw Failure(summary.error());
         }
+        if (!summary->striping.empty()) {
+            context.err << summary->striping << '\n';
+        }
         const auto& m = summary->manifest;
         context.out << fmt::format("packed {} files and {} directories ({}) into {} ({}, "
                                    "xxh3-128 {})\n",

@@ -52,6 +52,8 @@ void set_stage_data_command(CLI::App& app, Context& context) {
                      "tmp ($SLURM_TMPDIR, $TMPDIR, $LSCRATCH, /tmp), ramdisk ($RAMDISK, "
                      "/dev/shm) or a directory")
         ->capture_default_str();
+    command->add_option("--site", request->site,
+                        "Site profile whose storage tiers (node-local, ramdisk) to use first");
     command->add_flag("--extract", request->extract,
                       "Also unpack the files (safely) and print the tree's path");
     command->add_flag("--keep", request->keep, "Leave the staged copy in place on --cleanup");
