@@ -18,7 +18,8 @@ check "N distinct scheduler ids" "$n" "$(python3 -c 'import json,sys; print(len(
 if [ "$site" != local ]; then
   tokens=$(python3 -c 'import json,sys; print("\n".join(j["token"] for j in json.load(open(sys.argv[1]))))' "$WORK/all.json")
   found=0
-  listing=$(squeue -h --me -t all -o '%k'; qstat -f 2>/dev/null | sed -n 's/.*Job_Name = //p')
+  # The token travels in Slurm's comment, elsewhere in the job name dlj-<token>.
+  listing=$(squeue -h --me -t all -o '%k %j')
   for t in $tokens; do
     c=$(grep -c -- "$t" <<<"$listing" || true)
     [ "$c" = 1 ] && found=$((found + 1))

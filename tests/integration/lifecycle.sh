@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# lifecycle.sh SITE [noreject]: submit -> running -> completed, a failing job (FAILED with its exit code),
+# lifecycle.sh SITE: submit -> running -> completed, a failing job (FAILED with its exit code),
 # cancel, and (for a scheduler site) a rejected submit that leaves no row behind.
 # shellcheck disable=SC1091
 . "$(dirname "$0")/lib.sh"
-site=$1 reject=${2:-reject}
+site=$1
 
 ok=$(submit "$site" ok)
 check "submit prints a job id" 1 "$([ -n "$ok" ] && echo 1 || echo 0)"
@@ -22,7 +22,7 @@ check "cancelled job is CANCELLED" CANCELLED "$(field "$long" state)"
 sleep 2
 check "and stays CANCELLED" CANCELLED "$(field "$long" state)"
 
-if [ "$site" != local ] && [ "$reject" = reject ]; then
+if [ "$site" != local ]; then
   before=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   set +e
   # shellcheck disable=SC2046

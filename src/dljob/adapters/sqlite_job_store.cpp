@@ -66,8 +66,13 @@ CREATE TABLE polls (
 )sql",
 };
 
-// Converts the Failure the RAII layer throws back into a value at the interface, so callers
-// see Result like everywhere else in the library.
+// The adapter's one error boundary. Db/Stmt/Txn (sqlite_db.cpp) throw Failure because
+// constructors and destructors cannot return Result; every public SqliteJobStore method runs its
+// body through guarded(), which turns that Failure back into a Result at the JobStore interface.
+// So no exception leaves this file, callers handle Result as everywhere else, and cli.cpp stays
+// the only place that catches for the program. (The one other catch, in ~Txn, swallows a failed
+// ROLLBACK: a destructor must not throw, and closing the connection rolls the transaction back.)
+// Only Failure is caught here: anything else is a bug and reaches cli.cpp unchanged.
 template <class F> auto guarded(F&& body) -> decltype(body()) {
     try {
         return body();

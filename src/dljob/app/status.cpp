@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,41 @@ std::optional<int> exit_code_file(const std::string& run_dir) {
         return std::nullopt;
     }
     return value;
+}
+
+// Schedulers that report no walltime kill (SHARCNET's sqjobs, the Torque wrappers' qstat) leave
+// a job killed at its walltime looking FAILED: the script's epilogue still writes the code the
+// program ended with, which depends on how it and its shells handled the scheduler's SIGTERM
+// (143, 137, 255, ...). No job runs past its walltime unless the scheduler is ending it, so a
+// non-zero exit after running at least the walltime (job_identity's start to the exit_code
+// file's time) is the walltime, not a failure.
+bool killed_at_walltime(const Job& job, int exit_code) {
+    if (exit_code == 0 || job.walltime_s <= 0) {
+        return false;
+    }
+    const std::filesystem::path dir(job.run_dir);
+    auto identity = util::read_file(dir / "job_identity");
+    if (!identity) {
+        return false;
+    }
+    const auto at = identity->find("started=");
+    if (at == std::string::npos) {
+        return false;
+    }
+    std::int64_t started = 0;
+    const char* first = identity->data() + at + 8;
+    const auto [ptr, ec] = std::from_chars(first, identity->data() + identity->size(), started);
+    std::error_code error;
+    const auto written = std::filesystem::last_write_time(dir / "exit_code", error);
+    if (ec != std::errc() || ptr == first || error) {
+        return false;
+    }
+    const auto ended = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::file_clock::to_sys(written).time_since_epoch())
+                           .count();
+    // Schedulers count the limit from their own start, a moment before the script's.
+    constexpr std::int64_t slack_s = 2;
+    return ended - started >= job.walltime_s - slack_s;
 }
 
 // Submissions whose outcome is unknown: find them by token, adopt the id if found.
@@ -132,6 +168,13 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
             metrics.accuracy = number("accuracy");
         } else if (type == "final") {
             any = true;
+            // The last train record is from the last display interval; where it ended is here.
+            if (auto iter = number("iter")) {
+                metrics.iter = static_cast<std::int64_t>(*iter);
+            }
+            if (auto max_iter = number("max_iter")) {
+                metrics.max_iter = static_cast<std::int64_t>(*max_iter);
+            }
             metrics.final_status = json.value("status", "");
             if (auto accuracy = number("test_accuracy")) {
                 metrics.accuracy = accuracy;
@@ -198,6 +241,10 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 continue; // too early to call a missing job UNKNOWN
             }
             auto status = reconcile(observed, file);
+            if (status.state == JobState::failed && file && killed_at_walltime(job, *file)) {
+                status.state = JobState::timeout;
+                status.reason = "killed at the walltime";
+            }
             auto updated = context.store().update_state(job.id, status, now);
             if (!updated) {
                 return fail(updated.error());

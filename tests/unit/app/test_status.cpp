@@ -1,0 +1,121 @@
+// `dljob status` on a scheduler that reports no walltime kill (sqsub: done is just "D"): a job
+// that ended non-zero after running its walltime is TIMEOUT, a shorter one FAILED; the final
+// metrics record gives the iteration the training ended at. Real SQLite, recorded sqjobs output.
+
+#include "unit/schedulers/fake_process_runner.hpp"
+
+#include <dljob/adapters/sqlite_job_store.hpp>
+#include <dljob/app/status.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+namespace dljob::app {
+namespace {
+
+class StatusWalltime : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir = std::filesystem::temp_directory_path() /
+              ("dljob-status-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(dir);
+        std::filesystem::create_directories(dir / "run");
+        auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
+        ASSERT_TRUE(store) << store.error().message;
+        auto runner = std::make_unique<dljob::testing::FakeProcessRunner>();
+        fake = runner.get();
+        context.emplace(std::move(store.value()), std::move(runner));
+    }
+    void TearDown() override { std::filesystem::remove_all(dir); }
+
+    // A sqsub job with a 60 s walltime that started at `started`, died with `code` at `ended`.
+    JobView run(int code, std::int64_t started, std::int64_t ended) {
+        Job job;
+        job.token = "0123456789";
+        job.name = "t";
+        job.site = "sharcnet";
+        job.scheduler = "sqsub";
+        job.run_dir = (dir / "run").string();
+        job.walltime_s = 60;
+        job.created_at = started - 5;
+        auto created = context->store().create(job);
+        EXPECT_TRUE(created);
+        EXPECT_TRUE(context->store().mark_submitted(created->id, "77", "", started - 5));
+        std::ofstream(dir / "run" / "job_identity")
+            << "token=0123456789\nscheduler=sqsub\njob_id=77\nhost=n1\nstarted=" << started
+            << "\npid=1\n";
+        std::ofstream(dir / "run" / "exit_code") << code << "\n";
+        std::filesystem::last_write_time(
+            dir / "run" / "exit_code", std::chrono::file_clock::from_sys(
+                                           std::chrono::sys_seconds(std::chrono::seconds(ended))));
+        fake->reply("sqjobs", 0,
+                    "  jobid  queue state ncpus   prio    nodes time command\n"
+                    "------- ------ ----- ----- ------ -------- ---- -------\n"
+                    "     77 threaded D     1  1.000    n1    61s /bin/bash\n");
+        StatusOptions options;
+        options.force = true;
+        options.ids = {std::to_string(created->id)};
+        std::vector<std::string> warnings;
+        auto views = job_status(*context, options, warnings);
+        EXPECT_TRUE(views) << views.error().message;
+        return views->front();
+    }
+
+    std::filesystem::path dir;
+    std::optional<JobContext> context;
+    dljob::testing::FakeProcessRunner* fake = nullptr;
+};
+
+TEST_F(StatusWalltime, KilledBySigtermAfterItsWalltimeIsTimeout) {
+    const auto view = run(143, 1'700'000'000, 1'700'000'061);
+    EXPECT_EQ(view.job.state, JobState::timeout);
+    EXPECT_EQ(view.job.reason, "killed at the walltime");
+    EXPECT_EQ(view.job.exit_code, 143);
+}
+
+TEST_F(StatusWalltime, KilledBeforeItsWalltimeIsAFailure) {
+    const auto view = run(143, 1'700'000'000, 1'700'000'020);
+    EXPECT_EQ(view.job.state, JobState::failed);
+}
+
+TEST_F(StatusWalltime, WhateverCodeTheProgramEndedWithPastItsWalltime) {
+    // Shells and programs turn the scheduler's SIGTERM into codes of their own (bash: 255).
+    const auto view = run(255, 1'700'000'000, 1'700'000'090);
+    EXPECT_EQ(view.job.state, JobState::timeout);
+}
+
+TEST_F(StatusWalltime, AFailureBeforeTheWalltimeStaysAFailure) {
+    const auto view = run(3, 1'700'000'000, 1'700'000'030);
+    EXPECT_EQ(view.job.state, JobState::failed);
+    EXPECT_EQ(view.job.exit_code, 3);
+}
+
+TEST(StatusMetrics, TheFinalRecordSaysWhereTrainingEnded) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-metrics-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "metrics.jsonl")
+        << R"({"type":"train","iter":0,"max_iter":100,"loss":2.3,"images_per_s":500})"
+        << "\n"
+        << R"({"type":"test","iter":100,"accuracy":0.75,"loss":0.7})"
+        << "\n"
+        << R"({"type":"final","iter":100,"max_iter":100,"status":"completed","test_accuracy":0.751})"
+        << "\n";
+    auto metrics = read_metrics(dir.string());
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->iter, 100);
+    EXPECT_EQ(metrics->max_iter, 100);
+    EXPECT_EQ(metrics->final_status, "completed");
+    ASSERT_TRUE(metrics->accuracy);
+    EXPECT_DOUBLE_EQ(*metrics->accuracy, 0.751);
+}
+
+} // namespace
+} // namespace dljob::app
