@@ -1,6 +1,9 @@
+#include <dljob/app/data_check.hpp>
 #include <dljob/app/render_service.hpp>
 #include <dljob/app/site_catalog.hpp>
+#include <dljob/app/stage.hpp>
 #include <dljob/app/submit.hpp>
+#include <dljob/config/recipe_loader.hpp>
 #include <dljob/util/files.hpp>
 #include <dljob/util/paths.hpp>
 
@@ -84,6 +87,13 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         return fail(rendered.error());
     }
     SubmitOutcome outcome{Job{}, *rendered};
+    // Data that is missing or slow to read in place: say so before the job waits in a queue.
+    if (auto recipe = config::load_recipe(options.recipe, options.overrides)) {
+        for (auto& note :
+             data_notes({recipe->data.source, recipe->data.stage_to}, process_environment())) {
+            outcome.rendered.notes.push_back(std::move(note));
+        }
+    }
     outcome.job.name = rendered->scheduler_job_name;
     outcome.job.site = site;
     outcome.job.scheduler = to_string(rendered->scheduler);
