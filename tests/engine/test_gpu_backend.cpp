@@ -334,6 +334,48 @@ TEST_F(GpuOps, SolverUpdatesMatchTheCpu) {
     }
 }
 
+TEST_F(GpuOps, SolverUpdatesOverAllParametersInOneLaunchMatchTheCpu) {
+    const std::vector<int> sizes = {1000, 7, 300};
+    for (const std::string rule : {"SGD", "Nesterov", "Adam"}) {
+        std::vector<Both> w;
+        std::vector<Both> m;
+        std::vector<Both> v;
+        for (const int size : sizes) {
+            w.push_back(both_random({size}));
+            m.push_back(both({size}, std::vector<float>(static_cast<std::size_t>(size), 0.0F)));
+            v.push_back(both({size}, std::vector<float>(static_cast<std::size_t>(size), 0.0F)));
+        }
+        auto step = both({2}, {0.01F, 0.5F});
+        std::vector<UpdateTarget> cpu_targets;
+        std::vector<UpdateTarget> gpu_targets;
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            const float lr_mult = i == 1 ? 2.0F : 1.0F;
+            const float decay = i == 1 ? 0.0F : 5e-4F;
+            cpu_targets.push_back({w[i].cpu.count(), lr_mult, decay, w[i].cpu.diff(),
+                                   m[i].cpu.data(), v[i].cpu.data(), w[i].cpu.data()});
+            gpu_targets.push_back({w[i].gpu.count(), lr_mult, decay, w[i].gpu.diff(),
+                                   m[i].gpu.data(), v[i].gpu.data(), w[i].gpu.data()});
+        }
+        for (int t = 0; t < 3; ++t) {
+            for (auto& weights : w) {
+                set_diff(weights, random_values(weights.cpu.count(), m_rng));
+            }
+            if (rule == "Adam") {
+                m_cpu->adam_update_all(cpu_targets, step.cpu.data(), 0.9F, 0.999F, 1e-8F);
+                m_gpu->adam_update_all(gpu_targets, step.gpu.data(), 0.9F, 0.999F, 1e-8F);
+            } else {
+                m_cpu->sgd_update_all(cpu_targets, step.cpu.data(), 0.9F, rule == "Nesterov");
+                m_gpu->sgd_update_all(gpu_targets, step.gpu.data(), 0.9F, rule == "Nesterov");
+            }
+        }
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            expect_data(w[i], rule + " weights " + std::to_string(i), 1e-5F);
+            expect_data(m[i], rule + " history " + std::to_string(i), 1e-5F);
+            expect_data(v[i], rule + " second moment " + std::to_string(i), 1e-5F);
+        }
+    }
+}
+
 // Whole LeNet training steps, the GPU's recorded (CUDA graph) and staged like dltrain's loop.
 class GpuTraining : public ::testing::Test {
 protected:

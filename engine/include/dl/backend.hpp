@@ -93,6 +93,18 @@ public:
     virtual void replay() = 0;
 };
 
+/// One parameter in a solver update over all parameters (plain data: a device backend copies
+/// the list to its memory once and reads it there).
+struct UpdateTarget {
+    std::size_t count = 0;
+    float lr_mult = 1.0F;
+    float decay = 0.0F; // weight_decay * decay_mult
+    const float* grad = nullptr;
+    float* history = nullptr;  // momentum, or Adam's m
+    float* history2 = nullptr; // Adam's v
+    float* weights = nullptr;
+};
+
 class Backend : public Memory {
 public:
     [[nodiscard]] virtual std::string name() const = 0;
@@ -164,6 +176,12 @@ public:
     virtual void adam_update(std::size_t n, const float* step, float lr_mult, float beta1,
                              float beta2, float epsilon, float decay, const float* g, float* m,
                              float* v, float* w) = 0;
+    // Every parameter at once (one launch on a GPU instead of one per parameter). By default,
+    // and on the CPU, sgd_update / adam_update per target in order.
+    virtual void sgd_update_all(const std::vector<UpdateTarget>& targets, const float* step,
+                                float momentum, bool nesterov);
+    virtual void adam_update_all(const std::vector<UpdateTarget>& targets, const float* step,
+                                 float beta1, float beta2, float epsilon);
 };
 
 /// Names of the backends compiled in ("cpu" always, "cuda" when built with it).

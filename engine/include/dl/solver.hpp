@@ -40,6 +40,7 @@ private:
     Backend& m_backend;
     std::vector<Tensor> m_history;
     Tensor m_step; // [learning rate, Adam's bias correction] in backend memory
+    std::vector<UpdateTarget> m_targets; // every parameter with its history, built once
     int m_iter = 0;
 };
 

@@ -91,6 +91,22 @@ std::unique_ptr<Recording> Backend::record(const std::function<void()>& /*work*/
     return nullptr;
 }
 
+void Backend::sgd_update_all(const std::vector<UpdateTarget>& targets, const float* step,
+                             float momentum, bool nesterov) {
+    for (const UpdateTarget& t : targets) {
+        sgd_update(t.count, step, t.lr_mult, momentum, t.decay, nesterov, t.grad, t.history,
+                   t.weights);
+    }
+}
+
+void Backend::adam_update_all(const std::vector<UpdateTarget>& targets, const float* step,
+                              float beta1, float beta2, float epsilon) {
+    for (const UpdateTarget& t : targets) {
+        adam_update(t.count, step, t.lr_mult, beta1, beta2, epsilon, t.decay, t.grad, t.history,
+                    t.history2, t.weights);
+    }
+}
+
 std::vector<std::string> backend_names() {
 #ifdef DL_ENGINE_HAVE_CUDA
     return {"cpu", "cuda"};

@@ -309,6 +309,7 @@ public:
             cudaEventDestroy(slot.done);
         }
         m_workspaces.clear();
+        m_target_tables.clear();
         m_cublas_workspace.reset();
         m_counter.reset();
         cublasDestroy(m_cublas);
@@ -542,7 +543,60 @@ public:
         kernels::adam_update(m_stream, n, step, lr_mult, beta1, beta2, epsilon, decay, g, m, v, w);
     }
 
+    void sgd_update_all(const std::vector<UpdateTarget>& targets, const float* step, float momentum,
+                        bool nesterov) override {
+        const TargetTable& table = target_table(targets);
+        kernels::sgd_update_all(m_stream, table.device(), static_cast<int>(targets.size()),
+                                table.largest, step, momentum, nesterov);
+    }
+    void adam_update_all(const std::vector<UpdateTarget>& targets, const float* step, float beta1,
+                         float beta2, float epsilon) override {
+        const TargetTable& table = target_table(targets);
+        kernels::adam_update_all(m_stream, table.device(), static_cast<int>(targets.size()),
+                                 table.largest, step, beta1, beta2, epsilon);
+    }
+
 private:
+    // A solver's parameter list in device memory, uploaded the first time it is seen and kept
+    // (a recorded step points at it).
+    struct TargetTable {
+        std::vector<UpdateTarget> host;
+        std::unique_ptr<DeviceBlock> block;
+        std::size_t largest = 0;
+        [[nodiscard]] const UpdateTarget* device() const {
+            return static_cast<const UpdateTarget*>(block->pointer);
+        }
+    };
+    static bool same(const std::vector<UpdateTarget>& a, const std::vector<UpdateTarget>& b) {
+        return a.size() == b.size() &&
+               std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
+                   return x.count == y.count && x.lr_mult == y.lr_mult && x.decay == y.decay &&
+                          x.grad == y.grad && x.history == y.history && x.history2 == y.history2 &&
+                          x.weights == y.weights;
+               });
+    }
+    const TargetTable& target_table(const std::vector<UpdateTarget>& targets) {
+        for (const auto& table : m_target_tables) {
+            if (same(table->host, targets)) {
+                return *table;
+            }
+        }
+        not_recording("a new solver parameter list");
+        auto table = std::make_unique<TargetTable>();
+        table->host = targets;
+        table->block = std::make_unique<DeviceBlock>(std::max<std::size_t>(targets.size(), 1) *
+                                                     sizeof(UpdateTarget));
+        for (const auto& t : targets) {
+            table->largest = std::max(table->largest, t.count);
+        }
+        DL_CUDA_CHECK(cudaMemcpyAsync(table->block->pointer, targets.data(),
+                                      targets.size() * sizeof(UpdateTarget), cudaMemcpyHostToDevice,
+                                      m_stream));
+        DL_CUDA_CHECK(cudaStreamSynchronize(m_stream));
+        m_target_tables.push_back(std::move(table));
+        return *m_target_tables.back();
+    }
+
     void not_recording(const char* what) const {
         if (m_recording) {
             throw Error(ErrorKind::device,
@@ -717,6 +771,7 @@ private:
         m_conv;
     std::map<std::tuple<int, int, int, int, int, int, int>, std::unique_ptr<PoolPlan>> m_pool;
     std::array<UploadSlot, k_upload_slots> m_upload_ring{};
+    std::vector<std::unique_ptr<TargetTable>> m_target_tables;
     std::size_t m_next_upload = 0;
 };
 

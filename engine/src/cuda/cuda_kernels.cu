@@ -277,6 +277,43 @@ __global__ void adam_update_kernel(std::size_t n, const float* step, float lr_mu
     }
 }
 
+__global__ void sgd_update_all_kernel(const UpdateTarget* targets, const float* step,
+                                      float momentum, bool nesterov) {
+    const UpdateTarget t = targets[blockIdx.y];
+    const float lr = step[0] * t.lr_mult;
+    DL_GRID_LOOP(i, t.count) {
+        const float grad = t.grad[i] + t.decay * t.weights[i];
+        const float previous = t.history[i];
+        const float updated = momentum * previous + lr * grad;
+        t.history[i] = updated;
+        t.weights[i] -= nesterov ? (1.0F + momentum) * updated - momentum * previous : updated;
+    }
+}
+
+__global__ void adam_update_all_kernel(const UpdateTarget* targets, const float* step, float beta1,
+                                       float beta2, float epsilon) {
+    const UpdateTarget t = targets[blockIdx.y];
+    const float lr = step[0] * t.lr_mult;
+    const float correction = step[1];
+    DL_GRID_LOOP(i, t.count) {
+        const float grad = t.grad[i] + t.decay * t.weights[i];
+        const float mi = beta1 * t.history[i] + (1.0F - beta1) * grad;
+        const float vi = beta2 * t.history2[i] + (1.0F - beta2) * grad * grad;
+        t.history[i] = mi;
+        t.history2[i] = vi;
+        t.weights[i] -= lr * correction * mi / (sqrtf(vi) + epsilon);
+    }
+}
+
+// Blocks along x for the largest target: enough to fill an H100 (132 SMs) twice over; smaller
+// targets leave their extra blocks idle at once.
+dim3 update_grid(int count, std::size_t largest) {
+    constexpr int k_update_blocks = 264;
+    const int blocks = blocks_for(largest);
+    return {static_cast<unsigned>(blocks < k_update_blocks ? blocks : k_update_blocks),
+            static_cast<unsigned>(count), 1U};
+}
+
 } // namespace
 
 cudaError_t probe() {
@@ -376,6 +413,27 @@ void adam_update(cudaStream_t stream, std::size_t n, const float* step, float lr
                  float* w) {
     adam_update_kernel<<<blocks_for(n), k_threads, 0, stream>>>(n, step, lr_mult, beta1, beta2,
                                                                 epsilon, decay, g, m, v, w);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void sgd_update_all(cudaStream_t stream, const UpdateTarget* targets, int count,
+                    std::size_t largest, const float* step, float momentum, bool nesterov) {
+    if (count == 0) {
+        return;
+    }
+    sgd_update_all_kernel<<<update_grid(count, largest), k_threads, 0, stream>>>(
+        targets, step, momentum, nesterov);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void adam_update_all(cudaStream_t stream, const UpdateTarget* targets, int count,
+                     std::size_t largest, const float* step, float beta1, float beta2,
+                     float epsilon) {
+    if (count == 0) {
+        return;
+    }
+    adam_update_all_kernel<<<update_grid(count, largest), k_threads, 0, stream>>>(
+        targets, step, beta1, beta2, epsilon);
     DL_CUDA_CHECK_LAUNCH();
 }
 

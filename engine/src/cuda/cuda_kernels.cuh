@@ -56,4 +56,12 @@ void adam_update(cudaStream_t stream, std::size_t n, const float* step, float lr
                  float beta2, float epsilon, float decay, const float* g, float* m, float* v,
                  float* w);
 
+// The same over every parameter in one launch: blockIdx.y picks the target (a device copy of
+// the list), blocks along x stride over its values (CPU: sgd_update / adam_update per target).
+void sgd_update_all(cudaStream_t stream, const UpdateTarget* targets, int count,
+                    std::size_t largest, const float* step, float momentum, bool nesterov);
+void adam_update_all(cudaStream_t stream, const UpdateTarget* targets, int count,
+                     std::size_t largest, const float* step, float beta1, float beta2,
+                     float epsilon);
+
 } // namespace dl::cuda::kernels

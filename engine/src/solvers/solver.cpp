@@ -41,6 +41,20 @@ Solver::Solver(const SolverConfig& config, Net& net, Backend& backend)
             m_history.emplace_back(param.tensor->shape(), &backend);
         }
     }
+    const auto& params = net.params();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        Tensor& w = *params[i].tensor;
+        UpdateTarget target;
+        target.count = w.count();
+        target.lr_mult = params[i].spec.lr_mult;
+        target.decay = config.weight_decay * params[i].spec.decay_mult;
+        target.grad = w.diff();
+        target.weights = w.data();
+        const std::size_t first = static_cast<std::size_t>(slots) * i;
+        target.history = m_history[first].data();
+        target.history2 = slots == 2 ? m_history[first + 1].data() : nullptr;
+        m_targets.push_back(target);
+    }
 }
 
 void Solver::apply_update() {
@@ -63,21 +77,12 @@ void Solver::prepare_update() {
 }
 
 void Solver::enqueue_update() {
-    const auto& params = m_net.params();
-    const bool adam = m_config.type == "Adam";
-    for (std::size_t i = 0; i < params.size(); ++i) {
-        Tensor& w = *params[i].tensor;
-        const float lr_mult = params[i].spec.lr_mult;
-        const float decay = m_config.weight_decay * params[i].spec.decay_mult;
-        if (adam) {
-            m_backend.adam_update(w.count(), m_step.data(), lr_mult, m_config.momentum,
-                                  m_config.momentum2, m_config.delta, decay, w.diff(),
-                                  m_history[2 * i].data(), m_history[2 * i + 1].data(), w.data());
-        } else {
-            m_backend.sgd_update(w.count(), m_step.data(), lr_mult, m_config.momentum, decay,
-                                 m_config.type == "Nesterov", w.diff(), m_history[i].data(),
-                                 w.data());
-        }
+    if (m_config.type == "Adam") {
+        m_backend.adam_update_all(m_targets, m_step.data(), m_config.momentum, m_config.momentum2,
+                                  m_config.delta);
+    } else {
+        m_backend.sgd_update_all(m_targets, m_step.data(), m_config.momentum,
+                                 m_config.type == "Nesterov");
     }
 }
 
