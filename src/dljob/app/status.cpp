@@ -374,7 +374,10 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
 }
 
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
-    nlohmann::json array = nlohmann::json::array();
+    // One job at a time, one object per line: with thousands of jobs, building one big array
+    // and pretty-printing it cost more than reading them from the store.
+    out << '[';
+    bool first = true;
     for (const auto& view : jobs) {
         const Job& job = view.job;
         nlohmann::json entry{
@@ -408,9 +411,10 @@ void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
                                 {"images_per_s", optional(m.images_per_s)},
                                 {"final_status", m.final_status}};
         }
-        array.push_back(std::move(entry));
+        out << (first ? "\n" : ",\n") << entry.dump();
+        first = false;
     }
-    out << array.dump(2) << '\n';
+    out << "\n]\n";
 }
 
 } // namespace dljob::app
