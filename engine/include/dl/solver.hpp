@@ -36,7 +36,6 @@ public:
 
 private:
     SolverConfig m_config;
-    Net& m_net;
     Backend& m_backend;
     std::vector<Tensor> m_history;
     Tensor m_step; // [learning rate, Adam's bias correction] in backend memory

@@ -34,7 +34,7 @@ float learning_rate(const SolverConfig& c, int iter) {
 }
 
 Solver::Solver(const SolverConfig& config, Net& net, Backend& backend)
-    : m_config(config), m_net(net), m_backend(backend), m_step({2}, &backend) {
+    : m_config(config), m_backend(backend), m_step({2}, &backend) {
     const int slots = config.type == "Adam" ? 2 : 1;
     for (const auto& param : net.params()) {
         for (int s = 0; s < slots; ++s) {
