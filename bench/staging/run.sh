@@ -62,6 +62,22 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 rm -rf /tmp/dljob-bench-dest /dev/shm/dljob-bench-dest
 
+# Peak memory (max RSS, GNU time) of pack and stage-data on the small-file set and on the
+# large-file set: streaming means it does not grow with the data (70,000 files vs 1 GiB).
+echo "| step | data | max RSS MiB |" >&2
+for set in fmnist large; do
+    rm -rf rss.dlpack
+    pack_kb=$(/usr/bin/time -f %M "$DLJOB" pack $set -o rss.dlpack 2>&1 >/dev/null | tail -1)
+    rm -rf rss.dlpack /tmp/dljob-bench-dest; mkdir -p /tmp/dljob-bench-dest
+    stage_kb=$(/usr/bin/time -f %M "$DLJOB" stage-data $set.dlpack --to /tmp/dljob-bench-dest 2>&1 >/dev/null | tail -1)
+    rm -rf /tmp/dljob-bench-dest; mkdir -p /tmp/dljob-bench-dest
+    extract_kb=$(/usr/bin/time -f %M "$DLJOB" stage-data $set.dlpack --to /tmp/dljob-bench-dest --extract 2>&1 >/dev/null | tail -1)
+    rm -rf /tmp/dljob-bench-dest
+    echo "| pack | $set | $((pack_kb / 1024)) |" >&2
+    echo "| stage-data | $set | $((stage_kb / 1024)) |" >&2
+    echo "| stage-data --extract | $set | $((extract_kb / 1024)) |" >&2
+done
+
 files_fmnist=$(find fmnist -type f | wc -l); bytes_fmnist=$(du -sb --apparent-size fmnist | cut -f1)
 files_large=$(find large -type f | wc -l); bytes_large=$(du -sb --apparent-size large | cut -f1)
 echo "| target | data | method | median s | files/s | payload MB/s |"
