@@ -81,7 +81,7 @@ check "a queue the scheduler refuses: exit 4" 4 "$(screen_text | sed -n 's/^REFU
 check "with dljob's message" 1 "$(screen_text | grep -q 'no interactive session' && echo 1 || echo 0)"
 check "the row ended FAILED" FAILED "$(state state)"
 check "nothing is allocated" 0 "$(squeue -h -t PD,R,CG -o '%k %j' 2>/dev/null | grep -c "$(state token)")"
-tmux_type clear
+tmux_reset
 tmux_type "export PATH='$PATH' SLURM_CONF='$SLURM_CONF'"
 tmux_type "\"$DLJOB\" shell ${args[*]} --gpus $want --time 5:00; echo \"DLJOB-EXIT=\$?\""
 wait_for "^\[dljob $site [A-Za-z.]*[0-9]+\]" 150 # queued behind other tests' jobs at worst
@@ -128,7 +128,8 @@ sched_id=$(field "$main_id" scheduler_id)
 check "with the allocation's id" "$slurm_job" "${sched_id##*.}"
 if [ "$family" = slurm ]; then
   # --recipe: the data is staged and the run directory prepared; dljob_run runs the command.
-  tmux_type "clear; \"$DLJOB\" shell ${args[*]} --recipe $WORK/recipe.yaml; echo \"RECIPE-EXIT=\$?\""
+  tmux_reset
+  tmux_type "\"$DLJOB\" shell ${args[*]} --recipe $WORK/recipe.yaml; echo \"RECIPE-EXIT=\$?\""
   wait_for "^\[dljob $site [0-9]+\]" 150
   run_dir=$(probe recipedir '$DLJOB_RUN_DIR')
   check "--recipe: the data is staged to the node-local tier" payload "$(cat "$WORK/node/dljob-$(state token)/sub/sample.txt" 2>/dev/null)"
@@ -140,6 +141,7 @@ if [ "$family" = slurm ]; then
   tmux_type "exit"
   wait_for '^RECIPE-EXIT=' 60
   # A hangup of dljob (its terminal closed) ends the session and releases the allocation.
+  tmux_reset
   tmux_type "\"$DLJOB\" shell ${args[*]} --gpus 1 --time 5:00; echo \"HUP-EXIT=\$?\""
   wait_for "^\[dljob $site [0-9]+\]" 150
   hup_job=$(probe hupjob '$SLURM_JOB_ID')

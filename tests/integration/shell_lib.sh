@@ -18,6 +18,12 @@ tmux_start() {
   tmux -L "$TMUX_SOCKET" set-option -t "$PANE" history-limit 5000 >/dev/null
 }
 tmux_type() { tmux -L "$TMUX_SOCKET" send-keys -t "$PANE" "$1" Enter; }
+# Forgets what the pane showed (screen and history), so wait_for sees only what comes next.
+tmux_reset() {
+  tmux_type clear
+  sleep 0.3
+  tmux -L "$TMUX_SOCKET" clear-history -t "$PANE"
+}
 screen_text() { tmux -L "$TMUX_SOCKET" capture-pane -p -J -S -2000 -t "$PANE"; }
 # wait_for REGEX [SECONDS]: until the pane shows a line matching REGEX (default 60 s).
 wait_for() {

@@ -43,7 +43,8 @@ tmux_type "exit 3"
 wait_for '^DLJOB-EXIT=' 20
 check "dljob exits with the shell's status" 3 "$(screen_text | sed -n 's/^DLJOB-EXIT=//p' | tail -n 1)"
 check "the row ended COMPLETED" COMPLETED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["state"])')"
-tmux_type "clear; \"$DLJOB\" shell --site local; echo \"CANCEL-EXIT=\$?\""
+tmux_reset
+tmux_type "\"$DLJOB\" shell --site local; echo \"CANCEL-EXIT=\$?\""
 wait_for '^\[dljob local local-[0-9]+\]' 30
 "$DLJOB" cancel "$("$DLJOB" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')" >/dev/null
 wait_for '^CANCEL-EXIT=' 20

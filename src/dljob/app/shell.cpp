@@ -144,8 +144,7 @@ private:
 
 // ----------------------------------------------------------------- request --
 
-Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& site,
-                              const Partition& partition) {
+Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& site) {
     Recipe recipe;
     if (!options.recipe.empty()) {
         auto loaded = config::load_recipe(options.recipe);
@@ -200,7 +199,6 @@ Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& si
             }
         }
     }
-    (void)partition;
     return recipe;
 }
 
@@ -283,12 +281,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     if (!site) {
         return fail(site.error());
     }
-    const Partition* partition = site->find_partition(options.partition);
-    if (partition == nullptr) {
-        // render_job names the valid partitions.
-        partition = &site->partitions.front();
-    }
-    auto recipe = session_recipe(options, *site, *partition);
+    auto recipe = session_recipe(options, *site);
     if (!recipe) {
         return fail(recipe.error());
     }
@@ -311,7 +304,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     if (!rendered) {
         return fail(rendered.error());
     }
-    partition = site->find_partition(options.partition);
+    const Partition* partition = site->find_partition(options.partition); // render checked it
     outcome.partition = partition->name;
     outcome.scheduler = to_string(rendered->scheduler);
 
@@ -418,9 +411,11 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     const int pid = *started;
     const bool local = rendered->scheduler == SchedulerKind::local;
     JobRef ref{"", "", run_dir.string(), token};
+    bool id_recorded = false; // phase `submitted` (a refused session gets it too, id empty)
     if (local) {
         ref.scheduler_id = std::to_string(pid);
-        (void)context.store().mark_submitted(id, ref.scheduler_id, "", util::unix_now());
+        id_recorded =
+            context.store().mark_submitted(id, ref.scheduler_id, "", util::unix_now()).has_value();
     }
 
     bool session_started = false;
@@ -438,8 +433,10 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
                 } else {
                     ref.scheduler_id = identity_job_id(run_dir);
                 }
-                (void)context.store().mark_submitted(id, ref.scheduler_id, ref.secondary_id,
-                                                     util::unix_now());
+                id_recorded =
+                    context.store()
+                        .mark_submitted(id, ref.scheduler_id, ref.secondary_id, util::unix_now())
+                        .has_value();
             }
             SchedulerStatus running;
             running.state = JobState::running;
@@ -479,7 +476,9 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         }
     }
     const std::int64_t now = util::unix_now();
-    if (outcome.job.phase != SubmitPhase::submitted) {
+    if (!id_recorded) {
+        // The id found at the end (an allocation never used), or none: the row leaves the
+        // `submitting` phase either way, so no later `dljob status` reconciles it again.
         (void)context.store().mark_submitted(id, ref.scheduler_id, ref.secondary_id, now);
     }
     SchedulerStatus end;
@@ -488,6 +487,11 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         end.state = JobState::cancelled;
         end.native_state = "hangup";
         end.reason = fmt::format("dljob got signal {}; the allocation was released", hangup);
+    } else if (session_started && std::filesystem::exists(run_dir / "cancelled", ec)) {
+        // The session's rc traps SIGTERM and leaves this mark (dljob cancel, scancel, qdel).
+        end.state = JobState::cancelled;
+        end.native_state = "cancelled";
+        end.reason = "the session's shell got SIGTERM (dljob cancel, or the scheduler)";
     } else if (session_started) {
         end.state = JobState::completed;
         end.native_state = "exited";

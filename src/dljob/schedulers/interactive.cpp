@@ -245,7 +245,7 @@ Result<std::string> session_rc(const SessionFiles& files, const std::string& ren
     add(R"sh(    "$(date +%s)" "$$" >"$DLJOB_RUN_DIR/.job_identity.$$" &&)sh");
     add(R"sh(    mv -f -- "$DLJOB_RUN_DIR/.job_identity.$$" "$DLJOB_RUN_DIR/job_identity")sh");
     add("# An interactive bash ignores SIGTERM; `dljob cancel`, scancel and qdel send it.");
-    add(R"sh(trap 'echo "dljob: the session was cancelled" >&2; exit 143' TERM)sh");
+    add(R"sh(trap 'echo "dljob: the session was cancelled" >&2; : >"$DLJOB_RUN_DIR/cancelled"; exit 143' TERM)sh");
     add(R"sh(PS1='[dljob ${DLJOB_SITE} ${DLJOB_JOB_ID}] \w \$ ')sh");
     add(R"sh(echo "dljob: interactive session on site $DLJOB_SITE, job $DLJOB_JOB_ID; run directory $DLJOB_RUN_DIR")sh");
     for (const auto& note : files.notes) {
