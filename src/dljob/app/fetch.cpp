@@ -347,7 +347,9 @@ Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::s
     if (!fd) {
         return fail(adapters::system_error("create", part, errno));
     }
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    // Many NFS and Lustre mounts refuse flock (ENOLCK, EOPNOTSUPP): download unlocked there
+    // rather than not at all; only "held by someone else" stops us.
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
         return fail(ErrorCode::io,
                     fmt::format("{} is being downloaded by another dljob fetch-data", final_path),
                     fmt::format("wait for it, or remove {} if no fetch is running", part));

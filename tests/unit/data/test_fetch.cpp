@@ -9,6 +9,10 @@
 #include <dljob/app/fetch.hpp>
 
 #include <gtest/gtest.h>
+#include <sys/file.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -170,6 +174,21 @@ TEST_F(FetchData, AnExistingFileWithOtherBytesIsRefusedNotReplaced) {
     ASSERT_FALSE(result);
     EXPECT_NE(result.error().message.find("exists"), std::string::npos);
     EXPECT_EQ(test::read_file(final_path()), "mine");
+}
+
+TEST_F(FetchData, ASecondFetchOfTheSameFileWaitsForNoOneAndIsRefused) {
+    fs::create_directories(m_dir.path() / "out");
+    const int held = ::open(part().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX), 0); // another fetch-data, as far as the lock can tell
+    auto result = fetch("/files/blob.bin", sha256_of(m_blob));
+    ::close(held);
+    ASSERT_FALSE(result);
+    EXPECT_NE(result.error().message.find("being downloaded by another dljob fetch-data"),
+              std::string::npos)
+        << result.error().message;
+    EXPECT_FALSE(fs::exists(final_path()));
+    EXPECT_EQ(m_server.log(), ""); // nothing was requested
 }
 
 TEST_F(FetchData, CatalogFilesFromASiteMirrorAreCheckedAgainstThePublishedChecksums) {
