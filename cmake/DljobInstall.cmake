@@ -1,0 +1,12 @@
+# `cmake --install build --prefix P` lays dljob out the way a cluster's software stack (or a user's
+# ~/.local) expects: P/bin/{dljob,dltrain} side by side, and the read-only data dljob looks for
+# relative to its own binary in P/share/dljob (site_catalog.cpp, render_service.cpp). A module
+# file or a Spack package only has to add P/bin to PATH.
+include(GNUInstallDirs)
+
+install(TARGETS dljob dltrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/site-profiles ${PROJECT_SOURCE_DIR}/templates
+                  ${PROJECT_SOURCE_DIR}/recipes
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/dljob)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})
