@@ -24,7 +24,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 grep -q '^DLJOB_CUDA:STRING=ON' "$build/CMakeCache.txt" ||
     { echo "$build is not a -DDLJOB_CUDA=ON build" >&2; exit 2; }
-ninja -C "$build" dltrain dl_engine_tests
+ninja -C "$build" dltrain dltrain_cuda dl_engine_tests
 
 name=$(basename "$build")
 out=$root/build-gpu-bundle
@@ -32,6 +32,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$name/engine" "$stage/$name/tests" "$stage/$name/lib"
 cp "$build/engine/dltrain" "$stage/$name/engine/dltrain.bin"
+# The CUDA backend is a plugin found next to the real binary (engine/src/core/cuda_loader.hpp).
+cp "$build/engine/libdltrain-cuda.so" "$stage/$name/engine/"
 cp "$build/tests/dl_engine_tests" "$stage/$name/tests/"
 # dltrain is run by the tests and the benchmark: a wrapper gives it its libraries without
 # putting them in front of anyone else's (python's torch keeps its own).
@@ -44,7 +46,7 @@ SH
 chmod +x "$stage/$name/engine/dltrain"
 (cd "$build" && find . -name CTestTestfile.cmake -o -name 'dl_engine_tests*.cmake') |
     while read -r f; do mkdir -p "$stage/$name/$(dirname "$f")"; cp "$build/$f" "$stage/$name/$f"; done
-ldd "$build/engine/dltrain" "$build/tests/dl_engine_tests" | awk '$2 == "=>" {print $1, $3}' |
+ldd "$build/engine/dltrain" "$build/engine/libdltrain-cuda.so" "$build/tests/dl_engine_tests" | awk '$2 == "=>" {print $1, $3}' |
     grep -Ev '^(linux-vdso|libc\.|libm\.|libpthread|libdl\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcublas|libcudnn|libcudart)' |
     sort -u | while read -r lib path; do cp -L "$path" "$stage/$name/lib/$lib"; done
 mkdir -p "$out"

@@ -39,6 +39,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 case $what in
 tests)
     export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
     if command -v ctest >/dev/null; then
         ctest --test-dir "/work/main/$name" -L 'gpu|engine' --output-on-failure
     else

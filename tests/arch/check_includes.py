@@ -85,6 +85,10 @@ def self_test(rules_path):
         ("src/dljob/app/submit.cpp", "#include <dljob/cli/cli.hpp>", True),
         ("src/dljob/cli/command_submit.cpp", "#include <dljob/app/submit.hpp>", False),
         ("src/dljob/schedulers/slurm.cpp", "#include <dljob/adapters/process_boost.hpp>", True),
+        ("engine/src/core/net.cpp", "#include <dlfcn.h>", True),
+        ("engine/src/core/cuda_loader.cpp", "#include <dlfcn.h>", False),
+        ("engine/src/core/train.cpp", '#include "cuda/cuda_backend.hpp"', True),
+        ("engine/src/core/cuda_loader.hpp", '#include "cuda/cuda_plugin.hpp"', False),
     ]
     failures = []
     for rel, line, expect_violation in cases:

@@ -64,12 +64,67 @@ TEST(DltrainDevice, AnUnusableDeviceIsAClearErrorNotACrash) {
     const auto bogus = run_shell(train_command(config, dir.path() / "a", "--device tpu"));
     EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
     EXPECT_NE(bogus.output.find("unknown device 'tpu'"), std::string::npos) << bogus.output;
-    // A GPU index past the visible ones: exit 1 with the reason (usage error without CUDA).
+    // A GPU index past the visible ones, or no CUDA backend at all: exit 1 with the reason.
     const auto missing = run_shell(train_command(config, dir.path() / "b", "--device cuda:99"));
-    EXPECT_EQ(missing.exit_code, built_with_cuda() ? 1 : 2) << missing.output;
+    EXPECT_EQ(missing.exit_code, 1) << missing.output;
     EXPECT_NE(missing.output.find("cuda:99"), std::string::npos) << missing.output;
     EXPECT_FALSE(fs::exists(dir.path() / "a")) << "a bad --device leaves nothing behind";
     EXPECT_FALSE(fs::exists(dir.path() / "b")) << "an unusable GPU leaves nothing behind";
+}
+
+// The CUDA backend is a plugin loaded only for a GPU (engine/src/cuda/cuda_plugin.hpp): a CPU run
+// never maps cuBLAS or cuDNN, which is what lets it start where they are not installed.
+TEST(DltrainCudaPlugin, ACpuRunLoadsNoCudaLibrary) {
+    const dl_test::TempDir dir;
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 3);
+    const auto run =
+        run_shell("LD_DEBUG=files " + train_command(config, dir.path() / "run", "--device cpu"));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    for (const char* library : {"libdltrain-cuda", "libcudnn", "libcublas", "libcudart"}) {
+        EXPECT_EQ(run.output.find(std::string("file=") + library), std::string::npos)
+            << library << " was loaded by a CPU run";
+    }
+}
+
+#ifdef DL_TEST_CUDA_PLUGIN_BUILT
+// Where the plugin was built, it loads into dltrain: every engine symbol it needs is exported by
+// the executable and every library it needs is found. device-query then reports the CUDA runtime
+// and cuDNN versions even on a machine without a GPU.
+TEST(DltrainCudaPlugin, TheBuiltPluginLoadsIntoDltrain) {
+    const auto query =
+        run_shell("env -u DLTRAIN_CUDA_PLUGIN " + std::string(DLTRAIN_BINARY) + " device-query");
+    ASSERT_EQ(query.exit_code, 0) << query.output;
+    EXPECT_EQ(query.output.find("did not load"), std::string::npos) << query.output;
+    EXPECT_NE(query.output.find("CUDA runtime: 1"), std::string::npos) << query.output;
+    EXPECT_NE(query.output.find("cuDNN: "), std::string::npos) << query.output;
+    EXPECT_TRUE(built_with_cuda()) << "the test binary finds the plugin too";
+}
+#endif
+
+// A plugin that cannot load (here: not a shared library at all; on a cluster, usually cuDNN not
+// on the library path) is a clear device error for a GPU run and a reason in device-query,
+// and CPU training is untouched by it.
+TEST(DltrainCudaPlugin, APluginThatDoesNotLoadIsAClearErrorOnlyForTheGpu) {
+    const dl_test::TempDir dir;
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 3);
+    const auto bogus = dir.path() / "libdltrain-cuda.so";
+    std::ofstream(bogus) << "not an ELF file\n";
+    const std::string env = "DLTRAIN_CUDA_PLUGIN=" + bogus.string() + " ";
+
+    const auto gpu = run_shell(env + train_command(config, dir.path() / "gpu", "--device cuda"));
+    EXPECT_EQ(gpu.exit_code, 1) << gpu.output;
+    EXPECT_NE(gpu.output.find("the CUDA backend did not load"), std::string::npos) << gpu.output;
+    EXPECT_NE(gpu.output.find(bogus.string()), std::string::npos) << gpu.output;
+    EXPECT_FALSE(fs::exists(dir.path() / "gpu")) << "a failed device leaves nothing behind";
+
+    const auto query = run_shell(env + std::string(DLTRAIN_BINARY) + " device-query");
+    EXPECT_EQ(query.exit_code, 0) << query.output;
+    EXPECT_NE(query.output.find("GPUs: none (the CUDA backend did not load"), std::string::npos)
+        << query.output;
+
+    const auto cpu = run_shell(env + train_command(config, dir.path() / "cpu", "--device cpu"));
+    EXPECT_EQ(cpu.exit_code, 0) << cpu.output;
+    EXPECT_EQ(cpu.output.find("did not load"), std::string::npos) << cpu.output;
 }
 
 class GpuDltrain : public ::testing::Test {

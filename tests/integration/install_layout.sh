@@ -28,7 +28,12 @@ script=$(run render "$prefix/share/dljob/recipes/fashion-mnist.yaml" --site loca
 check "rendered job calls the installed dltrain" grep -qF "$prefix/bin/dltrain" <<<"$script"
 check "rendered job never points into the source tree" bash -c '! grep -qF "$1" <<<"$2"' _ "$source_dir" "$script"
 check "rendered job never points into the build tree" bash -c '! grep -qF "$1" <<<"$2"' _ "$build_dir" "$script"
-check "installed dltrain runs" "$prefix/bin/dltrain" device-query
+check "installed dltrain runs" bash -c '"$1" device-query >/dev/null' _ "$prefix/bin/dltrain"
+if [ -f "$build_dir/engine/libdltrain-cuda.so" ]; then
+  check "CUDA plugin installed in lib/dljob" test -f "$prefix/lib/dljob/libdltrain-cuda.so"
+  query=$(env -u DLTRAIN_CUDA_PLUGIN "$prefix/bin/dltrain" device-query)
+  check "installed dltrain loads its installed CUDA plugin" grep -q "^CUDA runtime: [0-9]" <<<"$query"
+fi
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

@@ -5,7 +5,17 @@ set -euo pipefail
 : "${DLJOB:?DLJOB must name the dljob binary}"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/dljob-itest.XXXXXX")
-trap 'rm -rf "$WORK" 2>/dev/null || true' EXIT
+# On exit, jobs this test left queued or running are cancelled: the test cluster is shared by
+# the tests running beside this one, and 50 abandoned jobs would hold its CPUs for minutes.
+cleanup() {
+  local ids
+  ids=$("$DLJOB" status --json 2>/dev/null |
+    python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin)))' 2>/dev/null || true)
+  # shellcheck disable=SC2086 # a list of ids
+  [ -z "$ids" ] || "$DLJOB" cancel $ids >/dev/null 2>&1 || true
+  rm -rf "$WORK" 2>/dev/null || true
+}
+trap cleanup EXIT
 export DLJOB_STORE=$WORK/jobs.db DLJOB_RUNS_DIR=$WORK/runs DLJOB_POLL_INTERVAL=0
 if [ -f "${DLJOB_TEST_CLUSTER_DIR:-/tmp/dljob-test-cluster}/env.sh" ]; then
   # shellcheck disable=SC1091

@@ -1,22 +1,19 @@
 // The explicit table of backends (no static self-registration: it vanishes in static builds),
 // host memory, and the generic input stage every backend can fall back on.
 
+#include "core/cuda_loader.hpp"
 #include "cpu/cpu_backend.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <new>
 #include <thread>
-
-#ifdef DL_ENGINE_HAVE_CUDA
-#include "cuda/cuda_backend.hpp"
-#endif
 
 namespace dl {
 namespace {
@@ -108,20 +105,28 @@ void Backend::adam_update_all(const std::vector<UpdateTarget>& targets, const fl
 }
 
 std::vector<std::string> backend_names() {
-#ifdef DL_ENGINE_HAVE_CUDA
+    if (cuda_loader::plugin_path().empty()) {
+        return {"cpu"};
+    }
     return {"cpu", "cuda"};
-#else
-    return {"cpu"};
-#endif
 }
 
 std::string default_device() {
-#ifdef DL_ENGINE_HAVE_CUDA
-    if (cuda::visible_gpu_count() > 0) {
-        return "cuda:0";
+    // A node without the NVIDIA driver never loads the plugin (and cuBLAS, cuDNN) just to learn
+    // that it has no GPU.
+    if (!cuda_loader::gpu_driver_present() || cuda_loader::plugin_path().empty()) {
+        return "cpu";
     }
-#endif
-    return "cpu";
+    std::string why;
+    const auto* plugin = cuda_loader::load(why);
+    if (plugin == nullptr) {
+        // A GPU node where the cudnn module was forgotten: say so rather than quietly train on
+        // the CPU at a hundredth of the speed.
+        std::cerr << "dltrain: warning: this node has an NVIDIA driver but " << why
+                  << "; training on the CPU\n";
+        return "cpu";
+    }
+    return plugin->visible_gpu_count() > 0 ? "cuda:0" : "cpu";
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
@@ -143,15 +148,12 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
             }
             index = static_cast<int>(value);
         }
-#ifdef DL_ENGINE_HAVE_CUDA
-        return cuda::make_cuda_backend(index);
-#else
-        (void)index;
-        throw Error(ErrorKind::usage,
-                    fmt::format("device '{}': dltrain was built without CUDA (valid: {}); "
-                                "configure with -DDLJOB_CUDA=ON",
-                                device, fmt::join(backend_names(), ", ")));
-#endif
+        std::string why;
+        const auto* plugin = cuda_loader::load(why);
+        if (plugin == nullptr) {
+            throw Error(ErrorKind::device, fmt::format("device '{}': {}", device, why));
+        }
+        return plugin->make_backend(index);
     }
     throw Error(ErrorKind::usage,
                 fmt::format("unknown device '{}' (valid: cpu, cuda, cuda:N)", device));

@@ -1,12 +1,10 @@
+#include "core/cuda_loader.hpp"
+
 #include <dl/device.hpp>
 
 #include <fstream>
 #include <string>
 #include <thread>
-
-#ifdef DL_ENGINE_HAVE_CUDA
-#include "cuda/cuda_devices.hpp"
-#endif
 
 namespace dl {
 namespace {
@@ -33,12 +31,16 @@ DeviceReport query_devices() {
     DeviceReport report;
     report.cpu_model = read_cpu_model();
     report.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
-#ifdef DL_ENGINE_HAVE_CUDA
+    // Unlike training, a device query loads the plugin even without a driver: its report (the
+    // CUDA runtime and cuDNN versions, why no GPU is usable) is what the user asked for.
+    std::string why;
+    const auto* plugin = cuda_loader::load(why);
+    if (plugin == nullptr) {
+        report.cuda_status = why;
+        return report;
+    }
     report.cuda_built = true;
-    cuda::fill_gpu_report(report);
-#else
-    report.cuda_status = "dltrain was built without CUDA (configure with -DDLJOB_CUDA=ON)";
-#endif
+    plugin->fill_gpu_report(report);
     return report;
 }
 

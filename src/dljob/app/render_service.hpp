@@ -21,7 +21,7 @@ struct RenderOptions {
     std::string job_token;         // empty: "preview"
     std::filesystem::path dltrain; // empty: found next to dljob, else "dltrain" in the build
     std::filesystem::path dljob;
-    std::vector<std::string> overrides; // `--set KEY=VALUE` applied to the recipe (submit)
+    std::vector<std::string> overrides; // `--set KEY=VALUE` applied to the recipe
 };
 
 /// Loads the recipe and site, builds the RenderRequest and renders it with templates/.

@@ -22,6 +22,11 @@ void set_render_command(CLI::App& app, Context& context) {
     command->add_option("--partition", options->partition,
                         "Partition of the site (default: the site's default)");
     command->add_option("--account", options->account, "Scheduler account (-A / --account)");
+    command
+        ->add_option("--set", options->overrides,
+                     "Override a recipe value, KEY=VALUE with a dotted key (as submit --set); "
+                     "repeatable")
+        ->allow_extra_args(false);
     command->add_option("--run-dir", options->run_dir,
                         "Run directory to render for (default: <runs dir>/<recipe>-preview)");
     command->add_option("-o,--output", *output,

@@ -68,5 +68,25 @@ TEST(CliBinary, ExitCodesOfTheRealExecutable) {
     EXPECT_NE(bad.output.find("--bogus"), std::string::npos) << bad.output;
 }
 
+// `render --set` shows exactly what `submit --set` would submit, and rejects what it would reject.
+TEST(CliBinary, RenderAppliesSetOverridesAndRejectsBadOnes) {
+    const std::string render = "XDG_CONFIG_HOME=/nonexistent-dljob-test " +
+                               std::string(DLJOB_BINARY) + " render " + DLJOB_SOURCE_DIR +
+                               "/recipes/fashion-mnist.yaml --site local";
+    auto plain = test::run_shell(render);
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    EXPECT_EQ(plain.output.find("--max-iter 123"), std::string::npos) << plain.output;
+
+    auto set = test::run_shell(render + " --set train.max_iter=123");
+    ASSERT_EQ(set.exit_code, 0) << set.output;
+    EXPECT_NE(set.output.find("--max-iter 123"), std::string::npos) << set.output;
+
+    auto bad = test::run_shell(render + " --set train.max_iters=123");
+    EXPECT_EQ(bad.exit_code, 3) << bad.output;
+    EXPECT_NE(bad.output.find("--set:1:7: train.max_iters: unknown key"), std::string::npos)
+        << bad.output;
+    EXPECT_EQ(bad.output.find("#!/"), std::string::npos) << "no script on error: " << bad.output;
+}
+
 } // namespace
 } // namespace dljob::cli
