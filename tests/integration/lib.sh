@@ -42,10 +42,12 @@ submit() { # SITE RECIPE [more args] -> prints the dljob job id
 field() { # JOB FIELD -> a field of `dljob status JOB --json`
   "$DLJOB" status "$1" --json | python3 -c "import json,sys; v=json.load(sys.stdin)[0]['$2']; print('' if v is None else v)"
 }
-wait_state() { # JOB STATE...: until the job is in one of the states (90 s at most); prints it
+wait_state() { # JOB STATE...: until the job is in one of the states (4 min at most); prints it
+  # Patient: the test node is shared by every test running beside this one, so a job may queue
+  # behind others for a while; this checks states, not speed.
   local job=$1 state i
   shift
-  for ((i = 0; i < 450; i++)); do
+  for ((i = 0; i < 1200; i++)); do
     state=$(field "$job" state)
     for want in "$@"; do
       [ "$state" = "$want" ] && { echo "$state"; return 0; }
