@@ -28,8 +28,17 @@ public:
             m_count *= static_cast<std::size_t>(dim);
         }
         m_data = Buffer(memory(), m_count * sizeof(float));
-        m_diff = Buffer(memory(), m_count * sizeof(float));
+        m_diff = m_has_diff ? Buffer(memory(), m_count * sizeof(float)) : Buffer();
     }
+
+    /// A tensor that is only ever computed forward (the test net's activations) keeps no
+    /// gradient storage: diff() is nullptr from here on. Caffe gets the same by allocating diffs
+    /// lazily; here storage still never appears inside a step.
+    void drop_gradient() {
+        m_has_diff = false;
+        m_diff = Buffer();
+    }
+    [[nodiscard]] bool has_gradient() const { return m_has_diff; }
 
     [[nodiscard]] Memory& memory() const { return m_memory != nullptr ? *m_memory : host_memory(); }
     [[nodiscard]] const std::vector<int>& shape() const { return m_shape; }
@@ -91,6 +100,7 @@ private:
     std::size_t m_count = 0;
     Buffer m_data;
     Buffer m_diff;
+    bool m_has_diff = true;
 };
 
 } // namespace dl

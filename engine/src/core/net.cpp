@@ -98,6 +98,9 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
                 blob_index[name] = m_blobs.size();
                 m_blob_names.push_back(name);
                 m_blobs.push_back(std::make_unique<Tensor>(&backend));
+                if (phase == Phase::test) {
+                    m_blobs.back()->drop_gradient(); // a test net never runs backward
+                }
                 producer.push_back(layer_config.name);
                 needs_grad.push_back(false);
                 grad_consumers.push_back(0);
