@@ -2,7 +2,8 @@
 # A recipe whose data is a pack and asks for node-local staging, submitted to the local site
 # (a copy of site-profiles/local.yaml with a node-local tier): the job's compute side stages the
 # pack with `dljob stage-data`, links $DLJOB_DATA_DIR to it, dltrain trains from it in place,
-# and the link is gone afterwards while the per-node cache stays.
+# and at the end the link and the staged copy are gone (the job was its only user); with
+# data.keep_staged the copy stays on the node.
 #   DLJOB=.../dljob data_stage_job.sh   (dltrain is found next to dljob's build tree)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/integration/lib.sh
@@ -21,32 +22,49 @@ printf '  node-local: {path: %s, per_node: true, network: false}\n' "$WORK/node"
 sed -e 's/max_iter: .*/max_iter: 20/' -e 's/test_interval: .*/test_interval: 20/' \
     -e 's/test_iter: .*/test_iter: 2/' -e 's/snapshot: .*/snapshot: 20/' \
     "$SRC/recipes/networks/lenet.yaml" >"$WORK/lenet.yaml"
-cat >"$WORK/recipe.yaml" <<YAML
-name: itest-stage
+write_recipe() { # NAME EXTRA-DATA-LINE
+  cat >"$WORK/$1.yaml" <<YAML
+name: itest-$1
 resources:
   walltime: "00:10:00"
 data:
   source: $WORK/fm.dlpack
   stage_to: node-local
+$2
 train:
   config: lenet.yaml
   threads: 2
 checkpoint:
   resume: false
 YAML
-
-job=$("$DLJOB" submit "$WORK/recipe.yaml" --site itest-data --site-file "$WORK/site.yaml" |
-    sed -n 's/^submitted job \([0-9]*\) .*/\1/p')
-check "submitted" yes "$([ -n "$job" ] && echo yes || echo no)"
-state=$(wait_state "$job" COMPLETED)
-run_dir=$(field "$job" run_dir)
-check "the job completed" COMPLETED "$state"
-[ "$state" = COMPLETED ] || cat "$run_dir/job.log"
-check "dltrain finished (metrics.jsonl)" 1 "$(grep -c '"type":"final"' "$run_dir/metrics.jsonl" 2>/dev/null || true)"
+}
+write_recipe stage ""
+write_recipe keep "  keep_staged: true"
 hash=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['content_hash'].split(':')[-1])" "$WORK/fm.dlpack/manifest.json")
-check "staged through stage-data into the per-node cache" yes \
-    "$([ -f "$WORK/node/dljob-cache-$(id -u)/$hash/pack.complete" ] && echo yes || echo no)"
-check "the data link is removed after training" "" "$(find "$WORK/node" -maxdepth 1 -name 'dljob-*' -type l)"
+entry=$WORK/node/dljob-cache-$(id -u)/$hash
+
+run_job() { # RECIPE -> the run directory; checks it completed
+  local job state run_dir
+  job=$("$DLJOB" submit "$WORK/$1.yaml" --site itest-data --site-file "$WORK/site.yaml" |
+    sed -n 's/^submitted job \([0-9]*\) .*/\1/p')
+  state=$(wait_state "$job" COMPLETED)
+  run_dir=$(field "$job" run_dir)
+  check "$1: the job completed" COMPLETED "$state" >&2
+  [ "$state" = COMPLETED ] || cat "$run_dir/job.log" >&2
+  echo "$run_dir"
+}
+
+run_dir=$(run_job stage)
+check "dltrain finished (metrics.jsonl)" 1 "$(grep -c '"type":"final"' "$run_dir/metrics.jsonl" 2>/dev/null || true)"
+check "staged through stage-data into the per-node cache" 1 "$(grep -c '^staged ' "$run_dir/job.log")"
 check "dltrain read the staged copy through the link" yes \
     "$(grep -rqs "$WORK/node/dljob-" "$run_dir"/*.yaml && echo yes || echo no)"
+check "the data link is removed after training" "" "$(find "$WORK/node" -maxdepth 1 -name 'dljob-*' -type l)"
+check "the staged copy is removed by its last user" no "$([ -e "$entry" ] && echo yes || echo no)"
+check "and the job log says so" 1 "$(grep -c '^removed the staged copy' "$run_dir/job.log")"
+
+run_dir=$(run_job keep)
+check "keep_staged: the staged copy stays" yes "$([ -f "$entry/pack.complete" ] && echo yes || echo no)"
+check "keep_staged: marked as kept" yes "$([ -f "$entry/keep" ] && echo yes || echo no)"
+check "keep_staged: no job is left registered as its user" 0 "$(find "$entry/users" -type f 2>/dev/null | wc -l)"
 finish

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +32,7 @@ struct CachePaths {
     std::string tree;
     std::string tree_marker;
     std::string keep;
+    std::string users;
 };
 
 CachePaths cache_paths(const std::string& target, const std::string& id) {
@@ -43,7 +45,44 @@ CachePaths cache_paths(const std::string& target, const std::string& id) {
     paths.tree = paths.entry + "/tree";
     paths.tree_marker = paths.entry + "/tree.complete";
     paths.keep = paths.entry + "/keep";
+    paths.users = paths.entry + "/users";
     return paths;
+}
+
+/// Registers `pid` as a user of the staged copy. Called with the entry's lock held, as is
+/// cleanup, so a stage that registers and a cleanup that counts users never interleave.
+Result<void> register_user(const CachePaths& paths, long pid) {
+    DLJOB_TRY(adapters::make_private_directory(paths.users));
+    return adapters::write_text_file(fmt::format("{}/{}", paths.users, pid), "");
+}
+
+/// Removes `own` (when set) and every registered user that no longer runs; returns how many
+/// live ones are left. A pid reused by an unrelated process keeps the copy: the safe mistake.
+Result<int> prune_users(const CachePaths& paths, std::optional<long> own) {
+    std::vector<std::string> names;
+    if (DIR* dir = opendir(paths.users.c_str())) {
+        while (const dirent* entry = readdir(dir)) {
+            const std::string name = entry->d_name;
+            if (name != "." && name != "..") {
+                names.push_back(name);
+            }
+        }
+        closedir(dir);
+    }
+    int live = 0;
+    for (const std::string& name : names) {
+        char* end = nullptr;
+        const long pid = std::strtol(name.c_str(), &end, 10);
+        const bool valid = end != name.c_str() && *end == '\0' && pid > 0;
+        const bool gone = !valid || (own && pid == *own) ||
+                          (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+        if (gone) {
+            DLJOB_TRY(adapters::remove_tree(paths.users + "/" + name));
+        } else {
+            ++live;
+        }
+    }
+    return live;
 }
 
 Result<DatasetManifest> load_manifest(const std::string& dataset) {
@@ -291,8 +330,9 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         return fail(target.error());
     }
     const CachePaths paths = cache_paths(target->directory, manifest->content_hash);
-    // The cache hit needs no lock: markers are written after their directory is complete.
-    if (is_hit(paths, *manifest, request.extract)) {
+    // The cache hit needs no lock: markers are written after their directory is complete. A
+    // user to register takes the lock, so that no cleanup can count users in between.
+    if (!request.user_pid && is_hit(paths, *manifest, request.extract)) {
         return hit_result(paths, request, *target);
     }
     DLJOB_TRY(adapters::make_private_directory(paths.root));
@@ -306,6 +346,9 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         return fail(lock.error());
     }
     if (is_hit(paths, *manifest, request.extract)) {
+        if (request.user_pid) {
+            DLJOB_TRY(register_user(paths, *request.user_pid));
+        }
         return hit_result(paths, request, *target);
     }
     DLJOB_TRY(adapters::make_private_directory(paths.entry));
@@ -384,10 +427,13 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     if (request.keep && !adapters::path_exists(paths.keep)) {
         DLJOB_TRY(adapters::write_text_file(paths.keep, "staged with --keep\n"));
     }
+    if (request.user_pid) {
+        DLJOB_TRY(register_user(paths, *request.user_pid));
+    }
     return result;
 }
 
-Result<bool> cleanup_staged_dataset(const StageRequest& request, const GetEnv& getenv) {
+Result<CleanupResult> cleanup_staged_dataset(const StageRequest& request, const GetEnv& getenv) {
     auto manifest = load_manifest(request.dataset);
     if (!manifest) {
         return fail(manifest.error());
@@ -397,22 +443,31 @@ Result<bool> cleanup_staged_dataset(const StageRequest& request, const GetEnv& g
         return fail(target.error());
     }
     const CachePaths paths = cache_paths(target->directory, manifest->content_hash);
+    CleanupResult result;
     if (!adapters::is_directory(paths.entry)) {
-        return false;
+        result.found = false;
+        return result;
     }
     auto lock = adapters::FileLock::acquire(paths.lock, {});
     if (!lock) {
         return fail(lock.error());
     }
-    if (adapters::path_exists(paths.keep)) {
-        return false;
+    auto live = prune_users(paths, request.user_pid);
+    if (!live) {
+        return fail(live.error());
+    }
+    result.users_left = *live;
+    result.kept = adapters::path_exists(paths.keep);
+    if (result.kept || result.users_left > 0) {
+        return result;
     }
     // Markers first: a reader that races the removal sees an incomplete entry, never a
     // complete one with files missing.
     DLJOB_TRY(adapters::remove_tree(paths.pack_marker));
     DLJOB_TRY(adapters::remove_tree(paths.tree_marker));
     DLJOB_TRY(adapters::remove_tree(paths.entry));
-    return true;
+    result.removed = true;
+    return result;
 }
 
 } // namespace dljob::app

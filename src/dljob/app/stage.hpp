@@ -9,6 +9,7 @@
 //   <target>/dljob-cache-<uid>/<hash>/tree/         the extracted files (--extract)
 //   <target>/dljob-cache-<uid>/<hash>/tree.complete marker, written last
 //   <target>/dljob-cache-<uid>/<hash>/keep          present when staged with --keep
+//   <target>/dljob-cache-<uid>/<hash>/users/<pid>   a job using the copy (--user-pid)
 // Work happens in `*.partial.<pid>` directories renamed into place; a marker is written only
 // after its rename, so a killed stage is never taken for a complete one.
 
@@ -33,6 +34,17 @@ struct StageRequest {
     /// A site whose storage tiers `node-local` (tmp) and `ramdisk` come first (docs/data.md);
     /// empty: only the environment and the defaults.
     std::string site;
+    /// A process (a job's shell) using the staged copy: staging registers it, and --cleanup
+    /// unregisters it and removes the copy only when no live user is left. Two jobs on one
+    /// node share a staged dataset, and the first to end must not pull it from under the other.
+    std::optional<long> user_pid;
+};
+
+struct CleanupResult {
+    bool removed = false;
+    bool kept = false;  // staged with --keep
+    int users_left = 0; // live processes still registered (their jobs still run here)
+    bool found = true;  // there was a staged copy at all
 };
 
 struct StageResult {
@@ -48,9 +60,10 @@ using StageNotice = std::function<void(const std::string& line)>;
 Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& getenv,
                                   const StageNotice& notice);
 
-/// Removes this dataset's staged copy from the target unless it was staged with --keep
-/// (for a job's exit trap or epilog). Returns whether something was removed.
-Result<bool> cleanup_staged_dataset(const StageRequest& request, const GetEnv& getenv);
+/// Removes this dataset's staged copy from the target (for a job's exit trap or epilog) unless
+/// it was staged with --keep or another live process is registered as its user; unregisters
+/// request.user_pid first and forgets users that no longer run (killed jobs).
+Result<CleanupResult> cleanup_staged_dataset(const StageRequest& request, const GetEnv& getenv);
 
 /// The environment of this process.
 GetEnv process_environment();

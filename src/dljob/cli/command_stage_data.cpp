@@ -60,6 +60,12 @@ void set_stage_data_command(CLI::App& app, Context& context) {
     command->add_flag("--cleanup", *cleanup,
                       "Remove this dataset's staged copy from the target (unless staged with "
                       "--keep), e.g. from the job's exit trap");
+    command
+        ->add_option("--user-pid", request->user_pid,
+                     "A process (the job's shell) using the copy: registered when staging; "
+                     "--cleanup unregisters it and removes the copy only when no live user "
+                     "is left")
+        ->check(CLI::Range(1L, 4194304L));
     command->add_option("--threads", request->threads, "File writers for --extract")
         ->capture_default_str()
         ->check(CLI::Range(1, 64));
@@ -75,13 +81,21 @@ void set_stage_data_command(CLI::App& app, Context& context) {
         }
         const GetEnv env = app::process_environment();
         if (*cleanup) {
-            auto removed = app::cleanup_staged_dataset(*request, env);
-            if (!removed) {
-                throw Failure(removed.error());
+            auto cleaned = app::cleanup_staged_dataset(*request, env);
+            if (!cleaned) {
+                throw Failure(cleaned.error());
             }
-            context.err << (*removed
-                                ? "removed the staged copy\n"
-                                : "nothing removed (not staged here, or staged with --keep)\n");
+            if (cleaned->removed) {
+                context.err << "removed the staged copy\n";
+            } else if (!cleaned->found) {
+                context.err << "nothing removed (not staged on this target)\n";
+            } else if (cleaned->kept) {
+                context.err << "kept the staged copy (staged with --keep)\n";
+            } else {
+                context.err << fmt::format("kept the staged copy: {} other job(s) on this node "
+                                           "still use it\n",
+                                           cleaned->users_left);
+            }
             return;
         }
         auto staged = app::stage_dataset(*request, env, [&](const std::string& line) {

@@ -98,7 +98,7 @@ Result<void> read_environment(const YamlNode& node, Recipe& recipe) {
 }
 
 Result<void> read_data(const YamlNode& node, Recipe& recipe) {
-    DLJOB_TRY(check_mapping(node, "data", {"source", "format", "stage_to"}));
+    DLJOB_TRY(check_mapping(node, "data", {"source", "format", "stage_to", "keep_staged"}));
     if (const auto* source = node.find("source"); source != nullptr) {
         auto v = read_word(*source, "data.source", data_source_pattern,
                            "an absolute path, or one starting with ~ or $VARIABLE, without "
@@ -126,6 +126,14 @@ Result<void> read_data(const YamlNode& node, Recipe& recipe) {
     }
     if (recipe.data.stage_to != "none" && recipe.data.source.empty()) {
         return invalid(node.mark, "data.stage_to", "staging needs data.source");
+    }
+    if (const auto* keep = node.find("keep_staged"); keep != nullptr) {
+        auto v = read_bool(*keep, "data.keep_staged");
+        if (!v) {
+            return fail(v.error());
+        }
+        recipe.data.keep_staged = *v;
+        record(recipe, "data.keep_staged", keep->mark);
     }
     return {};
 }

@@ -22,6 +22,10 @@ struct DataSpec {
     /// Storage tier kind to copy the data to before training: "none" (read in place), or a tier
     /// kind of the site ("node-local", "ramdisk"). The site's tier decides the path.
     std::string stage_to = "none";
+    /// Leave a staged pack on the node when the job ends (`dljob stage-data --keep`), for later
+    /// jobs on the same node; by default the last job using it removes it, since node-local
+    /// disks and RAM disks are shared with whoever runs there next.
+    bool keep_staged = false;
 };
 
 /// `train:` runs the bundled engine:

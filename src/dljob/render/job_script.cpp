@@ -579,6 +579,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     }
     data.set("data_dir", data_dir_expr);
     data.set("stage", stage);
+    data.set("keep_staged", req.recipe.data.keep_staged);
     // Packs are staged in the job by dljob itself (templates/prologue.mustache).
     if (stage && (!req.dljob_binary.is_absolute() || has_nul(req.dljob_binary.string()) ||
                   req.dljob_binary.string().find('\n') != std::string::npos)) {

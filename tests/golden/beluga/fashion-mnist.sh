@@ -88,12 +88,13 @@ if [ "${1:-}" = "--dljob-compute" ]; then
     cd -- "$DLJOB_RUN_DIR" || exit 1
     # Once per node (the launcher starts this side once per node). A pack (`dljob pack`) is
     # staged by `dljob stage-data`: one sequential copy, verified, cached per node by its
-    # content hash; $DLJOB_DATA_DIR becomes a link to the staged copy, which dltrain reads
-    # through its index. Any other tree is copied file by file.
+    # content hash and shared by this user's jobs on the node, each registered as a user of
+    # it; $DLJOB_DATA_DIR becomes a link to the staged copy, which dltrain reads through its
+    # index. Any other tree is copied file by file.
     dljob_step='stage data'
     if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then
         rm -f -- "$DLJOB_DATA_DIR"
-        dljob_staged=$('/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")") &&
+        dljob_staged=$('/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --user-pid $$) &&
             ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1
     else
         mkdir -p -- "$DLJOB_DATA_DIR" && cp -R -- "$DLJOB_DATA_SOURCE/." "$DLJOB_DATA_DIR/"
@@ -111,7 +112,11 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
     fi
     if [ -n "$dljob_data_link" ]; then
-        rm -f -- "$DLJOB_DATA_DIR" # the link; the per-node cache stays for the next job
+        rm -f -- "$DLJOB_DATA_DIR"
+        # The staged copy goes with the last job on this node that uses it: node-local disks
+        # and RAM disks belong to whoever runs here next.
+        '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
+            echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2
     fi
     exit "$dljob_rc"
 fi

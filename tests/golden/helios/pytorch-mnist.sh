@@ -93,7 +93,11 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
     fi
     if [ -n "$dljob_data_link" ]; then
-        rm -f -- "$DLJOB_DATA_DIR" # the link; the per-node cache stays for the next job
+        rm -f -- "$DLJOB_DATA_DIR"
+        # The staged copy goes with the last job on this node that uses it: node-local disks
+        # and RAM disks belong to whoever runs here next.
+        '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
+            echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2
     fi
     exit "$dljob_rc"
 fi

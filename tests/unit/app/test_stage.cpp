@@ -216,15 +216,58 @@ TEST_F(StageService, CleanupRemovesTheStagedCopyUnlessKept) {
     ASSERT_TRUE(stage_dataset(request(true), no_environment(), {}));
     auto removed = cleanup_staged_dataset(request(true), no_environment());
     ASSERT_TRUE(removed);
-    EXPECT_TRUE(*removed);
+    EXPECT_TRUE(removed->removed);
     EXPECT_FALSE(std::filesystem::exists(entry_dir()));
     StageRequest keep = request(true);
     keep.keep = true;
     ASSERT_TRUE(stage_dataset(keep, no_environment(), {}));
     auto kept = cleanup_staged_dataset(request(true), no_environment());
     ASSERT_TRUE(kept);
-    EXPECT_FALSE(*kept);
+    EXPECT_FALSE(kept->removed);
+    EXPECT_TRUE(kept->kept);
     EXPECT_TRUE(std::filesystem::exists(entry_dir() + "/tree.complete"));
+}
+
+// Two jobs on one node share a staged dataset: the first to end must not remove it from under
+// the other, and a job killed without cleaning up must not pin it forever.
+TEST_F(StageService, CleanupWaitsForTheLastLiveUserAndForgetsDeadOnes) {
+    const pid_t other = fork(); // stands for a second job still training on this node
+    if (other == 0) {
+        pause();
+        _exit(0);
+    }
+    ASSERT_GT(other, 0);
+    StageRequest mine = request(false);
+    mine.user_pid = getpid();
+    StageRequest theirs = request(false);
+    theirs.user_pid = other;
+    ASSERT_TRUE(stage_dataset(mine, no_environment(), {}));
+    auto hit = stage_dataset(theirs, no_environment(), {}); // a cache hit still registers
+    ASSERT_TRUE(hit);
+    EXPECT_TRUE(hit->cache_hit);
+    EXPECT_TRUE(std::filesystem::exists(entry_dir() + "/users/" + std::to_string(other)));
+
+    auto first = cleanup_staged_dataset(mine, no_environment());
+    ASSERT_TRUE(first) << first.error().message;
+    EXPECT_FALSE(first->removed);
+    EXPECT_EQ(first->users_left, 1);
+    EXPECT_TRUE(std::filesystem::exists(entry_dir() + "/pack.complete"));
+    EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/users/" + std::to_string(getpid())));
+
+    kill(other, SIGKILL); // the other job dies without its cleanup
+    waitpid(other, nullptr, 0);
+    auto second = cleanup_staged_dataset(request(false), no_environment());
+    ASSERT_TRUE(second) << second.error().message;
+    EXPECT_TRUE(second->removed);
+    EXPECT_EQ(second->users_left, 0);
+    EXPECT_FALSE(std::filesystem::exists(entry_dir()));
+}
+
+TEST_F(StageService, CleanupOfANeverStagedDatasetSaysSo) {
+    auto nothing = cleanup_staged_dataset(request(false), no_environment());
+    ASSERT_TRUE(nothing);
+    EXPECT_FALSE(nothing->found);
+    EXPECT_FALSE(nothing->removed);
 }
 
 /// A small tmpfs, for the tests of a full disk; unmounted at the end.

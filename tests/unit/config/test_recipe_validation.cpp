@@ -69,6 +69,22 @@ TEST_F(RecipeValidation, RejectsInvalidChoiceListingChoices) {
               "r.yaml:4:13: data.stage_to: expected one of none, node-local, ramdisk, got 'ssd'");
 }
 
+TEST_F(RecipeValidation, KeepStagedIsABooleanDefaultingToFalse) {
+    auto plain =
+        load("name: t\ndata:\n  source: /d\n  stage_to: ramdisk\ntrain:\n  config: n.yaml\n");
+    ASSERT_TRUE(plain) << plain.error().message;
+    EXPECT_FALSE(plain->data.keep_staged);
+    auto kept = load("name: t\ndata:\n  source: /d\n  stage_to: ramdisk\n  keep_staged: true\n"
+                     "train:\n  config: n.yaml\n");
+    ASSERT_TRUE(kept) << kept.error().message;
+    EXPECT_TRUE(kept->data.keep_staged);
+    auto bad = load("name: t\ndata:\n  source: /d\n  keep_staged: sometimes\ntrain:\n"
+                    "  config: n.yaml\n");
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().message.rfind("r.yaml:4:16: data.keep_staged:", 0), 0U)
+        << bad.error().message;
+}
+
 TEST_F(RecipeValidation, RejectsBothTrainAndCommand) {
     auto recipe = load(std::string(base) + "command:\n  argv: [python3]\n");
     ASSERT_FALSE(recipe);
