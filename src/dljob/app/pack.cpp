@@ -199,9 +199,10 @@ private:
     std::uint64_t m_shard_bytes;
     IndexWriter* m_chunks;
     std::uint32_t m_shard = 0;
-    std::unique_ptr<OpenShard> m_open;
+    // Before m_open: an abandoned tar writer still flushes through the sinks as it is destroyed.
     adapters::Xxh3Hasher m_content;
     std::vector<DatasetShard> m_done;
+    std::unique_ptr<OpenShard> m_open;
 };
 
 /// Tar bytes a member takes at most: its data padded to 512-byte blocks, its header, and a pax
