@@ -12,11 +12,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 
 namespace dl::data {
 namespace {
@@ -177,9 +177,9 @@ void Pack::load_chunks() {
     const fs::path path = m_dir / chunks_name;
     std::ifstream in(path);
     if (!in) {
-        throw Error(ErrorKind::config,
-                    fmt::format("cannot read {} (a compressed pack needs its chunk table)",
-                                path.string()));
+        throw Error(
+            ErrorKind::config,
+            fmt::format("cannot read {} (a compressed pack needs its chunk table)", path.string()));
     }
     std::string line;
     std::uint64_t number = 0;
@@ -233,9 +233,9 @@ void Pack::load_chunks() {
             throw Error(ErrorKind::config,
                         fmt::format("{}: its frames cover {} of {} tar bytes and {} of the {} "
                                     "bytes of {}: the pack is truncated or damaged",
-                                    path.string(), last.raw_offset + last.raw_size,
-                                    shard.tar_bytes, last.stored_offset + last.stored_size,
-                                    st.st_size, shard.path.filename().string()));
+                                    path.string(), last.raw_offset + last.raw_size, shard.tar_bytes,
+                                    last.stored_offset + last.stored_size, st.st_size,
+                                    shard.path.filename().string()));
         }
     }
 }
@@ -280,8 +280,7 @@ std::vector<std::uint8_t> Pack::read(const PackEntry& entry) const {
     if (m_compressed) {
         read_compressed(entry, bytes.data());
     } else {
-        pread_exactly(m_shards.at(entry.shard), bytes.data(), entry.size, entry.offset,
-                      entry.path);
+        pread_exactly(m_shards.at(entry.shard), bytes.data(), entry.size, entry.offset, entry.path);
     }
     return bytes;
 }
@@ -306,8 +305,7 @@ void Pack::read_compressed(const PackEntry& entry, std::uint8_t* out) const {
             decompress_zstd_frame(stored.data(), stored.size(), m_cached.data(), m_cached.size(),
                                   fmt::format("{}: frame {} (bytes {} to {}, holding member {})",
                                               shard.path.string(), index, chunk.stored_offset,
-                                              chunk.stored_offset + chunk.stored_size,
-                                              entry.path));
+                                              chunk.stored_offset + chunk.stored_size, entry.path));
             m_cached_shard = entry.shard;
             m_cached_chunk = index;
         }

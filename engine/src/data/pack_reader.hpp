@@ -14,8 +14,8 @@
 // is read by decompressing the frames that cover it; the last frame is kept, so reading
 // members in index order decompresses each frame once.
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <mutex>
 #include <optional>

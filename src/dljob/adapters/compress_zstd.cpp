@@ -18,8 +18,12 @@ struct DctxDeleter {
 
 } // namespace
 
-int zstd_min_level() { return ZSTD_minCLevel(); }
-int zstd_max_level() { return ZSTD_maxCLevel(); }
+int zstd_min_level() {
+    return ZSTD_minCLevel();
+}
+int zstd_max_level() {
+    return ZSTD_maxCLevel();
+}
 
 struct ZstdFrameWriter::State {
     std::unique_ptr<ZSTD_CCtx, CctxDeleter> cctx;
@@ -36,8 +40,8 @@ struct ZstdFrameWriter::State {
         if (input.empty()) {
             return {};
         }
-        const std::size_t n = ZSTD_compress2(cctx.get(), output.data(), output.size(),
-                                             input.data(), input.size());
+        const std::size_t n =
+            ZSTD_compress2(cctx.get(), output.data(), output.size(), input.data(), input.size());
         if (ZSTD_isError(n) != 0U) {
             return fail(ErrorCode::io, fmt::format("{}: zstd compression failed: {}", shown,
                                                    ZSTD_getErrorName(n)));
@@ -52,12 +56,11 @@ struct ZstdFrameWriter::State {
 };
 
 Result<ZstdFrameWriter> ZstdFrameWriter::open(int level, std::size_t frame_bytes, Sink sink,
-                                              FrameDone frame_done,
-                                              const std::string& shown_path) {
+                                              FrameDone frame_done, const std::string& shown_path) {
     if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel() || frame_bytes == 0) {
         return fail(ErrorCode::usage,
-                    fmt::format("zstd level {} is out of range ({} to {})", level,
-                                ZSTD_minCLevel(), ZSTD_maxCLevel()),
+                    fmt::format("zstd level {} is out of range ({} to {})", level, ZSTD_minCLevel(),
+                                ZSTD_maxCLevel()),
                     "use --compress zstd or zstd:LEVEL, e.g. zstd:3");
     }
     auto state = std::make_unique<State>();
@@ -67,8 +70,8 @@ Result<ZstdFrameWriter> ZstdFrameWriter::open(int level, std::size_t frame_bytes
     }
     // The checksum makes a damaged frame an error at decompression instead of silently wrong
     // member bytes (4 bytes per frame).
-    if (ZSTD_isError(ZSTD_CCtx_setParameter(state->cctx.get(), ZSTD_c_compressionLevel,
-                                            level)) != 0U ||
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(state->cctx.get(), ZSTD_c_compressionLevel, level)) !=
+            0U ||
         ZSTD_isError(ZSTD_CCtx_setParameter(state->cctx.get(), ZSTD_c_checksumFlag, 1)) != 0U) {
         return fail(ErrorCode::io, fmt::format("{}: cannot set zstd parameters", shown_path));
     }
@@ -118,7 +121,8 @@ Result<std::vector<char>> zstd_decompress_frame(const char* data, std::size_t si
         const std::string why = ZSTD_isError(n) != 0U
                                     ? std::string(ZSTD_getErrorName(n))
                                     : fmt::format("{} bytes, expected {}", n, raw_size);
-        return fail(ErrorCode::io, fmt::format("{}: the zstd frame is damaged ({})", shown_name, why),
+        return fail(ErrorCode::io,
+                    fmt::format("{}: the zstd frame is damaged ({})", shown_name, why),
                     "the dataset was damaged after packing: pack it again");
     }
     return out;

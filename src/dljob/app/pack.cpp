@@ -130,10 +130,10 @@ private:
 
     Result<void> open_shard() {
         auto open = std::make_unique<OpenShard>();
-        open->path = m_directory + "/" +
-                     (m_sharded || m_compressed
-                          ? dataset_shard_file_name(m_shard, m_sharded, m_compressed)
-                          : std::string(dataset_archive_name));
+        open->path =
+            m_directory + "/" +
+            (m_sharded || m_compressed ? dataset_shard_file_name(m_shard, m_sharded, m_compressed)
+                                       : std::string(dataset_archive_name));
         auto fd = adapters::create_file(open->path);
         if (!fd) {
             return fail(fd.error());
@@ -428,7 +428,7 @@ Result<DatasetManifest> write_pack(const PackRequest& request, const std::string
     DLJOB_TRY(data.open());
     IndexWriter index(std::move(*index_fd), index_path);
     DLJOB_TRY(index.add_line(manifest.version == dataset_format_version ? index_header_line
-                                                                         : index_header_line_v2));
+                                                                        : index_header_line_v2));
 
     manifest.source = fs::absolute(request.source).lexically_normal().string();
     manifest.created_by = fmt::format("dljob {}", build_info::version);
@@ -472,9 +472,8 @@ Result<PackSummary> pack_dataset(const PackRequest& request,
     }
     const bool is_tree = S_ISDIR(st.st_mode);
     if (request.compression != "none" && request.compression != "zstd") {
-        return fail(ErrorCode::usage,
-                    fmt::format("unknown compression '{}' (known: none, zstd)",
-                                request.compression));
+        return fail(ErrorCode::usage, fmt::format("unknown compression '{}' (known: none, zstd)",
+                                                  request.compression));
     }
     if (request.output.empty()) {
         return fail(ErrorCode::usage, "no output given", "use -o DATASET");

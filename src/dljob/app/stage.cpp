@@ -228,8 +228,7 @@ Result<void> remove_leftovers(const CachePaths& paths, const DatasetManifest& ma
 
 /// Space for the extracted tree on this file system: every file rounded up to its block, one
 /// block per directory, one inode each.
-Result<SpaceNeed> tree_need(const std::string& dataset, std::uint64_t block_size,
-                            int version) {
+Result<SpaceNeed> tree_need(const std::string& dataset, std::uint64_t block_size, int version) {
     const std::string index_path = dataset + "/" + dataset_index_name;
     auto fd = adapters::open_for_reading(index_path);
     if (!fd) {
@@ -419,10 +418,9 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
             files.push_back(paths.pack + "/" + shard.file);
         }
         ShardedArchiveReader reader(files);
-        const std::string shown = files.size() == 1
-                                      ? files.front()
-                                      : fmt::format("{}/data-*.tar ({} shards)", paths.pack,
-                                                    files.size());
+        const std::string shown =
+            files.size() == 1 ? files.front()
+                              : fmt::format("{}/data-*.tar ({} shards)", paths.pack, files.size());
         auto summary = extract_archive(reader, paths.tree, limits, shown);
         if (!summary) {
             return fail(summary.error());

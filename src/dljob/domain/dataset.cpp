@@ -58,9 +58,9 @@ Result<void> parse_layout(const nlohmann::json& doc, DatasetManifest& manifest,
     for (const auto& item : shards) {
         DatasetShard shard;
         shard.file = item.at("file").get<std::string>();
-        const auto expected = dataset_shard_file_name(static_cast<std::uint32_t>(
-                                                          manifest.shards.size()),
-                                                      shards.size() > 1, manifest.compressed());
+        const auto expected =
+            dataset_shard_file_name(static_cast<std::uint32_t>(manifest.shards.size()),
+                                    shards.size() > 1, manifest.compressed());
         const auto one_shard = dataset_shard_file_name(0, true, manifest.compressed());
         if (shard.file != expected && !(shards.size() == 1 && shard.file == one_shard)) {
             return bad(fmt::format("data file {} is \"{}\", expected \"{}\"",
@@ -78,8 +78,8 @@ Result<void> parse_layout(const nlohmann::json& doc, DatasetManifest& manifest,
     }
     if (manifest.compressed()) {
         if (doc.value("chunks", "") != dataset_chunks_name) {
-            return bad(fmt::format("a compressed pack needs \"chunks\": \"{}\"",
-                                   dataset_chunks_name));
+            return bad(
+                fmt::format("a compressed pack needs \"chunks\": \"{}\"", dataset_chunks_name));
         }
         manifest.chunks_bytes = doc.at("chunks_bytes").get<std::uint64_t>();
         manifest.chunks_hash = hash(doc, "chunks_hash");
@@ -216,11 +216,10 @@ std::string format_index_line(const IndexEntry& entry, int version) {
     const char type = entry.type == IndexEntryType::file ? 'f' : 'd';
     const std::string label = entry.label ? std::to_string(*entry.label) : std::string("-");
     if (version == dataset_format_version) {
-        return fmt::format("{}\t{}\t{}\t{}\t{}", type, entry.offset, entry.size, label,
-                           entry.path);
+        return fmt::format("{}\t{}\t{}\t{}\t{}", type, entry.offset, entry.size, label, entry.path);
     }
-    return fmt::format("{}\t{}\t{}\t{}\t{}\t{}", type, entry.shard, entry.offset, entry.size,
-                       label, entry.path);
+    return fmt::format("{}\t{}\t{}\t{}\t{}\t{}", type, entry.shard, entry.offset, entry.size, label,
+                       entry.path);
 }
 
 Result<IndexEntry> parse_index_line(std::string_view line, const std::string& origin,

@@ -52,7 +52,7 @@ struct DatasetManifest {
     // 2: of every data file's stored bytes, concatenated in shard order.
     std::string content_hash;
     std::uint64_t archive_bytes = 0; // every data file's stored bytes
-    std::string index_hash; // XXH3-128 of index.tsv
+    std::string index_hash;          // XXH3-128 of index.tsv
     std::uint64_t index_bytes = 0;
     std::uint64_t files = 0;
     std::uint64_t directories = 0;

@@ -217,9 +217,9 @@ TEST_F(PackService, CompressedPackIsSeekableZstdThatTarReads) {
     EXPECT_EQ(m.version, dataset_layout_format_version);
     EXPECT_EQ(m.compression, "zstd");
     EXPECT_EQ(m.compression_level, 5);
-    EXPECT_EQ(names_in(m_dir.path() / "ds"),
-              (std::vector<std::string>{"chunks.tsv", "data.tar.zst", "index.tsv",
-                                        "manifest.json"}));
+    EXPECT_EQ(
+        names_in(m_dir.path() / "ds"),
+        (std::vector<std::string>{"chunks.tsv", "data.tar.zst", "index.tsv", "manifest.json"}));
     const std::string tar = tar_from_chunks(m_dir.path() / "ds", m, 0);
     EXPECT_EQ(tar.size(), m.shards.at(0).tar_bytes);
     EXPECT_GT(tar.size(), pack_chunk_bytes) << "expected more than one frame";
@@ -261,8 +261,8 @@ TEST_F(PackService, ShardsHoldWholeMembersAndEachIsATarOfItsOwn) {
     std::vector<std::string> tars;
     std::uint64_t stored = 0;
     for (std::size_t i = 0; i < m.shards.size(); ++i) {
-        EXPECT_EQ(m.shards[i].file, dataset_shard_file_name(static_cast<std::uint32_t>(i), true,
-                                                             false));
+        EXPECT_EQ(m.shards[i].file,
+                  dataset_shard_file_name(static_cast<std::uint32_t>(i), true, false));
         tars.push_back(test::read_file(m_dir.path() / "ds" / m.shards[i].file));
         stored += tars.back().size();
         EXPECT_EQ(tars.back().size(), m.shards[i].bytes);

@@ -388,8 +388,8 @@ TEST_F(StageService, ACompressedShardedPackStagesEveryDataFileAndExtractsTheTree
     auto staged = stage_dataset(r, no_environment(), {});
     ASSERT_TRUE(staged) << staged.error().message;
     EXPECT_EQ(snapshot(staged->path), snapshot(m_dir.path() / "src"));
-    const std::string pack_dir = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) +
-                                          "/" + packed->manifest.content_hash + "/pack");
+    const std::string pack_dir = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                          packed->manifest.content_hash + "/pack");
     for (const auto& shard : packed->manifest.shards) {
         EXPECT_EQ(test::read_file(pack_dir + "/" + shard.file),
                   test::read_file(m_dir.path() / "zds" / shard.file))
