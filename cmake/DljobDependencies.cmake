@@ -16,6 +16,12 @@ find_package(ZLIB REQUIRED)
 find_package(PNG REQUIRED)
 find_package(JPEG REQUIRED)
 
+# zstd: seekable compressed packs (`dljob pack --compress zstd`, the engine's pack reader).
+# Debian's libzstd-dev ships a pkg-config file but no CMake package config.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET GLOBAL libzstd)
+add_library(dljob::zstd ALIAS PkgConfig::ZSTD)
+
 # OpenBLAS: the engine's CPU GEMM. Debian ships no CMake package config that names a target,
 # so look for the library and header directly.
 find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread)

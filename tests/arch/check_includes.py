@@ -87,6 +87,10 @@ def self_test(rules_path):
         ("src/dljob/schedulers/slurm.cpp", "#include <dljob/adapters/process_boost.hpp>", True),
         ("engine/src/core/net.cpp", "#include <dlfcn.h>", True),
         ("engine/src/core/cuda_loader.cpp", "#include <dlfcn.h>", False),
+        ("src/dljob/app/pack.cpp", "#include <zstd.h>", True),
+        ("engine/src/data/pack_reader.cpp", "#include <zstd.h>", True),
+        ("src/dljob/adapters/compress_zstd.cpp", "#include <zstd.h>", False),
+        ("engine/src/data/pack_zstd.cpp", "#include <zstd.h>", False),
         ("engine/src/core/train.cpp", '#include "cuda/cuda_backend.hpp"', True),
         ("engine/src/core/cuda_loader.hpp", '#include "cuda/cuda_plugin.hpp"', False),
     ]

@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include <png.h>
+#include <zstd.h>
 // jpeglib.h needs FILE and size_t declared before it.
 #include <jpeglib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -226,6 +228,98 @@ TEST(PackReader, ImagesOfDifferentSizesOrWithoutLabelsAreClearErrors) {
         << error_of(dir.path() / "sizes");
     EXPECT_NE(error_of(dir.path() / "unlabelled").find("no label"), std::string::npos);
     EXPECT_NE(error_of(dir.path() / "broken").find("bad PNG"), std::string::npos);
+}
+
+/// The plain pack in `plain` rewritten as format version 2 in `dir`: data.tar cut into zstd
+/// frames of `frame_bytes` (small, so members straddle frames), chunks.tsv, a manifest listing
+/// the one data file, and the index with a shard column. The contract of docs/data.md, written
+/// independently of dljob's writer.
+void compress_pack(const fs::path& plain, const fs::path& dir, std::size_t frame_bytes) {
+    fs::create_directories(dir);
+    const std::string tar = read_bytes(plain / "data.tar");
+    std::string stored;
+    std::string chunks = "# dljob-chunks v1\tshard\traw_offset\traw_size\tstored_offset\t"
+                         "stored_size\n";
+    for (std::size_t at = 0; at < tar.size(); at += frame_bytes) {
+        const std::size_t raw = std::min(frame_bytes, tar.size() - at);
+        ZSTD_CCtx* cctx = ZSTD_createCCtx();
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+        std::string frame(ZSTD_compressBound(raw), '\0');
+        const std::size_t n =
+            ZSTD_compress2(cctx, frame.data(), frame.size(), tar.data() + at, raw);
+        ZSTD_freeCCtx(cctx);
+        EXPECT_EQ(ZSTD_isError(n), 0U);
+        chunks += "0\t" + std::to_string(at) + "\t" + std::to_string(raw) + "\t" +
+                  std::to_string(stored.size()) + "\t" + std::to_string(n) + "\n";
+        stored.append(frame.data(), n);
+    }
+    std::ofstream(dir / "data.tar.zst", std::ios::binary) << stored;
+    std::ofstream(dir / "chunks.tsv", std::ios::binary) << chunks;
+    std::istringstream index(read_bytes(plain / "index.tsv"));
+    std::string out = "# dljob-index v2\ttype\tshard\toffset\tsize\tlabel\tpath\n";
+    std::string line;
+    std::getline(index, line);
+    while (std::getline(index, line)) {
+        out += line.substr(0, 2) + "0\t" + line.substr(2) + "\n";
+    }
+    std::ofstream(dir / "index.tsv", std::ios::binary) << out;
+    const nlohmann::json manifest{
+        {"format", "dljob-dataset"},
+        {"version", 2},
+        {"compression", "zstd"},
+        {"shards",
+         {{{"file", "data.tar.zst"}, {"bytes", stored.size()}, {"tar_bytes", tar.size()}}}},
+    };
+    std::ofstream(dir / "manifest.json") << manifest.dump(2);
+}
+
+TEST(PackReader, CompressedPackMembersEqualThePlainPacksMembers) {
+    TempDir dir;
+    std::string big(5000, '\0');
+    for (std::size_t i = 0; i < big.size(); ++i) {
+        big[i] = static_cast<char>((i * 7919U) % 251U);
+    }
+    write_pack(dir.path() / "plain", {{"a", "first"}, {"big", big}, {"c", "third"}, {"e", ""}});
+    compress_pack(dir.path() / "plain", dir.path() / "zst", 700);
+    const dl::data::Pack plain(dir.path() / "plain");
+    const dl::data::Pack packed(dir.path() / "zst");
+    EXPECT_TRUE(packed.compressed());
+    ASSERT_EQ(packed.files().size(), plain.files().size());
+    // Out of order too: the frame cache must not hand back another frame's bytes.
+    for (const std::size_t i : {0U, 1U, 2U, 3U, 1U, 0U}) {
+        EXPECT_EQ(packed.read(packed.files()[i]), plain.read(plain.files()[i]))
+            << packed.files()[i].path;
+    }
+}
+
+TEST(PackReader, ADamagedCompressedByteIsAClearError) {
+    TempDir dir;
+    write_pack(dir.path() / "plain", {{"a", std::string(3000, 'a')}, {"b", "bee"}});
+    compress_pack(dir.path() / "plain", dir.path() / "zst", 1024);
+    std::string stored = read_bytes(dir.path() / "zst/data.tar.zst");
+    // Frame 0 holds the first header and the start of member a: flip a byte in its middle.
+    stored[stored.size() / 4] = static_cast<char>(stored[stored.size() / 4] ^ 0x5a);
+    std::ofstream(dir.path() / "zst/data.tar.zst", std::ios::binary) << stored;
+    const dl::data::Pack packed(dir.path() / "zst");
+    try {
+        (void)packed.read(packed.files()[0]);
+        FAIL() << "a damaged frame was read without an error";
+    } catch (const dl::Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("data.tar.zst"), std::string::npos) << message;
+        EXPECT_NE(message.find("damaged"), std::string::npos) << message;
+        EXPECT_NE(message.find("member a"), std::string::npos) << message;
+    }
+}
+
+TEST(PackReader, AChunkTableThatDoesNotCoverTheDataIsRefused) {
+    TempDir dir;
+    write_pack(dir.path() / "plain", {{"a", "x"}});
+    compress_pack(dir.path() / "plain", dir.path() / "zst", 512);
+    std::string chunks = read_bytes(dir.path() / "zst/chunks.tsv");
+    chunks.erase(chunks.rfind('\n', chunks.size() - 2) + 1); // drop the last frame
+    std::ofstream(dir.path() / "zst/chunks.tsv", std::ios::binary) << chunks;
+    EXPECT_THROW(dl::data::Pack(dir.path() / "zst"), dl::Error);
 }
 
 TEST(PackReader, AMalformedIndexNamesItsLine) {

@@ -41,6 +41,22 @@ sed -e 's/max_iter: .*/max_iter: 30/' -e 's/test_interval: .*/test_interval: 30/
 final=$(grep -c '"type":"final"' "$WORK/run-pack/metrics.jsonl" || true)
 check "dltrain trained from the pack (final line in metrics.jsonl)" 1 "$final"
 
+# 3b. The same data as seekable zstd in several shards (each IDX .gz is ~30 KB to 26 MB, so
+# 4M shards put the big members alone): staged and read in place, the run is the same run.
+"$DLJOB" pack "$WORK/fm" -o "$WORK/fm-zst.dlpack" --compress zstd:3 --shard-size 4M >/dev/null
+zstaged=$("$DLJOB" stage-data "$WORK/fm-zst.dlpack" --to "$WORK/node" 2>/dev/null)
+check "staged compressed pack holds chunks.tsv" yes \
+    "$([ -f "$zstaged/chunks.tsv" ] && echo yes || echo no)"
+check "the compressed pack has more than one shard" yes \
+    "$([ -f "$zstaged/data-00001.tar.zst" ] && echo yes || echo no)"
+"$DLTRAIN" train --config "$WORK/lenet.yaml" --run-dir "$WORK/run-zst" --data-dir "$zstaged" \
+    --threads 2 >"$WORK/train-zst.log" 2>&1 || { cat "$WORK/train-zst.log"; exit 1; }
+# Losses and accuracies, not timings: the same bytes in, the same numbers out.
+numbers() { grep -o '"\(loss\|accuracy\|iter\)":[^,}]*' "$1" | tr '\n' ' '; }
+check "the runs logged losses" yes "$([ -n "$(numbers "$WORK/run-zst/metrics.jsonl")" ] && echo yes)"
+check "training from the compressed sharded pack gives the plain pack's numbers" \
+    "$(numbers "$WORK/run-pack/metrics.jsonl")" "$(numbers "$WORK/run-zst/metrics.jsonl")"
+
 # 4. An image list of PGM files (Caffe's train.txt), packed with labels, read as images.
 python3 - "$WORK/images" <<'PY'
 import gzip, os, sys

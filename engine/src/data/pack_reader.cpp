@@ -1,14 +1,18 @@
 #include "data/pack_reader.hpp"
 
+#include "data/pack_zstd.hpp"
+
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -21,7 +25,11 @@ namespace fs = std::filesystem;
 
 constexpr const char* index_name = "index.tsv";
 constexpr const char* archive_name = "data.tar";
+constexpr const char* manifest_name = "manifest.json";
+constexpr const char* chunks_name = "chunks.tsv";
 constexpr std::string_view index_magic = "# dljob-index v1";
+constexpr std::string_view index_magic_v2 = "# dljob-index v2";
+constexpr std::string_view chunks_magic = "# dljob-chunks v1";
 
 template <class T> bool parse_number(std::string_view text, T& value) {
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -32,7 +40,9 @@ template <class T> bool parse_number(std::string_view text, T& value) {
 
 bool Pack::is_pack(const fs::path& dir) {
     std::error_code ec;
-    return fs::is_regular_file(dir / index_name, ec) && fs::is_regular_file(dir / archive_name, ec);
+    return fs::is_regular_file(dir / index_name, ec) &&
+           (fs::is_regular_file(dir / archive_name, ec) ||
+            fs::is_regular_file(dir / manifest_name, ec));
 }
 
 Pack::Pack(const fs::path& dir) : m_dir(dir) {
@@ -41,33 +51,32 @@ Pack::Pack(const fs::path& dir) : m_dir(dir) {
     if (!in) {
         throw Error(ErrorKind::config, fmt::format("cannot read {}", index.string()));
     }
-    const fs::path archive = dir / archive_name;
-    m_fd = ::open(archive.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st {};
-    if (m_fd < 0 || ::fstat(m_fd, &st) != 0) {
-        throw Error(ErrorKind::config,
-                    fmt::format("cannot open {}: {}", archive.string(), std::strerror(errno)));
-    }
-    m_archive_size = static_cast<std::uint64_t>(st.st_size);
     std::string line;
-    std::uint64_t number = 0;
+    if (std::getline(in, line) && line.rfind(index_magic_v2, 0) == 0) {
+        m_version = 2;
+    } else if (line.rfind(index_magic, 0) != 0) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}:1: not a dljob index (no '# dljob-index v1' or v2 header)",
+                                index.string()));
+    }
+    open_shards();
+    if (m_compressed) {
+        load_chunks();
+    }
+    const std::size_t fields_before_path = m_version == 2 ? 5 : 4;
+    std::uint64_t number = 1;
     while (std::getline(in, line)) {
         ++number;
-        const auto bad = [&](const char* what) {
+        const auto bad = [&](const std::string& what) {
             return Error(ErrorKind::config,
-                         fmt::format("{}:{}: {} (expected type, offset, size, label, path "
+                         fmt::format("{}:{}: {} (expected type, {}offset, size, label, path "
                                      "separated by tabs)",
-                                     index.string(), number, what));
+                                     index.string(), number, what,
+                                     m_version == 2 ? "shard, " : ""));
         };
-        if (number == 1) {
-            if (line.rfind(index_magic, 0) != 0) {
-                throw bad("not a dljob index (no '# dljob-index v1' header)");
-            }
-            continue;
-        }
         std::vector<std::string_view> fields;
         std::string_view rest(line);
-        for (int i = 0; i < 4; ++i) {
+        for (std::size_t i = 0; i < fields_before_path; ++i) {
             const auto tab = rest.find('\t');
             if (tab == std::string_view::npos) {
                 throw bad("too few fields");
@@ -82,12 +91,21 @@ Pack::Pack(const fs::path& dir) : m_dir(dir) {
             throw bad("type is neither f nor d");
         }
         PackEntry entry;
+        if (m_version == 2) {
+            if (!parse_number(fields[1], entry.shard) || entry.shard >= m_shards.size()) {
+                throw bad(fmt::format("shard is not one of the {} data files in {}",
+                                      m_shards.size(), manifest_name));
+            }
+            fields.erase(fields.begin() + 1);
+        }
         entry.path = std::string(rest);
         if (!parse_number(fields[1], entry.offset) || !parse_number(fields[2], entry.size)) {
             throw bad("offset or size is not a number");
         }
-        if (entry.offset > m_archive_size || entry.size > m_archive_size - entry.offset) {
-            throw bad("member lies beyond the end of data.tar");
+        const std::uint64_t tar_bytes = m_shards[entry.shard].tar_bytes;
+        if (entry.offset > tar_bytes || entry.size > tar_bytes - entry.offset) {
+            throw bad(fmt::format("member lies beyond the end of {}",
+                                  m_shards[entry.shard].path.filename().string()));
         }
         if (fields[3] != "-") {
             std::int64_t label = 0;
@@ -100,9 +118,133 @@ Pack::Pack(const fs::path& dir) : m_dir(dir) {
     }
 }
 
+void Pack::open_shards() {
+    const auto open_shard = [&](const fs::path& path, std::uint64_t tar_bytes, bool known) {
+        Shard shard;
+        shard.path = path;
+        shard.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        struct stat st {};
+        if (shard.fd < 0 || ::fstat(shard.fd, &st) != 0) {
+            const int error = errno;
+            if (shard.fd >= 0) {
+                ::close(shard.fd);
+            }
+            throw Error(ErrorKind::config,
+                        fmt::format("cannot open {}: {}", path.string(), std::strerror(error)));
+        }
+        shard.tar_bytes = known ? tar_bytes : static_cast<std::uint64_t>(st.st_size);
+        m_shards.push_back(std::move(shard));
+    };
+    if (m_version == 1) {
+        open_shard(m_dir / archive_name, 0, false);
+        return;
+    }
+    // Version 2 names its data files only in the manifest.
+    const fs::path manifest_path = m_dir / manifest_name;
+    std::ifstream in(manifest_path);
+    const auto doc = nlohmann::json::parse(in, nullptr, false);
+    const auto bad = [&](const std::string& what) {
+        return Error(ErrorKind::config, fmt::format("{}: {}", manifest_path.string(), what));
+    };
+    if (!in.good() && !in.eof()) {
+        throw bad("cannot read it (a version 2 pack lists its data files there)");
+    }
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("shards") ||
+        !doc["shards"].is_array() || doc["shards"].empty()) {
+        throw bad("expected a JSON object with a non-empty \"shards\" list");
+    }
+    const std::string compression = doc.value("compression", "none");
+    if (compression != "none" && compression != "zstd") {
+        throw bad(fmt::format("unknown compression \"{}\" (this dltrain reads none and zstd)",
+                              compression));
+    }
+    m_compressed = compression == "zstd";
+    for (const auto& item : doc["shards"]) {
+        if (!item.is_object() || !item.contains("file") || !item["file"].is_string() ||
+            !item.contains("tar_bytes") || !item["tar_bytes"].is_number_unsigned()) {
+            throw bad("a \"shards\" entry lacks \"file\" or \"tar_bytes\"");
+        }
+        const auto file = item["file"].get<std::string>();
+        // Data files are plain names inside the pack.
+        if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
+            throw bad(fmt::format("data file \"{}\" is not a name inside the pack", file));
+        }
+        open_shard(m_dir / file, item["tar_bytes"].get<std::uint64_t>(), true);
+    }
+}
+
+void Pack::load_chunks() {
+    const fs::path path = m_dir / chunks_name;
+    std::ifstream in(path);
+    if (!in) {
+        throw Error(
+            ErrorKind::config,
+            fmt::format("cannot read {} (a compressed pack needs its chunk table)", path.string()));
+    }
+    std::string line;
+    std::uint64_t number = 0;
+    while (std::getline(in, line)) {
+        ++number;
+        const auto bad = [&](const std::string& what) {
+            return Error(ErrorKind::config,
+                         fmt::format("{}:{}: {} (expected shard, raw_offset, raw_size, "
+                                     "stored_offset, stored_size separated by tabs)",
+                                     path.string(), number, what));
+        };
+        if (number == 1) {
+            if (line.rfind(chunks_magic, 0) != 0) {
+                throw bad("not a dljob chunk table (no '# dljob-chunks v1' header)");
+            }
+            continue;
+        }
+        std::vector<std::uint64_t> values;
+        std::string_view rest(line);
+        for (;;) {
+            const auto tab = rest.find('\t');
+            std::uint64_t value = 0;
+            if (!parse_number(rest.substr(0, tab), value)) {
+                throw bad("not a number");
+            }
+            values.push_back(value);
+            if (tab == std::string_view::npos) {
+                break;
+            }
+            rest.remove_prefix(tab + 1);
+        }
+        if (values.size() != 5 || values[0] >= m_shards.size()) {
+            throw bad("not five numbers with a known shard");
+        }
+        Shard& shard = m_shards[values[0]];
+        const Chunk chunk{values[1], values[2], values[3], values[4]};
+        // Frames are contiguous in both streams: a reader can then trust the table's arithmetic.
+        const Chunk last = shard.chunks.empty() ? Chunk{} : shard.chunks.back();
+        if (chunk.raw_offset != last.raw_offset + last.raw_size ||
+            chunk.stored_offset != last.stored_offset + last.stored_size || chunk.raw_size == 0) {
+            throw bad("the frame does not follow the previous one of its shard");
+        }
+        shard.chunks.push_back(chunk);
+    }
+    for (const Shard& shard : m_shards) {
+        struct stat st {};
+        ::fstat(shard.fd, &st);
+        const Chunk last = shard.chunks.empty() ? Chunk{} : shard.chunks.back();
+        if (last.raw_offset + last.raw_size != shard.tar_bytes ||
+            last.stored_offset + last.stored_size != static_cast<std::uint64_t>(st.st_size)) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{}: its frames cover {} of {} tar bytes and {} of the {} "
+                                    "bytes of {}: the pack is truncated or damaged",
+                                    path.string(), last.raw_offset + last.raw_size, shard.tar_bytes,
+                                    last.stored_offset + last.stored_size, st.st_size,
+                                    shard.path.filename().string()));
+        }
+    }
+}
+
 Pack::~Pack() {
-    if (m_fd >= 0) {
-        ::close(m_fd);
+    for (const Shard& shard : m_shards) {
+        if (shard.fd >= 0) {
+            ::close(shard.fd);
+        }
     }
 }
 
@@ -115,24 +257,63 @@ const PackEntry* Pack::find(const std::string& member) const {
     return nullptr;
 }
 
-std::vector<std::uint8_t> Pack::read(const PackEntry& entry) const {
-    std::vector<std::uint8_t> bytes(entry.size);
+void Pack::pread_exactly(const Shard& shard, std::uint8_t* out, std::uint64_t size,
+                         std::uint64_t offset, const std::string& member) const {
     std::uint64_t done = 0;
-    while (done < entry.size) {
-        const ssize_t n = ::pread(m_fd, bytes.data() + done, entry.size - done,
-                                  static_cast<off_t>(entry.offset + done));
+    while (done < size) {
+        const ssize_t n =
+            ::pread(shard.fd, out + done, size - done, static_cast<off_t>(offset + done));
         if (n < 0 && errno == EINTR) {
             continue;
         }
         if (n <= 0) {
             throw Error(ErrorKind::config,
-                        fmt::format("{}: cannot read member {} ({})",
-                                    (m_dir / archive_name).string(), entry.path,
-                                    n == 0 ? "data.tar is truncated" : std::strerror(errno)));
+                        fmt::format("{}: cannot read member {} ({})", shard.path.string(), member,
+                                    n == 0 ? "the file is truncated" : std::strerror(errno)));
         }
         done += static_cast<std::uint64_t>(n);
     }
+}
+
+std::vector<std::uint8_t> Pack::read(const PackEntry& entry) const {
+    std::vector<std::uint8_t> bytes(entry.size);
+    if (m_compressed) {
+        read_compressed(entry, bytes.data());
+    } else {
+        pread_exactly(m_shards.at(entry.shard), bytes.data(), entry.size, entry.offset, entry.path);
+    }
     return bytes;
+}
+
+void Pack::read_compressed(const PackEntry& entry, std::uint8_t* out) const {
+    const Shard& shard = m_shards.at(entry.shard);
+    const std::lock_guard lock(m_cache_mutex);
+    std::uint64_t position = entry.offset;
+    const std::uint64_t end = entry.offset + entry.size;
+    while (position < end) {
+        // The frame holding `position`: the last one starting at or before it.
+        const auto after = std::upper_bound(
+            shard.chunks.begin(), shard.chunks.end(), position,
+            [](std::uint64_t at, const Chunk& chunk) { return at < chunk.raw_offset; });
+        const auto index = static_cast<std::size_t>(after - shard.chunks.begin()) - 1;
+        const Chunk& chunk = shard.chunks[index];
+        if (m_cached_shard != entry.shard || m_cached_chunk != index) {
+            std::vector<std::uint8_t> stored(chunk.stored_size);
+            pread_exactly(shard, stored.data(), stored.size(), chunk.stored_offset, entry.path);
+            m_cached_chunk = SIZE_MAX; // stays invalid if decompression throws
+            m_cached.resize(chunk.raw_size);
+            decompress_zstd_frame(stored.data(), stored.size(), m_cached.data(), m_cached.size(),
+                                  fmt::format("{}: frame {} (bytes {} to {}, holding member {})",
+                                              shard.path.string(), index, chunk.stored_offset,
+                                              chunk.stored_offset + chunk.stored_size, entry.path));
+            m_cached_shard = entry.shard;
+            m_cached_chunk = index;
+        }
+        const std::uint64_t take = std::min(end, chunk.raw_offset + chunk.raw_size) - position;
+        std::copy_n(m_cached.begin() + static_cast<std::ptrdiff_t>(position - chunk.raw_offset),
+                    take, out + (position - entry.offset));
+        position += take;
+    }
 }
 
 std::optional<PackMemberPath> find_pack_member(const fs::path& path) {

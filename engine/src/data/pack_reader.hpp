@@ -6,9 +6,18 @@
 //              (tab-separated; type f or d; label an integer or -),
 //   manifest.json (not needed here).
 // Tar members at known offsets need no tar library: one pread per member.
+//
+// Format version 2 (`dljob pack --compress zstd` or `--shard-size`) stores the tar as several
+// data files listed in manifest.json (`shards[].file`), gives index.tsv a shard column after
+// the type ("# dljob-index v2"), and for zstd adds chunks.tsv: per shard, where each
+// independent frame's uncompressed bytes start and where its compressed bytes sit. A member
+// is read by decompressing the frames that cover it; the last frame is kept, so reading
+// members in index order decompresses each frame once.
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,15 +25,16 @@
 namespace dl::data {
 
 struct PackEntry {
-    std::uint64_t offset = 0; // of the member's bytes in data.tar
+    std::uint64_t offset = 0; // of the member's bytes in its shard's (uncompressed) tar
     std::uint64_t size = 0;
+    std::uint32_t shard = 0;
     std::optional<std::int64_t> label;
     std::string path;
 };
 
 class Pack {
 public:
-    /// Whether `dir` is a pack (holds index.tsv and data.tar).
+    /// Whether `dir` is a pack (holds index.tsv, and data.tar or a manifest.json).
     static bool is_pack(const std::filesystem::path& dir);
     /// Throws dl::Error(config) naming index.tsv:line for a malformed index.
     explicit Pack(const std::filesystem::path& dir);
@@ -36,15 +46,41 @@ public:
 
     [[nodiscard]] const std::vector<PackEntry>& files() const { return m_files; }
     [[nodiscard]] const PackEntry* find(const std::string& member) const;
-    /// The member's bytes (pread from data.tar).
+    /// The member's bytes (pread from its data file, decompressed when the pack is).
+    /// Safe to call from several threads.
     [[nodiscard]] std::vector<std::uint8_t> read(const PackEntry& entry) const;
     [[nodiscard]] const std::filesystem::path& dir() const { return m_dir; }
+    [[nodiscard]] bool compressed() const { return m_compressed; }
 
 private:
+    struct Chunk {
+        std::uint64_t raw_offset = 0;
+        std::uint64_t raw_size = 0;
+        std::uint64_t stored_offset = 0;
+        std::uint64_t stored_size = 0;
+    };
+    struct Shard {
+        std::filesystem::path path;
+        int fd = -1;
+        std::uint64_t tar_bytes = 0; // uncompressed
+        std::vector<Chunk> chunks;   // compressed packs: sorted, contiguous from 0
+    };
+    void open_shards();
+    void load_chunks();
+    void pread_exactly(const Shard& shard, std::uint8_t* out, std::uint64_t size,
+                       std::uint64_t offset, const std::string& member) const;
+    void read_compressed(const PackEntry& entry, std::uint8_t* out) const;
+
     std::filesystem::path m_dir;
     std::vector<PackEntry> m_files; // regular files only, in index order
-    int m_fd = -1;
-    std::uint64_t m_archive_size = 0;
+    std::vector<Shard> m_shards;
+    bool m_compressed = false;
+    int m_version = 1;
+    // The last decompressed frame (members are small next to a frame and read in order).
+    mutable std::mutex m_cache_mutex;
+    mutable std::size_t m_cached_shard = SIZE_MAX;
+    mutable std::size_t m_cached_chunk = SIZE_MAX;
+    mutable std::vector<std::uint8_t> m_cached;
 };
 
 /// A path that names a member of a pack: `<pack dir>/<member path>`, where the pack directory

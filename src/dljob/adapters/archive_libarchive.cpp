@@ -249,6 +249,10 @@ Result<void> TarWriter::write_data(const char* data, std::size_t size) {
     return {};
 }
 
+std::uint64_t TarWriter::position() const {
+    return static_cast<std::uint64_t>(archive_filter_bytes(m_state->handle.get(), 0));
+}
+
 Result<std::uint64_t> TarWriter::finish() {
     if (archive_write_close(m_state->handle.get()) != ARCHIVE_OK) {
         return m_state->error("cannot finish");

@@ -36,6 +36,8 @@ public:
     /// Writes a file header; returns the offset of the file's data in the archive.
     Result<std::uint64_t> begin_file(const std::string& path, std::uint64_t size, bool executable);
     Result<void> write_data(const char* data, std::size_t size);
+    /// Bytes of tar written so far (some may still sit in the writer's buffer).
+    [[nodiscard]] std::uint64_t position() const;
     /// Writes the end-of-archive blocks; returns the archive's total size.
     Result<std::uint64_t> finish();
 

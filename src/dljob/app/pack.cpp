@@ -1,4 +1,5 @@
 #include <dljob/adapters/archive_libarchive.hpp>
+#include <dljob/adapters/compress_zstd.hpp>
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_xxhash.hpp>
 #include <dljob/adapters/process_boost.hpp>
@@ -62,19 +63,173 @@ private:
     std::uint64_t m_bytes = 0;
 };
 
+Result<void> sync_file(int fd, const std::string& path) {
+    // The pack is the one durable artefact of the data path (it lives on the shared file
+    // system for many jobs), so it reaches the disk before the rename publishes it.
+    if (fsync(fd) != 0) {
+        return fail(adapters::system_error("cannot flush", path, errno));
+    }
+    return {};
+}
+
+/// The pack's data files: one tar stream per shard, each written plain or through seekable
+/// zstd, each hashed as stored, and all of them together into the content hash.
+class DataFiles {
+public:
+    DataFiles(std::string directory, const PackRequest& request, IndexWriter* chunks)
+        : m_directory(std::move(directory)), m_sharded(request.shard_bytes != 0),
+          m_compressed(request.compression != "none"), m_level(request.compression_level),
+          m_shard_bytes(request.shard_bytes), m_chunks(chunks) {}
+
+    Result<void> open() { return open_shard(); }
+    adapters::TarWriter& tar() { return *m_open->tar; }
+    [[nodiscard]] std::uint32_t shard() const { return m_shard; }
+
+    /// Starts the next shard when a member of `tar_bytes` (header, data and padding) would take
+    /// this one past the shard size; a member alone in its shard may exceed it, since members
+    /// are never split.
+    Result<void> make_room(std::uint64_t tar_bytes) {
+        constexpr std::uint64_t end_of_archive = 1024;
+        if (!m_sharded || m_open->members == 0 ||
+            round_up(m_open->tar->position(), tar_block) + tar_bytes + end_of_archive <=
+                m_shard_bytes) {
+            ++m_open->members;
+            return {};
+        }
+        DLJOB_TRY(close_shard());
+        ++m_shard;
+        DLJOB_TRY(open_shard());
+        ++m_open->members;
+        return {};
+    }
+
+    /// Closes the last shard and records every data file in `manifest`.
+    Result<void> finish(DatasetManifest& manifest) {
+        DLJOB_TRY(close_shard());
+        manifest.shards = m_done;
+        manifest.archive_bytes = 0;
+        for (const DatasetShard& shard : m_done) {
+            manifest.archive_bytes += shard.bytes;
+        }
+        manifest.content_hash = m_content.hex_digest();
+        return {};
+    }
+
+    static constexpr std::uint64_t tar_block = 512;
+
+private:
+    struct OpenShard {
+        std::string path;
+        UniqueFd fd;
+        adapters::Xxh3Hasher hash;
+        std::uint64_t stored = 0;
+        std::uint64_t members = 0;
+        std::optional<adapters::ZstdFrameWriter> zstd;
+        std::optional<adapters::TarWriter> tar;
+    };
+
+    Result<void> open_shard() {
+        auto open = std::make_unique<OpenShard>();
+        open->path =
+            m_directory + "/" +
+            (m_sharded || m_compressed ? dataset_shard_file_name(m_shard, m_sharded, m_compressed)
+                                       : std::string(dataset_archive_name));
+        auto fd = adapters::create_file(open->path);
+        if (!fd) {
+            return fail(fd.error());
+        }
+        open->fd = std::move(*fd);
+        OpenShard* raw = open.get();
+        adapters::Xxh3Hasher* content = &m_content;
+        auto store = [raw, content](const char* data, std::size_t size) -> Result<void> {
+            raw->hash.update(data, size);
+            content->update(data, size);
+            raw->stored += size;
+            return adapters::write_all(raw->fd.get(), data, size, raw->path);
+        };
+        adapters::TarWriter::Sink tar_sink = store;
+        if (m_compressed) {
+            IndexWriter* chunks = m_chunks;
+            const std::uint32_t shard = m_shard;
+            auto frame_done = [chunks, shard](const adapters::ZstdFrame& f) -> Result<void> {
+                return chunks->add_line(format_chunk_line(
+                    {shard, f.raw_offset, f.raw_size, f.stored_offset, f.stored_size}));
+            };
+            auto zstd = adapters::ZstdFrameWriter::open(m_level, pack_chunk_bytes, store,
+                                                        frame_done, open->path);
+            if (!zstd) {
+                return fail(zstd.error());
+            }
+            open->zstd.emplace(std::move(*zstd));
+            tar_sink = [raw](const char* data, std::size_t size) {
+                return raw->zstd->write(data, size);
+            };
+        }
+        auto tar = adapters::TarWriter::open(tar_sink, open->path);
+        if (!tar) {
+            return fail(tar.error());
+        }
+        open->tar.emplace(std::move(*tar));
+        m_open = std::move(open);
+        return {};
+    }
+
+    Result<void> close_shard() {
+        auto tar_bytes = m_open->tar->finish();
+        if (!tar_bytes) {
+            return fail(tar_bytes.error());
+        }
+        if (m_open->zstd) {
+            auto stored = m_open->zstd->finish();
+            if (!stored) {
+                return fail(stored.error());
+            }
+        }
+        DLJOB_TRY(sync_file(m_open->fd.get(), m_open->path));
+        m_done.push_back({m_open->path.substr(m_directory.size() + 1), m_open->stored,
+                          m_open->hash.hex_digest(), *tar_bytes});
+        m_open.reset();
+        return {};
+    }
+
+    std::string m_directory;
+    bool m_sharded;
+    bool m_compressed;
+    int m_level;
+    std::uint64_t m_shard_bytes;
+    IndexWriter* m_chunks;
+    std::uint32_t m_shard = 0;
+    // Before m_open: an abandoned tar writer still flushes through the sinks as it is destroyed.
+    adapters::Xxh3Hasher m_content;
+    std::vector<DatasetShard> m_done;
+    std::unique_ptr<OpenShard> m_open;
+};
+
+/// Tar bytes a member takes at most: its data padded to 512-byte blocks, its header, and a pax
+/// header (with its own header) when the path is too long for ustar.
+std::uint64_t member_tar_bytes(const std::string& path, std::uint64_t size) {
+    constexpr std::uint64_t block = DataFiles::tar_block;
+    constexpr std::uint64_t pax_overhead = 128;
+    const std::uint64_t pax =
+        path.size() >= 100 ? block + round_up(path.size() + pax_overhead, block) : 0;
+    return block + pax + round_up(size, block);
+}
+
 class Packer {
 public:
-    Packer(adapters::TarWriter& tar, IndexWriter& index, DatasetManifest& manifest,
+    Packer(DataFiles& data, IndexWriter& index, DatasetManifest& manifest,
            const std::function<void(const PackProgress&)>& progress)
-        : m_tar(tar), m_index(index), m_manifest(manifest), m_progress(progress),
+        : m_data(data), m_index(index), m_manifest(manifest), m_progress(progress),
           m_buffer(copy_buffer_bytes) {}
 
     Result<void> add_directory(const std::string& member) {
-        DLJOB_TRY(m_tar.add_directory(member));
+        DLJOB_TRY(m_data.make_room(member_tar_bytes(member, 0)));
+        DLJOB_TRY(m_data.tar().add_directory(member));
         ++m_manifest.directories;
         note_path(member);
-        return m_index.add_line(
-            format_index_line({IndexEntryType::directory, 0, 0, std::nullopt, member}));
+        IndexEntry entry{IndexEntryType::directory, 0, 0, std::nullopt, member};
+        entry.shard = m_data.shard();
+        return m_index.add_line(format_index_line(entry, m_manifest.version));
     }
 
     Result<void> add_file(const std::string& disk_path, const std::string& member,
@@ -94,7 +249,8 @@ public:
         }
         posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
         const auto size = static_cast<std::uint64_t>(st.st_size);
-        auto offset = m_tar.begin_file(member, size, (st.st_mode & 0111U) != 0);
+        DLJOB_TRY(m_data.make_room(member_tar_bytes(member, size)));
+        auto offset = m_data.tar().begin_file(member, size, (st.st_mode & 0111U) != 0);
         if (!offset) {
             return fail(offset.error());
         }
@@ -113,7 +269,7 @@ public:
                                         disk_path, copied + *n, size),
                             "pack a tree that nothing writes to");
             }
-            DLJOB_TRY(m_tar.write_data(m_buffer.data(), *n));
+            DLJOB_TRY(m_data.tar().write_data(m_buffer.data(), *n));
             copied += *n;
         }
         ++m_manifest.files;
@@ -123,8 +279,9 @@ public:
             m_manifest.labelled = true;
         }
         note_path(member);
-        DLJOB_TRY(m_index.add_line(
-            format_index_line({IndexEntryType::file, *offset, size, label, member})));
+        IndexEntry entry{IndexEntryType::file, *offset, size, label, member};
+        entry.shard = m_data.shard();
+        DLJOB_TRY(m_index.add_line(format_index_line(entry, m_manifest.version)));
         if (m_progress) {
             m_progress({m_manifest.files, m_manifest.payload_bytes});
         }
@@ -233,54 +390,49 @@ private:
         m_manifest.max_path_length =
             std::max<std::uint64_t>(m_manifest.max_path_length, member.size());
     }
-    adapters::TarWriter& m_tar;
+    DataFiles& m_data;
     IndexWriter& m_index;
     DatasetManifest& m_manifest;
     const std::function<void(const PackProgress&)>& m_progress;
     std::vector<char> m_buffer;
 };
 
-Result<void> sync_file(int fd, const std::string& path) {
-    // The pack is the one durable artefact of the data path (it lives on the shared file
-    // system for many jobs), so it reaches the disk before the rename publishes it.
-    if (fsync(fd) != 0) {
-        return fail(adapters::system_error("cannot flush", path, errno));
-    }
-    return {};
-}
-
 Result<DatasetManifest> write_pack(const PackRequest& request, const std::string& partial,
                                    bool is_tree,
                                    const std::function<void(const PackProgress&)>& progress) {
-    const std::string archive_path = partial + "/" + dataset_archive_name;
-    const std::string index_path = partial + "/" + dataset_index_name;
-    auto archive_fd = adapters::create_file(archive_path);
-    if (!archive_fd) {
-        return fail(archive_fd.error());
+    DatasetManifest manifest;
+    const bool compressed = request.compression != "none";
+    if (compressed || request.shard_bytes != 0) {
+        manifest.version = dataset_layout_format_version;
+        manifest.compression = request.compression;
+        manifest.compression_level = compressed ? request.compression_level : 0;
+        manifest.chunk_bytes = compressed ? pack_chunk_bytes : 0;
+        manifest.shard_bytes = request.shard_bytes;
     }
+    const std::string index_path = partial + "/" + dataset_index_name;
     auto index_fd = adapters::create_file(index_path);
     if (!index_fd) {
         return fail(index_fd.error());
     }
-    adapters::Xxh3Hasher archive_hash;
-    const int raw_archive_fd = archive_fd->get();
-    auto tar = adapters::TarWriter::open(
-        [&archive_hash, raw_archive_fd, &archive_path](const char* data,
-                                                       std::size_t size) -> Result<void> {
-            archive_hash.update(data, size);
-            return adapters::write_all(raw_archive_fd, data, size, archive_path);
-        },
-        archive_path);
-    if (!tar) {
-        return fail(tar.error());
+    std::optional<IndexWriter> chunks;
+    const std::string chunks_path = partial + "/" + dataset_chunks_name;
+    if (compressed) {
+        auto chunks_fd = adapters::create_file(chunks_path);
+        if (!chunks_fd) {
+            return fail(chunks_fd.error());
+        }
+        chunks.emplace(std::move(*chunks_fd), chunks_path);
+        DLJOB_TRY(chunks->add_line(chunks_header_line));
     }
+    DataFiles data(partial, request, chunks ? &*chunks : nullptr);
+    DLJOB_TRY(data.open());
     IndexWriter index(std::move(*index_fd), index_path);
-    DLJOB_TRY(index.add_line(index_header_line));
+    DLJOB_TRY(index.add_line(manifest.version == dataset_format_version ? index_header_line
+                                                                        : index_header_line_v2));
 
-    DatasetManifest manifest;
     manifest.source = fs::absolute(request.source).lexically_normal().string();
     manifest.created_by = fmt::format("dljob {}", build_info::version);
-    Packer packer(*tar, index, manifest, progress);
+    Packer packer(data, index, manifest, progress);
     if (is_tree) {
         DLJOB_TRY(packer.add_tree(request.source, ""));
         if (manifest.files == 0 && manifest.directories == 0) {
@@ -293,17 +445,17 @@ Result<DatasetManifest> write_pack(const PackRequest& request, const std::string
                                      : request.list_root;
         DLJOB_TRY(packer.add_list(request.source, root.empty() ? "." : root));
     }
-    auto archive_bytes = tar->finish();
-    if (!archive_bytes) {
-        return fail(archive_bytes.error());
-    }
+    DLJOB_TRY(data.finish(manifest));
     DLJOB_TRY(index.flush());
-    DLJOB_TRY(sync_file(raw_archive_fd, archive_path));
     DLJOB_TRY(sync_file(index.fd(), index_path));
-    manifest.archive_bytes = *archive_bytes;
-    manifest.content_hash = archive_hash.hex_digest();
     manifest.index_hash = index.hash();
     manifest.index_bytes = index.bytes();
+    if (chunks) {
+        DLJOB_TRY(chunks->flush());
+        DLJOB_TRY(sync_file(chunks->fd(), chunks_path));
+        manifest.chunks_hash = chunks->hash();
+        manifest.chunks_bytes = chunks->bytes();
+    }
     DLJOB_TRY(adapters::write_text_file(partial + "/" + dataset_manifest_name, to_json(manifest)));
     return manifest;
 }
@@ -319,6 +471,10 @@ Result<PackSummary> pack_dataset(const PackRequest& request,
                     "give a directory, or a list file of 'relative/path label' lines");
     }
     const bool is_tree = S_ISDIR(st.st_mode);
+    if (request.compression != "none" && request.compression != "zstd") {
+        return fail(ErrorCode::usage, fmt::format("unknown compression '{}' (known: none, zstd)",
+                                                  request.compression));
+    }
     if (request.output.empty()) {
         return fail(ErrorCode::usage, "no output given", "use -o DATASET");
     }
@@ -368,6 +524,37 @@ Result<PackSummary> pack_dataset(const PackRequest& request,
         return fail(renamed.error());
     }
     return PackSummary{request.output, std::move(*manifest), striping};
+}
+
+Result<void> parse_compression(const std::string& spec, PackRequest& request) {
+    const auto colon = spec.find(':');
+    const std::string name = spec.substr(0, colon);
+    if (name == "none" && colon == std::string::npos) {
+        request.compression = "none";
+        return {};
+    }
+    if (name != "zstd") {
+        return fail(ErrorCode::usage,
+                    fmt::format("--compress {}: unknown compression (known: none, zstd, "
+                                "zstd:LEVEL)",
+                                spec),
+                    "use --compress zstd, or zstd:LEVEL for a level from 1 to 19");
+    }
+    int level = 3;
+    if (colon != std::string::npos) {
+        const std::string text = spec.substr(colon + 1);
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), level);
+        if (ec != std::errc{} || ptr != text.data() + text.size() || text.empty() ||
+            level < adapters::zstd_min_level() || level > adapters::zstd_max_level()) {
+            return fail(ErrorCode::usage,
+                        fmt::format("--compress {}: the level must be an integer from {} to {}",
+                                    spec, adapters::zstd_min_level(), adapters::zstd_max_level()),
+                        "use --compress zstd, or zstd:LEVEL for a level from 1 to 19");
+        }
+    }
+    request.compression = "zstd";
+    request.compression_level = level;
+    return {};
 }
 
 std::vector<std::string> lustre_stripe_command(const std::string& filesystem,

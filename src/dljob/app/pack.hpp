@@ -12,11 +12,21 @@
 
 namespace dljob::app {
 
+/// Uncompressed tar bytes per zstd frame: large enough that zstd's ratio is close to that of
+/// one stream, small enough that reading one member in place decompresses little extra.
+inline constexpr std::uint64_t pack_chunk_bytes = std::uint64_t{4} << 20U;
+
 struct PackRequest {
     std::string source;    // a directory, or a list file of `path [label]` lines
     std::string output;    // the dataset directory to create (must not exist)
     std::string list_root; // for a list: where its paths start (default: the list's directory)
+    std::string compression = "none"; // or "zstd": seekable zstd frames (format version 2)
+    int compression_level = 3;        // zstd's own default
+    std::uint64_t shard_bytes = 0;    // split into data files of at most this much tar; 0: one
 };
+
+/// Reads `--compress` ("none", "zstd" or "zstd:LEVEL") into `request`.
+Result<void> parse_compression(const std::string& spec, PackRequest& request);
 
 struct PackProgress {
     std::uint64_t files = 0;

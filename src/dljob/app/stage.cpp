@@ -1,3 +1,4 @@
+#include <dljob/adapters/archive_libarchive.hpp>
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_xxhash.hpp>
 #include <dljob/app/site_catalog.hpp>
@@ -175,23 +176,67 @@ Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& d
                                 const DatasetManifest& manifest, const std::string& manifest_text) {
     std::vector<char> buffer(copy_chunk_bytes);
     const std::string manifest_path = dataset + "/" + dataset_manifest_name;
-    const std::string archive = dataset + "/" + dataset_archive_name;
-    auto archive_hash = copy_and_hash(archive, destination + "/" + dataset_archive_name,
-                                      manifest.archive_bytes, buffer);
-    if (!archive_hash) {
-        return fail(archive_hash.error());
+    auto copy_verified = [&](const std::string& name, std::uint64_t bytes,
+                             const std::string& expected) -> Result<void> {
+        const std::string from = dataset + "/" + name;
+        auto hash = copy_and_hash(from, destination + "/" + name, bytes, buffer);
+        if (!hash) {
+            return fail(hash.error());
+        }
+        return verify_hash(from, *hash, expected, manifest_path);
+    };
+    std::uint64_t copied = 0;
+    for (const DatasetShard& shard : manifest.shards) {
+        DLJOB_TRY(copy_verified(shard.file, shard.bytes, shard.hash));
+        copied += shard.bytes;
     }
-    DLJOB_TRY(verify_hash(archive, *archive_hash, manifest.content_hash, manifest_path));
-    const std::string index = dataset + "/" + dataset_index_name;
-    auto index_hash =
-        copy_and_hash(index, destination + "/" + dataset_index_name, manifest.index_bytes, buffer);
-    if (!index_hash) {
-        return fail(index_hash.error());
+    DLJOB_TRY(copy_verified(dataset_index_name, manifest.index_bytes, manifest.index_hash));
+    copied += manifest.index_bytes;
+    if (manifest.compressed()) {
+        DLJOB_TRY(copy_verified(dataset_chunks_name, manifest.chunks_bytes, manifest.chunks_hash));
+        copied += manifest.chunks_bytes;
     }
-    DLJOB_TRY(verify_hash(index, *index_hash, manifest.index_hash, manifest_path));
     DLJOB_TRY(adapters::write_text_file(destination + "/" + dataset_manifest_name, manifest_text));
-    return manifest.archive_bytes + manifest.index_bytes + manifest_text.size();
+    return copied + manifest_text.size();
 }
+
+/// The data files of a pack read one after the other as one archive: one extraction with one
+/// set of safety checks (two entries with one path are refused across shards too).
+class ShardedArchiveReader : public ArchiveReader {
+public:
+    explicit ShardedArchiveReader(std::vector<std::string> files) : m_files(std::move(files)) {}
+
+    Result<std::optional<ArchiveEntry>> next() override {
+        for (;;) {
+            if (!m_current) {
+                if (m_next_file == m_files.size()) {
+                    return std::optional<ArchiveEntry>();
+                }
+                auto opened = adapters::open_archive_reader(m_files[m_next_file++]);
+                if (!opened) {
+                    return fail(opened.error());
+                }
+                m_current = std::move(*opened);
+            }
+            auto entry = m_current->next();
+            if (!entry || entry->has_value()) {
+                return entry;
+            }
+            m_current.reset();
+        }
+    }
+    Result<std::size_t> read(char* buffer, std::size_t size) override {
+        if (!m_current) {
+            return std::size_t{0};
+        }
+        return m_current->read(buffer, size);
+    }
+
+private:
+    std::vector<std::string> m_files;
+    std::size_t m_next_file = 0;
+    std::unique_ptr<ArchiveReader> m_current;
+};
 
 /// Removes what a killed stage left: partial directories, and a published directory whose
 /// marker was never written. Called with the lock held, so no live stager owns them.
@@ -222,7 +267,7 @@ Result<void> remove_leftovers(const CachePaths& paths, const DatasetManifest& ma
 
 /// Space for the extracted tree on this file system: every file rounded up to its block, one
 /// block per directory, one inode each.
-Result<SpaceNeed> tree_need(const std::string& dataset, std::uint64_t block_size) {
+Result<SpaceNeed> tree_need(const std::string& dataset, std::uint64_t block_size, int version) {
     const std::string index_path = dataset + "/" + dataset_index_name;
     auto fd = adapters::open_for_reading(index_path);
     if (!fd) {
@@ -237,7 +282,7 @@ Result<SpaceNeed> tree_need(const std::string& dataset, std::uint64_t block_size
         if (line.empty() || line.front() == '#') {
             return {};
         }
-        auto entry = parse_index_line(line, index_path, line_number);
+        auto entry = parse_index_line(line, index_path, line_number, version);
         if (!entry) {
             return fail(entry.error());
         }
@@ -363,13 +408,17 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     SpaceNeed need;
     if (copy_needed) {
         const std::uint64_t block = space->block_size;
-        need.bytes += round_up(manifest->archive_bytes, block) +
-                      round_up(manifest->index_bytes, block) +
+        for (const DatasetShard& shard : manifest->shards) {
+            need.bytes += round_up(shard.bytes, block);
+            need.inodes += 1;
+        }
+        need.bytes += round_up(manifest->index_bytes, block) +
+                      round_up(manifest->chunks_bytes, block) +
                       round_up(manifest_text->size(), block) + 3 * block;
-        need.inodes += 6;
+        need.inodes += 5;
     }
     if (extract_needed) {
-        auto tree = tree_need(request.dataset, space->block_size);
+        auto tree = tree_need(request.dataset, space->block_size, manifest->version);
         if (!tree) {
             return fail(tree.error());
         }
@@ -407,8 +456,15 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         limits.max_bytes = manifest->payload_bytes;
         limits.max_entries = manifest->files + manifest->directories;
         limits.threads = request.threads;
-        auto summary =
-            extract_archive_file(paths.pack + "/" + dataset_archive_name, paths.tree, limits);
+        std::vector<std::string> files;
+        for (const DatasetShard& shard : manifest->shards) {
+            files.push_back(paths.pack + "/" + shard.file);
+        }
+        ShardedArchiveReader reader(files);
+        const std::string shown =
+            files.size() == 1 ? files.front()
+                              : fmt::format("{}/data-*.tar ({} shards)", paths.pack, files.size());
+        auto summary = extract_archive(reader, paths.tree, limits, shown);
         if (!summary) {
             return fail(summary.error());
         }
@@ -416,8 +472,8 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
             (void)adapters::remove_tree(paths.tree);
             return fail(ErrorCode::io,
                         fmt::format("{} held {} files and {} bytes, its manifest says {} and {}",
-                                    paths.pack + "/" + dataset_archive_name, summary->files,
-                                    summary->bytes, manifest->files, manifest->payload_bytes),
+                                    shown, summary->files, summary->bytes, manifest->files,
+                                    manifest->payload_bytes),
                         "pack the dataset again");
         }
     }

@@ -25,7 +25,26 @@ void set_pack_command(CLI::App& app, Context& context) {
     command->add_option("--root", request->list_root,
                         "For an image list: the directory its paths start from (default: the "
                         "list's directory)");
-    command->callback([request, &context] {
+    auto compress = std::make_shared<std::string>("none");
+    auto shard_size = std::make_shared<std::string>();
+    command->add_option("--compress", *compress,
+                        "none (default), zstd or zstd:LEVEL: the tar as independent zstd frames "
+                        "of 4 MiB each (tar --zstd and zstd -d read it; dltrain reads members "
+                        "in place)");
+    command->add_option("--shard-size", *shard_size,
+                        "Split into data files of at most SIZE of tar each (e.g. 4G), each a "
+                        "complete tar; a member is never split");
+    command->callback([request, compress, shard_size, &context] {
+        if (auto parsed = app::parse_compression(*compress, *request); !parsed) {
+            throw Failure(parsed.error());
+        }
+        if (!shard_size->empty()) {
+            request->shard_bytes = parse_bytes(*shard_size, "--shard-size");
+            if (request->shard_bytes == 0) {
+                throw Failure(ErrorCode::usage, "--shard-size 0: a shard must hold something",
+                              "give a size such as 4G");
+            }
+        }
         // Progress only on a terminal: batch logs get the one summary line.
         const bool show_progress = isatty(STDERR_FILENO) == 1;
         auto last = std::chrono::steady_clock::now();
@@ -52,10 +71,18 @@ void set_pack_command(CLI::App& app, Context& context) {
             context.err << summary->striping << '\n';
         }
         const auto& m = summary->manifest;
-        context.out << fmt::format("packed {} files and {} directories ({}) into {} ({}, "
+        const std::string layout =
+            m.shards.size() > 1 || m.compressed()
+                ? fmt::format(" in {} data file{}{}", m.shards.size(),
+                              m.shards.size() == 1 ? "" : "s",
+                              m.compressed() ? fmt::format(", zstd level {}", m.compression_level)
+                                             : std::string())
+                : std::string();
+        context.out << fmt::format("packed {} files and {} directories ({}) into {} ({}{}, "
                                    "xxh3-128 {})\n",
                                    m.files, m.directories, human_bytes(m.payload_bytes),
-                                   summary->output, human_bytes(m.archive_bytes), m.content_hash);
+                                   summary->output, human_bytes(m.archive_bytes), layout,
+                                   m.content_hash);
     });
 }
 

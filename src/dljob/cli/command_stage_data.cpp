@@ -12,15 +12,13 @@
 #include <ostream>
 
 namespace dljob::cli {
-namespace {
 
-/// "512M", "2G", "1048576": bytes, with an optional K/M/G/T (powers of 1024) suffix.
-std::uint64_t parse_bytes(const std::string& text) {
+std::uint64_t parse_bytes(const std::string& text, const std::string& flag) {
     std::uint64_t value = 0;
     const char* end = text.data() + text.size();
     auto [ptr, ec] = std::from_chars(text.data(), end, value);
     if (ec != std::errc{} || ptr == text.data()) {
-        throw Failure(ErrorCode::usage, fmt::format("--reserve {}: not a size", text),
+        throw Failure(ErrorCode::usage, fmt::format("{} {}: not a size", flag, text),
                       "give bytes, or a number with K, M, G or T (e.g. 2G)");
     }
     const std::string suffix(ptr, end);
@@ -31,13 +29,15 @@ std::uint64_t parse_bytes(const std::string& text) {
     const auto unit = units.find(static_cast<char>(std::toupper(suffix.front())));
     if (unit == std::string::npos || (suffix.size() > 1 && suffix.substr(1) != "iB" &&
                                       suffix.substr(1) != "B" && suffix.substr(1) != "i")) {
-        throw Failure(ErrorCode::usage, fmt::format("--reserve {}: unknown unit", text),
+        throw Failure(ErrorCode::usage, fmt::format("{} {}: unknown unit", flag, text),
                       "use K, M, G or T (powers of 1024)");
     }
-    return value << (10U * (unit + 1));
+    const unsigned shift = 10U * static_cast<unsigned>(unit + 1);
+    if (value > (UINT64_MAX >> shift)) {
+        throw Failure(ErrorCode::usage, fmt::format("{} {}: too large", flag, text));
+    }
+    return value << shift;
 }
-
-} // namespace
 
 void set_stage_data_command(CLI::App& app, Context& context) {
     auto* command = app.add_subcommand(
@@ -77,7 +77,7 @@ void set_stage_data_command(CLI::App& app, Context& context) {
                       "misreport them)");
     command->callback([request, reserve, cleanup, &context] {
         if (!reserve->empty()) {
-            request->reserve = parse_bytes(*reserve);
+            request->reserve = parse_bytes(*reserve, "--reserve");
         }
         const GetEnv env = app::process_environment();
         if (*cleanup) {

@@ -3,7 +3,9 @@
 // it declares the verb's flags on a new subcommand and sets a callback that calls exactly one
 // application service. The table in cli.cpp lists them explicitly (no self-registration).
 
+#include <cstdint>
 #include <iosfwd>
+#include <string>
 
 namespace CLI { // NOLINT(readability-identifier-naming): CLI11 names it so
 class App;
@@ -19,6 +21,10 @@ struct Context {
 };
 
 using SetCommand = void (*)(CLI::App& app, Context& context);
+
+/// "512M", "2G", "1048576": bytes, with an optional K/M/G/T (powers of 1024) suffix. Throws a
+/// usage Failure naming `flag` otherwise (command_stage_data.cpp).
+std::uint64_t parse_bytes(const std::string& text, const std::string& flag);
 
 void set_fetch_data_command(CLI::App& app, Context& context); // command_fetch_data.cpp
 void set_pack_command(CLI::App& app, Context& context);       // command_pack.cpp

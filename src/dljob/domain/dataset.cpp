@@ -33,27 +33,124 @@ template <class T> bool parse_number(std::string_view text, T& value) {
     return ec == std::errc{} && ptr == end && !text.empty();
 }
 
+/// The version 2 fields: data files, compression, chunk table. Names are checked so a
+/// manifest cannot make stage-data read or write outside the dataset directory.
+template <class Hash>
+Result<void> parse_layout(const nlohmann::json& doc, DatasetManifest& manifest,
+                          const std::string& origin, const Hash& hash) {
+    auto bad = [&](const std::string& what) {
+        return fail(ErrorCode::config_invalid, fmt::format("{}: {}", origin, what),
+                    "the manifest is damaged or was not written by dljob: pack the dataset again");
+    };
+    manifest.compression = doc.at("compression").get<std::string>();
+    if (manifest.compression != "none" && manifest.compression != "zstd") {
+        return bad(fmt::format("\"compression\": \"{}\" (expected \"none\" or \"zstd\")",
+                               manifest.compression));
+    }
+    manifest.compression_level = doc.value("compression_level", 0);
+    manifest.chunk_bytes = doc.value("chunk_bytes", std::uint64_t{0});
+    manifest.shard_bytes = doc.value("shard_bytes", std::uint64_t{0});
+    const auto& shards = doc.at("shards");
+    if (!shards.is_array() || shards.empty()) {
+        return bad("\"shards\" is not a non-empty list");
+    }
+    std::uint64_t total = 0;
+    for (const auto& item : shards) {
+        DatasetShard shard;
+        shard.file = item.at("file").get<std::string>();
+        const auto expected =
+            dataset_shard_file_name(static_cast<std::uint32_t>(manifest.shards.size()),
+                                    shards.size() > 1, manifest.compressed());
+        const auto one_shard = dataset_shard_file_name(0, true, manifest.compressed());
+        if (shard.file != expected && !(shards.size() == 1 && shard.file == one_shard)) {
+            return bad(fmt::format("data file {} is \"{}\", expected \"{}\"",
+                                   manifest.shards.size(), shard.file, expected));
+        }
+        shard.bytes = item.at("bytes").get<std::uint64_t>();
+        shard.tar_bytes = item.at("tar_bytes").get<std::uint64_t>();
+        shard.hash = hash(item, "hash");
+        total += shard.bytes;
+        manifest.shards.push_back(std::move(shard));
+    }
+    if (total != manifest.archive_bytes) {
+        return bad(fmt::format("the data files hold {} bytes, \"archive_bytes\" says {}", total,
+                               manifest.archive_bytes));
+    }
+    if (manifest.compressed()) {
+        if (doc.value("chunks", "") != dataset_chunks_name) {
+            return bad(
+                fmt::format("a compressed pack needs \"chunks\": \"{}\"", dataset_chunks_name));
+        }
+        manifest.chunks_bytes = doc.at("chunks_bytes").get<std::uint64_t>();
+        manifest.chunks_hash = hash(doc, "chunks_hash");
+    }
+    return {};
+}
+
 } // namespace
 
+std::string dataset_shard_file_name(std::uint32_t shard, bool sharded, bool compressed) {
+    const char* suffix = compressed ? ".tar.zst" : ".tar";
+    return sharded ? fmt::format("data-{:05}{}", shard, suffix) : fmt::format("data{}", suffix);
+}
+
 std::string to_json(const DatasetManifest& manifest) {
-    const nlohmann::ordered_json doc{
+    if (manifest.version == dataset_format_version) {
+        // Version 1 stays byte for byte what earlier dljob wrote.
+        const nlohmann::ordered_json doc{
+            {"format", "dljob-dataset"},
+            {"version", manifest.version},
+            {"archive", dataset_archive_name},
+            {"archive_bytes", manifest.archive_bytes},
+            {"content_hash", "xxh3-128:" + manifest.content_hash},
+            {"index", dataset_index_name},
+            {"index_bytes", manifest.index_bytes},
+            {"index_hash", "xxh3-128:" + manifest.index_hash},
+            {"files", manifest.files},
+            {"directories", manifest.directories},
+            {"payload_bytes", manifest.payload_bytes},
+            {"allocated_bytes_4k", manifest.allocated_bytes},
+            {"max_path_length", manifest.max_path_length},
+            {"labelled", manifest.labelled},
+            {"source", manifest.source},
+            {"created_by", manifest.created_by},
+        };
+        return doc.dump(2) + "\n";
+    }
+    nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+    for (const DatasetShard& shard : manifest.shards) {
+        shards.push_back({{"file", shard.file},
+                          {"bytes", shard.bytes},
+                          {"hash", "xxh3-128:" + shard.hash},
+                          {"tar_bytes", shard.tar_bytes}});
+    }
+    nlohmann::ordered_json doc{
         {"format", "dljob-dataset"},
         {"version", manifest.version},
-        {"archive", dataset_archive_name},
+        {"compression", manifest.compression},
+        {"compression_level", manifest.compression_level},
+        {"chunk_bytes", manifest.chunk_bytes},
+        {"shard_bytes", manifest.shard_bytes},
+        {"shards", shards},
         {"archive_bytes", manifest.archive_bytes},
         {"content_hash", "xxh3-128:" + manifest.content_hash},
         {"index", dataset_index_name},
         {"index_bytes", manifest.index_bytes},
         {"index_hash", "xxh3-128:" + manifest.index_hash},
-        {"files", manifest.files},
-        {"directories", manifest.directories},
-        {"payload_bytes", manifest.payload_bytes},
-        {"allocated_bytes_4k", manifest.allocated_bytes},
-        {"max_path_length", manifest.max_path_length},
-        {"labelled", manifest.labelled},
-        {"source", manifest.source},
-        {"created_by", manifest.created_by},
     };
+    if (manifest.compressed()) {
+        doc["chunks"] = dataset_chunks_name;
+        doc["chunks_bytes"] = manifest.chunks_bytes;
+        doc["chunks_hash"] = "xxh3-128:" + manifest.chunks_hash;
+    }
+    doc["files"] = manifest.files;
+    doc["directories"] = manifest.directories;
+    doc["payload_bytes"] = manifest.payload_bytes;
+    doc["allocated_bytes_4k"] = manifest.allocated_bytes;
+    doc["max_path_length"] = manifest.max_path_length;
+    doc["labelled"] = manifest.labelled;
+    doc["source"] = manifest.source;
+    doc["created_by"] = manifest.created_by;
     return doc.dump(2) + "\n";
 }
 
@@ -71,14 +168,17 @@ Result<DatasetManifest> parse_manifest(std::string_view text, const std::string&
     DatasetManifest manifest;
     try {
         manifest.version = doc.at("version").get<int>();
-        if (manifest.version != dataset_format_version) {
+        if (manifest.version != dataset_format_version &&
+            manifest.version != dataset_layout_format_version) {
             return fail(ErrorCode::config_invalid,
-                        fmt::format("{}: dataset format version {} (this dljob reads version {})",
-                                    origin, manifest.version, dataset_format_version),
+                        fmt::format("{}: dataset format version {} (this dljob reads versions {} "
+                                    "and {})",
+                                    origin, manifest.version, dataset_format_version,
+                                    dataset_layout_format_version),
                         "pack the dataset again with this dljob, or use a newer dljob");
         }
-        auto hash = [&](const char* key) -> std::string {
-            const auto value = doc.at(key).get<std::string>();
+        auto hash = [](const nlohmann::json& object, const char* key) -> std::string {
+            const auto value = object.at(key).get<std::string>();
             const std::string prefix = "xxh3-128:";
             if (value.rfind(prefix, 0) != 0 || value.size() != prefix.size() + 32 ||
                 value.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos) {
@@ -87,8 +187,8 @@ Result<DatasetManifest> parse_manifest(std::string_view text, const std::string&
             }
             return value.substr(prefix.size());
         };
-        manifest.content_hash = hash("content_hash");
-        manifest.index_hash = hash("index_hash");
+        manifest.content_hash = hash(doc, "content_hash");
+        manifest.index_hash = hash(doc, "index_hash");
         manifest.archive_bytes = doc.at("archive_bytes").get<std::uint64_t>();
         manifest.index_bytes = doc.at("index_bytes").get<std::uint64_t>();
         manifest.files = doc.at("files").get<std::uint64_t>();
@@ -99,6 +199,12 @@ Result<DatasetManifest> parse_manifest(std::string_view text, const std::string&
         manifest.labelled = doc.value("labelled", false);
         manifest.source = doc.value("source", "");
         manifest.created_by = doc.value("created_by", "");
+        if (manifest.version == dataset_format_version) {
+            manifest.shards.push_back({dataset_archive_name, manifest.archive_bytes,
+                                       manifest.content_hash, manifest.archive_bytes});
+        } else {
+            DLJOB_TRY(parse_layout(doc, manifest, origin, hash));
+        }
     } catch (const nlohmann::json::exception& e) {
         return fail(ErrorCode::config_invalid, fmt::format("{}: {}", origin, e.what()),
                     "the manifest is damaged or was not written by dljob: pack the dataset again");
@@ -106,17 +212,23 @@ Result<DatasetManifest> parse_manifest(std::string_view text, const std::string&
     return manifest;
 }
 
-std::string format_index_line(const IndexEntry& entry) {
-    return fmt::format("{}\t{}\t{}\t{}\t{}", entry.type == IndexEntryType::file ? 'f' : 'd',
-                       entry.offset, entry.size,
-                       entry.label ? std::to_string(*entry.label) : std::string("-"), entry.path);
+std::string format_index_line(const IndexEntry& entry, int version) {
+    const char type = entry.type == IndexEntryType::file ? 'f' : 'd';
+    const std::string label = entry.label ? std::to_string(*entry.label) : std::string("-");
+    if (version == dataset_format_version) {
+        return fmt::format("{}\t{}\t{}\t{}\t{}", type, entry.offset, entry.size, label, entry.path);
+    }
+    return fmt::format("{}\t{}\t{}\t{}\t{}\t{}", type, entry.shard, entry.offset, entry.size, label,
+                       entry.path);
 }
 
 Result<IndexEntry> parse_index_line(std::string_view line, const std::string& origin,
-                                    std::uint64_t line_number) {
+                                    std::uint64_t line_number, int version) {
+    const bool with_shard = version != dataset_format_version;
+    const std::size_t field_count = with_shard ? 6 : 5;
     std::vector<std::string_view> fields;
     std::size_t start = 0;
-    for (int i = 0; i < 4; ++i) {
+    for (std::size_t i = 0; i + 1 < field_count; ++i) {
         const std::size_t tab = line.find('\t', start);
         if (tab == std::string_view::npos) {
             break;
@@ -127,13 +239,13 @@ Result<IndexEntry> parse_index_line(std::string_view line, const std::string& or
     fields.push_back(line.substr(start));
     auto bad = [&](const char* what) {
         return fail(ErrorCode::config_invalid,
-                    fmt::format("{}:{}: {} (expected type, offset, size, label, path separated by "
-                                "tabs)",
-                                origin, line_number, what),
+                    fmt::format("{}:{}: {} (expected type, {}offset, size, label, path separated "
+                                "by tabs)",
+                                origin, line_number, what, with_shard ? "shard, " : ""),
                     "the index is damaged: pack the dataset again");
     };
-    if (fields.size() != 5) {
-        return bad("not five tab-separated fields");
+    if (fields.size() != field_count) {
+        return bad(with_shard ? "not six tab-separated fields" : "not five tab-separated fields");
     }
     IndexEntry entry;
     if (fields[0] == "f") {
@@ -142,6 +254,12 @@ Result<IndexEntry> parse_index_line(std::string_view line, const std::string& or
         entry.type = IndexEntryType::directory;
     } else {
         return bad("type is neither f nor d");
+    }
+    if (with_shard) {
+        if (!parse_number(fields[1], entry.shard)) {
+            return bad("shard is not a number");
+        }
+        fields.erase(fields.begin() + 1);
     }
     if (!parse_number(fields[1], entry.offset) || !parse_number(fields[2], entry.size)) {
         return bad("offset or size is not a number");
@@ -161,6 +279,35 @@ Result<IndexEntry> parse_index_line(std::string_view line, const std::string& or
     }
     entry.path = *path;
     return entry;
+}
+
+std::string format_chunk_line(const ChunkEntry& chunk) {
+    return fmt::format("{}\t{}\t{}\t{}\t{}", chunk.shard, chunk.raw_offset, chunk.raw_size,
+                       chunk.stored_offset, chunk.stored_size);
+}
+
+Result<ChunkEntry> parse_chunk_line(std::string_view line, const std::string& origin,
+                                    std::uint64_t line_number) {
+    std::vector<std::string_view> fields;
+    std::size_t start = 0;
+    for (std::size_t tab = line.find('\t'); tab != std::string_view::npos;
+         tab = line.find('\t', start)) {
+        fields.push_back(line.substr(start, tab - start));
+        start = tab + 1;
+    }
+    fields.push_back(line.substr(start));
+    ChunkEntry chunk;
+    if (fields.size() != 5 || !parse_number(fields[0], chunk.shard) ||
+        !parse_number(fields[1], chunk.raw_offset) || !parse_number(fields[2], chunk.raw_size) ||
+        !parse_number(fields[3], chunk.stored_offset) ||
+        !parse_number(fields[4], chunk.stored_size)) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}:{}: expected five tab-separated numbers (shard, raw_offset, "
+                                "raw_size, stored_offset, stored_size)",
+                                origin, line_number),
+                    "the chunk table is damaged: pack the dataset again");
+    }
+    return chunk;
 }
 
 Result<std::string> normalize_member_path(std::string_view raw) {

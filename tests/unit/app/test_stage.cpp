@@ -419,5 +419,50 @@ TEST_F(StageService, ConcurrentStagesOnOneNodeCopyOnce) {
     EXPECT_EQ(snapshot(entry_dir() + "/tree"), snapshot(m_dir.path() / "src"));
 }
 
+TEST_F(StageService, ACompressedShardedPackStagesEveryDataFileAndExtractsTheTree) {
+    PackRequest packing{m_dir / "src", m_dir / "zds", ""};
+    ASSERT_TRUE(parse_compression("zstd", packing));
+    packing.shard_bytes = 1U << 20U; // big.bin (3 MiB) alone, the small files together
+    auto packed = pack_dataset(packing, {});
+    ASSERT_TRUE(packed) << packed.error().message;
+    ASSERT_GE(packed->manifest.shards.size(), 2U);
+    StageRequest r = request(true);
+    r.dataset = m_dir / "zds";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(snapshot(staged->path), snapshot(m_dir.path() / "src"));
+    const std::string pack_dir = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                          packed->manifest.content_hash + "/pack");
+    for (const auto& shard : packed->manifest.shards) {
+        EXPECT_EQ(test::read_file(pack_dir + "/" + shard.file),
+                  test::read_file(m_dir.path() / "zds" / shard.file))
+            << shard.file;
+    }
+    EXPECT_TRUE(std::filesystem::exists(pack_dir + "/chunks.tsv"));
+}
+
+TEST_F(StageService, ADamagedByteInACompressedShardIsRefusedAndNothingIsPublished) {
+    PackRequest packing{m_dir / "src", m_dir / "zds", ""};
+    ASSERT_TRUE(parse_compression("zstd", packing));
+    packing.shard_bytes = 1U << 20U;
+    auto packed = pack_dataset(packing, {});
+    ASSERT_TRUE(packed) << packed.error().message;
+    const auto& last = packed->manifest.shards.back();
+    std::string bytes = test::read_file(m_dir.path() / "zds" / last.file);
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x01);
+    test::write_file(m_dir.path() / "zds" / last.file, bytes);
+    StageRequest r = request(true);
+    r.dataset = m_dir / "zds";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_FALSE(staged);
+    EXPECT_NE(staged.error().message.find(last.file + " is corrupted"), std::string::npos)
+        << staged.error().message;
+    const std::string entry = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                       packed->manifest.content_hash);
+    EXPECT_FALSE(std::filesystem::exists(entry + "/pack.complete"));
+    EXPECT_FALSE(std::filesystem::exists(entry + "/pack"));
+    EXPECT_FALSE(std::filesystem::exists(entry + "/tree"));
+}
+
 } // namespace
 } // namespace dljob::app
