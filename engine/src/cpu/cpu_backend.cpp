@@ -10,6 +10,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -19,6 +20,31 @@
 
 namespace dl::cpu {
 namespace {
+
+// Sum of n floats in 16 independent lanes, added pairwise at the end. A single accumulator is a
+// chain of dependent adds the compiler may not reorder (4 cycles each): the bias gradient of
+// LeNet's conv1 (20 rows of 64 x 576) cost half a millisecond per step that way. The lanes
+// vectorise; the order is fixed, so results stay repeatable.
+float lane_sum(const float* values, std::ptrdiff_t n) {
+    constexpr int k_lanes = 16;
+    std::array<float, k_lanes> lanes{};
+    std::ptrdiff_t k = 0;
+    for (; k + k_lanes <= n; k += k_lanes) {
+        for (int j = 0; j < k_lanes; ++j) {
+            lanes[j] += values[k + j];
+        }
+    }
+    for (int width = k_lanes / 2; width > 0; width /= 2) {
+        for (int j = 0; j < width; ++j) {
+            lanes[j] += lanes[j + width];
+        }
+    }
+    float sum = lanes[0];
+    for (; k < n; ++k) {
+        sum += values[k];
+    }
+    return sum;
+}
 
 // Grow-only scratch: sized on the first step, reused afterwards (no allocation in a step).
 float* scratch(std::vector<float>& buffer, std::size_t count) {
@@ -285,12 +311,7 @@ public:
                     }
                 }
                 for (int m = 0; m < g.outputs; ++m) {
-                    const float* row = dy_t + m * ld;
-                    float sum = 0.0F;
-                    for (std::ptrdiff_t k = 0; k < ld; ++k) {
-                        sum += row[k];
-                    }
-                    db_part[m] += sum;
+                    db_part[m] += lane_sum(dy_t + m * ld, ld);
                 }
                 for (int grp = 0; grp < g.group; ++grp) {
                     const float* dy_g = dy_t + static_cast<std::ptrdiff_t>(grp) * s.group_out * ld;
