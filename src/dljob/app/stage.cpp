@@ -324,6 +324,9 @@ Result<StageResult> hit_result(const CachePaths& paths, const StageRequest& requ
     if (request.keep && !adapters::path_exists(paths.keep)) {
         DLJOB_TRY(adapters::write_text_file(paths.keep, "staged with --keep\n"));
     }
+    if (request.user_pid) { // only reached with the entry's lock held
+        DLJOB_TRY(register_user(paths, *request.user_pid));
+    }
     return StageResult{request.extract ? paths.tree : paths.pack, true, 0, target.chosen_because};
 }
 
@@ -391,9 +394,6 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         return fail(lock.error());
     }
     if (is_hit(paths, *manifest, request.extract)) {
-        if (request.user_pid) {
-            DLJOB_TRY(register_user(paths, *request.user_pid));
-        }
         return hit_result(paths, request, *target);
     }
     DLJOB_TRY(adapters::make_private_directory(paths.entry));

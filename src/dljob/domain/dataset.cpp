@@ -95,50 +95,32 @@ std::string dataset_shard_file_name(std::uint32_t shard, bool sharded, bool comp
 }
 
 std::string to_json(const DatasetManifest& manifest) {
-    if (manifest.version == dataset_format_version) {
-        // Version 1 stays byte for byte what earlier dljob wrote.
-        const nlohmann::ordered_json doc{
-            {"format", "dljob-dataset"},
-            {"version", manifest.version},
-            {"archive", dataset_archive_name},
-            {"archive_bytes", manifest.archive_bytes},
-            {"content_hash", "xxh3-128:" + manifest.content_hash},
-            {"index", dataset_index_name},
-            {"index_bytes", manifest.index_bytes},
-            {"index_hash", "xxh3-128:" + manifest.index_hash},
-            {"files", manifest.files},
-            {"directories", manifest.directories},
-            {"payload_bytes", manifest.payload_bytes},
-            {"allocated_bytes_4k", manifest.allocated_bytes},
-            {"max_path_length", manifest.max_path_length},
-            {"labelled", manifest.labelled},
-            {"source", manifest.source},
-            {"created_by", manifest.created_by},
-        };
-        return doc.dump(2) + "\n";
+    // One key order for both versions: version 1 stays byte for byte what earlier dljob wrote,
+    // version 2 names its data files and compression where version 1 named its one archive.
+    const bool layout = manifest.version != dataset_format_version;
+    nlohmann::ordered_json doc{{"format", "dljob-dataset"}, {"version", manifest.version}};
+    if (layout) {
+        nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+        for (const DatasetShard& shard : manifest.shards) {
+            shards.push_back({{"file", shard.file},
+                              {"bytes", shard.bytes},
+                              {"hash", "xxh3-128:" + shard.hash},
+                              {"tar_bytes", shard.tar_bytes}});
+        }
+        doc["compression"] = manifest.compression;
+        doc["compression_level"] = manifest.compression_level;
+        doc["chunk_bytes"] = manifest.chunk_bytes;
+        doc["shard_bytes"] = manifest.shard_bytes;
+        doc["shards"] = shards;
+    } else {
+        doc["archive"] = dataset_archive_name;
     }
-    nlohmann::ordered_json shards = nlohmann::ordered_json::array();
-    for (const DatasetShard& shard : manifest.shards) {
-        shards.push_back({{"file", shard.file},
-                          {"bytes", shard.bytes},
-                          {"hash", "xxh3-128:" + shard.hash},
-                          {"tar_bytes", shard.tar_bytes}});
-    }
-    nlohmann::ordered_json doc{
-        {"format", "dljob-dataset"},
-        {"version", manifest.version},
-        {"compression", manifest.compression},
-        {"compression_level", manifest.compression_level},
-        {"chunk_bytes", manifest.chunk_bytes},
-        {"shard_bytes", manifest.shard_bytes},
-        {"shards", shards},
-        {"archive_bytes", manifest.archive_bytes},
-        {"content_hash", "xxh3-128:" + manifest.content_hash},
-        {"index", dataset_index_name},
-        {"index_bytes", manifest.index_bytes},
-        {"index_hash", "xxh3-128:" + manifest.index_hash},
-    };
-    if (manifest.compressed()) {
+    doc["archive_bytes"] = manifest.archive_bytes;
+    doc["content_hash"] = "xxh3-128:" + manifest.content_hash;
+    doc["index"] = dataset_index_name;
+    doc["index_bytes"] = manifest.index_bytes;
+    doc["index_hash"] = "xxh3-128:" + manifest.index_hash;
+    if (layout && manifest.compressed()) {
         doc["chunks"] = dataset_chunks_name;
         doc["chunks_bytes"] = manifest.chunks_bytes;
         doc["chunks_hash"] = "xxh3-128:" + manifest.chunks_hash;
