@@ -9,7 +9,12 @@ for ((i = 0; i < n; i++)); do
   pids+=($!)
 done
 failed=0
-for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    failed=$((failed + 1))
+    echo "submit $i failed: $(cat "$WORK/err.$i")"
+  fi
+done
 check "every submit succeeded" 0 "$failed"
 check "N distinct dljob ids" "$n" "$(cat "$WORK"/id.* | sort -u | grep -c .)"
 "$DLJOB" status --all --json >"$WORK/all.json"
