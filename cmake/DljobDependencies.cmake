@@ -2,8 +2,7 @@
 # Nothing is downloaded at configure or build time: login and compute nodes are often offline.
 find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
-find_package(CURL REQUIRED)
-find_package(OpenSSL REQUIRED) # MD5/SHA-256 of fetched datasets (libcrypto only)
+find_package(CURL REQUIRED) # headers; the library is opened at run time (adapters/http_curl.cpp)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt 9 REQUIRED)
 find_package(CLI11 2.1 REQUIRED)
@@ -21,6 +20,9 @@ find_package(JPEG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET GLOBAL libzstd)
 add_library(dljob::zstd ALIAS PkgConfig::ZSTD)
+# Nettle: MD5/SHA-256 of fetched datasets (adapters/hash_nettle.cpp); libarchive loads it anyway.
+pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET GLOBAL nettle)
+add_library(dljob::nettle ALIAS PkgConfig::NETTLE)
 
 # OpenBLAS: the engine's CPU GEMM. Debian ships no CMake package config that names a target,
 # so look for the library and header directly.

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <optional>
 #include <utility>
+#include <vector>
 
 namespace dljob::adapters {
 namespace {
@@ -61,10 +63,33 @@ ArchiveEntryType entry_type(archive_entry* entry) {
     }
 }
 
+/// The bytes of an archive that is not read from a plain descriptor: libarchive asks for one
+/// block at a time and is handed the source's buffer. A source error is kept whole, so the
+/// reader reports it instead of libarchive's generic "read error".
+struct SourceState {
+    ByteSource source;
+    std::vector<char> buffer;
+    std::optional<Error> error;
+
+    static la_ssize_t read_callback(archive* handle, void* client, const void** block) {
+        auto* self = static_cast<SourceState*>(client);
+        auto n = self->source(self->buffer.data(), self->buffer.size());
+        if (!n) {
+            archive_set_error(handle, EIO, "%s", n.error().message.c_str());
+            self->error = n.error();
+            return -1;
+        }
+        *block = self->buffer.data();
+        return static_cast<la_ssize_t>(*n);
+    }
+};
+
 class LibarchiveReader final : public ArchiveReader {
 public:
-    LibarchiveReader(ReadHandle handle, UniqueFd fd, std::string path)
-        : m_handle(std::move(handle)), m_fd(std::move(fd)), m_path(std::move(path)) {}
+    LibarchiveReader(ReadHandle handle, UniqueFd fd, std::unique_ptr<SourceState> source,
+                     std::string path)
+        : m_fd(std::move(fd)), m_source(std::move(source)), m_handle(std::move(handle)),
+          m_path(std::move(path)) {}
 
     Result<std::optional<ArchiveEntry>> next() override {
         archive_entry* entry = nullptr;
@@ -101,26 +126,24 @@ public:
 
 private:
     Unexpected error(const char* what) {
+        if (m_source && m_source->error) {
+            return fail(*m_source->error);
+        }
         return fail(ErrorCode::io,
                     fmt::format("{} {}: {}", what, m_path, archive_message(m_handle.get())),
                     "the archive is truncated or damaged: pack or fetch it again");
     }
-    ReadHandle m_handle;
+    // Declared before the handle: archive_read_free may still read from them.
     UniqueFd m_fd;
+    std::unique_ptr<SourceState> m_source;
+    ReadHandle m_handle;
     std::string m_path;
 };
 
-} // namespace
-
-Result<std::unique_ptr<ArchiveReader>> open_archive_reader(const std::string& path) {
-    auto fd = open_for_reading(path);
-    if (!fd) {
-        return fail(fd.error());
-    }
-    posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+ReadHandle new_tar_reader() {
     ReadHandle handle(archive_read_new());
     if (!handle) {
-        return fail(ErrorCode::internal, "archive_read_new failed (out of memory?)");
+        return handle;
     }
     // Only tar and the usual compressors: most of libarchive's CVEs sit in readers of formats
     // dljob never needs (RAR, 7-Zip, ISO 9660...).
@@ -131,14 +154,52 @@ Result<std::unique_ptr<ArchiveReader>> open_archive_reader(const std::string& pa
     archive_read_support_filter_xz(handle.get());
     archive_read_support_filter_zstd(handle.get());
     archive_read_support_filter_lz4(handle.get());
+    return handle;
+}
+
+Unexpected not_a_tar(const std::string& path, archive* handle) {
+    return fail(ErrorCode::config_invalid,
+                fmt::format("{} is not a readable tar archive: {}", path, archive_message(handle)),
+                "give a tar archive (plain or gzip/bzip2/xz/zstd/lz4-compressed)");
+}
+
+} // namespace
+
+Result<std::unique_ptr<ArchiveReader>> open_archive_reader(const std::string& path) {
+    auto fd = open_for_reading(path);
+    if (!fd) {
+        return fail(fd.error());
+    }
+    posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    ReadHandle handle = new_tar_reader();
+    if (!handle) {
+        return fail(ErrorCode::internal, "archive_read_new failed (out of memory?)");
+    }
     if (archive_read_open_fd(handle.get(), fd->get(), read_block_bytes) != ARCHIVE_OK) {
-        return fail(ErrorCode::config_invalid,
-                    fmt::format("{} is not a readable tar archive: {}", path,
-                                archive_message(handle.get())),
-                    "give a tar archive (plain or gzip/bzip2/xz/zstd/lz4-compressed)");
+        return not_a_tar(path, handle.get());
     }
     return std::unique_ptr<ArchiveReader>(
-        std::make_unique<LibarchiveReader>(std::move(handle), std::move(*fd), path));
+        std::make_unique<LibarchiveReader>(std::move(handle), std::move(*fd), nullptr, path));
+}
+
+Result<std::unique_ptr<ArchiveReader>>
+open_archive_reader(ByteSource source, const std::string& shown_path, std::size_t block_bytes) {
+    auto state = std::make_unique<SourceState>();
+    state->source = std::move(source);
+    state->buffer.resize(block_bytes);
+    ReadHandle handle = new_tar_reader();
+    if (!handle) {
+        return fail(ErrorCode::internal, "archive_read_new failed (out of memory?)");
+    }
+    if (archive_read_open(handle.get(), state.get(), nullptr, &SourceState::read_callback,
+                          nullptr) != ARCHIVE_OK) {
+        if (state->error) {
+            return fail(*state->error);
+        }
+        return not_a_tar(shown_path, handle.get());
+    }
+    return std::unique_ptr<ArchiveReader>(std::make_unique<LibarchiveReader>(
+        std::move(handle), UniqueFd(), std::move(state), shown_path));
 }
 
 struct TarWriter::State {

@@ -18,6 +18,14 @@ namespace dljob::adapters {
 /// Opens a tar archive for reading entry by entry.
 Result<std::unique_ptr<ArchiveReader>> open_archive_reader(const std::string& path);
 
+/// Fills `buffer` with up to `size` bytes of an archive; 0 at its end.
+using ByteSource = std::function<Result<std::size_t>(char* buffer, std::size_t size)>;
+
+/// Opens a tar archive whose bytes come from `source` (a file read and hashed on the way, for
+/// one): libarchive reads it in blocks of `block_bytes`. A source error is reported as is.
+Result<std::unique_ptr<ArchiveReader>>
+open_archive_reader(ByteSource source, const std::string& shown_path, std::size_t block_bytes);
+
 /// Writes a deterministic tar stream (pax-restricted: ustar headers, pax extensions only for
 /// long paths or big sizes) with owner 0:0, empty user/group names, a fixed mtime and modes
 /// 0644/0755, so the same files give the same bytes on every machine.

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -199,15 +200,34 @@ Result<std::string> read_text_file(const std::string& path, std::size_t max_byte
     if (!fd) {
         return fail(fd.error());
     }
-    std::string text(max_bytes + 1, '\0');
-    auto n = read_full(fd->get(), text.data(), text.size(), path);
-    if (!n) {
-        return fail(n.error());
+    // Sized from fstat, not from the limit: zeroing a 16 MiB buffer for a 500-byte manifest
+    // cost 4,000 page faults, a fifth of a whole stage-data run.
+    std::size_t capacity = 4096;
+    struct stat st {};
+    if (fstat(fd->get(), &st) == 0 && S_ISREG(st.st_mode)) {
+        capacity = static_cast<std::size_t>(
+                       std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), max_bytes)) +
+                   1;
     }
-    if (*n > max_bytes) {
-        return fail(ErrorCode::io, fmt::format("{} is larger than {} bytes", path, max_bytes));
+    std::string text(capacity, '\0');
+    std::size_t used = 0;
+    for (;;) {
+        auto n = read_some(fd->get(), text.data() + used, text.size() - used, path);
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n == 0) {
+            break;
+        }
+        used += *n;
+        if (used > max_bytes) {
+            return fail(ErrorCode::io, fmt::format("{} is larger than {} bytes", path, max_bytes));
+        }
+        if (used == text.size()) {
+            text.resize(std::min(text.size() * 2, max_bytes + 1));
+        }
     }
-    text.resize(*n);
+    text.resize(used);
     return text;
 }
 

@@ -3,29 +3,83 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <dlfcn.h>
+
 #include <array>
 #include <charconv>
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <type_traits>
 
 namespace dljob::adapters {
 namespace {
 
+// libcurl is opened on first use, not linked: it and the ~30 libraries it loads (TLS,
+// Kerberos, LDAP, IDN...) cost every dljob start 10-14 ms here, a quarter of a whole
+// stage-data run, and only fetch-data needs them. Only the libcurl 7/8 ABI (soname 4) is used.
+constexpr const char* curl_soname = "libcurl.so.4";
+
+struct CurlApi {
+    decltype(&curl_global_init) global_init = nullptr;
+    decltype(&curl_easy_init) easy_init = nullptr;
+    decltype(&curl_easy_setopt) setopt = nullptr;
+    decltype(&curl_easy_perform) perform = nullptr;
+    decltype(&curl_easy_getinfo) getinfo = nullptr;
+    decltype(&curl_easy_cleanup) cleanup = nullptr;
+    decltype(&curl_easy_strerror) strerror = nullptr;
+};
+
+Result<CurlApi> load_curl() {
+    // Never closed: libcurl keeps global state (TLS back ends) for the process's lifetime.
+    void* library = dlopen(curl_soname, RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+        const char* why = dlerror();
+        return fail(ErrorCode::not_found,
+                    fmt::format("cannot load {}: {}", curl_soname, why != nullptr ? why : "?"),
+                    "fetching needs libcurl: install it (Debian: apt install libcurl4) or load "
+                    "your site's curl module");
+    }
+    CurlApi api;
+    auto bind = [&](auto& function, const char* name) -> bool {
+        function = reinterpret_cast<std::remove_reference_t<decltype(function)>>( // NOLINT
+            dlsym(library, name));
+        return function != nullptr;
+    };
+    for (const bool bound :
+         {bind(api.global_init, "curl_global_init"), bind(api.easy_init, "curl_easy_init"),
+          bind(api.setopt, "curl_easy_setopt"), bind(api.perform, "curl_easy_perform"),
+          bind(api.getinfo, "curl_easy_getinfo"), bind(api.cleanup, "curl_easy_cleanup"),
+          bind(api.strerror, "curl_easy_strerror")}) {
+        if (!bound) {
+            return fail(ErrorCode::internal,
+                        fmt::format("{} lacks a libcurl function dljob calls", curl_soname),
+                        "install a libcurl of version 7.62 or later");
+        }
+    }
+    // curl_global_init is not thread-safe before 7.84 and must run once per process: this
+    // function runs once, inside a function-local static's initialisation.
+    api.global_init(CURL_GLOBAL_DEFAULT);
+    return api;
+}
+
+Result<const CurlApi*> curl() {
+    static const Result<CurlApi> api = load_curl();
+    if (!api) {
+        return fail(api.error());
+    }
+    return &*api;
+}
+
 struct CurlDelete {
-    void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+    const CurlApi* api = nullptr;
+    void operator()(CURL* handle) const { api->cleanup(handle); }
 };
 using CurlHandle = std::unique_ptr<CURL, CurlDelete>;
 
-// curl_global_init is not thread-safe before 7.84 and must run once per process.
-void global_init() {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 struct Transfer {
+    const CurlApi* api = nullptr;
     CURL* handle = nullptr;
     const HttpGet* request = nullptr;
     const HttpCallbacks* callbacks = nullptr;
@@ -79,13 +133,13 @@ bool send_head(Transfer& transfer) {
     }
     transfer.head_sent = true;
     HttpHead& head = transfer.outcome.head;
-    curl_easy_getinfo(transfer.handle, CURLINFO_RESPONSE_CODE, &head.status);
+    transfer.api->getinfo(transfer.handle, CURLINFO_RESPONSE_CODE, &head.status);
     head.ranged = head.status == 206;
     if (head.ranged) {
         head.total_size = transfer.range_total;
     } else {
         curl_off_t length = -1;
-        curl_easy_getinfo(transfer.handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+        transfer.api->getinfo(transfer.handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
         if (length >= 0) {
             head.total_size = static_cast<std::uint64_t>(length);
         }
@@ -134,17 +188,21 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t /*ultot
 
 } // namespace
 
-CurlHttpClient::CurlHttpClient() {
-    global_init();
-}
+CurlHttpClient::CurlHttpClient() = default;
 CurlHttpClient::~CurlHttpClient() = default;
 
 Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallbacks& callbacks) {
-    const CurlHandle handle(curl_easy_init());
+    auto loaded = curl();
+    if (!loaded) {
+        return fail(loaded.error());
+    }
+    const CurlApi& api = **loaded;
+    const CurlHandle handle(api.easy_init(), CurlDelete{&api});
     if (!handle) {
         return fail(ErrorCode::internal, "curl_easy_init failed");
     }
     Transfer transfer;
+    transfer.api = &api;
     transfer.handle = handle.get();
     transfer.request = &request;
     transfer.callbacks = &callbacks;
@@ -152,36 +210,36 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
     const std::string range = fmt::format("{}-", request.offset);
 
     CURL* h = handle.get();
-    curl_easy_setopt(h, CURLOPT_URL, request.url.c_str());
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_text.data());
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https,ftp,ftps");
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https,ftp,ftps");
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    api.setopt(h, CURLOPT_URL, request.url.c_str());
+    api.setopt(h, CURLOPT_ERRORBUFFER, error_text.data());
+    api.setopt(h, CURLOPT_PROTOCOLS_STR, "http,https,ftp,ftps");
+    api.setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https,ftp,ftps");
+    api.setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    api.setopt(h, CURLOPT_MAXREDIRS, 10L);
     // Error statuses end the transfer before any body byte reaches on_body, so an error page is
     // never written into a dataset file.
-    curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, request.connect_timeout_seconds);
+    api.setopt(h, CURLOPT_FAILONERROR, 1L);
+    api.setopt(h, CURLOPT_NOSIGNAL, 1L);
+    api.setopt(h, CURLOPT_CONNECTTIMEOUT, request.connect_timeout_seconds);
     // A stalled server: no byte for stall_seconds ends the transfer (on_progress; the retry
     // loop then resumes from what arrived). The low-speed limit is the backstop.
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, request.stall_seconds + 10);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "dljob-fetch-data");
+    api.setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    api.setopt(h, CURLOPT_LOW_SPEED_TIME, request.stall_seconds + 10);
+    api.setopt(h, CURLOPT_USERAGENT, "dljob-fetch-data");
     // Datasets are compressed already; asking for gzip would only cost CPU.
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);
+    api.setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);
     if (request.offset > 0) {
-        curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
+        api.setopt(h, CURLOPT_RANGE, range.c_str());
     }
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &transfer);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &transfer);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &transfer);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    api.setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    api.setopt(h, CURLOPT_HEADERDATA, &transfer);
+    api.setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    api.setopt(h, CURLOPT_WRITEDATA, &transfer);
+    api.setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    api.setopt(h, CURLOPT_XFERINFODATA, &transfer);
+    api.setopt(h, CURLOPT_NOPROGRESS, 0L);
 
-    const CURLcode code = curl_easy_perform(h);
+    const CURLcode code = api.perform(h);
     HttpOutcome& outcome = transfer.outcome;
     if (code == CURLE_OK) {
         // An empty body never calls on_body: the head still has to be seen.
@@ -193,16 +251,15 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
         return outcome;
     }
     if (!transfer.head_sent) {
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &outcome.head.status);
+        api.getinfo(h, CURLINFO_RESPONSE_CODE, &outcome.head.status);
     }
     switch (code) {
     case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_URL_MALFORMAT:
-        return fail(
-            ErrorCode::usage,
-            fmt::format("cannot fetch {}: {}", request.url,
-                        error_text[0] != '\0' ? error_text.data() : curl_easy_strerror(code)),
-            "give an http://, https://, ftp:// or ftps:// URL");
+        return fail(ErrorCode::usage,
+                    fmt::format("cannot fetch {}: {}", request.url,
+                                error_text[0] != '\0' ? error_text.data() : api.strerror(code)),
+                    "give an http://, https://, ftp:// or ftps:// URL");
     case CURLE_HTTP_RETURNED_ERROR:
         outcome.failure = fmt::format("HTTP {}", outcome.head.status);
         break;
@@ -221,7 +278,7 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
         [[fallthrough]];
     default:
         outcome.failure = error_text[0] != '\0' ? std::string(error_text.data())
-                                                : std::string(curl_easy_strerror(code));
+                                                : std::string(api.strerror(code));
         break;
     }
     return outcome;

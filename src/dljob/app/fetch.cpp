@@ -1,5 +1,5 @@
 #include <dljob/adapters/filesystem_posix.hpp>
-#include <dljob/adapters/hash_openssl.hpp>
+#include <dljob/adapters/hash_nettle.hpp>
 #include <dljob/app/fetch.hpp>
 
 #include <fmt/format.h>

@@ -14,15 +14,24 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <vector>
 
 namespace dljob::app {
 namespace {
 
-// Large sequential reads: a few stripes of a Lustre file at once, few system calls.
-constexpr std::size_t copy_chunk_bytes = std::size_t{8} << 20U;
+// Reads of 256 KiB: the block is still in the core's L2 cache when it is hashed and written,
+// so it crosses memory once. 8 MiB blocks (what dd users pick) made a 105 MB copy from the
+// page cache to /dev/shm 1.7x slower here (docs/benchmarks.md). Network file systems do not
+// need the large requests: Lustre's and NFS's clients read ahead on their own.
+constexpr std::size_t read_block_bytes = std::size_t{256} << 10U;
 
 struct CachePaths {
     std::string root;
@@ -110,101 +119,227 @@ bool marker_matches(const std::string& marker, const DatasetManifest& manifest) 
     return text && *text == marker_text(manifest);
 }
 
-/// Copies `from` to the new file `to` with large reads, hashing as the bytes arrive.
-Result<std::string> copy_and_hash(const std::string& from, const std::string& to,
-                                  std::uint64_t expected_bytes, std::vector<char>& buffer) {
-    auto in = adapters::open_for_reading(from);
-    if (!in) {
-        return fail(in.error());
+/// One file of a pack read for staging: its size checked before the first byte, every byte
+/// counted and hashed as it arrives, and the whole checked against the manifest at the end.
+class VerifiedReader {
+public:
+    static Result<VerifiedReader> open(std::string path, std::uint64_t bytes,
+                                       std::string expected_hash, std::string manifest_path) {
+        auto fd = adapters::open_for_reading(path);
+        if (!fd) {
+            return fail(fd.error());
+        }
+        struct stat st {};
+        if (fstat(fd->get(), &st) == 0 && S_ISREG(st.st_mode) &&
+            static_cast<std::uint64_t>(st.st_size) != bytes) {
+            return fail(ErrorCode::io,
+                        fmt::format("{} has {} bytes, its manifest says {}: the dataset is "
+                                    "truncated or was changed after packing",
+                                    path, st.st_size, bytes),
+                        "pack the dataset again, or copy it again from where it was made");
+        }
+        posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+        return VerifiedReader(std::move(*fd), std::move(path), bytes, std::move(expected_hash),
+                              std::move(manifest_path));
     }
-    struct stat st {};
-    if (fstat(in->get(), &st) == 0 && S_ISREG(st.st_mode) &&
-        static_cast<std::uint64_t>(st.st_size) != expected_bytes) {
-        return fail(ErrorCode::io,
-                    fmt::format("{} has {} bytes, its manifest says {}: the dataset is "
-                                "truncated or was changed after packing",
-                                from, st.st_size, expected_bytes),
-                    "pack the dataset again, or copy it again from where it was made");
-    }
-    posix_fadvise(in->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-    auto out = adapters::create_file(to);
-    if (!out) {
-        return fail(out.error());
-    }
-    adapters::Xxh3Hasher hasher;
-    std::uint64_t copied = 0;
-    for (;;) {
-        auto n = adapters::read_some(in->get(), buffer.data(), buffer.size(), from);
+
+    [[nodiscard]] const std::string& path() const { return m_path; }
+
+    /// Up to `size` bytes; 0 at the end of the file.
+    Result<std::size_t> read(char* buffer, std::size_t size) {
+        auto n = adapters::read_some(m_fd.get(), buffer, size, m_path);
         if (!n) {
             return fail(n.error());
         }
-        if (*n == 0) {
-            break;
-        }
-        copied += *n;
-        if (copied > expected_bytes) {
+        m_read += *n;
+        if (m_read > m_bytes) {
             return fail(ErrorCode::io,
-                        fmt::format("{} holds more than the {} bytes its manifest declares", from,
-                                    expected_bytes),
+                        fmt::format("{} holds more than the {} bytes its manifest declares", m_path,
+                                    m_bytes),
                         "pack the dataset again");
         }
-        hasher.update(buffer.data(), *n);
-        DLJOB_TRY(adapters::write_all(out->get(), buffer.data(), *n, to));
+        m_hasher.update(buffer, *n);
+        return *n;
     }
-    if (copied != expected_bytes) {
-        return fail(ErrorCode::io,
-                    fmt::format("{} ended after {} bytes, its manifest says {}: the dataset is "
-                                "truncated",
-                                from, copied, expected_bytes),
-                    "pack the dataset again, or copy it again from where it was made");
+
+    /// Reads whatever is left (a tar reader stops at the end-of-archive blocks), then checks
+    /// the size and the hash.
+    Result<void> finish() {
+        std::array<char, std::size_t{1} << 12U> rest; // NOLINT: filled by read()
+        for (;;) {
+            auto n = read(rest.data(), rest.size());
+            if (!n) {
+                return fail(n.error());
+            }
+            if (*n == 0) {
+                break;
+            }
+        }
+        if (m_read != m_bytes) {
+            return fail(ErrorCode::io,
+                        fmt::format("{} ended after {} bytes, its manifest says {}: the dataset "
+                                    "is truncated",
+                                    m_path, m_read, m_bytes),
+                        "pack the dataset again, or copy it again from where it was made");
+        }
+        const std::string actual = m_hasher.hex_digest();
+        if (actual != m_expected_hash) {
+            return fail(ErrorCode::io,
+                        fmt::format("{} is corrupted: its XXH3-128 is {}, {} says {}", m_path,
+                                    actual, m_manifest_path, m_expected_hash),
+                        "the dataset changed or was damaged after packing: pack it again");
+        }
+        return {};
     }
-    return hasher.hex_digest();
+
+private:
+    VerifiedReader(adapters::UniqueFd fd, std::string path, std::uint64_t bytes,
+                   std::string expected_hash, std::string manifest_path)
+        : m_fd(std::move(fd)), m_path(std::move(path)), m_bytes(bytes),
+          m_expected_hash(std::move(expected_hash)), m_manifest_path(std::move(manifest_path)) {}
+
+    adapters::UniqueFd m_fd;
+    std::string m_path;
+    std::uint64_t m_bytes;
+    std::string m_expected_hash;
+    std::string m_manifest_path;
+    std::uint64_t m_read = 0;
+    adapters::Xxh3Hasher m_hasher;
+};
+
+/// A data file of a pack with what its manifest says of it.
+struct PackFile {
+    std::string name;
+    std::uint64_t bytes = 0;
+    std::string hash;
+};
+
+std::vector<PackFile> data_files(const DatasetManifest& manifest) {
+    std::vector<PackFile> files;
+    for (const DatasetShard& shard : manifest.shards) {
+        files.push_back({shard.file, shard.bytes, shard.hash});
+    }
+    return files;
 }
 
-Result<void> verify_hash(const std::string& file, const std::string& actual,
-                         const std::string& expected, const std::string& manifest_path) {
-    if (actual != expected) {
-        return fail(ErrorCode::io,
-                    fmt::format("{} is corrupted: its XXH3-128 is {}, {} says {}", file, actual,
-                                manifest_path, expected),
-                    "the dataset changed or was damaged after packing: pack it again");
+/// Copies `in` to `out` with the reads (and the hashing) on a second thread a few blocks ahead
+/// of the writes: the two kernel copies of every block run on two cores at once, and from a
+/// network file system the next read is in flight while a block is written locally.
+constexpr std::size_t copy_slots = 4; // 1 MiB in flight: still in the shared cache when written
+
+/// The blocks of copy_overlapped, left uninitialised: zeroing them cost page faults for bytes
+/// that read() overwrites anyway.
+struct CopyRing {
+    std::unique_ptr<char[]> bytes = std::make_unique_for_overwrite<char[]>( // NOLINT
+        copy_slots * read_block_bytes);
+    [[nodiscard]] char* block(std::size_t i) const {
+        return bytes.get() + (i % copy_slots) * read_block_bytes;
+    }
+};
+
+Result<void> copy_overlapped(VerifiedReader& in, int out, const std::string& to,
+                             const CopyRing& ring) {
+    constexpr std::size_t slots = copy_slots;
+    std::array<std::size_t, slots> sizes{};
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::size_t filled = 0; // blocks read and not yet written
+    bool done = false;      // the reader has stopped: end of file or an error
+    bool stop = false;      // the writer has failed
+    std::optional<Error> read_error;
+    std::thread reader([&] {
+        for (std::size_t i = 0;; ++i) {
+            {
+                std::unique_lock lock(mutex);
+                changed.wait(lock, [&] { return filled < slots || stop; });
+                if (stop) {
+                    return;
+                }
+            }
+            auto n = in.read(ring.block(i), read_block_bytes);
+            const std::lock_guard lock(mutex);
+            if (!n || *n == 0) {
+                if (!n) {
+                    read_error = n.error();
+                }
+                done = true;
+                changed.notify_all();
+                return;
+            }
+            sizes[i % slots] = *n;
+            ++filled;
+            changed.notify_all();
+        }
+    });
+    Result<void> written;
+    for (std::size_t i = 0;; ++i) {
+        {
+            std::unique_lock lock(mutex);
+            changed.wait(lock, [&] { return filled > 0 || done; });
+            if (filled == 0) {
+                break;
+            }
+        }
+        written = adapters::write_all(out, ring.block(i), sizes[i % slots], to);
+        const std::lock_guard lock(mutex);
+        if (!written) {
+            stop = true;
+            changed.notify_all();
+            break;
+        }
+        --filled;
+        changed.notify_all();
+    }
+    reader.join();
+    if (!written) {
+        return written;
+    }
+    if (read_error) {
+        return fail(*read_error);
     }
     return {};
 }
 
 Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& destination,
                                 const DatasetManifest& manifest, const std::string& manifest_text) {
-    std::vector<char> buffer(copy_chunk_bytes);
     const std::string manifest_path = dataset + "/" + dataset_manifest_name;
-    auto copy_verified = [&](const std::string& name, std::uint64_t bytes,
-                             const std::string& expected) -> Result<void> {
-        const std::string from = dataset + "/" + name;
-        auto hash = copy_and_hash(from, destination + "/" + name, bytes, buffer);
-        if (!hash) {
-            return fail(hash.error());
-        }
-        return verify_hash(from, *hash, expected, manifest_path);
-    };
-    std::uint64_t copied = 0;
-    for (const DatasetShard& shard : manifest.shards) {
-        DLJOB_TRY(copy_verified(shard.file, shard.bytes, shard.hash));
-        copied += shard.bytes;
-    }
-    DLJOB_TRY(copy_verified(dataset_index_name, manifest.index_bytes, manifest.index_hash));
-    copied += manifest.index_bytes;
+    std::vector<PackFile> files = data_files(manifest);
+    files.push_back({dataset_index_name, manifest.index_bytes, manifest.index_hash});
     if (manifest.compressed()) {
-        DLJOB_TRY(copy_verified(dataset_chunks_name, manifest.chunks_bytes, manifest.chunks_hash));
-        copied += manifest.chunks_bytes;
+        files.push_back({dataset_chunks_name, manifest.chunks_bytes, manifest.chunks_hash});
+    }
+    const CopyRing ring;
+    std::uint64_t copied = 0;
+    for (const PackFile& file : files) {
+        auto in =
+            VerifiedReader::open(dataset + "/" + file.name, file.bytes, file.hash, manifest_path);
+        if (!in) {
+            return fail(in.error());
+        }
+        const std::string to = destination + "/" + file.name;
+        auto out = adapters::create_file(to);
+        if (!out) {
+            return fail(out.error());
+        }
+        DLJOB_TRY(copy_overlapped(*in, out->get(), to, ring));
+        DLJOB_TRY(in->finish());
+        copied += file.bytes;
     }
     DLJOB_TRY(adapters::write_text_file(destination + "/" + dataset_manifest_name, manifest_text));
     return copied + manifest_text.size();
 }
 
 /// The data files of a pack read one after the other as one archive: one extraction with one
-/// set of safety checks (two entries with one path are refused across shards too).
+/// set of safety checks (two entries with one path are refused across shards too). Every file
+/// is verified against the manifest as it is read, so extraction can read the pack where it
+/// lies, with no copy first; a file that fails to parse and also fails its hash is reported as
+/// corrupted, the cause, rather than as whatever libarchive tripped over.
 class ShardedArchiveReader : public ArchiveReader {
 public:
-    explicit ShardedArchiveReader(std::vector<std::string> files) : m_files(std::move(files)) {}
+    ShardedArchiveReader(std::string directory, std::vector<PackFile> files,
+                         std::string manifest_path)
+        : m_directory(std::move(directory)), m_files(std::move(files)),
+          m_manifest_path(std::move(manifest_path)) {}
 
     Result<std::optional<ArchiveEntry>> next() override {
         for (;;) {
@@ -212,30 +347,71 @@ public:
                 if (m_next_file == m_files.size()) {
                     return std::optional<ArchiveEntry>();
                 }
-                auto opened = adapters::open_archive_reader(m_files[m_next_file++]);
-                if (!opened) {
-                    return fail(opened.error());
-                }
-                m_current = std::move(*opened);
+                DLJOB_TRY(open_next());
             }
             auto entry = m_current->next();
-            if (!entry || entry->has_value()) {
+            if (!entry) {
+                return explain(entry.error());
+            }
+            if (entry->has_value()) {
                 return entry;
             }
             m_current.reset();
+            DLJOB_TRY(m_file->finish());
+            m_bytes_read += m_files[m_next_file - 1].bytes;
+            m_file.reset();
         }
     }
     Result<std::size_t> read(char* buffer, std::size_t size) override {
         if (!m_current) {
             return std::size_t{0};
         }
-        return m_current->read(buffer, size);
+        auto n = m_current->read(buffer, size);
+        if (!n) {
+            return explain(n.error());
+        }
+        return n;
     }
 
+    /// Bytes of pack files read and verified so far.
+    [[nodiscard]] std::uint64_t bytes_read() const { return m_bytes_read; }
+
 private:
-    std::vector<std::string> m_files;
+    Result<void> open_next() {
+        const PackFile& file = m_files[m_next_file++];
+        auto opened = VerifiedReader::open(m_directory + "/" + file.name, file.bytes, file.hash,
+                                           m_manifest_path);
+        if (!opened) {
+            return fail(opened.error());
+        }
+        m_file = std::make_unique<VerifiedReader>(std::move(*opened));
+        VerifiedReader* source = m_file.get();
+        auto reader = adapters::open_archive_reader(
+            [source](char* buffer, std::size_t size) { return source->read(buffer, size); },
+            source->path(), read_block_bytes);
+        if (!reader) {
+            return explain(reader.error());
+        }
+        m_current = std::move(*reader);
+        return {};
+    }
+
+    Unexpected explain(const Error& error) {
+        if (m_file) {
+            if (auto verified = m_file->finish(); !verified) {
+                return fail(verified.error());
+            }
+        }
+        return fail(error);
+    }
+
+    std::string m_directory;
+    std::vector<PackFile> m_files;
+    std::string m_manifest_path;
     std::size_t m_next_file = 0;
+    std::unique_ptr<VerifiedReader> m_file;
     std::unique_ptr<ArchiveReader> m_current;
+    std::uint64_t m_bytes_read = 0;
 };
 
 /// Removes what a killed stage left: partial directories, and a published directory whose
@@ -315,8 +491,7 @@ Result<SpaceNeed> tree_need(const std::string& dataset, std::uint64_t block_size
 }
 
 bool is_hit(const CachePaths& paths, const DatasetManifest& manifest, bool extract) {
-    return marker_matches(paths.pack_marker, manifest) &&
-           (!extract || marker_matches(paths.tree_marker, manifest));
+    return marker_matches(extract ? paths.tree_marker : paths.pack_marker, manifest);
 }
 
 Result<StageResult> hit_result(const CachePaths& paths, const StageRequest& request,
@@ -403,8 +578,12 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     if (!space) {
         return fail(space.error());
     }
-    const bool copy_needed = !adapters::path_exists(paths.pack);
-    const bool extract_needed = request.extract && !adapters::path_exists(paths.tree);
+    // After remove_leftovers a pack or tree on disk is a complete one. --extract reads the
+    // pack where it lies (the source, or a copy staged earlier, which is faster to read) and
+    // writes only the tree: a copy first would double the writes and the RAM disk it takes.
+    const bool have_pack = adapters::path_exists(paths.pack);
+    const bool copy_needed = !request.extract && !have_pack;
+    const bool extract_needed = request.extract;
     SpaceNeed need;
     if (copy_needed) {
         const std::uint64_t block = space->block_size;
@@ -447,23 +626,20 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
             (void)adapters::remove_tree(partial);
             return fail(renamed.error());
         }
-    }
-    if (!marker_matches(paths.pack_marker, *manifest)) {
         DLJOB_TRY(adapters::write_text_file(paths.pack_marker, marker_text(*manifest)));
     }
     if (extract_needed) {
+        const std::string source = have_pack ? paths.pack : request.dataset;
         ExtractLimits limits;
         limits.max_bytes = manifest->payload_bytes;
         limits.max_entries = manifest->files + manifest->directories;
         limits.threads = request.threads;
-        std::vector<std::string> files;
-        for (const DatasetShard& shard : manifest->shards) {
-            files.push_back(paths.pack + "/" + shard.file);
-        }
-        ShardedArchiveReader reader(files);
+        ShardedArchiveReader reader(source, data_files(*manifest),
+                                    source + "/" + dataset_manifest_name);
         const std::string shown =
-            files.size() == 1 ? files.front()
-                              : fmt::format("{}/data-*.tar ({} shards)", paths.pack, files.size());
+            manifest->shards.size() == 1
+                ? source + "/" + manifest->shards.front().file
+                : fmt::format("{}/data-*.tar ({} shards)", source, manifest->shards.size());
         auto summary = extract_archive(reader, paths.tree, limits, shown);
         if (!summary) {
             return fail(summary.error());
@@ -475,6 +651,9 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
                                     shown, summary->files, summary->bytes, manifest->files,
                                     manifest->payload_bytes),
                         "pack the dataset again");
+        }
+        if (!have_pack) {
+            result.bytes_copied = reader.bytes_read();
         }
     }
     if (request.extract && !marker_matches(paths.tree_marker, *manifest)) {

@@ -1,5 +1,5 @@
 #pragma once
-// MD5 and SHA-256 (OpenSSL's EVP interface), behind a header that shows no OpenSSL type.
+// MD5 and SHA-256 (Nettle), behind a header that shows no Nettle type.
 // MD5 is here only because the published checksums of MNIST, Fashion-MNIST and CIFAR-10
 // (torchvision's lists, the datasets' own pages) are MD5; it detects corruption, not tampering,
 // which is why fetch-data records SHA-256 too where it is known.
