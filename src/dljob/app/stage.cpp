@@ -222,10 +222,8 @@ std::vector<PackFile> data_files(const DatasetManifest& manifest) {
     return files;
 }
 
-/// Copies `in` to `out` with the reads (and the hashing) on a second thread a few blocks ahead
-/// of the writes: the two kernel copies of every block run on two cores at once, and from a
-/// network file system the next read is in flight while a block is written locally.
-constexpr std::size_t copy_slots = 4; // 1 MiB in flight: still in the shared cache when written
+// 1 MiB in flight, still in the shared cache when written (16 slots measured no faster).
+constexpr std::size_t copy_slots = 4;
 
 /// The blocks of copy_overlapped, left uninitialised: zeroing them cost page faults for bytes
 /// that read() overwrites anyway.
@@ -237,6 +235,9 @@ struct CopyRing {
     }
 };
 
+/// Copies `in` to `out` with the reads (and the hashing) on a second thread a few blocks ahead
+/// of the writes: the two kernel copies of every block run on two cores at once, and from a
+/// network file system the next read is in flight while a block is written locally.
 Result<void> copy_overlapped(VerifiedReader& in, int out, const std::string& to,
                              const CopyRing& ring) {
     constexpr std::size_t slots = copy_slots;
