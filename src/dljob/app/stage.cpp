@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <condition_variable>
@@ -635,13 +636,37 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         limits.max_bytes = manifest->payload_bytes;
         limits.max_entries = manifest->files + manifest->directories;
         limits.threads = request.threads;
-        ShardedArchiveReader reader(source, data_files(*manifest),
-                                    source + "/" + dataset_manifest_name);
+        // One reading thread per shard up to the cores when the members are large: their
+        // decompression and reading then run in parallel (4 x 256 MiB zstd shards to /dev/shm:
+        // 0.67 -> 0.39 s on 2 cores). Small members are bound by file creation in the writer
+        // pool, and more readers only took CPU from it (70,000 images: 0.76 -> 0.86 s). Shard i
+        // goes to reader i mod n, each reader verifying the shards it reads.
+        constexpr std::uint64_t parallel_member_bytes = std::uint64_t{64} << 10U;
+        const bool large_members =
+            manifest->payload_bytes >=
+            parallel_member_bytes * std::max<std::uint64_t>(1, manifest->files);
+        const std::size_t reader_count =
+            large_members ? std::max<std::size_t>(
+                                1, std::min<std::size_t>(manifest->shards.size(),
+                                                         std::thread::hardware_concurrency()))
+                          : 1;
+        std::vector<std::vector<PackFile>> assigned(reader_count);
+        const std::vector<PackFile> files = data_files(*manifest);
+        for (std::size_t i = 0; i < files.size(); ++i) {
+            assigned[i % reader_count].push_back(files[i]);
+        }
+        std::vector<std::unique_ptr<ShardedArchiveReader>> readers;
+        std::vector<ArchiveReader*> reader_views;
+        for (std::vector<PackFile>& subset : assigned) {
+            readers.push_back(std::make_unique<ShardedArchiveReader>(
+                source, std::move(subset), source + "/" + dataset_manifest_name));
+            reader_views.push_back(readers.back().get());
+        }
         const std::string shown =
             manifest->shards.size() == 1
                 ? source + "/" + manifest->shards.front().file
                 : fmt::format("{}/data-*.tar ({} shards)", source, manifest->shards.size());
-        auto summary = extract_archive(reader, paths.tree, limits, shown);
+        auto summary = extract_archives(reader_views, paths.tree, limits, shown);
         if (!summary) {
             return fail(summary.error());
         }
@@ -654,7 +679,9 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
                         "pack the dataset again");
         }
         if (!have_pack) {
-            result.bytes_copied = reader.bytes_read();
+            for (const auto& reader : readers) {
+                result.bytes_copied += reader->bytes_read();
+            }
         }
     }
     if (request.extract && !marker_matches(paths.tree_marker, *manifest)) {

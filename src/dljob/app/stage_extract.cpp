@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
@@ -155,18 +156,44 @@ std::string parent_of(const std::string& path) {
     return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
+/// One extraction into one tree from one or more archives. Each archive is read by its own
+/// thread (libarchive decompresses and parses there, outside any lock); the bookkeeping that
+/// makes the checks hold across archives (entry count, byte budget, directories made, explicit
+/// directories seen, links) sits behind one mutex, held only between reads.
 class Extractor {
 public:
-    Extractor(ArchiveReader& reader, const TreeWriter& tree, const ExtractLimits& limits,
-              std::string shown_name)
-        : m_reader(reader), m_tree(tree), m_limits(limits), m_shown(std::move(shown_name)),
+    Extractor(const TreeWriter& tree, const ExtractLimits& limits, std::string shown_name)
+        : m_tree(tree), m_limits(limits), m_shown(std::move(shown_name)),
           m_pool(tree, limits.threads) {}
 
-    Result<ExtractSummary> run() {
-        auto result = read_all();
+    Result<ExtractSummary> run(const std::vector<ArchiveReader*>& readers) {
+        Result<void> result;
+        if (readers.size() == 1) {
+            result = read_all(*readers.front());
+        } else {
+            std::vector<Result<void>> results(readers.size());
+            std::vector<std::thread> threads;
+            for (std::size_t i = 0; i < readers.size(); ++i) {
+                threads.emplace_back([&, i] {
+                    results[i] = read_all(*readers[i]);
+                    if (!results[i]) {
+                        m_stop = true;
+                    }
+                });
+            }
+            for (std::thread& thread : threads) {
+                thread.join();
+            }
+            for (Result<void>& one : results) {
+                if (!one) {
+                    result = std::move(one);
+                    break;
+                }
+            }
+        }
         auto drained = m_pool.finish();
         if (!result) {
-            return result;
+            return fail(result.error());
         }
         if (!drained) {
             return fail(drained.error());
@@ -179,23 +206,19 @@ public:
     }
 
 private:
-    Result<ExtractSummary> read_all() {
+    Result<void> read_all(ArchiveReader& reader) {
         for (;;) {
-            if (m_pool.failed()) {
-                return m_summary; // the pool's error is reported by run()
+            if (m_stop || m_pool.failed()) {
+                return {}; // the failing reader or the pool reports the error
             }
-            auto next = m_reader.next();
+            auto next = reader.next();
             if (!next) {
                 return fail(next.error());
             }
             if (!next->has_value()) {
-                return m_summary;
+                return {};
             }
             const ArchiveEntry& entry = **next;
-            if (++m_entries > m_limits.max_entries) {
-                return refuse(entry.path, fmt::format("the archive has more than {} entries",
-                                                      m_limits.max_entries));
-            }
             auto path = normalize_member_path(entry.path);
             if (!path) {
                 return refuse(entry.path, path.error().message);
@@ -204,11 +227,16 @@ private:
                 return refuse(entry.path,
                               fmt::format("mode {:04o} has the setuid or setgid bit", entry.mode));
             }
-            DLJOB_TRY(add(entry, *path));
+            DLJOB_TRY(add(reader, entry, *path));
         }
     }
 
-    Result<void> add(const ArchiveEntry& entry, const std::string& path) {
+    Result<void> add(ArchiveReader& reader, const ArchiveEntry& entry, const std::string& path) {
+        std::unique_lock lock(m_mutex);
+        if (++m_entries > m_limits.max_entries) {
+            return refuse(entry.path, fmt::format("the archive has more than {} entries",
+                                                  m_limits.max_entries));
+        }
         switch (entry.type) {
         case ArchiveEntryType::directory:
             if (!m_explicit_dirs.insert(path).second) {
@@ -217,7 +245,9 @@ private:
             ++m_summary.directories;
             return ensure_directory(path);
         case ArchiveEntryType::file:
-            return add_file(entry, path);
+            DLJOB_TRY(count_file(entry, path));
+            lock.unlock();
+            return write_file(reader, entry, path);
         case ArchiveEntryType::symlink: {
             if (auto inside = check_symlink_target(path, entry.link_target); !inside) {
                 return refuse(entry.path, inside.error().message);
@@ -239,7 +269,8 @@ private:
         }
     }
 
-    Result<void> add_file(const ArchiveEntry& entry, const std::string& path) {
+    /// Budget and counters for a file, and its directory; with the mutex held.
+    Result<void> count_file(const ArchiveEntry& entry, const std::string& path) {
         if (m_limits.max_bytes != 0 && entry.size > m_limits.max_bytes - m_summary.bytes) {
             return refuse(entry.path,
                           fmt::format("it would take the extracted size past the budget of {} "
@@ -248,13 +279,19 @@ private:
                                       m_limits.max_bytes, entry.size, m_summary.bytes));
         }
         DLJOB_TRY(ensure_directory(parent_of(path)));
-        const std::uint32_t mode = (entry.mode & 0111U) != 0 ? 0755 : 0644;
         m_summary.bytes += entry.size;
         ++m_summary.files;
+        return {};
+    }
+
+    /// Reads the file's data (the mutex released: this is where libarchive decompresses).
+    Result<void> write_file(ArchiveReader& reader, const ArchiveEntry& entry,
+                            const std::string& path) {
+        const std::uint32_t mode = (entry.mode & 0111U) != 0 ? 0755 : 0644;
         if (entry.size <= pooled_file_limit) {
             WriteJob job{path, std::vector<char>(entry.size), mode};
-            DLJOB_TRY(read_exactly(entry, job.data.data(), job.data.size()));
-            DLJOB_TRY(expect_end(entry));
+            DLJOB_TRY(read_exactly(reader, entry, job.data.data(), job.data.size()));
+            DLJOB_TRY(expect_end(reader, entry));
             m_pool.submit(std::move(job));
             return {};
         }
@@ -267,18 +304,19 @@ private:
         while (left > 0) {
             const auto chunk =
                 static_cast<std::size_t>(std::min<std::uint64_t>(left, buffer.size()));
-            DLJOB_TRY(read_exactly(entry, buffer.data(), chunk));
+            DLJOB_TRY(read_exactly(reader, entry, buffer.data(), chunk));
             DLJOB_TRY(
                 adapters::write_all(fd->get(), buffer.data(), chunk, m_tree.root() + "/" + path));
             left -= chunk;
         }
-        return expect_end(entry);
+        return expect_end(reader, entry);
     }
 
-    Result<void> read_exactly(const ArchiveEntry& entry, char* data, std::size_t size) {
+    Result<void> read_exactly(ArchiveReader& reader, const ArchiveEntry& entry, char* data,
+                              std::size_t size) const {
         std::size_t done = 0;
         while (done < size) {
-            auto n = m_reader.read(data + done, size - done);
+            auto n = reader.read(data + done, size - done);
             if (!n) {
                 return fail(n.error());
             }
@@ -292,9 +330,9 @@ private:
     }
 
     /// Sizes are declared per header and not trusted: more data than declared is refused.
-    Result<void> expect_end(const ArchiveEntry& entry) {
+    Result<void> expect_end(ArchiveReader& reader, const ArchiveEntry& entry) const {
         char extra = 0;
-        auto n = m_reader.read(&extra, 1);
+        auto n = reader.read(&extra, 1);
         if (!n) {
             return fail(n.error());
         }
@@ -304,6 +342,7 @@ private:
         return {};
     }
 
+    /// With the mutex held.
     Result<void> ensure_directory(const std::string& path) {
         if (path.empty() || m_made_dirs.count(path) != 0) {
             return {};
@@ -323,11 +362,12 @@ private:
                     "the archive is unsafe or damaged; nothing was extracted");
     }
 
-    ArchiveReader& m_reader;
     const TreeWriter& m_tree;
     ExtractLimits m_limits;
     std::string m_shown;
     WriterPool m_pool;
+    std::atomic<bool> m_stop{false};
+    std::mutex m_mutex; // guards everything below
     ExtractSummary m_summary;
     std::uint64_t m_entries = 0;
     std::unordered_set<std::string> m_made_dirs;
@@ -337,8 +377,9 @@ private:
 
 } // namespace
 
-Result<ExtractSummary> extract_archive(ArchiveReader& reader, const std::string& destination,
-                                       const ExtractLimits& limits, const std::string& shown_name) {
+Result<ExtractSummary> extract_archives(const std::vector<ArchiveReader*>& readers,
+                                        const std::string& destination, const ExtractLimits& limits,
+                                        const std::string& shown_name) {
     if (adapters::path_exists(destination)) {
         return fail(ErrorCode::usage, fmt::format("{} already exists", destination),
                     "extract into a new directory");
@@ -354,8 +395,8 @@ Result<ExtractSummary> extract_archive(ArchiveReader& reader, const std::string&
         return fail(tree.error());
     }
     Result<ExtractSummary> summary = [&]() -> Result<ExtractSummary> {
-        Extractor extractor(reader, *tree, limits, shown_name);
-        return extractor.run();
+        Extractor extractor(*tree, limits, shown_name);
+        return extractor.run(readers);
     }();
     if (summary) {
         // The private 0700 mode only guarded the tree while it was incomplete.
@@ -369,6 +410,11 @@ Result<ExtractSummary> extract_archive(ArchiveReader& reader, const std::string&
         (void)adapters::remove_tree(partial);
     }
     return summary;
+}
+
+Result<ExtractSummary> extract_archive(ArchiveReader& reader, const std::string& destination,
+                                       const ExtractLimits& limits, const std::string& shown_name) {
+    return extract_archives({&reader}, destination, limits, shown_name);
 }
 
 Result<ExtractSummary> extract_archive_file(const std::string& archive_path,

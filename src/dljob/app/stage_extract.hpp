@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dljob::app {
 
@@ -34,6 +35,13 @@ struct ExtractSummary {
 /// messages.
 Result<ExtractSummary> extract_archive(ArchiveReader& reader, const std::string& destination,
                                        const ExtractLimits& limits, const std::string& shown_name);
+
+/// Extracts several archives into one tree at once, each read (and decompressed) by its own
+/// thread, with the checks above holding across them: two entries with one path are refused
+/// whichever archives hold them, and the budgets count all of them together.
+Result<ExtractSummary> extract_archives(const std::vector<ArchiveReader*>& readers,
+                                        const std::string& destination, const ExtractLimits& limits,
+                                        const std::string& shown_name);
 
 /// Opens `archive_path` with libarchive and extracts it (the verb-level convenience).
 Result<ExtractSummary> extract_archive_file(const std::string& archive_path,

@@ -463,6 +463,46 @@ TEST_F(StageService, ACompressedShardedPackStagesEveryDataFileAndExtractsTheTree
               (std::vector<std::string>{"tree", "tree.complete"}));
 }
 
+// Large members: each shard is read (and decompressed) by its own thread, and each thread
+// verifies the shards it reads.
+TEST_F(StageService, AShardedPackOfLargeFilesExtractsEveryShardInParallel) {
+    for (int i = 0; i < 4; ++i) {
+        test::write_file(m_dir.path() / ("big/" + std::to_string(i) + ".bin"),
+                         random_bytes((1U << 20U) + static_cast<std::size_t>(i)));
+    }
+    PackRequest packing{m_dir / "big", m_dir / "bigds", ""};
+    ASSERT_TRUE(parse_compression("zstd", packing));
+    packing.shard_bytes = 1U << 20U;
+    auto packed = pack_dataset(packing, {});
+    ASSERT_TRUE(packed) << packed.error().message;
+    ASSERT_EQ(packed->manifest.shards.size(), 4U);
+    StageRequest r = request(true);
+    r.dataset = m_dir / "bigds";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(snapshot(staged->path), snapshot(m_dir.path() / "big"));
+    std::uint64_t shard_bytes = 0;
+    for (const auto& shard : packed->manifest.shards) {
+        shard_bytes += shard.bytes;
+    }
+    EXPECT_EQ(staged->bytes_copied, shard_bytes);
+
+    // A damaged third shard, whichever thread reads it: named, and nothing published.
+    std::filesystem::remove_all(m_dir.path() / "target");
+    std::filesystem::create_directories(m_dir.path() / "target");
+    const auto& third = packed->manifest.shards[2];
+    std::string bytes = test::read_file(m_dir.path() / "bigds" / third.file);
+    bytes[bytes.size() / 3] = static_cast<char>(bytes[bytes.size() / 3] ^ 0x10);
+    test::write_file(m_dir.path() / "bigds" / third.file, bytes);
+    auto damaged = stage_dataset(r, no_environment(), {});
+    ASSERT_FALSE(damaged);
+    EXPECT_NE(damaged.error().message.find(third.file + " is corrupted"), std::string::npos)
+        << damaged.error().message;
+    EXPECT_TRUE(names_in(m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                  packed->manifest.content_hash))
+                    .empty());
+}
+
 TEST_F(StageService, ADamagedByteInACompressedShardIsRefusedAndNothingIsPublished) {
     PackRequest packing{m_dir / "src", m_dir / "zds", ""};
     ASSERT_TRUE(parse_compression("zstd", packing));

@@ -1,11 +1,15 @@
 #include "support/run_process.hpp"
 #include "unit/data/data_test_support.hpp"
 
+#include <dljob/adapters/archive_libarchive.hpp>
 #include <dljob/app/stage_extract.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace dljob::app {
 namespace {
@@ -146,6 +150,82 @@ TEST_F(SafeExtraction, RefusesAnExistingDestination) {
     auto result = extract_archive_file(m_dir / "in.tar", m_dir / "target/out", {});
     ASSERT_FALSE(result);
     EXPECT_NE(result.error().message.find("already exists"), std::string::npos);
+}
+
+/// Several archives into one tree, each read by its own thread (a sharded pack).
+class ParallelExtraction : public SafeExtraction {
+protected:
+    Result<ExtractSummary> extract_all(const std::vector<std::string>& archives,
+                                       ExtractLimits limits = {}) {
+        std::vector<std::unique_ptr<ArchiveReader>> owned;
+        std::vector<ArchiveReader*> readers;
+        for (std::size_t i = 0; i < archives.size(); ++i) {
+            const std::string path = m_dir / ("in" + std::to_string(i) + ".tar");
+            test::write_file(path, archives[i]);
+            auto reader = adapters::open_archive_reader(path);
+            if (!reader) {
+                return fail(reader.error());
+            }
+            owned.push_back(std::move(*reader));
+            readers.push_back(owned.back().get());
+        }
+        std::filesystem::create_directories(m_dir / "target");
+        return extract_archives(readers, m_dir / "target/out", limits, "shards");
+    }
+};
+
+TEST_F(ParallelExtraction, BuildsOneTreeFromEveryArchive) {
+    std::vector<std::string> archives;
+    for (int shard = 0; shard < 4; ++shard) {
+        TarBuilder tar;
+        for (int i = 0; i < 200; ++i) {
+            // Every shard writes into the same directories, as a pack's shards do.
+            tar.file(
+                fmt::format("d{}/s{}-{}.bin", i % 3, shard, i),
+                std::string(static_cast<std::size_t>(100 + i), static_cast<char>('a' + shard)));
+        }
+        archives.push_back(tar.bytes());
+    }
+    auto result = extract_all(archives);
+    ASSERT_TRUE(result) << result.error().message;
+    EXPECT_EQ(result->files, 800U);
+    const auto tree = snapshot(m_dir.path() / "target/out");
+    EXPECT_EQ(tree.size(), 803U); // the files and d0, d1, d2
+    EXPECT_EQ(tree.at("d1/s2-199.bin"), "f:" + std::string(299, 'c'));
+}
+
+TEST_F(ParallelExtraction, ChecksHoldAcrossArchives) {
+    // One path in two archives, read at the same time: refused whichever thread comes second.
+    auto duplicate = extract_all({TarBuilder().file("a/x", "1").file("a/y", "1").bytes(),
+                                  TarBuilder().file("b", "2").file("a/x", "2").bytes()});
+    ASSERT_FALSE(duplicate);
+    EXPECT_NE(duplicate.error().message.find("two entries"), std::string::npos)
+        << duplicate.error().message;
+    EXPECT_TRUE(names_in(m_dir.path() / "target").empty());
+
+    // The budgets count every archive together.
+    ExtractLimits limits;
+    limits.max_entries = 3;
+    std::filesystem::remove_all(m_dir.path());
+    std::filesystem::create_directories(m_dir.path());
+    auto too_many = extract_all({TarBuilder().file("a", "1").file("b", "2").bytes(),
+                                 TarBuilder().file("c", "3").file("d", "4").bytes()},
+                                limits);
+    ASSERT_FALSE(too_many);
+    EXPECT_NE(too_many.error().message.find("more than 3 entries"), std::string::npos)
+        << too_many.error().message;
+    EXPECT_TRUE(names_in(m_dir.path() / "target").empty());
+}
+
+TEST_F(ParallelExtraction, AnUnsafeEntryInOneArchiveStopsAllAndLeavesNothing) {
+    TarBuilder good;
+    for (int i = 0; i < 2000; ++i) {
+        good.file(fmt::format("ok/{}", i), "data");
+    }
+    auto result = extract_all({good.bytes(), TarBuilder().file("../evil", "x").bytes()});
+    ASSERT_FALSE(result);
+    EXPECT_NE(result.error().message.find("'..'"), std::string::npos) << result.error().message;
+    EXPECT_TRUE(names_in(m_dir.path() / "target").empty());
 }
 
 } // namespace
