@@ -68,6 +68,20 @@ TEST(CliBinary, ExitCodesOfTheRealExecutable) {
     EXPECT_NE(bad.output.find("--bogus"), std::string::npos) << bad.output;
 }
 
+// dljob runs in every job's prologue and epilogue and in watch loops: libcurl and its ~30
+// libraries (and OpenSSL's libcrypto) are for fetch-data only and must not load at start-up
+// (adapters/http_curl.cpp opens libcurl on first use).
+TEST(CliBinary, StartingLoadsNeitherLibcurlNorLibcrypto) {
+    auto run = test::run_shell("LD_DEBUG=files " + std::string(DLJOB_BINARY) + " --version");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    ASSERT_NE(run.output.find("file=libc.so"), std::string::npos)
+        << "LD_DEBUG printed nothing: the check below would prove nothing\n"
+        << run.output;
+    for (const char* library : {"file=libcurl", "file=libcrypto", "file=libssl"}) {
+        EXPECT_EQ(run.output.find(library), std::string::npos) << library << " was loaded";
+    }
+}
+
 // `render --set` shows exactly what `submit --set` would submit, and rejects what it would reject.
 TEST(CliBinary, RenderAppliesSetOverridesAndRejectsBadOnes) {
     const std::string render = "XDG_CONFIG_HOME=/nonexistent-dljob-test " +
