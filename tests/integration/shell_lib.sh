@@ -7,9 +7,10 @@ PANE=session
 export HOME=$WORK/home # a ~/.bashrc of our own: the session must source it first
 mkdir -p "$HOME"
 echo 'export DLJOB_TEST_BASHRC=sourced' >"$HOME/.bashrc"
+# Replaces lib.sh's exit trap, so it also runs lib.sh's cleanup (cancel leftover jobs, remove WORK).
 tmux_cleanup() {
   tmux -L "$TMUX_SOCKET" kill-server 2>/dev/null || true
-  rm -rf "$WORK" 2>/dev/null || true
+  cleanup
 }
 trap tmux_cleanup EXIT
 # Starts a plain bash in a detached tmux pane; the tmux server inherits this environment.
@@ -19,10 +20,20 @@ tmux_start() {
 }
 tmux_type() { tmux -L "$TMUX_SOCKET" send-keys -t "$PANE" "$1" Enter; }
 # Forgets what the pane showed (screen and history), so wait_for sees only what comes next.
+# `clear` runs when the pane's shell gets to it, on a loaded machine later than any fixed sleep;
+# until then the previous session's prompt is on screen and would satisfy the next wait_for (a
+# CI run cancelled the wrong session that way). So wait until only the bare prompt is left.
 tmux_reset() {
+  local i
   tmux_type clear
-  sleep 0.3
-  tmux -L "$TMUX_SOCKET" clear-history -t "$PANE"
+  for ((i = 0; i < 100; i++)); do
+    tmux -L "$TMUX_SOCKET" clear-history -t "$PANE"
+    [ "$(screen_text | grep -cv '^$')" -le 1 ] && return 0
+    sleep 0.2
+  done
+  echo "tmux_reset: the pane did not clear; it shows:"
+  screen_text | grep -v '^$' | tail -n 10
+  return 1
 }
 screen_text() { tmux -L "$TMUX_SOCKET" capture-pane -p -J -S -2000 -t "$PANE"; }
 # wait_for REGEX [SECONDS]: until the pane shows a line matching REGEX (default 60 s).

@@ -46,8 +46,16 @@ check "the row ended COMPLETED" COMPLETED "$("$DLJOB" status --all --json | pyth
 tmux_reset
 tmux_type "\"$DLJOB\" shell --site local; echo \"CANCEL-EXIT=\$?\""
 wait_for '^\[dljob local local-[0-9]+\]' 30
-"$DLJOB" cancel "$("$DLJOB" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')" >/dev/null
+# The session's own row, by id, once it runs (not whichever row status lists first).
+session=""
+for ((i = 0; i < 150; i++)); do
+  session=$("$DLJOB" status --json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin) if j["state"] == "RUNNING"))')
+  [ -n "$session" ] && break
+  sleep 0.2
+done
+check "the second session runs" 1 "$([ -n "$session" ] && [ "${session// /}" = "$session" ] && echo 1 || echo 0)"
+"$DLJOB" cancel "$session" >/dev/null
 wait_for '^CANCEL-EXIT=' 20
 check "dljob cancel ends a session" 1 "$(screen_text | grep -q '^CANCEL-EXIT=' && echo 1 || echo 0)"
-check "and the row stays CANCELLED" CANCELLED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["state"])')"
+check "and the row stays CANCELLED" CANCELLED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(next(j["state"] for j in json.load(sys.stdin) if str(j["id"]) == sys.argv[1]))' "$session")"
 finish
