@@ -585,7 +585,6 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     // writes only the tree: a copy first would double the writes and the RAM disk it takes.
     const bool have_pack = adapters::path_exists(paths.pack);
     const bool copy_needed = !request.extract && !have_pack;
-    const bool extract_needed = request.extract;
     SpaceNeed need;
     if (copy_needed) {
         const std::uint64_t block = space->block_size;
@@ -598,7 +597,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
                       round_up(manifest_text->size(), block) + 3 * block;
         need.inodes += 5;
     }
-    if (extract_needed) {
+    if (request.extract) {
         auto tree = tree_need(request.dataset, space->block_size, manifest->version);
         if (!tree) {
             return fail(tree.error());
@@ -630,7 +629,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         }
         DLJOB_TRY(adapters::write_text_file(paths.pack_marker, marker_text(*manifest)));
     }
-    if (extract_needed) {
+    if (request.extract) {
         const std::string source = have_pack ? paths.pack : request.dataset;
         ExtractLimits limits;
         limits.max_bytes = manifest->payload_bytes;
@@ -683,8 +682,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
                 result.bytes_copied += reader->bytes_read();
             }
         }
-    }
-    if (request.extract && !marker_matches(paths.tree_marker, *manifest)) {
+        // Not a hit, so remove_leftovers took any old marker: the tree was built just now.
         DLJOB_TRY(adapters::write_text_file(paths.tree_marker, marker_text(*manifest)));
     }
     if (request.keep && !adapters::path_exists(paths.keep)) {
