@@ -44,7 +44,7 @@ LD_LIBRARY_PATH="$here/../lib:${DLJOB_GPU_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY
     exec "$here/dltrain.bin" "$@"
 SH
 chmod +x "$stage/$name/engine/dltrain"
-(cd "$build" && find . -name CTestTestfile.cmake -o -name 'dl_engine_tests*.cmake') |
+(cd "$build" && find . -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name 'dl_engine_tests*.cmake') |
     while read -r f; do mkdir -p "$stage/$name/$(dirname "$f")"; cp "$build/$f" "$stage/$name/$f"; done
 ldd "$build/engine/dltrain" "$build/engine/libdltrain-cuda.so" "$build/tests/dl_engine_tests" | awk '$2 == "=>" {print $1, $3}' |
     grep -Ev '^(linux-vdso|libc\.|libm\.|libpthread|libdl\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcublas|libcudnn|libcudart)' |

@@ -2,9 +2,12 @@
 # On a GPU machine that has CUDA, cuDNN and a CUDA PyTorch but not this project's build
 # dependencies: unpacks build-gpu-bundle/ (made by bench/lenet_gpu/bundle.sh) and runs
 #   tests   the engine's gpu-labelled ctest tests and the rest of the engine tests
-#   bench   bench/lenet_gpu/run.sh (dltrain vs PyTorch, batch 64 and 256, 10,000 iterations)
+#   bench     bench/lenet_gpu/run.sh (dltrain vs PyTorch, batch 64 and 256, 10,000 iterations)
+#   sanitize  compute-sanitizer's memcheck, racecheck and synccheck over a short training run
+#             (graph capture and replay, tests, checkpoint) and the gpu op tests
+#   profile   `dltrain time` per layer on the GPU at batch 64 and 256
 #
-#   bench/lenet_gpu/on_gpu.sh tests|bench [run.sh arguments]
+#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|profile [run.sh arguments]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?usage: $0 tests|bench [run.sh arguments]}
@@ -41,7 +44,7 @@ tests)
     export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
     if command -v ctest >/dev/null; then
-        ctest --test-dir "/work/main/$name" -L 'gpu|engine' --output-on-failure
+        ctest --test-dir "/work/main/$name" -L 'gpu|engine' --output-on-failure -j 8 --timeout 600
     else
         echo "no ctest here: running the test binary itself"
         "/work/main/$name/tests/dl_engine_tests"
@@ -51,8 +54,41 @@ bench)
     PYTHON=$python "$root/bench/lenet_gpu/run.sh" --dltrain "/work/main/$name/engine/dltrain" \
         --data-dir "$bundle/fashion-mnist" "$@"
     ;;
+sanitize)
+    export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
+    work=$(mktemp -d)
+    sed 's/test_interval: 500/test_interval: 20/; s/test_iter: 100/test_iter: 3/' \
+        "$root/recipes/networks/lenet.yaml" > "$work/lenet.yaml"
+    status=0
+    # racecheck over cuDNN's and cuBLAS' kernels takes minutes; our kernels are all *_kernel.
+    for tool in memcheck racecheck synccheck; do
+        echo "compute-sanitizer --tool $tool: dltrain train, 60 iterations"
+        filter=""
+        [ "$tool" != racecheck ] || filter="--kernel-name kns=_kernel"
+        # shellcheck disable=SC2086 # $filter is two words or none
+        timeout 150 compute-sanitizer --tool "$tool" $filter --error-exitcode 9 \
+            "/work/main/$name/engine/dltrain.bin" train --config "$work/lenet.yaml" \
+            --run-dir "$work/run_$tool" --data-dir "$bundle/fashion-mnist" --device cuda \
+            --max-iter 60 --deadline none > "$work/$tool.log" 2>&1 || status=$?
+        grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Program hit|Race)' "$work/$tool.log" | head -20
+        tail -3 "$work/$tool.log"
+    done
+    echo "compute-sanitizer --tool memcheck: GpuOps.*"
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "/work/main/$name/tests/dl_engine_tests" \
+        --gtest_filter='GpuOps.*' > "$work/ops.log" 2>&1 || status=$?
+    grep -E 'ERROR SUMMARY|========= Invalid|PASSED|FAILED' "$work/ops.log" | head -20
+    rm -rf "$work"
+    exit "$status"
+    ;;
+profile)
+    for batch in 64 256; do
+        sed "s/batch_size: 64/batch_size: $batch/" "$root/recipes/networks/lenet.yaml" > "/tmp/lenet_$batch.yaml"
+        "/work/main/$name/engine/dltrain" time --config "/tmp/lenet_$batch.yaml" --device cuda --iterations 200
+    done
+    ;;
 *)
-    echo "usage: $0 tests|bench [run.sh arguments]" >&2
+    echo "usage: $0 tests|bench|sanitize|profile [run.sh arguments]" >&2
     exit 2
     ;;
 esac

@@ -6,7 +6,7 @@
 # and test accuracy.
 #
 #   bench/lenet_gpu/run.sh [--iters N] [--device cuda:N] [--dltrain PATH] [--data-dir DIR]
-#                          [--batches "64 256"]
+#                          [--batches "64 256"] [--dltrain-only]
 #
 # PYTHON: the interpreter for the PyTorch side (default /usr/bin/python3). Debian's python3-torch
 # is a CPU-only build; on the GPU machine point PYTHON at a python whose torch has CUDA, e.g.
@@ -21,6 +21,7 @@ batches="64 256"
 dltrain=$root/build-engine/engine/dltrain
 data_dir=/usr/share/datasets/fashion-mnist
 python=${PYTHON:-/usr/bin/python3}
+dltrain_only=0
 while [ $# -gt 0 ]; do
     case $1 in
     --iters) iters=$2; shift 2 ;;
@@ -28,7 +29,8 @@ while [ $# -gt 0 ]; do
     --dltrain) dltrain=$2; shift 2 ;;
     --data-dir) data_dir=$2; shift 2 ;;
     --batches) batches=$2; shift 2 ;;
-    *) echo "usage: $0 [--iters N] [--device cuda:N] [--dltrain PATH] [--data-dir DIR] [--batches \"64 256\"]" >&2
+    --dltrain-only) dltrain_only=1; shift ;;
+    *) echo "usage: $0 [--iters N] [--device cuda:N] [--dltrain PATH] [--data-dir DIR] [--batches \"64 256\"] [--dltrain-only]" >&2
        exit 2 ;;
     esac
 done
@@ -41,7 +43,8 @@ if ! "$dltrain" device-query | grep -q '^GPU '; then
     echo "no GPU visible to dltrain: nothing to measure" >&2
     exit 1
 fi
-torch_status=$("$python" -c 'import torch; print("ok" if torch.cuda.is_available() else
+torch_status="not run (--dltrain-only)"
+[ "$dltrain_only" = 1 ] || torch_status=$("$python" -c 'import torch; print("ok" if torch.cuda.is_available() else
     "torch " + torch.__version__ + " at '"$python"' is a CPU-only build: set PYTHON to a python with CUDA torch")' 2>&1 || true)
 echo "pytorch: $torch_status"
 
@@ -72,7 +75,10 @@ for b in batches:
     d = final(f"{work}/dltrain_{b}/metrics.jsonl")
     t = final(f"{work}/torch_{b}.jsonl")
     d_train = iters * int(b) / d["train_images_per_s"]
-    print(f"{b:>6} {'dltrain':10} {d['train_images_per_s']:12.0f} {d_train:9.2f} {d['wall_s']:8.2f} {d['test_accuracy']:9.4f}")
+    lines = [json.loads(l) for l in open(f"{work}/dltrain_{b}/metrics.jsonl") if l.strip()]
+    waits = [l["data_wait_fraction"] for l in lines if l["type"] == "train" and "data_wait_fraction" in l]
+    print(f"{b:>6} {'dltrain':10} {d['train_images_per_s']:12.0f} {d_train:9.2f} {d['wall_s']:8.2f} {d['test_accuracy']:9.4f}"
+          f"   data wait: mean {sum(waits) / max(len(waits), 1):.2e}, max {max(waits, default=0):.2e} of step time")
     if t:
         print(f"{b:>6} {'pytorch':10} {t['train_images_per_s']:12.0f} {t['train_s']:9.2f} {t['wall_s']:8.2f} {t['test_accuracy']:9.4f}")
         print(f"{b:>6} ratio dltrain/pytorch images/s: {d['train_images_per_s'] / t['train_images_per_s']:.2f}"
