@@ -2,7 +2,8 @@
 # Packs what a GPU machine without this project's build dependencies needs to run the GPU tests
 # and the GPU benchmark (bench/lenet_gpu/on_gpu.sh runs them there), into build-gpu-bundle/
 # (ignored by git; carry that one folder):
-#   bundle.tar.gz   BUILD/engine/dltrain (+ .bin), BUILD/tests/dl_engine_tests, the ctest files,
+#   bundle.tar.gz   BUILD/engine/dltrain (+ .bin), BUILD/src/dljob (+ .bin), BUILD/tests/dl_engine_tests,
+#                   the ctest files,
 #                   and the shared libraries they need except glibc, libstdc++ and CUDA's own
 #                   (cuBLAS, cuDNN: the GPU machine has them, its driver must match the toolkit)
 #   fashion-mnist/  the benchmark's data (Debian's dataset-fashion-mnist)
@@ -24,7 +25,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 grep -q '^DLJOB_CUDA:STRING=ON' "$build/CMakeCache.txt" ||
     { echo "$build is not a -DDLJOB_CUDA=ON build" >&2; exit 2; }
-ninja -C "$build" dltrain dltrain_cuda dl_engine_tests
+ninja -C "$build" dltrain dltrain_cuda dl_engine_tests dljob
 
 name=$(basename "$build")
 out=$root/build-gpu-bundle
@@ -35,6 +36,9 @@ cp "$build/engine/dltrain" "$stage/$name/engine/dltrain.bin"
 # The CUDA backend is a plugin found next to the real binary (engine/src/core/cuda_loader.hpp).
 cp "$build/engine/libdltrain-cuda.so" "$stage/$name/engine/"
 cp "$build/tests/dl_engine_tests" "$stage/$name/tests/"
+# dljob itself, for on_gpu.sh job (submit through the local site on the GPU machine).
+mkdir -p "$stage/$name/src"
+strip -o "$stage/$name/src/dljob.bin" "$build/src/dljob"
 # dltrain is run by the tests and the benchmark: a wrapper gives it its libraries without
 # putting them in front of anyone else's (python's torch keeps its own).
 cat > "$stage/$name/engine/dltrain" <<'SH'
@@ -44,9 +48,15 @@ LD_LIBRARY_PATH="$here/../lib:${DLJOB_GPU_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY
     exec "$here/dltrain.bin" "$@"
 SH
 chmod +x "$stage/$name/engine/dltrain"
+cat > "$stage/$name/src/dljob" <<'SH'
+#!/bin/sh
+here=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$here/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/dljob.bin" "$@"
+SH
+chmod +x "$stage/$name/src/dljob"
 (cd "$build" && find . -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name 'dl_engine_tests*.cmake') |
     while read -r f; do mkdir -p "$stage/$name/$(dirname "$f")"; cp "$build/$f" "$stage/$name/$f"; done
-ldd "$build/engine/dltrain" "$build/engine/libdltrain-cuda.so" "$build/tests/dl_engine_tests" | awk '$2 == "=>" {print $1, $3}' |
+ldd "$build/engine/dltrain" "$build/engine/libdltrain-cuda.so" "$build/tests/dl_engine_tests" "$build/src/dljob" | awk '$2 == "=>" {print $1, $3}' |
     grep -Ev '^(linux-vdso|libc\.|libm\.|libpthread|libdl\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcublas|libcudnn|libcudart)' |
     sort -u | while read -r lib path; do cp -L "$path" "$stage/$name/lib/$lib"; done
 mkdir -p "$out"

@@ -6,8 +6,10 @@
 #   sanitize  compute-sanitizer's memcheck, racecheck and synccheck over a short training run
 #             (graph capture and replay, tests, checkpoint) and the gpu op tests
 #   profile   `dltrain time` per layer on the GPU at batch 64 and 256
+#   job       README's main job on the GPU: `dljob submit recipes/fashion-mnist.yaml --site local
+#             --wait` (data from the bundle), then `dljob status --all` and the run's device
 #
-#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|profile [run.sh arguments]
+#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|profile|job [run.sh arguments]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?usage: $0 tests|bench [run.sh arguments]}
@@ -87,8 +89,24 @@ profile)
         "/work/main/$name/engine/dltrain" time --config "/tmp/lenet_$batch.yaml" --device cuda --iterations 200
     done
     ;;
+job)
+    # A job store and run directories of its own.
+    HOME=$(mktemp -d)
+    export HOME
+    unset XDG_DATA_HOME DLJOB_RUNS_DIR DLJOB_STORE
+    dljob="/work/main/$name/src/dljob"
+    status=0
+    "$dljob" submit "$root/recipes/fashion-mnist.yaml" --site local --wait \
+        --set "data.source=$bundle/fashion-mnist" || status=$?
+    "$dljob" status --all
+    for metrics in "$HOME"/.local/share/dljob/runs/*/metrics.jsonl; do
+        head -1 "$metrics"
+        tail -1 "$metrics"
+    done
+    exit "$status"
+    ;;
 *)
-    echo "usage: $0 tests|bench|sanitize|profile [run.sh arguments]" >&2
+    echo "usage: $0 tests|bench|sanitize|profile|job [run.sh arguments]" >&2
     exit 2
     ;;
 esac

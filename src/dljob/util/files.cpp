@@ -17,8 +17,13 @@ namespace dljob::util {
 
 std::string write_file_atomic(const std::filesystem::path& path, std::string_view content,
                               bool executable) {
-    const std::filesystem::path temp =
-        path.parent_path() / ("." + path.filename().string() + ".tmp" + random_hex(6));
+    // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict for
+    // `"." + std::string&&` (GCC bug 105329), which stops a Release build with warnings as errors.
+    std::string name = ".";
+    name += path.filename().string();
+    name += ".tmp";
+    name += random_hex(6);
+    const std::filesystem::path temp = path.parent_path() / name;
     const int fd =
         ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, executable ? 0755 : 0644);
     if (fd < 0) {
