@@ -1,9 +1,8 @@
-#include <dljob/adapters/archive_libarchive.hpp>
 #include <dljob/adapters/filesystem_posix.hpp>
-#include <dljob/adapters/hash_xxhash.hpp>
 #include <dljob/app/site_catalog.hpp>
 #include <dljob/app/stage.hpp>
 #include <dljob/app/stage_extract.hpp>
+#include <dljob/app/stage_read.hpp>
 #include <dljob/domain/dataset.hpp>
 
 #include <fmt/format.h>
@@ -17,22 +16,14 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 namespace dljob::app {
 namespace {
-
-// Reads of 256 KiB: the block is still in the core's L2 cache when it is hashed and written,
-// so it crosses memory once. 8 MiB blocks (what dd users pick) made a 105 MB copy from the
-// page cache to /dev/shm 1.7x slower here (docs/benchmarks.md). Network file systems do not
-// need the large requests: Lustre's and NFS's clients read ahead on their own.
-constexpr std::size_t read_block_bytes = std::size_t{256} << 10U;
 
 struct CachePaths {
     std::string root;
@@ -119,302 +110,6 @@ bool marker_matches(const std::string& marker, const DatasetManifest& manifest) 
     auto text = adapters::read_text_file(marker, 4096);
     return text && *text == marker_text(manifest);
 }
-
-/// One file of a pack read for staging: its size checked before the first byte, every byte
-/// counted and hashed as it arrives, and the whole checked against the manifest at the end.
-class VerifiedReader {
-public:
-    static Result<VerifiedReader> open(std::string path, std::uint64_t bytes,
-                                       std::string expected_hash, std::string manifest_path) {
-        auto fd = adapters::open_for_reading(path);
-        if (!fd) {
-            return fail(fd.error());
-        }
-        struct stat st {};
-        if (fstat(fd->get(), &st) == 0 && S_ISREG(st.st_mode) &&
-            static_cast<std::uint64_t>(st.st_size) != bytes) {
-            return fail(ErrorCode::io,
-                        fmt::format("{} has {} bytes, its manifest says {}: the dataset is "
-                                    "truncated or was changed after packing",
-                                    path, st.st_size, bytes),
-                        "pack the dataset again, or copy it again from where it was made");
-        }
-        posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-        return VerifiedReader(std::move(*fd), std::move(path), bytes, std::move(expected_hash),
-                              std::move(manifest_path));
-    }
-
-    [[nodiscard]] const std::string& path() const { return m_path; }
-
-    /// Up to `size` bytes; 0 at the end of the file.
-    Result<std::size_t> read(char* buffer, std::size_t size) {
-        auto n = adapters::read_some(m_fd.get(), buffer, size, m_path);
-        if (!n) {
-            return fail(n.error());
-        }
-        m_read += *n;
-        if (m_read > m_bytes) {
-            return fail(ErrorCode::io,
-                        fmt::format("{} holds more than the {} bytes its manifest declares", m_path,
-                                    m_bytes),
-                        "pack the dataset again");
-        }
-        m_hasher.update(buffer, *n);
-        return *n;
-    }
-
-    /// Reads whatever is left (a tar reader stops at the end-of-archive blocks), then checks
-    /// the size and the hash.
-    Result<void> finish() {
-        std::array<char, std::size_t{1} << 12U> rest; // NOLINT: filled by read()
-        for (;;) {
-            auto n = read(rest.data(), rest.size());
-            if (!n) {
-                return fail(n.error());
-            }
-            if (*n == 0) {
-                break;
-            }
-        }
-        if (m_read != m_bytes) {
-            return fail(ErrorCode::io,
-                        fmt::format("{} ended after {} bytes, its manifest says {}: the dataset "
-                                    "is truncated",
-                                    m_path, m_read, m_bytes),
-                        "pack the dataset again, or copy it again from where it was made");
-        }
-        const std::string actual = m_hasher.hex_digest();
-        if (actual != m_expected_hash) {
-            return fail(ErrorCode::io,
-                        fmt::format("{} is corrupted: its XXH3-128 is {}, {} says {}", m_path,
-                                    actual, m_manifest_path, m_expected_hash),
-                        "the dataset changed or was damaged after packing: pack it again");
-        }
-        return {};
-    }
-
-private:
-    VerifiedReader(adapters::UniqueFd fd, std::string path, std::uint64_t bytes,
-                   std::string expected_hash, std::string manifest_path)
-        : m_fd(std::move(fd)), m_path(std::move(path)), m_bytes(bytes),
-          m_expected_hash(std::move(expected_hash)), m_manifest_path(std::move(manifest_path)) {}
-
-    adapters::UniqueFd m_fd;
-    std::string m_path;
-    std::uint64_t m_bytes;
-    std::string m_expected_hash;
-    std::string m_manifest_path;
-    std::uint64_t m_read = 0;
-    adapters::Xxh3Hasher m_hasher;
-};
-
-/// A data file of a pack with what its manifest says of it.
-struct PackFile {
-    std::string name;
-    std::uint64_t bytes = 0;
-    std::string hash;
-};
-
-std::vector<PackFile> data_files(const DatasetManifest& manifest) {
-    std::vector<PackFile> files;
-    for (const DatasetShard& shard : manifest.shards) {
-        files.push_back({shard.file, shard.bytes, shard.hash});
-    }
-    return files;
-}
-
-// 1 MiB in flight, still in the shared cache when written (16 slots measured no faster).
-constexpr std::size_t copy_slots = 4;
-
-/// The blocks of copy_overlapped, left uninitialised: zeroing them cost page faults for bytes
-/// that read() overwrites anyway.
-struct CopyRing {
-    std::unique_ptr<char[]> bytes = std::make_unique_for_overwrite<char[]>( // NOLINT
-        copy_slots * read_block_bytes);
-    [[nodiscard]] char* block(std::size_t i) const {
-        return bytes.get() + (i % copy_slots) * read_block_bytes;
-    }
-};
-
-/// Copies `in` to `out` with the reads (and the hashing) on a second thread a few blocks ahead
-/// of the writes: the two kernel copies of every block run on two cores at once, and from a
-/// network file system the next read is in flight while a block is written locally.
-Result<void> copy_overlapped(VerifiedReader& in, int out, const std::string& to,
-                             const CopyRing& ring) {
-    constexpr std::size_t slots = copy_slots;
-    std::array<std::size_t, slots> sizes{};
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::size_t filled = 0; // blocks read and not yet written
-    bool done = false;      // the reader has stopped: end of file or an error
-    bool stop = false;      // the writer has failed
-    std::optional<Error> read_error;
-    std::thread reader([&] {
-        for (std::size_t i = 0;; ++i) {
-            {
-                std::unique_lock lock(mutex);
-                changed.wait(lock, [&] { return filled < slots || stop; });
-                if (stop) {
-                    return;
-                }
-            }
-            auto n = in.read(ring.block(i), read_block_bytes);
-            const std::lock_guard lock(mutex);
-            if (!n || *n == 0) {
-                if (!n) {
-                    read_error = n.error();
-                }
-                done = true;
-                changed.notify_all();
-                return;
-            }
-            sizes[i % slots] = *n;
-            ++filled;
-            changed.notify_all();
-        }
-    });
-    Result<void> written;
-    for (std::size_t i = 0;; ++i) {
-        {
-            std::unique_lock lock(mutex);
-            changed.wait(lock, [&] { return filled > 0 || done; });
-            if (filled == 0) {
-                break;
-            }
-        }
-        written = adapters::write_all(out, ring.block(i), sizes[i % slots], to);
-        const std::lock_guard lock(mutex);
-        if (!written) {
-            stop = true;
-            changed.notify_all();
-            break;
-        }
-        --filled;
-        changed.notify_all();
-    }
-    reader.join();
-    if (!written) {
-        return written;
-    }
-    if (read_error) {
-        return fail(*read_error);
-    }
-    return {};
-}
-
-Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& destination,
-                                const DatasetManifest& manifest, const std::string& manifest_text) {
-    const std::string manifest_path = dataset + "/" + dataset_manifest_name;
-    std::vector<PackFile> files = data_files(manifest);
-    files.push_back({dataset_index_name, manifest.index_bytes, manifest.index_hash});
-    if (manifest.compressed()) {
-        files.push_back({dataset_chunks_name, manifest.chunks_bytes, manifest.chunks_hash});
-    }
-    const CopyRing ring;
-    std::uint64_t copied = 0;
-    for (const PackFile& file : files) {
-        auto in =
-            VerifiedReader::open(dataset + "/" + file.name, file.bytes, file.hash, manifest_path);
-        if (!in) {
-            return fail(in.error());
-        }
-        const std::string to = destination + "/" + file.name;
-        auto out = adapters::create_file(to);
-        if (!out) {
-            return fail(out.error());
-        }
-        DLJOB_TRY(copy_overlapped(*in, out->get(), to, ring));
-        DLJOB_TRY(in->finish());
-        copied += file.bytes;
-    }
-    DLJOB_TRY(adapters::write_text_file(destination + "/" + dataset_manifest_name, manifest_text));
-    return copied + manifest_text.size();
-}
-
-/// The data files of a pack read one after the other as one archive: one extraction with one
-/// set of safety checks (two entries with one path are refused across shards too). Every file
-/// is verified against the manifest as it is read, so extraction can read the pack where it
-/// lies, with no copy first; a file that fails to parse and also fails its hash is reported as
-/// corrupted, the cause, rather than as whatever libarchive tripped over.
-class ShardedArchiveReader : public ArchiveReader {
-public:
-    ShardedArchiveReader(std::string directory, std::vector<PackFile> files,
-                         std::string manifest_path)
-        : m_directory(std::move(directory)), m_files(std::move(files)),
-          m_manifest_path(std::move(manifest_path)) {}
-
-    Result<std::optional<ArchiveEntry>> next() override {
-        for (;;) {
-            if (!m_current) {
-                if (m_next_file == m_files.size()) {
-                    return std::optional<ArchiveEntry>();
-                }
-                DLJOB_TRY(open_next());
-            }
-            auto entry = m_current->next();
-            if (!entry) {
-                return explain(entry.error());
-            }
-            if (entry->has_value()) {
-                return entry;
-            }
-            m_current.reset();
-            DLJOB_TRY(m_file->finish());
-            m_bytes_read += m_files[m_next_file - 1].bytes;
-            m_file.reset();
-        }
-    }
-    Result<std::size_t> read(char* buffer, std::size_t size) override {
-        if (!m_current) {
-            return std::size_t{0};
-        }
-        auto n = m_current->read(buffer, size);
-        if (!n) {
-            return explain(n.error());
-        }
-        return n;
-    }
-
-    /// Bytes of pack files read and verified so far.
-    [[nodiscard]] std::uint64_t bytes_read() const { return m_bytes_read; }
-
-private:
-    Result<void> open_next() {
-        const PackFile& file = m_files[m_next_file++];
-        auto opened = VerifiedReader::open(m_directory + "/" + file.name, file.bytes, file.hash,
-                                           m_manifest_path);
-        if (!opened) {
-            return fail(opened.error());
-        }
-        m_file = std::make_unique<VerifiedReader>(std::move(*opened));
-        VerifiedReader* source = m_file.get();
-        auto reader = adapters::open_archive_reader(
-            [source](char* buffer, std::size_t size) { return source->read(buffer, size); },
-            source->path(), read_block_bytes);
-        if (!reader) {
-            return explain(reader.error());
-        }
-        m_current = std::move(*reader);
-        return {};
-    }
-
-    Unexpected explain(const Error& error) {
-        if (m_file) {
-            if (auto verified = m_file->finish(); !verified) {
-                return fail(verified.error());
-            }
-        }
-        return fail(error);
-    }
-
-    std::string m_directory;
-    std::vector<PackFile> m_files;
-    std::string m_manifest_path;
-    std::size_t m_next_file = 0;
-    std::unique_ptr<VerifiedReader> m_file;
-    std::unique_ptr<ArchiveReader> m_current;
-    std::uint64_t m_bytes_read = 0;
-};
 
 /// Removes what a killed stage left: partial directories, and a published directory whose
 /// marker was never written. Called with the lock held, so no live stager owns them.
@@ -654,11 +349,11 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         for (std::size_t i = 0; i < files.size(); ++i) {
             assigned[i % reader_count].push_back(files[i]);
         }
-        std::vector<std::unique_ptr<ShardedArchiveReader>> readers;
+        std::vector<std::unique_ptr<PackArchiveReader>> readers;
         std::vector<ArchiveReader*> reader_views;
         for (std::vector<PackFile>& subset : assigned) {
-            readers.push_back(std::make_unique<ShardedArchiveReader>(
-                source, std::move(subset), source + "/" + dataset_manifest_name));
+            readers.push_back(
+                open_pack_archive(source, std::move(subset), source + "/" + dataset_manifest_name));
             reader_views.push_back(readers.back().get());
         }
         const std::string shown =
