@@ -22,6 +22,18 @@ check "cancelled job is CANCELLED" CANCELLED "$(field "$long" state)"
 sleep 2
 check "and stays CANCELLED" CANCELLED "$(field "$long" state)"
 
+# Several ids at once, one of them unknown: like scancel, the others are still cancelled, the
+# unknown one is named, and the exit status says something failed (7: not found).
+first=$(submit "$site" sleep)
+second=$(submit "$site" sleep)
+set +e
+err=$("$DLJOB" cancel "$first" 999999 "$second" 2>&1 >/dev/null)
+rc=$?
+set -e
+check "cancel with an unknown id among others exits 7" 7 "$rc"
+check "and names the unknown id" 1 "$(grep -c 'job 999999' <<<"$err")"
+check "the jobs around it are cancelled" "CANCELLED CANCELLED" "$(field "$first" state) $(field "$second" state)"
+
 if [ "$site" != local ]; then
   before=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   set +e

@@ -29,14 +29,14 @@ std::string version_line() {
     return fmt::format("dljob {} (git {})", build_info::version, build_info::git_revision);
 }
 
+} // namespace
+
 void print_error(std::ostream& err, const Error& error) {
     err << "dljob: error: " << error.message << '\n';
     if (!error.hint.empty()) {
         err << "hint: " << error.hint << '\n';
     }
 }
-
-} // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
     CLI::App app{"dljob: run deep-learning training jobs on shared HPC clusters.\n"

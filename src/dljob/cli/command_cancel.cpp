@@ -21,13 +21,22 @@ void set_cancel_command(CLI::App& app, Context& context) {
         if (!jobs) {
             throw Failure(jobs.error());
         }
+        // Like scancel and qdel: one id that cannot be cancelled (unknown, already gone from
+        // a scheduler that refuses) is reported and the others are still cancelled; the exit
+        // status is the first failure's.
+        int first_failure = 0;
         for (const auto& id : *ids) {
             auto job = app::cancel_job(*jobs, id);
             if (!job) {
-                throw Failure(job.error());
+                print_error(context.err, job.error());
+                if (first_failure == 0) {
+                    first_failure = exit_code_for(job.error().code);
+                }
+                continue;
             }
             context.out << fmt::format("job {}: {}\n", job->id, app::state_text(*job));
         }
+        context.exit_code = first_failure;
     });
 }
 

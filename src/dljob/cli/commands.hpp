@@ -3,6 +3,8 @@
 // it declares the verb's flags on a new subcommand and sets a callback that calls exactly one
 // application service. The table in cli.cpp lists them explicitly (no self-registration).
 
+#include <dljob/domain/error.hpp>
+
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -21,6 +23,10 @@ struct Context {
 };
 
 using SetCommand = void (*)(CLI::App& app, Context& context);
+
+/// "dljob: error: MESSAGE" and "hint: HINT": how every error reaches the user (cli.cpp), also
+/// from a command that reports one failure and goes on with the rest (cancel).
+void print_error(std::ostream& err, const Error& error);
 
 /// "512M", "2G", "1048576": bytes, with an optional K/M/G/T (powers of 1024) suffix. Throws a
 /// usage Failure naming `flag` otherwise (command_stage_data.cpp).
