@@ -6,10 +6,12 @@
 #   sanitize  compute-sanitizer's memcheck, racecheck and synccheck over a short training run
 #             (graph capture and replay, tests, checkpoint) and the gpu op tests
 #   profile   `dltrain time` per layer on the GPU at batch 64 and 256
+#   kernels   Nsight Compute's time per kernel over a few training steps, and the step time at
+#             batch 16 to 256 (where a step stops being bound by launches)
 #   job       README's main job on the GPU: `dljob submit recipes/fashion-mnist.yaml --site local
 #             --wait` (data from the bundle), then `dljob status --all` and the run's device
 #
-#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|profile|job [run.sh arguments]
+#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|profile|kernels|job [run.sh arguments]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?usage: $0 tests|bench [run.sh arguments]}
@@ -88,6 +90,31 @@ profile)
         sed "s/batch_size: 64/batch_size: $batch/" "$root/recipes/networks/lenet.yaml" > "/tmp/lenet_$batch.yaml"
         "/work/main/$name/engine/dltrain" time --config "/tmp/lenet_$batch.yaml" --device cuda --iterations 200
     done
+    ;;
+kernels)
+    export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
+    work=$(mktemp -d)
+    ncu=$(command -v ncu || find /opt/nvidia/nsight-compute -name ncu -type f 2>/dev/null | head -1)
+    for batch in 16 32 64 128 256; do
+        sed "s/batch_size: 64/batch_size: $batch/; s/test_interval: 500/test_interval: 100000/" \
+            "$root/recipes/networks/lenet.yaml" > "$work/lenet_$batch.yaml"
+        "/work/main/$name/engine/dltrain.bin" train --config "$work/lenet_$batch.yaml" \
+            --run-dir "$work/run_$batch" --data-dir "$bundle/fashion-mnist" --device cuda \
+            --max-iter 3000 --deadline none > /dev/null 2>&1
+        tail -1 "$work/run_$batch/metrics.jsonl" | "$python" -c '
+import json, sys
+batch, rate = int(sys.argv[1]), json.load(sys.stdin)["train_images_per_s"]
+print(f"batch {batch}: {rate:.0f} images/s, {1e6 * batch / rate:.0f} us a step")' "$batch"
+    done
+    # Steps 100-102 at batch 64 (after the capture; the first test pass is 100 batches).
+    [ -n "$ncu" ] || { echo "no ncu here" >&2; exit 1; }
+    "$ncu" --metrics gpu__time_duration.sum --launch-skip 3000 --launch-count 150 \
+        --print-summary per-kernel "/work/main/$name/engine/dltrain.bin" train \
+        --config "$work/lenet_64.yaml" --run-dir "$work/ncu" --data-dir "$bundle/fashion-mnist" \
+        --device cuda --max-iter 400 --deadline none 2>&1 |
+        grep -E '^  [A-Za-z_]|gpu__time_duration|Invocations|^==' | head -150
+    rm -rf "$work"
     ;;
 job)
     # A job store and run directories of its own.
