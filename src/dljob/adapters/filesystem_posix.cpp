@@ -373,6 +373,21 @@ Result<FileLock> FileLock::acquire(const std::string& path, const std::function<
     return FileLock(std::move(owned));
 }
 
+Result<std::optional<FileLock>> FileLock::try_acquire(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return fail(system_error("cannot open lock file", path, errno));
+    }
+    UniqueFd owned(fd);
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        return std::optional<FileLock>(FileLock(std::move(owned)));
+    }
+    if (errno != EWOULDBLOCK) {
+        return fail(system_error("cannot lock", path, errno));
+    }
+    return std::optional<FileLock>();
+}
+
 Result<TreeWriter> TreeWriter::open(const std::string& root) {
     const int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {

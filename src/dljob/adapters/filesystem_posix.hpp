@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace dljob::adapters {
@@ -79,6 +80,8 @@ class FileLock {
 public:
     /// Blocks until the lock is held; calls `on_wait` once if another process holds it.
     static Result<FileLock> acquire(const std::string& path, const std::function<void()>& on_wait);
+    /// The lock if nobody holds it, nullopt if somebody does; never waits.
+    static Result<std::optional<FileLock>> try_acquire(const std::string& path);
 
 private:
     explicit FileLock(UniqueFd fd) : m_fd(std::move(fd)) {}

@@ -111,6 +111,55 @@ bool marker_matches(const std::string& marker, const DatasetManifest& manifest) 
     return text && *text == marker_text(manifest);
 }
 
+/// Removes the copies of other datasets under `paths.root` whose registered jobs have all
+/// ended without their cleanup (killed with SIGKILL, a node-level kill, an epilogue that never
+/// ran): the cleanup they missed, done by the next stage on the node, before its space check.
+/// A copy that no job ever registered (staged by hand), a kept one, and one whose lock is held
+/// (being staged or cleaned right now) are left alone.
+Result<void> remove_abandoned(const CachePaths& own, const std::string& target,
+                              const StageNotice& notice) {
+    std::vector<std::string> ids;
+    if (DIR* dir = opendir(own.root.c_str())) {
+        while (const dirent* entry = readdir(dir)) {
+            const std::string name = entry->d_name;
+            // Entries are named by content hash; "<hash>.lock" and ".", ".." are not entries.
+            if (name.find('.') == std::string::npos && own.entry != own.root + "/" + name) {
+                ids.push_back(name);
+            }
+        }
+        closedir(dir);
+    }
+    for (const std::string& id : ids) {
+        const CachePaths other = cache_paths(target, id);
+        if (!adapters::is_directory(other.users) || adapters::path_exists(other.keep)) {
+            continue;
+        }
+        auto lock = adapters::FileLock::try_acquire(other.lock);
+        if (!lock) {
+            return fail(lock.error());
+        }
+        if (!lock->has_value()) {
+            continue;
+        }
+        auto live = prune_users(other, std::nullopt);
+        if (!live) {
+            return fail(live.error());
+        }
+        if (*live > 0) {
+            continue;
+        }
+        // Markers first, as in cleanup_staged_dataset.
+        DLJOB_TRY(adapters::remove_tree(other.pack_marker));
+        DLJOB_TRY(adapters::remove_tree(other.tree_marker));
+        DLJOB_TRY(adapters::remove_tree(other.entry));
+        if (notice) {
+            notice(fmt::format("removed {}: a staged copy whose jobs all ended without cleaning up",
+                               other.entry));
+        }
+    }
+    return {};
+}
+
 /// Removes what a killed stage left: partial directories, and a published directory whose
 /// marker was never written. Called with the lock held, so no live stager owns them.
 Result<void> remove_leftovers(const CachePaths& paths, const DatasetManifest& manifest) {
@@ -270,6 +319,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     }
     DLJOB_TRY(adapters::make_private_directory(paths.entry));
     DLJOB_TRY(remove_leftovers(paths, *manifest));
+    DLJOB_TRY(remove_abandoned(paths, target->directory, notice));
 
     auto space = adapters::filesystem_space(target->directory);
     if (!space) {

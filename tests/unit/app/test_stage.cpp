@@ -18,8 +18,10 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 extern char** environ; // NOLINT(readability-redundant-declaration): POSIX declares it nowhere
 
@@ -277,6 +279,54 @@ TEST_F(StageService, CleanupWaitsForTheLastLiveUserAndForgetsDeadOnes) {
     EXPECT_TRUE(second->removed);
     EXPECT_EQ(second->users_left, 0);
     EXPECT_FALSE(std::filesystem::exists(entry_dir()));
+}
+
+// A job killed with SIGKILL never runs its cleanup. The next stage on the node does it for
+// them: only copies every registered job of which has ended, never one staged by hand, kept, or
+// still used.
+TEST_F(StageService, AStageRemovesCopiesWhoseJobsAllEndedWithoutCleaningUp) {
+    const pid_t ended = fork();
+    if (ended == 0) {
+        _exit(0);
+    }
+    ASSERT_GT(ended, 0);
+    waitpid(ended, nullptr, 0);
+    // Four more datasets, each its own cache entry.
+    std::map<std::string, std::string> entries;
+    for (const std::string name : {"by_hand", "kept", "in_use", "next"}) {
+        test::write_file(m_dir.path() / ("src_" + name + "/file.txt"), "contents of " + name);
+        auto packed = pack_dataset({m_dir / ("src_" + name), m_dir / name, ""}, {});
+        ASSERT_TRUE(packed) << packed.error().message;
+        entries[name] = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                 packed->manifest.content_hash);
+    }
+    auto stage = [&](const std::string& dataset, std::optional<long> user, bool keep,
+                     std::vector<std::string>* notices = nullptr) {
+        StageRequest r = request(false);
+        r.dataset = m_dir / dataset;
+        r.user_pid = user;
+        r.keep = keep;
+        auto staged = stage_dataset(r, no_environment(), [notices](const std::string& line) {
+            if (notices != nullptr) {
+                notices->push_back(line);
+            }
+        });
+        ASSERT_TRUE(staged) << staged.error().message;
+    };
+    stage("by_hand", {}, false); // staged by hand, no job registered
+    stage("kept", ended, true);  // --keep
+    stage("in_use", getpid(), false);
+    stage("ds", ended, false); // its job was killed: abandoned
+    ASSERT_TRUE(std::filesystem::exists(entry_dir() + "/pack.complete"));
+
+    std::vector<std::string> notices;
+    stage("next", getpid(), false, &notices);
+    EXPECT_FALSE(std::filesystem::exists(entry_dir()));
+    ASSERT_EQ(notices.size(), 1U);
+    EXPECT_NE(notices[0].find(entry_dir()), std::string::npos) << notices[0];
+    for (const std::string name : {"by_hand", "kept", "in_use", "next"}) {
+        EXPECT_TRUE(std::filesystem::exists(entries[name] + "/pack.complete")) << name;
+    }
 }
 
 TEST_F(StageService, CleanupOfANeverStagedDatasetSaysSo) {
