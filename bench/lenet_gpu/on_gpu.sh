@@ -43,10 +43,16 @@ echo "CUDA libraries from: $libs"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 "/work/main/$name/engine/dltrain" device-query
 
-case $what in
-tests)
+# For the modes that run the bundle's binaries themselves rather than through the dltrain and
+# dljob wrappers (not for bench: its PyTorch keeps its own libraries).
+unwrapped_env() {
     export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
+}
+
+case $what in
+tests)
+    unwrapped_env
     if command -v ctest >/dev/null; then
         ctest --test-dir "/work/main/$name" -L 'gpu|engine' --output-on-failure -j 8 --timeout 600
     else
@@ -59,8 +65,7 @@ bench)
         --data-dir "$bundle/fashion-mnist" "$@"
     ;;
 sanitize)
-    export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
+    unwrapped_env
     work=$(mktemp -d)
     sed 's/test_interval: 500/test_interval: 20/; s/test_iter: 100/test_iter: 3/' \
         "$root/recipes/networks/lenet.yaml" > "$work/lenet.yaml"
@@ -92,8 +97,7 @@ profile)
     done
     ;;
 kernels)
-    export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
+    unwrapped_env
     work=$(mktemp -d)
     ncu=$(command -v ncu || find /opt/nvidia/nsight-compute -name ncu -type f 2>/dev/null | head -1)
     for batch in 16 32 64 128 256; do

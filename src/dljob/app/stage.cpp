@@ -111,19 +111,52 @@ bool marker_matches(const std::string& marker, const DatasetManifest& manifest) 
     return text && *text == marker_text(manifest);
 }
 
-/// Removes the copies of other datasets under `paths.root` whose registered jobs have all
+/// Removes a whole entry, markers first: a reader that races the removal sees an incomplete
+/// entry, never a complete one with files missing. With the entry's lock held.
+Result<void> remove_entry(const CachePaths& paths) {
+    DLJOB_TRY(adapters::remove_tree(paths.pack_marker));
+    DLJOB_TRY(adapters::remove_tree(paths.tree_marker));
+    return adapters::remove_tree(paths.entry);
+}
+
+/// The cleanup that `other`'s jobs missed, if they all ended without it: whether it removed
+/// the entry. A kept entry, one no job ever registered with (staged by hand), and one whose
+/// lock is held (being staged or cleaned up right now) are left alone.
+Result<bool> remove_if_abandoned(const CachePaths& other) {
+    if (!adapters::is_directory(other.users) || adapters::path_exists(other.keep)) {
+        return false;
+    }
+    auto lock = adapters::FileLock::try_acquire(other.lock);
+    if (!lock) {
+        return fail(lock.error());
+    }
+    if (!lock->has_value()) {
+        return false;
+    }
+    auto live = prune_users(other, std::nullopt);
+    if (!live) {
+        return fail(live.error());
+    }
+    if (*live > 0) {
+        return false;
+    }
+    DLJOB_TRY(remove_entry(other));
+    return true;
+}
+
+/// Removes the copies of other datasets in this target's cache whose registered jobs have all
 /// ended without their cleanup (killed with SIGKILL, a node-level kill, an epilogue that never
-/// ran): the cleanup they missed, done by the next stage on the node, before its space check.
-/// A copy that no job ever registered (staged by hand), a kept one, and one whose lock is held
-/// (being staged or cleaned right now) are left alone.
-Result<void> remove_abandoned(const CachePaths& own, const std::string& target,
-                              const StageNotice& notice) {
+/// ran), before the space check of a stage that copies. Housekeeping for others: what it
+/// cannot remove is a warning, never the failure of this stage.
+void remove_abandoned(const std::string& target, const std::string& own_id,
+                      const StageNotice& notice) {
+    const std::string root = cache_paths(target, own_id).root;
     std::vector<std::string> ids;
-    if (DIR* dir = opendir(own.root.c_str())) {
+    if (DIR* dir = opendir(root.c_str())) {
         while (const dirent* entry = readdir(dir)) {
             const std::string name = entry->d_name;
             // Entries are named by content hash; "<hash>.lock" and ".", ".." are not entries.
-            if (name.find('.') == std::string::npos && own.entry != own.root + "/" + name) {
+            if (name.find('.') == std::string::npos && name != own_id) {
                 ids.push_back(name);
             }
         }
@@ -131,33 +164,18 @@ Result<void> remove_abandoned(const CachePaths& own, const std::string& target,
     }
     for (const std::string& id : ids) {
         const CachePaths other = cache_paths(target, id);
-        if (!adapters::is_directory(other.users) || adapters::path_exists(other.keep)) {
+        auto removed = remove_if_abandoned(other);
+        if (!notice) {
             continue;
         }
-        auto lock = adapters::FileLock::try_acquire(other.lock);
-        if (!lock) {
-            return fail(lock.error());
-        }
-        if (!lock->has_value()) {
-            continue;
-        }
-        auto live = prune_users(other, std::nullopt);
-        if (!live) {
-            return fail(live.error());
-        }
-        if (*live > 0) {
-            continue;
-        }
-        // Markers first, as in cleanup_staged_dataset.
-        DLJOB_TRY(adapters::remove_tree(other.pack_marker));
-        DLJOB_TRY(adapters::remove_tree(other.tree_marker));
-        DLJOB_TRY(adapters::remove_tree(other.entry));
-        if (notice) {
+        if (!removed) {
+            notice(fmt::format("warning: could not remove the abandoned staged copy {}: {}",
+                               other.entry, removed.error().message));
+        } else if (*removed) {
             notice(fmt::format("removed {}: a staged copy whose jobs all ended without cleaning up",
                                other.entry));
         }
     }
-    return {};
 }
 
 /// Removes what a killed stage left: partial directories, and a published directory whose
@@ -319,7 +337,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     }
     DLJOB_TRY(adapters::make_private_directory(paths.entry));
     DLJOB_TRY(remove_leftovers(paths, *manifest));
-    DLJOB_TRY(remove_abandoned(paths, target->directory, notice));
+    remove_abandoned(target->directory, manifest->content_hash, notice);
 
     auto space = adapters::filesystem_space(target->directory);
     if (!space) {
@@ -467,11 +485,7 @@ Result<CleanupResult> cleanup_staged_dataset(const StageRequest& request, const 
     if (result.kept || result.users_left > 0) {
         return result;
     }
-    // Markers first: a reader that races the removal sees an incomplete entry, never a
-    // complete one with files missing.
-    DLJOB_TRY(adapters::remove_tree(paths.pack_marker));
-    DLJOB_TRY(adapters::remove_tree(paths.tree_marker));
-    DLJOB_TRY(adapters::remove_tree(paths.entry));
+    DLJOB_TRY(remove_entry(paths));
     result.removed = true;
     return result;
 }
