@@ -132,6 +132,17 @@ TEST_F(GradientCheck, ConvolutionWithPadAndStrideMatchesNumericGradient) {
     check({conv, {{3, 2, 7, 7}}});
 }
 
+TEST_F(GradientCheck, WinogradConvolutionMatchesNumericGradient) {
+    // 5x5, stride 1, 8 channels: the CPU backend's Winograd path; pad 1 and an odd output (7x7).
+    LayerConfig conv = layer("Convolution");
+    conv.num_output = 3;
+    conv.kernel_size = 5;
+    conv.pad = 1;
+    // The objective sums 200-term products in float: a larger step keeps the difference
+    // quotient above that rounding (it is exact otherwise: convolution is linear in each input).
+    check({conv, {{3, 8, 9, 9}}}, 0.25F);
+}
+
 TEST_F(GradientCheck, GroupedConvolutionMatchesNumericGradient) {
     LayerConfig conv = layer("Convolution");
     conv.num_output = 4;

@@ -6,6 +6,7 @@
 #include "cpu/cpu_backend.hpp"
 
 #include "cpu/thread_pool.hpp"
+#include "cpu/winograd.hpp"
 
 #include <cblas.h>
 
@@ -233,6 +234,10 @@ public:
     // 64 per image: too small for OpenBLAS to reach its speed).
     void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
+        if (winograd::applies(g)) {
+            winograd_forward(g, x, w, b, y);
+            return;
+        }
         const ConvShape s(g);
         const int tasks = std::min(g.batch, k_conv_tasks);
         const int chunk = s.chunk_images(g);
@@ -279,6 +284,10 @@ public:
 
     void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
                        float* dx, float* dw, float* db) override {
+        if (winograd::applies(g)) {
+            winograd_backward(g, x, w, dy, dx, dw, db);
+            return;
+        }
         const ConvShape s(g);
         const std::size_t w_size = static_cast<std::size_t>(g.outputs) * s.col_rows;
         const int tasks = std::min(g.batch, k_conv_tasks);
@@ -594,6 +603,164 @@ public:
     }
 
 private:
+    // Winograd F(2x2, 5x5) (cpu/winograd.hpp): tasks take groups of k_lanes images, each group
+    // in blocks of tile positions; per block the transforms surround 36 sgemms. The weight
+    // gradient is summed per task in the Winograd domain and reduced in task order, like
+    // im2col's, so results do not depend on --threads either.
+    struct WinogradPlan {
+        explicit WinogradPlan(const ConvGeometry& g)
+            : tiling(g), groups((g.batch + winograd::k_lanes - 1) / winograd::k_lanes),
+              tasks(std::min(groups, k_conv_tasks)),
+              block_positions(std::min(tiling.positions, k_block_positions)),
+              kernels(g.outputs * g.channels) {}
+        // 16 positions of 8 images: 128 columns per sgemm, enough for its full speed; the
+        // block's transformed outputs (36 x outputs x 128) then stay near L2's size.
+        static constexpr int k_block_positions = 16;
+        winograd::Tiling tiling;
+        int groups;
+        int tasks;
+        int block_positions;
+        int kernels;
+        // Floats of one 36-point transform of a block, per channel (v) or output (m).
+        [[nodiscard]] std::size_t points_per_block() const {
+            return static_cast<std::size_t>(winograd::k_points) * block_positions *
+                   winograd::k_lanes;
+        }
+        [[nodiscard]] winograd::Block block(const ConvGeometry& g, int group, int p_first) const {
+            const int image = group * winograd::k_lanes;
+            return {image, std::min(winograd::k_lanes, g.batch - image), p_first,
+                    std::min(block_positions, tiling.positions - p_first)};
+        }
+    };
+
+    // u = G w G^T for every kernel, split across the pool in whole lanes of kernels.
+    float* winograd_kernels(const ConvGeometry& g, const WinogradPlan& plan, const float* w) {
+        float* u = scratch(m_winograd_u, static_cast<std::size_t>(winograd::k_points) *
+                                             static_cast<std::size_t>(plan.kernels));
+        const int lanes = (plan.kernels + winograd::k_lanes - 1) / winograd::k_lanes;
+        const int tasks = std::min(lanes, k_tasks_per_thread * m_pool.size());
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
+            const auto [first, last] = split(lanes, tasks, task);
+            winograd::transform_kernels(g, w, first * winograd::k_lanes,
+                                        std::min(plan.kernels, last * winograd::k_lanes), u);
+        });
+        return u;
+    }
+
+    void winograd_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                          float* y) {
+        const WinogradPlan plan(g);
+        const float* u = winograd_kernels(g, plan, w);
+        const std::size_t xt_size = winograd::input_lanes(plan.tiling).floats(g.channels);
+        const std::size_t v_size = plan.points_per_block() * static_cast<std::size_t>(g.channels);
+        // Per thread: xt (the group's inputs), v (36 x channels x columns), m (36 x outputs x
+        // columns).
+        prepare(plan.tasks,
+                xt_size + v_size + plan.points_per_block() * static_cast<std::size_t>(g.outputs),
+                0);
+        m_pool.run(plan.tasks, [&](int task, int thread) {
+            float* xt = m_thread_scratch[static_cast<std::size_t>(thread)].data();
+            float* v = xt + xt_size;
+            float* m = v + v_size;
+            const auto [first, last] = split(plan.groups, plan.tasks, task);
+            for (int group = first; group < last; ++group) {
+                winograd::gather_inputs(g, plan.tiling, plan.block(g, group, 0), x, xt);
+                for (int p = 0; p < plan.tiling.positions; p += plan.block_positions) {
+                    const winograd::Block block = plan.block(g, group, p);
+                    const int n = block.columns();
+                    winograd::transform_inputs(g, plan.tiling, block, xt, v);
+                    for (int xi = 0; xi < winograd::k_points; ++xi) {
+                        // m[xi] (outputs x n) = u[xi] (outputs x channels) * v[xi] (channels x n)
+                        gemm(false, false, g.outputs, n, g.channels, 1.0F,
+                             u + static_cast<std::ptrdiff_t>(xi) * plan.kernels,
+                             v + static_cast<std::ptrdiff_t>(xi) * g.channels * n, 0.0F,
+                             m + static_cast<std::ptrdiff_t>(xi) * g.outputs * n);
+                    }
+                    winograd::transform_outputs(g, plan.tiling, block, m, b, y);
+                }
+            }
+        });
+    }
+
+    void winograd_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
+                           float* dx, float* dw, float* db) {
+        const WinogradPlan plan(g);
+        const float* u = winograd_kernels(g, plan, w);
+        const std::size_t du_size = winograd::k_points * static_cast<std::size_t>(plan.kernels);
+        const std::size_t xt_size = winograd::input_lanes(plan.tiling).floats(g.channels);
+        const std::size_t dyt_size = winograd::output_lanes(plan.tiling).floats(g.outputs);
+        const std::size_t v_size = plan.points_per_block() * static_cast<std::size_t>(g.channels);
+        const std::ptrdiff_t out_spatial =
+            static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
+        // Per thread: xt and dxt (the group's inputs and their gradient), dyt (its output
+        // gradient), v and dv (36 x channels x columns), dm (36 x outputs x columns).
+        // Per task: du (36 x kernels) then db (outputs).
+        prepare(plan.tasks,
+                2 * xt_size + dyt_size + 2 * v_size +
+                    plan.points_per_block() * static_cast<std::size_t>(g.outputs),
+                du_size + static_cast<std::size_t>(g.outputs));
+        m_pool.run(plan.tasks, [&](int task, int thread) {
+            float* du_part = m_task_grad[static_cast<std::size_t>(task)].data();
+            float* db_part = du_part + du_size;
+            std::fill(du_part, du_part + du_size + g.outputs, 0.0F);
+            float* xt = m_thread_scratch[static_cast<std::size_t>(thread)].data();
+            float* dxt = xt + xt_size;
+            float* dyt = dxt + xt_size;
+            float* v = dyt + dyt_size;
+            float* dv = v + v_size;
+            float* dm = dv + v_size;
+            const auto [first, last] = split(plan.groups, plan.tasks, task);
+            for (int group = first; group < last; ++group) {
+                const winograd::Block images = plan.block(g, group, 0);
+                for (int i = images.image; i < images.image + images.images; ++i) {
+                    for (int o = 0; o < g.outputs; ++o) {
+                        db_part[o] += lane_sum(dy + (i * g.outputs + o) * out_spatial, out_spatial);
+                    }
+                }
+                winograd::gather_inputs(g, plan.tiling, images, x, xt);
+                winograd::gather_output_gradients(g, plan.tiling, images, dy, dyt);
+                std::fill(dxt, dxt + xt_size, 0.0F);
+                for (int p = 0; p < plan.tiling.positions; p += plan.block_positions) {
+                    const winograd::Block block = plan.block(g, group, p);
+                    const int n = block.columns();
+                    winograd::transform_inputs(g, plan.tiling, block, xt, v);
+                    winograd::output_gradients(g, plan.tiling, block, dyt, dm);
+                    for (int xi = 0; xi < winograd::k_points; ++xi) {
+                        const float* dm_xi = dm + static_cast<std::ptrdiff_t>(xi) * g.outputs * n;
+                        // du[xi] (outputs x channels) += dm[xi] (outputs x n) * v[xi]^T
+                        gemm(false, true, g.outputs, g.channels, n, 1.0F, dm_xi,
+                             v + static_cast<std::ptrdiff_t>(xi) * g.channels * n, 1.0F,
+                             du_part + static_cast<std::ptrdiff_t>(xi) * plan.kernels);
+                        if (dx != nullptr) {
+                            // dv[xi] (channels x n) = u[xi]^T (channels x outputs) * dm[xi]
+                            gemm(true, false, g.channels, n, g.outputs, 1.0F,
+                                 u + static_cast<std::ptrdiff_t>(xi) * plan.kernels, dm_xi, 0.0F,
+                                 dv + static_cast<std::ptrdiff_t>(xi) * g.channels * n);
+                        }
+                    }
+                    if (dx != nullptr) {
+                        winograd::input_gradients(g, plan.tiling, block, dv, dxt);
+                    }
+                }
+                if (dx != nullptr) {
+                    winograd::scatter_input_gradients(g, plan.tiling, images, dxt, dx);
+                }
+            }
+        });
+        float* du = scratch(m_winograd_du, du_size);
+        reduce_tasks(plan.tasks, du_size, du, 0);
+        if (db != nullptr) {
+            reduce_tasks(plan.tasks, static_cast<std::size_t>(g.outputs), db, du_size);
+        }
+        const int lanes = (plan.kernels + winograd::k_lanes - 1) / winograd::k_lanes;
+        const int tasks = std::min(lanes, k_tasks_per_thread * m_pool.size());
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
+            const auto [first, last] = split(lanes, tasks, task);
+            winograd::kernel_gradients(g, du, first * winograd::k_lanes,
+                                       std::min(plan.kernels, last * winograd::k_lanes), dw);
+        });
+    }
+
     static std::pair<int, int> split(int items, int tasks, int task) {
         const auto begin = static_cast<int>(static_cast<long long>(items) * task / tasks);
         const auto end = static_cast<int>(static_cast<long long>(items) * (task + 1) / tasks);
@@ -671,6 +838,8 @@ private:
     ThreadPool m_pool;
     std::vector<std::vector<float>> m_thread_scratch;
     std::vector<std::vector<float>> m_task_grad;
+    std::vector<float> m_winograd_u;  // G w G^T of the current weights
+    std::vector<float> m_winograd_du; // the reduced weight gradient before G^T du G
 };
 
 } // namespace

@@ -1,0 +1,94 @@
+#pragma once
+// Winograd F(2x2, 5x5) convolution (Lavin and Gray, "Fast Algorithms for Convolutional Neural
+// Networks", 2016) for the CPU backend's stride-1, 5x5, ungrouped convolutions, LeNet's conv2
+// among them. Each 2x2 block of outputs is computed from the 6x6 block of inputs under it,
+// transformed so that the convolution becomes 36 elementwise products; summed over channels,
+// those are 36 small matrix products (sgemm): 36 multiplications per 4 outputs instead of 100.
+// The backward pass is the exact adjoint of the same transforms (the gradient of what the
+// forward pass computed), so dW and dx are 36 sgemms each too. Results differ from im2col +
+// sgemm by rounding only (about 1e-6 relative with these interpolation points: 0, +-1, +-2, inf).
+//
+// Tiles are handled k_lanes images at a time at the same tile position, one image per lane of
+// an 8-float vector, so every transform is plain vector arithmetic with no shuffles.
+// This file holds the transforms; cpu_backend.cpp owns the sgemms and the threading.
+//
+// Layouts: u and du are [36][outputs][channels]; a block's v and dv are [36][channels][columns]
+// and m and dm are [36][outputs][columns], column (p - p_first) * k_lanes + lane.
+
+#include <dl/backend.hpp>
+
+#include <cstddef>
+
+namespace dl::cpu::winograd {
+
+inline constexpr int k_lanes = 8;   // images per tile group
+inline constexpr int k_points = 36; // transformed values per 6x6 tile
+
+/// Whether the Winograd path computes this convolution. Below 8 input channels (LeNet's conv1)
+/// the 36 products are too thin for sgemm and im2col is faster.
+[[nodiscard]] bool applies(const ConvGeometry& g);
+
+/// The 2x2 output tiles of one image: ceil(out / 2) per side (an odd edge computes a tile whose
+/// outside row or column is dropped).
+struct Tiling {
+    explicit Tiling(const ConvGeometry& g)
+        : rows((g.out_height() + 1) / 2), cols((g.out_width() + 1) / 2), positions(rows * cols) {}
+    int rows;
+    int cols;
+    int positions;
+};
+
+/// A block of tiles: images [image, image + images) with images <= k_lanes (missing lanes are
+/// zeros), tile positions [p_first, p_first + p_count).
+struct Block {
+    int image = 0;
+    int images = 0;
+    int p_first = 0;
+    int p_count = 0;
+    [[nodiscard]] int columns() const { return p_count * k_lanes; }
+};
+
+/// A group's planes transposed so that the k_lanes images of one pixel are one vector, with a
+/// border of zeros wide enough for every tile: [planes][rows][cols][k_lanes]. Every pixel is
+/// moved once, instead of once per overlapping tile, and the tile loops need no bounds checks.
+struct Lanes2d {
+    int rows;
+    int cols;
+    [[nodiscard]] std::size_t floats(int planes) const {
+        return static_cast<std::size_t>(planes) * rows * cols * k_lanes;
+    }
+};
+/// The inputs under all tiles (the padding included): 2 * tiles + 4 per side.
+[[nodiscard]] Lanes2d input_lanes(const Tiling& tiling);
+/// The outputs of all tiles (an odd edge's outside row or column included).
+[[nodiscard]] Lanes2d output_lanes(const Tiling& tiling);
+
+/// u = G w G^T for the kernels [first, last) of the outputs x channels kernels (o * C + c).
+void transform_kernels(const ConvGeometry& g, const float* w, int first, int last, float* u);
+/// dw = G^T du G for the kernels [first, last): the adjoint of transform_kernels.
+void kernel_gradients(const ConvGeometry& g, const float* du, int first, int last, float* dw);
+
+/// xt (input_lanes, channels planes) = the block's images of x, zeros outside the image.
+void gather_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& block, const float* x,
+                   float* xt);
+/// v = B^T d B for each tile's 6x6 input patch d, read from gather_inputs' xt.
+void transform_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                      const float* xt, float* v);
+/// y = A^T m A + bias at each tile's outputs inside the image; bias may be null.
+void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                       const float* m, const float* bias, float* y);
+/// dyt (output_lanes, outputs planes) = the block's images of dy, zeros outside the image.
+void gather_output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                             const float* dy, float* dyt);
+/// dm = A dy A^T, dy read from dyt: the adjoint of transform_outputs.
+void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                      const float* dyt, float* dm);
+/// dxt += B dv B^T at each tile's inputs: the adjoint of transform_inputs. Tiles overlap, so
+/// dxt (input_lanes) must be zeroed before a group's first block.
+void input_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                     const float* dv, float* dxt);
+/// dx = the image part of dxt for the block's images: the adjoint of gather_inputs.
+void scatter_input_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                             const float* dxt, float* dx);
+
+} // namespace dl::cpu::winograd
