@@ -581,12 +581,15 @@ public:
     void sgd_update(std::size_t n, const float* step, float lr_mult, float momentum, float decay,
                     bool nesterov, const float* g, float* history, float* w) override {
         const float lr = step[0] * lr_mult;
-        for (std::size_t i = 0; i < n; ++i) {
-            const float grad = g[i] + decay * w[i];
-            const float previous = history[i];
-            history[i] = momentum * history[i] + lr * grad;
-            w[i] -= nesterov ? (1.0F + momentum) * history[i] - momentum * previous : history[i];
-        }
+        for_slices(n, [&](std::size_t first, std::size_t last) {
+            for (std::size_t i = first; i < last; ++i) {
+                const float grad = g[i] + decay * w[i];
+                const float previous = history[i];
+                history[i] = momentum * history[i] + lr * grad;
+                w[i] -=
+                    nesterov ? (1.0F + momentum) * history[i] - momentum * previous : history[i];
+            }
+        });
     }
 
     void adam_update(std::size_t n, const float* step, float lr_mult, float beta1, float beta2,
@@ -594,15 +597,28 @@ public:
                      float* w) override {
         const float lr = step[0] * lr_mult;
         const float correction = step[1];
-        for (std::size_t i = 0; i < n; ++i) {
-            const float grad = g[i] + decay * w[i];
-            m[i] = beta1 * m[i] + (1.0F - beta1) * grad;
-            v[i] = beta2 * v[i] + (1.0F - beta2) * grad * grad;
-            w[i] -= lr * correction * m[i] / (std::sqrt(v[i]) + epsilon);
-        }
+        for_slices(n, [&](std::size_t first, std::size_t last) {
+            for (std::size_t i = first; i < last; ++i) {
+                const float grad = g[i] + decay * w[i];
+                m[i] = beta1 * m[i] + (1.0F - beta1) * grad;
+                v[i] = beta2 * v[i] + (1.0F - beta2) * grad * grad;
+                w[i] -= lr * correction * m[i] / (std::sqrt(v[i]) + epsilon);
+            }
+        });
     }
 
 private:
+    // fn(first, last) over [0, n) in slices on the pool: for elementwise updates, whose results
+    // do not depend on the split. Small tensors (biases) are not worth waking a thread for.
+    template <typename F> void for_slices(std::size_t n, F&& fn) {
+        constexpr std::size_t k_min_parallel = 32 * 1024;
+        const int tasks = n < k_min_parallel ? 1 : k_tasks_per_thread * m_pool.size();
+        m_pool.run(tasks, [&](int task, int /*thread*/) {
+            fn(n * static_cast<std::size_t>(task) / static_cast<std::size_t>(tasks),
+               n * static_cast<std::size_t>(task + 1) / static_cast<std::size_t>(tasks));
+        });
+    }
+
     // Winograd F(2x2, 5x5) (cpu/winograd.hpp): tasks take groups of k_lanes images, each group
     // in blocks of tile positions; per block the transforms surround 36 sgemms. The weight
     // gradient is summed per task in the Winograd domain and reduced in task order, like

@@ -1,6 +1,7 @@
 #pragma once
-// The engine's one thread pool. Waits block on condition variables (no spinning: on 2 shared
-// cores a spinning waiter steals the core the worker needs). Work is split into numbered tasks
+// The engine's one thread pool. Waits block on condition variables after at most 50 us of
+// looking (thread_pool.cpp says why; a long spin on 2 shared cores steals the core the other
+// thread needs). Work is split into numbered tasks
 // whose results depend only on the task number, so runs are deterministic for a thread count.
 
 #include <atomic>
@@ -51,9 +52,10 @@ private:
     Call m_call = nullptr;
     void* m_context = nullptr;
     int m_tasks = 0;
-    std::uint64_t m_generation = 0;
-    int m_active = 0;
-    bool m_stop = false;
+    // Written under m_mutex, read without it by the bounded spins.
+    std::atomic<std::uint64_t> m_generation{0};
+    std::atomic<int> m_active{0};
+    std::atomic<bool> m_stop{false};
     std::atomic<int> m_next{0};
     std::atomic<int> m_pending{0};
 };
