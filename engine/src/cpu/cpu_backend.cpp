@@ -765,17 +765,31 @@ private:
                 }
             }
         });
-        float* du = scratch(m_winograd_du, du_size);
-        reduce_tasks(plan.tasks, du_size, du, 0);
         if (db != nullptr) {
             reduce_tasks(plan.tasks, static_cast<std::size_t>(g.outputs), db, du_size);
         }
+        // Each task sums the partial du of its kernels over the tasks, in task order, then
+        // applies G^T du G to them: the reduction runs in parallel and leaves no gap in which
+        // the pool's threads would go to sleep.
+        float* du = scratch(m_winograd_du, du_size);
         const int lanes = (plan.kernels + winograd::k_lanes - 1) / winograd::k_lanes;
         const int tasks = std::min(lanes, k_tasks_per_thread * m_pool.size());
         m_pool.run(tasks, [&](int task, int /*thread*/) {
-            const auto [first, last] = split(lanes, tasks, task);
-            winograd::kernel_gradients(g, du, first * winograd::k_lanes,
-                                       std::min(plan.kernels, last * winograd::k_lanes), dw);
+            const auto [first_lane, last_lane] = split(lanes, tasks, task);
+            const int first = first_lane * winograd::k_lanes;
+            const int last = std::min(plan.kernels, last_lane * winograd::k_lanes);
+            for (int xi = 0; xi < winograd::k_points; ++xi) {
+                const std::ptrdiff_t row = static_cast<std::ptrdiff_t>(xi) * plan.kernels;
+                std::copy(m_task_grad[0].data() + row + first, m_task_grad[0].data() + row + last,
+                          du + row + first);
+                for (int t = 1; t < plan.tasks; ++t) {
+                    const float* part = m_task_grad[static_cast<std::size_t>(t)].data() + row;
+                    for (int k = first; k < last; ++k) {
+                        du[row + k] += part[k];
+                    }
+                }
+            }
+            winograd::kernel_gradients(g, du, first, last, dw);
         });
     }
 
