@@ -5,6 +5,7 @@
 
 #include "cpu/cpu_backend.hpp"
 
+#include "cpu/clones.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/winograd.hpp"
 
@@ -14,6 +15,7 @@
 #include <array>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -174,7 +176,10 @@ struct ConvShape {
 };
 
 // The common 2x2, stride 2 case (LeNet's pooling) without bounds checks; same tie rule as the
-// general loop (the first maximum in row-major order wins).
+// general loop (the first maximum in row-major order wins). Selects, not branches: on real
+// data which of the four wins is a coin toss, and a mispredicted branch per output cost more
+// than the rest of the work on LeNet's pool2 (rows of 4 outputs, too short for the vector loop).
+DL_CPU_CLONES
 void max_pool_2x2(const float* in, int width, int out_h, int out_w, float* out, std::int32_t* arg) {
     for (int oh = 0; oh < out_h; ++oh) {
         const float* top = in + static_cast<std::ptrdiff_t>(2 * oh) * width;
@@ -183,22 +188,23 @@ void max_pool_2x2(const float* in, int width, int out_h, int out_w, float* out, 
             const int base = 2 * oh * width + 2 * ow;
             float best = top[2 * ow];
             int index = base;
-            if (top[2 * ow + 1] > best) {
-                best = top[2 * ow + 1];
-                index = base + 1;
-            }
-            if (bottom[2 * ow] > best) {
-                best = bottom[2 * ow];
-                index = base + width;
-            }
-            if (bottom[2 * ow + 1] > best) {
-                best = bottom[2 * ow + 1];
-                index = base + width + 1;
+            const std::array<float, 3> others = {top[2 * ow + 1], bottom[2 * ow],
+                                                 bottom[2 * ow + 1]};
+            const std::array<int, 3> at = {base + 1, base + width, base + width + 1};
+            for (int k = 0; k < 3; ++k) {
+                const bool larger = others[k] > best;
+                best = larger ? others[k] : best;
+                index = larger ? at[k] : index;
             }
             out[oh * out_w + ow] = best;
             arg[oh * out_w + ow] = index;
         }
     }
+}
+
+// The pooling geometry that the 2x2 fast path handles.
+bool is_2x2_pool(const PoolGeometry& g) {
+    return g.kernel == 2 && g.stride == 2 && g.pad == 0 && g.height % 2 == 0 && g.width % 2 == 0;
 }
 
 class CpuBackend final : public Backend {
@@ -362,8 +368,7 @@ public:
                 const float* in = x + static_cast<std::ptrdiff_t>(p) * g.height * g.width;
                 float* out = y + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
                 std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
-                if (g.kernel == 2 && g.stride == 2 && g.pad == 0 && g.height % 2 == 0 &&
-                    g.width % 2 == 0) {
+                if (is_2x2_pool(g)) {
                     max_pool_2x2(in, g.width, out_h, out_w, out, arg);
                     continue;
                 }
@@ -639,10 +644,12 @@ private:
         int tasks;
         int block_positions;
         int kernels;
-        // Floats of one 36-point transform of a block, per channel (v) or output (m).
-        [[nodiscard]] std::size_t points_per_block() const {
-            return static_cast<std::size_t>(winograd::k_points) * block_positions *
-                   winograd::k_lanes;
+        // Floats of a full block's 36 transformed matrices of `rows` rows (v: channels, m:
+        // outputs); a shorter last block fits in the same space.
+        [[nodiscard]] std::size_t block_floats(int rows) const {
+            const winograd::Block full{0, winograd::k_lanes, 0, block_positions};
+            return static_cast<std::size_t>(winograd::k_points) *
+                   static_cast<std::size_t>(winograd::point_stride(rows, full));
         }
         [[nodiscard]] winograd::Block block(const ConvGeometry& g, int group, int p_first) const {
             const int image = group * winograd::k_lanes;
@@ -670,12 +677,10 @@ private:
         const WinogradPlan plan(g);
         const float* u = winograd_kernels(g, plan, w);
         const std::size_t xt_size = winograd::input_lanes(plan.tiling).floats(g.channels);
-        const std::size_t v_size = plan.points_per_block() * static_cast<std::size_t>(g.channels);
+        const std::size_t v_size = plan.block_floats(g.channels);
         // Per thread: xt (the group's inputs), v (36 x channels x columns), m (36 x outputs x
         // columns).
-        prepare(plan.tasks,
-                xt_size + v_size + plan.points_per_block() * static_cast<std::size_t>(g.outputs),
-                0);
+        prepare(plan.tasks, xt_size + v_size + plan.block_floats(g.outputs), 0);
         m_pool.run(plan.tasks, [&](int task, int thread) {
             float* xt = m_thread_scratch[static_cast<std::size_t>(thread)].data();
             float* v = xt + xt_size;
@@ -686,13 +691,14 @@ private:
                 for (int p = 0; p < plan.tiling.positions; p += plan.block_positions) {
                     const winograd::Block block = plan.block(g, group, p);
                     const int n = block.columns();
+                    const std::ptrdiff_t v_stride = winograd::point_stride(g.channels, block);
+                    const std::ptrdiff_t m_stride = winograd::point_stride(g.outputs, block);
                     winograd::transform_inputs(g, plan.tiling, block, xt, v);
                     for (int xi = 0; xi < winograd::k_points; ++xi) {
                         // m[xi] (outputs x n) = u[xi] (outputs x channels) * v[xi] (channels x n)
                         gemm(false, false, g.outputs, n, g.channels, 1.0F,
-                             u + static_cast<std::ptrdiff_t>(xi) * plan.kernels,
-                             v + static_cast<std::ptrdiff_t>(xi) * g.channels * n, 0.0F,
-                             m + static_cast<std::ptrdiff_t>(xi) * g.outputs * n);
+                             u + static_cast<std::ptrdiff_t>(xi) * plan.kernels, v + xi * v_stride,
+                             0.0F, m + xi * m_stride);
                     }
                     winograd::transform_outputs(g, plan.tiling, block, m, b, y);
                 }
@@ -707,15 +713,13 @@ private:
         const std::size_t du_size = winograd::k_points * static_cast<std::size_t>(plan.kernels);
         const std::size_t xt_size = winograd::input_lanes(plan.tiling).floats(g.channels);
         const std::size_t dyt_size = winograd::output_lanes(plan.tiling).floats(g.outputs);
-        const std::size_t v_size = plan.points_per_block() * static_cast<std::size_t>(g.channels);
+        const std::size_t v_size = plan.block_floats(g.channels);
         const std::ptrdiff_t out_spatial =
             static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
         // Per thread: xt and dxt (the group's inputs and their gradient), dyt (its output
         // gradient), v and dv (36 x channels x columns), dm (36 x outputs x columns).
         // Per task: du (36 x kernels) then db (outputs).
-        prepare(plan.tasks,
-                2 * xt_size + dyt_size + 2 * v_size +
-                    plan.points_per_block() * static_cast<std::size_t>(g.outputs),
+        prepare(plan.tasks, 2 * xt_size + dyt_size + 2 * v_size + plan.block_floats(g.outputs),
                 du_size + static_cast<std::size_t>(g.outputs));
         m_pool.run(plan.tasks, [&](int task, int thread) {
             float* du_part = m_task_grad[static_cast<std::size_t>(task)].data();
@@ -741,19 +745,20 @@ private:
                 for (int p = 0; p < plan.tiling.positions; p += plan.block_positions) {
                     const winograd::Block block = plan.block(g, group, p);
                     const int n = block.columns();
+                    const std::ptrdiff_t v_stride = winograd::point_stride(g.channels, block);
+                    const std::ptrdiff_t m_stride = winograd::point_stride(g.outputs, block);
                     winograd::transform_inputs(g, plan.tiling, block, xt, v);
                     winograd::output_gradients(g, plan.tiling, block, dyt, dm);
                     for (int xi = 0; xi < winograd::k_points; ++xi) {
-                        const float* dm_xi = dm + static_cast<std::ptrdiff_t>(xi) * g.outputs * n;
+                        const float* dm_xi = dm + xi * m_stride;
                         // du[xi] (outputs x channels) += dm[xi] (outputs x n) * v[xi]^T
-                        gemm(false, true, g.outputs, g.channels, n, 1.0F, dm_xi,
-                             v + static_cast<std::ptrdiff_t>(xi) * g.channels * n, 1.0F,
-                             du_part + static_cast<std::ptrdiff_t>(xi) * plan.kernels);
+                        gemm(false, true, g.outputs, g.channels, n, 1.0F, dm_xi, v + xi * v_stride,
+                             1.0F, du_part + static_cast<std::ptrdiff_t>(xi) * plan.kernels);
                         if (dx != nullptr) {
                             // dv[xi] (channels x n) = u[xi]^T (channels x outputs) * dm[xi]
                             gemm(true, false, g.channels, n, g.outputs, 1.0F,
                                  u + static_cast<std::ptrdiff_t>(xi) * plan.kernels, dm_xi, 0.0F,
-                                 dv + static_cast<std::ptrdiff_t>(xi) * g.channels * n);
+                                 dv + xi * v_stride);
                         }
                     }
                     if (dx != nullptr) {

@@ -15,19 +15,12 @@
 
 #include "cpu/winograd.hpp"
 
+#include "cpu/clones.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
-
-// The tile loops are compiled twice, for AVX2+FMA machines and for the x86-64 baseline, and the
-// loader picks one (GCC/Clang function multi-versioning): the rest of the engine stays portable
-// and these loops still get 8-wide vectors where the CPU has them.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define DL_WINOGRAD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define DL_WINOGRAD_CLONES
-#endif
 
 namespace dl::cpu::winograd {
 namespace {
@@ -123,7 +116,7 @@ bool applies(const ConvGeometry& g) {
     return g.kernel == k_kernel && g.stride == 1 && g.group == 1 && g.channels >= k_min_channels;
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void transform_kernels(const ConvGeometry& g, const float* w, int first, int last, float* u) {
     const std::ptrdiff_t kernels = static_cast<std::ptrdiff_t>(g.outputs) * g.channels;
     constexpr int k_size = k_kernel * k_kernel;
@@ -160,7 +153,7 @@ void transform_kernels(const ConvGeometry& g, const float* w, int first, int las
     }
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void kernel_gradients(const ConvGeometry& g, const float* du, int first, int last, float* dw) {
     const std::ptrdiff_t kernels = static_cast<std::ptrdiff_t>(g.outputs) * g.channels;
     constexpr int k_size = k_kernel * k_kernel;
@@ -205,7 +198,7 @@ Lanes2d output_lanes(const Tiling& tiling) {
     return {k_out * tiling.rows, k_out * tiling.cols};
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void gather_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& block, const float* x,
                    float* xt) {
     const Lanes2d shape = input_lanes(tiling);
@@ -224,12 +217,12 @@ void gather_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& blo
     }
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void transform_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                       const float* xt, float* v) {
     const Lanes2d shape = input_lanes(tiling);
     const std::ptrdiff_t columns = block.columns();
-    const std::ptrdiff_t point_stride = g.channels * columns;
+    const std::ptrdiff_t stride = point_stride(g.channels, block);
     for (int c = 0; c < g.channels; ++c) {
         for (int p = 0; p < block.p_count; ++p) {
             const TileAt at(tiling, block.p_first + p);
@@ -246,33 +239,33 @@ void transform_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& 
             }
             float* dst = v + c * columns + static_cast<std::ptrdiff_t>(p) * k_lanes;
             for (int xi = 0; xi < k_points; ++xi) {
-                std::memcpy(dst + xi * point_stride, &d[xi], sizeof(Lanes));
+                std::memcpy(dst + xi * stride, &d[xi], sizeof(Lanes));
             }
         }
     }
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                        const float* m, const float* bias, float* y) {
     const int out_h = g.out_height();
     const int out_w = g.out_width();
     const std::ptrdiff_t plane = static_cast<std::ptrdiff_t>(out_h) * out_w;
     const std::ptrdiff_t columns = block.columns();
-    const std::ptrdiff_t point_stride = g.outputs * columns;
+    const std::ptrdiff_t stride = point_stride(g.outputs, block);
     for (int o = 0; o < g.outputs; ++o) {
         const float b = bias != nullptr ? bias[o] : 0.0F;
         for (int p = 0; p < block.p_count; ++p) {
             const float* src = m + o * columns + static_cast<std::ptrdiff_t>(p) * k_lanes;
             Tile t;
             for (int xi = 0; xi < k_points; ++xi) {
-                std::memcpy(&t[xi], src + xi * point_stride, sizeof(Lanes));
+                std::memcpy(&t[xi], src + xi * stride, sizeof(Lanes));
             }
-            std::array<Lanes, k_out * k_tile> half; // A^T t: 2 x 6
+            std::array<Lanes, k_out * k_tile> half{}; // A^T t: 2 x 6
             for (int j = 0; j < k_tile; ++j) {
                 at_line(&t[j], k_tile, half[j], half[k_tile + j]);
             }
-            std::array<Lanes, k_out * k_out> out; // (A^T t) A: 2 x 2
+            std::array<Lanes, k_out * k_out> out{}; // (A^T t) A: 2 x 2
             for (int a = 0; a < k_out; ++a) {
                 at_line(&half[a * k_tile], 1, out[a * k_out], out[a * k_out + 1]);
             }
@@ -292,7 +285,7 @@ void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block&
     }
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void gather_output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                              const float* dy, float* dyt) {
     const Lanes2d shape = output_lanes(tiling);
@@ -313,21 +306,21 @@ void gather_output_gradients(const ConvGeometry& g, const Tiling& tiling, const 
     }
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                       const float* dyt, float* dm) {
     const Lanes2d shape = output_lanes(tiling);
     const std::ptrdiff_t columns = block.columns();
-    const std::ptrdiff_t point_stride = g.outputs * columns;
+    const std::ptrdiff_t stride = point_stride(g.outputs, block);
     for (int o = 0; o < g.outputs; ++o) {
         for (int p = 0; p < block.p_count; ++p) {
             const TileAt at(tiling, block.p_first + p);
-            std::array<Lanes, k_out * k_out> e;
+            std::array<Lanes, k_out * k_out> e{};
             for (int a = 0; a < k_out; ++a) {
                 std::memcpy(&e[a * k_out], dyt + lanes_at(shape, o, at.y + a, at.x),
                             k_out * sizeof(Lanes));
             }
-            std::array<Lanes, k_tile * k_out> half; // A e: 6 x 2
+            std::array<Lanes, k_tile * k_out> half{}; // A e: 6 x 2
             for (int bx = 0; bx < k_out; ++bx) {
                 a_line(e[bx], e[k_out + bx], &half[bx], k_out);
             }
@@ -337,24 +330,24 @@ void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& 
             }
             float* dst = dm + o * columns + static_cast<std::ptrdiff_t>(p) * k_lanes;
             for (int xi = 0; xi < k_points; ++xi) {
-                std::memcpy(dst + xi * point_stride, &t[xi], sizeof(Lanes));
+                std::memcpy(dst + xi * stride, &t[xi], sizeof(Lanes));
             }
         }
     }
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void input_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                      const float* dv, float* dxt) {
     const Lanes2d shape = input_lanes(tiling);
     const std::ptrdiff_t columns = block.columns();
-    const std::ptrdiff_t point_stride = g.channels * columns;
+    const std::ptrdiff_t stride = point_stride(g.channels, block);
     for (int c = 0; c < g.channels; ++c) {
         for (int p = 0; p < block.p_count; ++p) {
             const float* src = dv + c * columns + static_cast<std::ptrdiff_t>(p) * k_lanes;
             Tile d;
             for (int xi = 0; xi < k_points; ++xi) {
-                std::memcpy(&d[xi], src + xi * point_stride, sizeof(Lanes));
+                std::memcpy(&d[xi], src + xi * stride, sizeof(Lanes));
             }
             for (int j = 0; j < k_tile; ++j) {
                 b_line(&d[j], k_tile);
@@ -376,7 +369,7 @@ void input_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& b
     }
 }
 
-DL_WINOGRAD_CLONES
+DL_CPU_CLONES
 void scatter_input_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                              const float* dxt, float* dx) {
     const Lanes2d shape = input_lanes(tiling);

@@ -13,7 +13,8 @@
 // This file holds the transforms; cpu_backend.cpp owns the sgemms and the threading.
 //
 // Layouts: u and du are [36][outputs][channels]; a block's v and dv are [36][channels][columns]
-// and m and dm are [36][outputs][columns], column (p - p_first) * k_lanes + lane.
+// and m and dm are [36][outputs][columns], column (p - p_first) * k_lanes + lane, with
+// point_stride floats between the 36 matrices.
 
 #include <dl/backend.hpp>
 
@@ -47,6 +48,15 @@ struct Block {
     int p_count = 0;
     [[nodiscard]] int columns() const { return p_count * k_lanes; }
 };
+
+/// Floats from one transformed point to the next in a block's v and dv (rows = channels) or m
+/// and dm (rows = outputs). A cache line more than rows x columns: rows x 128 floats is a multiple
+/// of 2 KB, and the 36 vectors one tile writes would all land in two sets of the L1 cache (the
+/// input transform ran 2.4 times slower that way).
+[[nodiscard]] inline std::ptrdiff_t point_stride(int rows, const Block& block) {
+    constexpr int k_line_floats = 16;
+    return static_cast<std::ptrdiff_t>(rows) * block.columns() + k_line_floats;
+}
 
 /// A group's planes transposed so that the k_lanes images of one pixel are one vector, with a
 /// border of zeros wide enough for every tile: [planes][rows][cols][k_lanes]. Every pixel is
