@@ -1,7 +1,9 @@
-// CPU reference backend. Convolution is im2col + sgemm per image, the batch split into one
-// task per thread; weight gradients are summed per task and then reduced in task order, so a
-// run is bit-for-bit repeatable for a given thread count. OpenBLAS runs single-threaded: the
-// parallelism is ours (nested BLAS threads on 2 cores collapse throughput).
+// CPU reference backend. Convolution is im2col + sgemm over slices of the batch, or Winograd
+// F(2x2, 5x5) around 36 sgemms for 5x5 layers with enough channels (cpu/winograd.hpp); the batch
+// is split into a fixed number of tasks, weight gradients are summed per task and then reduced
+// in task order, so a run is bit-for-bit repeatable (convolutions whatever the thread count).
+// OpenBLAS runs single-threaded: the parallelism is ours (nested BLAS threads on 2 cores collapse
+// throughput).
 
 #include "cpu/cpu_backend.hpp"
 
@@ -235,7 +237,7 @@ public:
     }
     [[nodiscard]] bool host_accessible() const override { return true; }
 
-    // Each task takes a slice of the batch and im2cols all its images side by side, so each
+    // im2col: each task takes a slice of the batch and im2cols all its images side by side, so each
     // group is one large sgemm instead of one small sgemm per image (LeNet's conv2 is 50 x 500 x
     // 64 per image: too small for OpenBLAS to reach its speed).
     void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
