@@ -18,7 +18,7 @@ namespace {
 // Like `caffe device_query`: one block per GPU, then what dltrain would use by default.
 int device_query() {
     const dl::DeviceReport report = dl::query_devices();
-    fmt::print("CPU: {} ({} hardware threads)\n", report.cpu_model, report.cpu_threads);
+    fmt::print("CPU: {} ({} CPUs usable by this process)\n", report.cpu_model, report.cpu_threads);
     if (!report.cuda_built) {
         fmt::print("GPUs: none ({})\n", report.cuda_status);
         fmt::print("Default device: cpu\n");
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     train_cmd->add_option("--run-dir", train.run_dir, "run directory")->required();
     train_cmd->add_option("--data-dir", data_dir, "where relative data sources resolve");
     train_cmd->add_option("--resume", train.resume, "auto, or a checkpoint file");
-    train_cmd->add_option("--threads", train.threads, "threads (default: all cores)")
+    train_cmd
+        ->add_option("--threads", train.threads, "threads (default: the CPUs this process may use)")
         ->check(CLI::NonNegativeNumber);
     train_cmd->add_option("--deadline", train.deadline,
                           "checkpoint and exit 75 after this many seconds (90m, 2h), 'auto' "
@@ -91,7 +92,8 @@ int main(int argc, char** argv) {
     test_cmd->add_option("--config", test.config, "network and solver YAML")->required();
     test_cmd->add_option("--weights", test.weights, "checkpoint file")->required();
     test_cmd->add_option("--data-dir", test_data_dir, "where relative data sources resolve");
-    test_cmd->add_option("--threads", test.threads, "threads (default: all cores)");
+    test_cmd->add_option("--threads", test.threads,
+                         "threads (default: the CPUs this process may use)");
     test_cmd->add_option("--device", test.device, device_help);
     test_cmd->callback([&] {
         if (!test_data_dir.empty()) {
@@ -104,7 +106,8 @@ int main(int argc, char** argv) {
     auto* time_cmd = app.add_subcommand("time", "Forward and backward time per layer");
     time_cmd->add_option("--config", time.config, "network and solver YAML")->required();
     time_cmd->add_option("--iterations", time.iterations, "timed iterations (default 50)");
-    time_cmd->add_option("--threads", time.threads, "threads (default: all cores)");
+    time_cmd->add_option("--threads", time.threads,
+                         "threads (default: the CPUs this process may use)");
     time_cmd->add_option("--device", time.device, device_help);
     time_cmd->callback([&] { exit_code = dl::time_net(time); });
 

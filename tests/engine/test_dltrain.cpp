@@ -223,3 +223,24 @@ TEST(DltrainThreads, OneAndThreeThreadsTrainBitIdentically) {
 }
 
 } // namespace
+
+namespace {
+
+// A job given one CPU of the node (Slurm's cpuset, srun --cpu-bind, taskset) gets one thread by
+// default, not one per CPU of the node.
+TEST(DltrainThreads, DefaultThreadCountFollowsTheCpuAffinity) {
+    const dl_test::TempDir dir;
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 2);
+    const auto result = dljob::test::run_shell(
+        "taskset -c 0 " + std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
+        config.string() + " --run-dir " + (dir.path() / "run").string() + " --deadline none");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::ifstream in(dir.path() / "run" / "metrics.jsonl");
+    std::string first;
+    std::getline(in, first);
+    const auto start = nlohmann::json::parse(first);
+    EXPECT_EQ(start.at("type"), "start");
+    EXPECT_EQ(start.at("threads"), 1) << first;
+}
+
+} // namespace

@@ -190,8 +190,8 @@ std::vector<std::string> backend_names();
 /// visible (CUDA_VISIBLE_DEVICES applies), else "cpu".
 std::string default_device();
 /// device: "cpu", "cuda" (= cuda:0) or "cuda:N" (N-th visible GPU); threads: the CPU pool
-/// (0: all hardware threads). Throws dl::Error(usage) for an unknown name, listing the valid
-/// ones, and dl::Error(device) when the GPU cannot be used.
+/// (0: the CPUs in this process's affinity mask). Throws dl::Error(usage) for an unknown name,
+/// listing the valid ones, and dl::Error(device) when the GPU cannot be used.
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads);
 
 } // namespace dl

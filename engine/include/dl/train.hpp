@@ -12,7 +12,7 @@ struct TrainOptions {
     std::filesystem::path run_dir;
     std::optional<std::filesystem::path> data_dir; // unset: the config file's directory
     std::string resume;                            // "", "auto" or a checkpoint path
-    int threads = 0;                               // 0: hardware threads
+    int threads = 0;                               // 0: the CPUs this process may use
     std::string deadline;                          // "", seconds from now, "auto", "none"
     std::optional<int> max_iter;
     std::string device; // "cpu", "cuda", "cuda:N"; empty: default_device()

@@ -3,6 +3,7 @@
 
 #include "core/cuda_loader.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/thread_pool.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/error.hpp>
@@ -13,7 +14,6 @@
 #include <cstring>
 #include <iostream>
 #include <new>
-#include <thread>
 
 namespace dl {
 namespace {
@@ -131,7 +131,7 @@ std::string default_device() {
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     if (threads <= 0) {
-        threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+        threads = cpu::usable_cpus();
     }
     if (device == "cpu") {
         return cpu::make_cpu_backend(threads);

@@ -1,10 +1,10 @@
 #include "core/cuda_loader.hpp"
+#include "cpu/thread_pool.hpp"
 
 #include <dl/device.hpp>
 
 #include <fstream>
 #include <string>
-#include <thread>
 
 namespace dl {
 namespace {
@@ -30,7 +30,7 @@ std::string read_cpu_model() {
 DeviceReport query_devices() {
     DeviceReport report;
     report.cpu_model = read_cpu_model();
-    report.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
+    report.cpu_threads = cpu::usable_cpus();
     // Unlike training, a device query loads the plugin even without a driver: its report (the
     // CUDA runtime and cuDNN versions, why no GPU is usable) is what the user asked for.
     std::string why;

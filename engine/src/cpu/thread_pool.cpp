@@ -1,6 +1,10 @@
 #include "cpu/thread_pool.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace dl::cpu {
 namespace {
@@ -29,6 +33,15 @@ template <typename Ready> bool spin_until(Ready ready) {
 }
 
 } // namespace
+
+int usable_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        return std::max(1, CPU_COUNT(&set));
+    }
+    return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+}
 
 ThreadPool::ThreadPool(int threads) {
     for (int i = 1; i < threads; ++i) {

@@ -14,6 +14,11 @@
 
 namespace dl::cpu {
 
+/// The CPUs this process may run on: its affinity mask, which Slurm's and Torque's cpusets,
+/// `srun --cpu-bind` and `taskset` set. A job given 4 cores of a 64-core node must start 4
+/// threads, not 64 (hardware_concurrency counts the node's CPUs). At least 1.
+[[nodiscard]] int usable_cpus();
+
 class ThreadPool {
 public:
     explicit ThreadPool(int threads);
