@@ -171,6 +171,8 @@ TEST(CpuConvolution, WinogradResultsDoNotDependOnTheThreadCount) {
 
 TEST(CpuConvolution, Im2colMatchesTheDefinition) {
     check({4, 1, 28, 28, 20, 5, 1, 0, 1}, false); // LeNet's conv1: too few channels
+    // 5x5 on 72 x 72 x 32: a group's transposed planes would take 5.3 MB, im2col instead.
+    check({1, 32, 72, 72, 2, 5, 1, 0, 1}, false);
     check({3, 8, 9, 9, 4, 3, 2, 1, 1}, false);
     check({2, 8, 8, 8, 4, 5, 1, 1, 2}, false); // grouped
 }

@@ -113,7 +113,16 @@ std::ptrdiff_t plane_offset(int image, int channels, int channel, std::ptrdiff_t
 
 bool applies(const ConvGeometry& g) {
     constexpr int k_min_channels = 8;
-    return g.kernel == k_kernel && g.stride == 1 && g.group == 1 && g.channels >= k_min_channels;
+    // A group's transposed inputs and output gradients live in per-thread scratch; on large
+    // images (a 5x5 layer at 224 x 224 x 64) they would take hundreds of MB, where im2col works
+    // in bounded chunks. 1M floats (4 MB) each covers CIFAR-sized layers.
+    constexpr std::size_t k_max_lane_floats = 1U << 20U;
+    if (g.kernel != k_kernel || g.stride != 1 || g.group != 1 || g.channels < k_min_channels) {
+        return false;
+    }
+    const Tiling tiling(g);
+    return input_lanes(tiling).floats(g.channels) <= k_max_lane_floats &&
+           output_lanes(tiling).floats(g.outputs) <= k_max_lane_floats;
 }
 
 DL_CPU_CLONES

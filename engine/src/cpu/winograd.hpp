@@ -26,7 +26,8 @@ inline constexpr int k_lanes = 8;   // images per tile group
 inline constexpr int k_points = 36; // transformed values per 6x6 tile
 
 /// Whether the Winograd path computes this convolution. Below 8 input channels (LeNet's conv1)
-/// the 36 products are too thin for sgemm and im2col is faster.
+/// the 36 products are too thin for sgemm and im2col is faster; on images large enough that a
+/// group's transposed planes would pass 4 MB, im2col's bounded chunks use less memory.
 [[nodiscard]] bool applies(const ConvGeometry& g);
 
 /// The 2x2 output tiles of one image: ceil(out / 2) per side (an odd edge computes a tile whose
