@@ -660,17 +660,22 @@ private:
         }
     };
 
-    // u = G w G^T for every kernel, split across the pool in whole lanes of kernels.
-    float* winograd_kernels(const ConvGeometry& g, const WinogradPlan& plan, const float* w) {
-        float* u = scratch(m_winograd_u, static_cast<std::size_t>(winograd::k_points) *
-                                             static_cast<std::size_t>(plan.kernels));
+    // fn(first, last) over the kernels [0, plan.kernels) on the pool, in slices of whole lanes.
+    template <typename F> void for_kernel_lanes(const WinogradPlan& plan, F&& fn) {
         const int lanes = (plan.kernels + winograd::k_lanes - 1) / winograd::k_lanes;
         const int tasks = std::min(lanes, k_tasks_per_thread * m_pool.size());
         m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(lanes, tasks, task);
-            winograd::transform_kernels(g, w, first * winograd::k_lanes,
-                                        std::min(plan.kernels, last * winograd::k_lanes), u);
+            fn(first * winograd::k_lanes, std::min(plan.kernels, last * winograd::k_lanes));
         });
+    }
+
+    // u = G w G^T for every kernel.
+    float* winograd_kernels(const ConvGeometry& g, const WinogradPlan& plan, const float* w) {
+        float* u = scratch(m_winograd_u, static_cast<std::size_t>(winograd::k_points) *
+                                             static_cast<std::size_t>(plan.kernels));
+        for_kernel_lanes(
+            plan, [&](int first, int last) { winograd::transform_kernels(g, w, first, last, u); });
         return u;
     }
 
@@ -779,22 +784,10 @@ private:
         // applies G^T du G to them: the reduction runs in parallel and leaves no gap in which
         // the pool's threads would go to sleep.
         float* du = scratch(m_winograd_du, du_size);
-        const int lanes = (plan.kernels + winograd::k_lanes - 1) / winograd::k_lanes;
-        const int tasks = std::min(lanes, k_tasks_per_thread * m_pool.size());
-        m_pool.run(tasks, [&](int task, int /*thread*/) {
-            const auto [first_lane, last_lane] = split(lanes, tasks, task);
-            const int first = first_lane * winograd::k_lanes;
-            const int last = std::min(plan.kernels, last_lane * winograd::k_lanes);
+        for_kernel_lanes(plan, [&](int first, int last) {
             for (int xi = 0; xi < winograd::k_points; ++xi) {
-                const std::ptrdiff_t row = static_cast<std::ptrdiff_t>(xi) * plan.kernels;
-                std::copy(m_task_grad[0].data() + row + first, m_task_grad[0].data() + row + last,
-                          du + row + first);
-                for (int t = 1; t < plan.tasks; ++t) {
-                    const float* part = m_task_grad[static_cast<std::size_t>(t)].data() + row;
-                    for (int k = first; k < last; ++k) {
-                        du[row + k] += part[k];
-                    }
-                }
+                const std::size_t at = static_cast<std::size_t>(xi) * plan.kernels + first;
+                reduce_tasks(plan.tasks, static_cast<std::size_t>(last - first), du + at, at);
             }
             winograd::kernel_gradients(g, du, first, last, dw);
         });

@@ -1,8 +1,8 @@
 #pragma once
 // The engine's one thread pool. Waits block on condition variables after at most 50 us of
 // looking (thread_pool.cpp says why; a long spin on 2 shared cores steals the core the other
-// thread needs). Work is split into numbered tasks
-// whose results depend only on the task number, so runs are deterministic for a thread count.
+// thread needs). Work is split into numbered tasks whose results depend only on the task
+// number, so runs are deterministic for a thread count.
 
 #include <atomic>
 #include <condition_variable>
