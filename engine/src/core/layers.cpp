@@ -2,6 +2,8 @@
 
 #include "core/layers.hpp"
 
+#include "core/caffe_random.hpp"
+
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
@@ -375,17 +377,11 @@ void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng) {
         const float limit = std::sqrt(3.0F / n);
         const float low = filler.type == "xavier" ? -limit : filler.min;
         const float high = filler.type == "xavier" ? limit : filler.max;
-        std::uniform_real_distribution<float> uniform(low, high);
-        for (std::size_t i = 0; i < count; ++i) {
-            w[i] = uniform(rng);
-        }
+        caffe_uniform(rng, low, high, w, count);
     } else {
         const float mean = filler.type == "msra" ? 0.0F : filler.mean;
         const float stddev = filler.type == "msra" ? std::sqrt(2.0F / n) : filler.std;
-        std::normal_distribution<float> normal(mean, stddev);
-        for (std::size_t i = 0; i < count; ++i) {
-            w[i] = normal(rng);
-        }
+        caffe_gaussian(rng, mean, stddev, w, count);
     }
     tensor.write_data(values.data());
 }

@@ -111,6 +111,10 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
             entry->tops.push_back(m_blobs[found->second].get());
         }
         if (layer_config.type == "Data") {
+            // Caffe's prefetching data layer seeds its thread with one draw from the stream the
+            // fillers use (InternalThread::StartInternalThread): skipping that draw here keeps
+            // the weights of the layers after it equal to Caffe's for the same random_seed.
+            m_rng.discard(1);
             m_inputs.push_back(NetInput{&layer_config, entry->tops[0],
                                         entry->tops.size() > 1 ? entry->tops[1] : nullptr});
             if (layer_config.shape.empty()) {

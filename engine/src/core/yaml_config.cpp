@@ -172,6 +172,18 @@ public:
         read(node, "std", filler.std, here);
         read_choice(node, "variance_norm", filler.variance_norm, {"fan_in", "fan_out", "average"},
                     here);
+        // Caffe refuses these too (CHECK_LE(a, b), CHECK_GT(sigma, 0)), at the first draw.
+        if (filler.type == "uniform" && !(filler.min <= filler.max)) {
+            fail(node["max"] ? node["max"] : node,
+                 fmt::format("key 'max' in {}: expected max >= min (got min {}, max {})", here,
+                             filler.min, filler.max));
+        }
+        if (filler.type == "gaussian" && !(filler.std > 0.0F)) {
+            fail(node["std"] ? node["std"] : node,
+                 fmt::format("key 'std' in {}: expected a standard deviation > 0 (got {}; "
+                             "type: constant gives every weight one value)",
+                             here, filler.std));
+        }
         return filler;
     }
 
