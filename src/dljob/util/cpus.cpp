@@ -1,0 +1,19 @@
+#include <dljob/util/cpus.hpp>
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace dljob::util {
+
+unsigned usable_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+    }
+    return std::max(1U, std::thread::hardware_concurrency());
+}
+
+} // namespace dljob::util
