@@ -65,16 +65,25 @@ measure() {
     times["$target|$set|$method"]+="$(echo "$end - $start" | bc) "
     echo "round $round $target $set $method: $(echo "$end - $start" | bc) s" >&2
 }
+# Each round and repeat starts the list at another method: what ran just before matters here
+# (a method that follows one that freed 1 GiB pays for the guest's pages coming back).
+rotated() { # rotated OFFSET ITEM... -> the items starting at OFFSET mod count
+    local offset=$1; shift
+    local items=("$@") i
+    for ((i = 0; i < ${#items[@]}; i++)); do
+        echo "${items[$(((i + offset) % ${#items[@]}))]}"
+    done
+}
 for round in $(seq 1 "$ROUNDS"); do
     for target in /tmp /dev/shm; do
         for set in fmnist large; do
-            for method in "${SLOW[@]}"; do
+            while IFS= read -r method; do
                 measure "$method" $set $target "$round"
-            done
-            for _ in $(seq 1 "$FAST_REPEAT"); do
-                for method in "${QUICK[@]}"; do
+            done < <(rotated $((round - 1)) "${SLOW[@]}")
+            for rep in $(seq 1 "$FAST_REPEAT"); do
+                while IFS= read -r method; do
                     measure "$method" $set $target "$round"
-                done
+                done < <(rotated $((round + rep)) "${QUICK[@]}")
             done
         done
     done
