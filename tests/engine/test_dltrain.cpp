@@ -222,10 +222,6 @@ TEST(DltrainThreads, OneAndThreeThreadsTrainBitIdentically) {
                 dl_test::read_file(dir.path() / "3" / "checkpoints" / "iter_00000040.ckpt"));
 }
 
-} // namespace
-
-namespace {
-
 // A job given one CPU of the node (Slurm's cpuset, srun --cpu-bind, taskset) gets one thread by
 // default, not one per CPU of the node.
 TEST(DltrainThreads, DefaultThreadCountFollowsTheCpuAffinity) {
