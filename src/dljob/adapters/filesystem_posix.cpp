@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -13,6 +14,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <csetjmp>
+#include <csignal>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -193,6 +196,84 @@ Result<std::size_t> read_some(int fd, char* data, std::size_t size, const std::s
             return fail(system_error("cannot read", path, errno));
         }
     }
+}
+
+Result<MappedRange> MappedRange::map(int fd, std::uint64_t offset, std::size_t length,
+                                     const std::string& path) {
+    void* data = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset));
+    if (data == MAP_FAILED) { // NOLINT(performance-no-int-to-ptr): the API's own constant
+        return fail(system_error("cannot map", path, errno));
+    }
+    return MappedRange(static_cast<const char*>(data), length);
+}
+
+MappedRange::~MappedRange() {
+    if (m_data != nullptr) {
+        ::munmap(const_cast<char*>(m_data),
+                 m_size); // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    }
+}
+
+MappedRange::MappedRange(MappedRange&& other) noexcept
+    : m_data(std::exchange(other.m_data, nullptr)), m_size(std::exchange(other.m_size, 0)) {}
+
+MappedRange& MappedRange::operator=(MappedRange&& other) noexcept {
+    if (this != &other) {
+        MappedRange dropped(std::move(*this));
+        m_data = std::exchange(other.m_data, nullptr);
+        m_size = std::exchange(other.m_size, 0);
+    }
+    return *this;
+}
+
+namespace {
+
+// Where the SIGBUS handler jumps back to while this thread runs guarded reads; null otherwise.
+// The handler reads it, so it is a plain pointer in initial-exec TLS (async-signal-safe).
+thread_local sigjmp_buf* t_guarded_reads =
+    nullptr;                           // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+struct sigaction g_previous_sigbus {}; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+extern "C" void on_sigbus(int /*signal*/) {
+    if (sigjmp_buf* resume = t_guarded_reads; resume != nullptr) {
+        t_guarded_reads = nullptr;
+        siglongjmp(*resume, 1); // NOLINT(cert-err52-cpp): the only way out of a faulting load
+    }
+    // Not a guarded read: the previous disposition (by default a core dump) takes the fault
+    // when the faulting instruction runs again.
+    sigaction(SIGBUS, &g_previous_sigbus, nullptr);
+}
+
+void install_sigbus_handler() {
+    static const bool installed = [] {
+        struct sigaction action {};
+        action.sa_handler = on_sigbus;
+        // SA_NODEFER: SIGBUS stays unblocked in the handler, so jumping out of it needs no
+        // signal mask restored, and sigsetjmp need not save one (a system call per block).
+        action.sa_flags = SA_NODEFER;
+        sigemptyset(&action.sa_mask);
+        return sigaction(SIGBUS, &action, &g_previous_sigbus) == 0;
+    }();
+    (void)installed;
+}
+
+} // namespace
+
+Result<void> guard_mapped_reads(const std::function<void()>& reads, const std::string& path) {
+    install_sigbus_handler();
+    sigjmp_buf resume;
+    if (sigsetjmp(resume, 0) != 0) { // NOLINT(cert-err52-cpp): see on_sigbus
+        return fail(ErrorCode::io,
+                    fmt::format("cannot read {}: it shrank while being read, or its file system "
+                                "failed (SIGBUS on a mapped page)",
+                                path),
+                    "check that nothing rewrites the file and that its file system is healthy, "
+                    "then run the command again");
+    }
+    t_guarded_reads = &resume;
+    reads();
+    t_guarded_reads = nullptr;
+    return {};
 }
 
 Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes) {

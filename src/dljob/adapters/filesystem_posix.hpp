@@ -1,7 +1,7 @@
 #pragma once
-// POSIX file-system primitives for packing and staging: owned descriptors, free space and
-// file-system type, flock, tree removal that never follows links, and a writer that creates
-// files relative to one directory descriptor (openat with O_EXCL|O_NOFOLLOW).
+// POSIX file-system primitives for packing and staging: owned descriptors, read-only maps,
+// free space and file-system type, flock, tree removal that never follows links, and a writer
+// that creates files relative to one directory descriptor (openat with O_EXCL|O_NOFOLLOW).
 
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/stage.hpp>
@@ -48,6 +48,35 @@ Result<std::size_t> read_full(int fd, char* data, std::size_t size, const std::s
 
 /// One read(2): what is there now, up to `size` (pipes and FIFOs deliver data as it comes).
 Result<std::size_t> read_some(int fd, char* data, std::size_t size, const std::string& path);
+
+/// A read-only map of part of a file, unmapped on destruction. Its pages are the page cache's
+/// own: a write(2) from them copies each byte once, where read(2) then write(2) copies it twice.
+/// Touch it only inside guard_mapped_reads.
+class MappedRange {
+public:
+    /// `offset` must be a multiple of the page size; `length` > 0.
+    static Result<MappedRange> map(int fd, std::uint64_t offset, std::size_t length,
+                                   const std::string& path);
+    ~MappedRange();
+    MappedRange(const MappedRange&) = delete;
+    MappedRange& operator=(const MappedRange&) = delete;
+    MappedRange(MappedRange&& other) noexcept;
+    MappedRange& operator=(MappedRange&& other) noexcept;
+
+    [[nodiscard]] const char* data() const noexcept { return m_data; }
+    [[nodiscard]] std::size_t size() const noexcept { return m_size; }
+
+private:
+    MappedRange(const char* data, std::size_t size) : m_data(data), m_size(size) {}
+    const char* m_data = nullptr;
+    std::size_t m_size = 0;
+};
+
+/// Runs `reads`, which reads from a MappedRange of `path`. A page that cannot be read (the file
+/// shrank under the map, or its file system failed: a Lustre eviction, an NFS timeout) raises
+/// SIGBUS, which would kill the process; here it ends `reads` and becomes an io error naming
+/// `path`. `reads` is left by a jump: it must own nothing that needs destroying.
+Result<void> guard_mapped_reads(const std::function<void()>& reads, const std::string& path);
 
 /// Reads a whole (small) file; fails beyond `max_bytes`.
 Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes = 1U << 24U);

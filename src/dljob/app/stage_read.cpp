@@ -7,21 +7,24 @@
 #include <sys/stat.h>
 
 #include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
-#include <condition_variable>
-#include <mutex>
+#include <cerrno>
 #include <optional>
-#include <thread>
 
 namespace dljob::app {
 namespace {
 
-// Reads of 256 KiB: the block is still in the core's L2 cache when it is hashed and written,
+// Blocks of 256 KiB: a block is still in the core's L2 cache when it is hashed and written,
 // so it crosses memory once. 8 MiB blocks (what dd users pick) made a 105 MB copy from the
-// page cache to /dev/shm 1.7x slower here (docs/benchmarks.md). Network file systems do not
-// need the large requests: Lustre's and NFS's clients read ahead on their own.
-constexpr std::size_t read_block_bytes = std::size_t{256} << 10U;
+// page cache to /dev/shm 1.7x slower here (docs/benchmarks.md).
+constexpr std::size_t block_bytes = std::size_t{256} << 10U;
+
+// A copy maps this much of the source at a time: a multiple of any page size, few mmap calls,
+// and the mapped pages (which count in the process's RSS) stay bounded whatever the file's size.
+constexpr std::size_t map_window_bytes = std::size_t{4} << 20U;
 
 /// One file of a pack read for staging: its size checked before the first byte, every byte
 /// counted and hashed as it arrives, and the whole checked against the manifest at the end.
@@ -66,6 +69,32 @@ public:
         return *n;
     }
 
+    /// Copies the file to `out` (named `to`), hashing each block before it is written. From a
+    /// map of the file where it can be mapped: write(2) then copies straight from the page
+    /// cache, one copy of every byte where read(2) and write(2) make two, and that is what
+    /// brings a stage level with dd. Pipes, and file systems that cannot map (FUSE with
+    /// direct_io), get read(2).
+    Result<void> copy_to(int out, const std::string& to) {
+        if (m_bytes > 0) {
+            auto first = adapters::MappedRange::map(
+                m_fd.get(), 0, std::min<std::uint64_t>(m_bytes, map_window_bytes), m_path);
+            if (first) {
+                return copy_mapped(std::move(*first), out, to);
+            }
+        }
+        const auto buffer = std::make_unique_for_overwrite<char[]>(block_bytes); // NOLINT
+        for (;;) {
+            auto n = read(buffer.get(), block_bytes);
+            if (!n) {
+                return fail(n.error());
+            }
+            if (*n == 0) {
+                return {};
+            }
+            DLJOB_TRY(adapters::write_all(out, buffer.get(), *n, to));
+        }
+    }
+
     /// Reads whatever is left (a tar reader stops at the end-of-archive blocks), then checks
     /// the size and the hash.
     Result<void> finish() {
@@ -97,6 +126,47 @@ public:
     }
 
 private:
+    /// copy_to through maps of `map_window_bytes`, `window` the first. The file's size was
+    /// checked against the manifest when it was opened; finish() reads on from the end the
+    /// manifest declares, so a file that has grown since is still refused.
+    Result<void> copy_mapped(adapters::MappedRange window, int out, const std::string& to) {
+        for (;;) {
+            // The kernel reads the next window ahead while this one is written: from a network
+            // file system the two overlap.
+            const std::uint64_t next = m_read + window.size();
+            if (next < m_bytes) {
+                posix_fadvise(
+                    m_fd.get(), static_cast<off_t>(next),
+                    static_cast<off_t>(std::min<std::uint64_t>(map_window_bytes, m_bytes - next)),
+                    POSIX_FADV_WILLNEED);
+            }
+            for (std::size_t at = 0; at < window.size(); at += block_bytes) {
+                const char* block = window.data() + at;
+                const std::size_t size = std::min(block_bytes, window.size() - at);
+                // The hash touches the block's pages first: a page that cannot be read (the
+                // file shrank, the file system failed) is an error here, not a SIGBUS.
+                DLJOB_TRY(
+                    adapters::guard_mapped_reads([&] { m_hasher.update(block, size); }, m_path));
+                DLJOB_TRY(adapters::write_all(out, block, size, to));
+                m_read += size;
+            }
+            if (m_read == m_bytes) {
+                break;
+            }
+            auto mapped = adapters::MappedRange::map(
+                m_fd.get(), m_read, std::min<std::uint64_t>(map_window_bytes, m_bytes - m_read),
+                m_path);
+            if (!mapped) {
+                return fail(mapped.error());
+            }
+            window = std::move(*mapped);
+        }
+        if (lseek(m_fd.get(), static_cast<off_t>(m_read), SEEK_SET) < 0) {
+            return fail(adapters::system_error("cannot seek in", m_path, errno));
+        }
+        return {};
+    }
+
     VerifiedReader(adapters::UniqueFd fd, std::string path, std::uint64_t bytes,
                    std::string expected_hash, std::string manifest_path)
         : m_fd(std::move(fd)), m_path(std::move(path)), m_bytes(bytes),
@@ -110,85 +180,6 @@ private:
     std::uint64_t m_read = 0;
     adapters::Xxh3Hasher m_hasher;
 };
-
-// 1 MiB in flight, still in the shared cache when written (16 slots measured no faster).
-constexpr std::size_t copy_slots = 4;
-
-/// The blocks of copy_overlapped, left uninitialised: zeroing them cost page faults for bytes
-/// that read() overwrites anyway.
-struct CopyRing {
-    std::unique_ptr<char[]> bytes = std::make_unique_for_overwrite<char[]>( // NOLINT
-        copy_slots * read_block_bytes);
-    [[nodiscard]] char* block(std::size_t i) const {
-        return bytes.get() + (i % copy_slots) * read_block_bytes;
-    }
-};
-
-/// Copies `in` to `out` with the reads (and the hashing) on a second thread a few blocks ahead
-/// of the writes: the two kernel copies of every block run on two cores at once, and from a
-/// network file system the next read is in flight while a block is written locally.
-Result<void> copy_overlapped(VerifiedReader& in, int out, const std::string& to,
-                             const CopyRing& ring) {
-    constexpr std::size_t slots = copy_slots;
-    std::array<std::size_t, slots> sizes{};
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::size_t filled = 0; // blocks read and not yet written
-    bool done = false;      // the reader has stopped: end of file or an error
-    bool stop = false;      // the writer has failed
-    std::optional<Error> read_error;
-    std::thread reader([&] {
-        for (std::size_t i = 0;; ++i) {
-            {
-                std::unique_lock lock(mutex);
-                changed.wait(lock, [&] { return filled < slots || stop; });
-                if (stop) {
-                    return;
-                }
-            }
-            auto n = in.read(ring.block(i), read_block_bytes);
-            const std::lock_guard lock(mutex);
-            if (!n || *n == 0) {
-                if (!n) {
-                    read_error = n.error();
-                }
-                done = true;
-                changed.notify_all();
-                return;
-            }
-            sizes[i % slots] = *n;
-            ++filled;
-            changed.notify_all();
-        }
-    });
-    Result<void> written;
-    for (std::size_t i = 0;; ++i) {
-        {
-            std::unique_lock lock(mutex);
-            changed.wait(lock, [&] { return filled > 0 || done; });
-            if (filled == 0) {
-                break;
-            }
-        }
-        written = adapters::write_all(out, ring.block(i), sizes[i % slots], to);
-        const std::lock_guard lock(mutex);
-        if (!written) {
-            stop = true;
-            changed.notify_all();
-            break;
-        }
-        --filled;
-        changed.notify_all();
-    }
-    reader.join();
-    if (!written) {
-        return written;
-    }
-    if (read_error) {
-        return fail(*read_error);
-    }
-    return {};
-}
 
 /// See open_pack_archive. Every file is verified against the manifest as it is read, so
 /// extraction can read the pack where it lies, with no copy first.
@@ -245,7 +236,7 @@ private:
         VerifiedReader* source = m_file.get();
         auto reader = adapters::open_archive_reader(
             [source](char* buffer, std::size_t size) { return source->read(buffer, size); },
-            source->path(), read_block_bytes);
+            source->path(), block_bytes);
         if (!reader) {
             return explain(reader.error());
         }
@@ -289,7 +280,6 @@ Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& d
     if (manifest.compressed()) {
         files.push_back({dataset_chunks_name, manifest.chunks_bytes, manifest.chunks_hash});
     }
-    const CopyRing ring;
     std::uint64_t copied = 0;
     for (const PackFile& file : files) {
         auto in =
@@ -302,7 +292,7 @@ Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& d
         if (!out) {
             return fail(out.error());
         }
-        DLJOB_TRY(copy_overlapped(*in, out->get(), to, ring));
+        DLJOB_TRY(in->copy_to(out->get(), to));
         DLJOB_TRY(in->finish());
         copied += file.bytes;
     }

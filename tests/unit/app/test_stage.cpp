@@ -41,6 +41,7 @@ pid_t spawn_dljob(const std::vector<std::string>& args, const std::string& log) 
     std::vector<std::string> argv_storage{DLJOB_BINARY};
     argv_storage.insert(argv_storage.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(argv_storage.size() + 1);
     for (std::string& arg : argv_storage) {
         argv.push_back(arg.data());
     }
@@ -132,6 +133,45 @@ TEST_F(StageService, WithoutExtractStagesThePackOnly) {
     EXPECT_EQ(names_in(staged->path),
               (std::vector<std::string>{"data.tar", "index.tsv", "manifest.json"}));
     EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/tree"));
+}
+
+TEST_F(StageService, APackLargerThanOneMapWindowIsCopiedByteForByte) {
+    // The copy maps 4 MiB of the source at a time (stage_read.cpp): 9 MiB and an odd tail
+    // take three windows, the last one short.
+    test::write_file(m_dir.path() / "src2/big.bin", random_bytes((9U << 20U) + 12345U));
+    ASSERT_TRUE(pack_dataset({m_dir / "src2", m_dir / "ds2", ""}, {}));
+    StageRequest r = request(false);
+    r.dataset = m_dir / "ds2";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    for (const char* name : {"data.tar", "index.tsv", "manifest.json"}) {
+        EXPECT_EQ(test::read_file(staged->path + "/" + name),
+                  test::read_file(m_dir.path() / "ds2" / name))
+            << name;
+    }
+}
+
+TEST_F(StageService, ADamagedByteInTheLastMapWindowIsFound) {
+    test::write_file(m_dir.path() / "src2/big.bin", random_bytes((9U << 20U) + 12345U));
+    auto packed = pack_dataset({m_dir / "src2", m_dir / "ds2", ""}, {});
+    ASSERT_TRUE(packed);
+    {
+        std::fstream archive(m_dir.path() / "ds2/data.tar",
+                             std::ios::in | std::ios::out | std::ios::binary);
+        archive.seekp(static_cast<std::streamoff>(9U << 20U));
+        const char was = static_cast<char>(archive.peek());
+        archive.seekp(static_cast<std::streamoff>(9U << 20U));
+        archive.put(static_cast<char>(was ^ 0x20));
+    }
+    StageRequest r = request(false);
+    r.dataset = m_dir / "ds2";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_FALSE(staged);
+    EXPECT_NE(staged.error().message.find("data.tar is corrupted"), std::string::npos)
+        << staged.error().message;
+    const std::string entry = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                       packed->manifest.content_hash);
+    EXPECT_TRUE(names_in(entry).empty()) << "a corrupted pack was left in the cache";
 }
 
 TEST_F(StageService, SecondStageOfSameDatasetHitsTheCache) {
@@ -456,6 +496,22 @@ TEST_F(StageService, AStageKilledMidReadAndRerunGivesTheRightTree) {
     EXPECT_NE(rerun.output.find(entry_dir() + "/tree\n"), std::string::npos) << rerun.output;
     EXPECT_EQ(snapshot(entry_dir() + "/tree"), snapshot(m_dir.path() / "src"));
     EXPECT_EQ(names_in(entry_dir()), (std::vector<std::string>{"tree", "tree.complete"}));
+}
+
+TEST_F(StageService, ADataFileThatCannotBeMappedIsCopiedByReading) {
+    // A FIFO cannot be mapped (nor can files on some FUSE mounts): the copy reads it instead.
+    FifoDataset fifo(m_dir / "ds", m_dir / "fifo-ds");
+    std::thread feeder([&] {
+        fifo.feed(0, fifo.size());
+        fifo.close_fifo();
+    });
+    StageRequest r = request(false);
+    r.dataset = m_dir / "fifo-ds";
+    auto staged = stage_dataset(r, no_environment(), {});
+    feeder.join();
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(test::read_file(staged->path + "/data.tar"),
+              test::read_file(m_dir.path() / "ds/data.tar"));
 }
 
 TEST_F(StageService, ConcurrentStagesOnOneNodeCopyOnce) {
