@@ -93,6 +93,8 @@ def self_test(rules_path):
         ("engine/src/data/pack_zstd.cpp", "#include <zstd.h>", False),
         ("engine/src/core/train.cpp", '#include "cuda/cuda_backend.hpp"', True),
         ("engine/src/core/cuda_loader.hpp", '#include "cuda/cuda_plugin.hpp"', False),
+        ("src/dljob/app/stage_read.cpp", "#include <csetjmp>", True),
+        ("src/dljob/adapters/filesystem_posix.cpp", "#include <csetjmp>", False),
     ]
     failures = []
     for rel, line, expect_violation in cases:
