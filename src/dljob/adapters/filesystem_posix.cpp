@@ -209,8 +209,8 @@ Result<MappedRange> MappedRange::map(int fd, std::uint64_t offset, std::size_t l
 
 MappedRange::~MappedRange() {
     if (m_data != nullptr) {
-        ::munmap(const_cast<char*>(m_data),
-                 m_size); // NOLINT(cppcoreguidelines-pro-type-const-cast)
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): munmap takes a void*
+        ::munmap(const_cast<char*>(m_data), m_size);
     }
 }
 
@@ -230,9 +230,10 @@ namespace {
 
 // Where the SIGBUS handler jumps back to while this thread runs guarded reads; null otherwise.
 // The handler reads it, so it is a plain pointer in initial-exec TLS (async-signal-safe).
-thread_local sigjmp_buf* t_guarded_reads =
-    nullptr;                           // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
-struct sigaction g_previous_sigbus {}; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+// NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables)
+thread_local sigjmp_buf* t_guarded_reads = nullptr;
+// NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables)
+struct sigaction g_previous_sigbus {};
 
 extern "C" void on_sigbus(int /*signal*/) {
     if (sigjmp_buf* resume = t_guarded_reads; resume != nullptr) {
