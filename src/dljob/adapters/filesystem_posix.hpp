@@ -51,7 +51,8 @@ Result<std::size_t> read_some(int fd, char* data, std::size_t size, const std::s
 
 /// A read-only map of part of a file, unmapped on destruction. Its pages are the page cache's
 /// own: a write(2) from them copies each byte once, where read(2) then write(2) copies it twice.
-/// Touch it only inside guard_mapped_reads.
+/// Read it in this process only inside guard_mapped_reads; system calls may take it anywhere
+/// (the kernel reports a page it cannot read as EFAULT, not SIGBUS).
 class MappedRange {
 public:
     /// `offset` must be a multiple of the page size; `length` > 0.
