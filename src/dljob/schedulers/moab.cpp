@@ -156,20 +156,8 @@ Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
         argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
     }
     argv.push_back(request.script_path);
-    auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
-    if (!result) {
-        return fail(result.error());
-    }
-    if (result->exit_code != 0) {
-        return fail(command_error("msub", *result));
-    }
-    auto id = parse_msub_id(result->out);
-    if (!id) {
-        return fail(ErrorCode::scheduler_unreachable,
-                    fmt::format("msub printed no job id: '{}'", trim(result->out)),
-                    "dljob reconciles the job by its token on the next 'dljob status'");
-    }
-    return Submission{*id, ""};
+    return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
+                          [](const ProcessResult& result) { return parse_msub_id(result.out); });
 }
 
 Result<std::vector<MoabJob>> MoabScheduler::showq(bool completed) {

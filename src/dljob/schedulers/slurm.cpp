@@ -162,20 +162,8 @@ Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
         argv.push_back("--output=" + request.log_path);
     }
     argv.push_back(request.script_path);
-    auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
-    if (!result) {
-        return fail(result.error());
-    }
-    if (result->exit_code != 0) {
-        return fail(command_error("sbatch", *result));
-    }
-    auto id = parse_sbatch_id(result->out);
-    if (!id) {
-        return fail(ErrorCode::scheduler_unreachable,
-                    fmt::format("sbatch printed no job id: '{}'", trim(result->out)),
-                    "dljob reconciles the job by its token on the next 'dljob status'");
-    }
-    return Submission{*id, ""};
+    return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
+                          [](const ProcessResult& result) { return parse_sbatch_id(result.out); });
 }
 
 Result<std::map<std::string, SchedulerStatus>>

@@ -156,29 +156,15 @@ Result<Submission> SqsubScheduler::submit(const SubmitRequest& request) {
     std::vector<std::string> argv = sqsub_argv(request, idfile);
     std::error_code ec;
     std::filesystem::remove(idfile, ec);
-    auto result = run_command(m_runner, std::move(argv), m_options, request.run_dir);
-    if (!result) {
-        return fail(result.error());
-    }
-    if (result->exit_code != 0) {
-        return fail(command_error("sqsub", *result));
-    }
-    std::optional<std::string> id;
-    if (auto text = util::read_file(idfile)) {
-        auto trimmed = trim(*text);
-        if (all_digits(trimmed)) {
-            id = std::string(trimmed);
-        }
-    }
-    if (!id) {
-        id = parse_sqsub_id(result->out + "\n" + result->err);
-    }
-    if (!id) {
-        return fail(ErrorCode::scheduler_unreachable,
-                    fmt::format("sqsub printed no job id: '{}'", trim(result->out)),
-                    "dljob reconciles the job by its token on the next 'dljob status'");
-    }
-    return Submission{*id, ""};
+    return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
+                          [&idfile](const ProcessResult& result) -> std::optional<std::string> {
+                              if (auto text = util::read_file(idfile)) {
+                                  if (auto trimmed = trim(*text); all_digits(trimmed)) {
+                                      return std::string(trimmed);
+                                  }
+                              }
+                              return parse_sqsub_id(result.out + "\n" + result.err);
+                          });
 }
 
 Result<std::map<std::string, SchedulerStatus>>

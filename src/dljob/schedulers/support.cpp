@@ -53,6 +53,27 @@ bool is_transient_error(std::string_view text) {
     });
 }
 
+Result<Submission>
+submit_command(ProcessRunner& runner, std::vector<std::string> argv,
+               const SchedulerOptions& options, const std::string& cwd,
+               const std::function<std::optional<std::string>(const ProcessResult&)>& find_id) {
+    const std::string program = argv.empty() ? "" : argv.front();
+    auto result = run_command(runner, std::move(argv), options, cwd);
+    if (!result) {
+        return fail(result.error());
+    }
+    if (result->exit_code != 0) {
+        return fail(command_error(program, *result));
+    }
+    auto id = find_id(*result);
+    if (!id) {
+        return fail(ErrorCode::scheduler_unreachable,
+                    fmt::format("{} printed no job id: '{}'", program, trim(result->out)),
+                    "dljob reconciles the job by its token on the next 'dljob status'");
+    }
+    return Submission{*id, ""};
+}
+
 Error command_error(std::string_view program, const ProcessResult& result) {
     std::string text = std::string(trim(result.err));
     if (text.empty()) {

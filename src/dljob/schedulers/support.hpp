@@ -6,6 +6,7 @@
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/scheduler.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,15 @@ namespace dljob::schedulers {
 /// as a ProcessResult for the adapter to judge.
 Result<ProcessResult> run_command(ProcessRunner& runner, std::vector<std::string> argv,
                                   const SchedulerOptions& options, const std::string& cwd = {});
+
+/// Runs a submission command (sbatch, qsub, msub, sqsub) in `cwd` and returns the job id that
+/// `find_id` reads from what it printed. A failed command is command_error(argv[0]); a command
+/// that succeeded but printed no id is scheduler_unreachable, because the job may exist: the
+/// next 'dljob status' finds it by its token.
+Result<Submission>
+submit_command(ProcessRunner& runner, std::vector<std::string> argv,
+               const SchedulerOptions& options, const std::string& cwd,
+               const std::function<std::optional<std::string>(const ProcessResult&)>& find_id);
 
 /// Whether a scheduler's error text means "try again later" rather than "this request is
 /// wrong" (reliability.md §7.2: socket timeouts, an unreachable controller, ...).

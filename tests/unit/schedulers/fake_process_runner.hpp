@@ -5,6 +5,7 @@
 #include <dljob/domain/process_runner.hpp>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -35,6 +36,9 @@ public:
         }
         ProcessResult result = queue.front();
         queue.pop_front();
+        if (on_run) {
+            on_run(request); // what the real command would leave behind (sqsub's --idfile)
+        }
         return result;
     }
 
@@ -52,6 +56,8 @@ public:
         return alive_groups.erase(pgid) > 0;
     }
 
+    /// Called with each run() that has a reply, before it returns.
+    std::function<void(const ProcessRequest&)> on_run;
     std::vector<std::vector<std::string>> calls;
     std::vector<ProcessRequest> requests;
     std::vector<DetachedRequest> detached;

@@ -7,6 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 namespace dljob::schedulers {
 namespace {
 
@@ -172,6 +178,42 @@ TEST_F(SqsubAdapter, AddsTokenNameAndIdFileWhenTheRenderedCommandHasNone) {
                                             "/bin/bash",
                                             "/x/job.sh"};
     EXPECT_EQ(runner.calls.at(0), expected);
+}
+
+TEST_F(SqsubAdapter, TakesTheIdFromTheIdFileBeforeWhatSqsubPrinted) {
+    const std::filesystem::path run_dir =
+        std::filesystem::temp_directory_path() / ("dljob-sqsub-" + std::to_string(getpid()));
+    std::filesystem::create_directories(run_dir);
+    // sqsub writes the id file while it runs, and prints an unrelated number here.
+    runner.on_run = [&](const ProcessRequest&) {
+        std::ofstream(run_dir / "sqsub.id") << "31337\n";
+    };
+    runner.reply("sqsub", 0, "THIS IS NOT job 4242\n");
+    SubmitRequest request;
+    request.run_dir = run_dir.string();
+    request.token = "0123456789";
+    request.script_path = (run_dir / "job.sh").string();
+    auto submitted = sqsub.submit(request);
+    std::filesystem::remove_all(run_dir);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    EXPECT_EQ(submitted->scheduler_id, "31337");
+}
+
+TEST_F(SqsubAdapter, AStaleIdFileIsNotTakenForThisSubmission) {
+    const std::filesystem::path run_dir =
+        std::filesystem::temp_directory_path() / ("dljob-sqsub-stale-" + std::to_string(getpid()));
+    std::filesystem::create_directories(run_dir);
+    std::ofstream(run_dir / "sqsub.id") << "1111\n"; // left by an earlier submission
+    runner.reply("sqsub", 0, "", "warning: something odd\n");
+    SubmitRequest request;
+    request.run_dir = run_dir.string();
+    request.token = "0123456789";
+    auto submitted = sqsub.submit(request);
+    std::filesystem::remove_all(run_dir);
+    ASSERT_FALSE(submitted) << "took the id " << submitted->scheduler_id;
+    EXPECT_EQ(submitted.error().code, ErrorCode::scheduler_unreachable);
+    EXPECT_NE(submitted.error().message.find("sqsub printed no job id"), std::string::npos)
+        << submitted.error().message;
 }
 
 TEST(SchedulerTable, NamesValidChoicesForUnknownFamily) {

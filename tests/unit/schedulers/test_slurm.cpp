@@ -67,6 +67,18 @@ TEST_F(SlurmAdapter, TransientSubmitErrorIsUnreachableNotRejected) {
     EXPECT_EQ(submitted.error().code, ErrorCode::scheduler_unreachable);
 }
 
+TEST_F(SlurmAdapter, ASbatchThatPrintsNoIdIsUnreachableAndSaysWhatItPrinted) {
+    // Exit 0 without an id: the job may exist, so it is not "rejected"; status finds it later.
+    runner.reply("sbatch", 0, "Submitted to the void\n");
+    auto submitted = slurm.submit(request());
+    ASSERT_FALSE(submitted);
+    EXPECT_EQ(submitted.error().code, ErrorCode::scheduler_unreachable);
+    EXPECT_NE(submitted.error().message.find("sbatch printed no job id: 'Submitted to the void'"),
+              std::string::npos)
+        << submitted.error().message;
+    EXPECT_NE(submitted.error().hint.find("token"), std::string::npos);
+}
+
 TEST_F(SlurmAdapter, HungSbatchIsATimeout) {
     runner.reply_timeout("sbatch");
     auto submitted = slurm.submit(request());
