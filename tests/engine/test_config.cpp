@@ -91,6 +91,32 @@ TEST(ConfigErrors, ShapesThatDoNotFitNameBothLayers) {
     }
 }
 
+TEST(ConfigErrors, ScoresAndLabelsOfDifferentRowsNameBothLayers) {
+    for (const std::string type : {"SoftmaxWithLoss", "Accuracy"}) {
+        // The image blob (2 x 16 values) given where the 2 labels belong.
+        const NetConfig config = parse_config(
+            "layers:\n"
+            "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+            "     batch_size: 2, shape: [1, 4, 4]}\n"
+            "  - {name: ip, type: InnerProduct, bottom: data, top: scores, num_output: 3}\n"
+            "  - {name: out, type: " +
+                type + ", bottom: [scores, data], top: o}\n",
+            "bad.yaml");
+        auto backend = make_backend("cpu", 1);
+        try {
+            const Net net(config, Phase::train, *backend, 1);
+            FAIL() << type << ": no error for 32 labels against 2 rows";
+        } catch (const Error& e) {
+            const std::string message = e.what();
+            EXPECT_NE(message.find("bad.yaml:5"), std::string::npos) << message;
+            EXPECT_NE(message.find("'scores' from layer 'ip' has 2 rows but 'data' from layer "
+                                   "'in' has 32 labels"),
+                      std::string::npos)
+                << message;
+        }
+    }
+}
+
 TEST(ConfigErrors, UnknownBottomListsKnownBlobs) {
     const NetConfig config =
         parse_config("layers:\n"

@@ -249,12 +249,16 @@ private:
     Buffer m_mask; // 0/1 per value, in backend memory
 };
 
-// SoftmaxWithLoss: logits N x classes (x 1 x 1) and labels N -> mean cross-entropy, shape 1.
-class SoftmaxWithLossLayer final : public Layer {
+// SoftmaxWithLoss and Accuracy read scores N x classes (x 1 x 1) and N labels.
+class ScoresAndLabelsLayer : public Layer {
 public:
     using Layer::Layer;
-    void setup(const Blobs& bottom, const Blobs& top,
-               const std::vector<std::string>& producers) override {
+    [[nodiscard]] std::size_t min_bottoms() const override { return 2; }
+    [[nodiscard]] std::size_t max_bottoms() const override { return 2; }
+
+protected:
+    /// Rows and classes of the scores; one label per row, or a config error naming both layers.
+    void read_scores_and_labels(const Blobs& bottom, const std::vector<std::string>& producers) {
         m_rows = bottom[0]->dim(0);
         m_classes = static_cast<int>(bottom[0]->inner());
         if (bottom[1]->count() != static_cast<std::size_t>(m_rows)) {
@@ -263,6 +267,18 @@ public:
                              m_config.bottoms[0], producers[0], m_rows, m_config.bottoms[1],
                              producers[1], bottom[1]->count()));
         }
+    }
+    int m_rows = 0;
+    int m_classes = 0;
+};
+
+// SoftmaxWithLoss: logits and labels -> mean cross-entropy, shape 1.
+class SoftmaxWithLossLayer final : public ScoresAndLabelsLayer {
+public:
+    using ScoresAndLabelsLayer::ScoresAndLabelsLayer;
+    void setup(const Blobs& bottom, const Blobs& top,
+               const std::vector<std::string>& producers) override {
+        read_scores_and_labels(bottom, producers);
         m_prob = Tensor(bottom[0]->shape(), &m_backend);
         top[0]->reshape({1});
     }
@@ -279,29 +295,18 @@ public:
         }
     }
     [[nodiscard]] bool is_loss() const override { return true; }
-    [[nodiscard]] std::size_t min_bottoms() const override { return 2; }
-    [[nodiscard]] std::size_t max_bottoms() const override { return 2; }
 
 private:
     Tensor m_prob;
-    int m_rows = 0;
-    int m_classes = 0;
 };
 
 // Accuracy: fraction of rows whose label is among the top_k scores (ties count against).
-class AccuracyLayer final : public Layer {
+class AccuracyLayer final : public ScoresAndLabelsLayer {
 public:
-    using Layer::Layer;
+    using ScoresAndLabelsLayer::ScoresAndLabelsLayer;
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
-        m_rows = bottom[0]->dim(0);
-        m_classes = static_cast<int>(bottom[0]->inner());
-        if (bottom[1]->count() != static_cast<std::size_t>(m_rows)) {
-            fail(fmt::format("'{}' from layer '{}' has {} rows but '{}' from layer '{}' has {} "
-                             "labels",
-                             m_config.bottoms[0], producers[0], m_rows, m_config.bottoms[1],
-                             producers[1], bottom[1]->count()));
-        }
+        read_scores_and_labels(bottom, producers);
         if (m_config.top_k > m_classes) {
             fail(fmt::format("top_k {} is more than the {} classes of '{}' from layer '{}'",
                              m_config.top_k, m_classes, m_config.bottoms[0], producers[0]));
@@ -314,12 +319,6 @@ public:
     }
     void backward(const Blobs&, const std::vector<bool>&, const Blobs&) override {}
     [[nodiscard]] bool can_backward() const override { return false; }
-    [[nodiscard]] std::size_t min_bottoms() const override { return 2; }
-    [[nodiscard]] std::size_t max_bottoms() const override { return 2; }
-
-private:
-    int m_rows = 0;
-    int m_classes = 0;
 };
 
 } // namespace
