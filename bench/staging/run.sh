@@ -54,9 +54,9 @@ declare -A times tree_removed
 # ext4 without a journal (this VM's /tmp) does not reuse an inode for 60 s after it is freed
 # (recently_deleted in fs/ext4/ialloc.c): within that minute every file or directory created
 # scans past the inodes just freed, about 1 ms each after a 70,000-file tree is removed here.
-# dd creates one file, stage-data nine (cache, lock, entry, partial directory, three files,
-# marker...), so copies measured in that minute compared the two file systems' bookkeeping
-# more than the copies (run 7 in docs/benchmarks.md). Whole-pack copies now start a minute
+# dd creates one file, a first stage-data eight (cache, lock, entry, partial directory, three
+# files, marker), so copies measured in that minute compared file creation more than copying
+# (run 7 in docs/benchmarks.md). Whole-pack copies now start a minute
 # after the last many-file tree on their target was removed; tmpfs keeps no such window.
 clear_dest() { # clear_dest TARGET: empty the target's scratch directory
     local dest="$1/dljob-bench-dest" many=0
