@@ -56,8 +56,8 @@ declare -A times tree_removed
 # scans past the inodes just freed, about 1 ms each after a 70,000-file tree is removed here.
 # dd creates one file, a first stage-data eight (cache, lock, entry, partial directory, three
 # files, marker), so copies measured in that minute compared file creation more than copying
-# (run 7 in docs/benchmarks.md). Whole-pack copies now start a minute
-# after the last many-file tree on their target was removed; tmpfs keeps no such window.
+# (run 7 in docs/benchmarks.md). Whole-pack copies now start a minute after the last many-file
+# tree on their target was removed; tmpfs keeps no such window.
 clear_dest() { # clear_dest TARGET: empty the target's scratch directory
     local dest="$1/dljob-bench-dest" many=0
     if [ -d "$dest" ] && [ "$(find "$dest" | head -1000 | wc -l)" -ge 1000 ]; then
@@ -87,8 +87,10 @@ measure() {
     start=$(date +%s.%N)
     run_method "$method" "$set" "$dest"
     end=$(date +%s.%N)
-    times["$target|$set|$method"]+="$(echo "$end - $start" | bc) "
-    echo "round $round $target $set $method: $(echo "$end - $start" | bc) s" >&2
+    local seconds
+    seconds=$(echo "$end - $start" | bc)
+    times["$target|$set|$method"]+="$seconds "
+    echo "round $round $target $set $method: $seconds s" >&2
 }
 # Each round and repeat starts the list at another method: what ran just before matters here
 # (a method that follows one that freed 1 GiB pays for the guest's pages coming back).

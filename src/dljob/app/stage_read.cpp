@@ -69,18 +69,48 @@ public:
         return *n;
     }
 
-    /// Copies the file to `out` (named `to`), hashing each block before it is written. From a
-    /// map of the file where it can be mapped: write(2) then copies straight from the page
-    /// cache, one copy of every byte where read(2) and write(2) make two, and that is what
-    /// brings a stage level with dd. Pipes, and file systems that cannot map (FUSE with
-    /// direct_io), get read(2).
+    /// Copies the file to `out` (named `to`), hashing each block before it is written. From
+    /// maps of `map_window_bytes` where the file can be mapped: write(2) then copies straight
+    /// from the page cache, one copy of every byte where read(2) and write(2) make two, and that
+    /// is what brings a stage level with dd. Pipes, and file systems that cannot map (FUSE with
+    /// direct_io), get read(2). The file's size was checked against the manifest when it was
+    /// opened; finish() reads on from the end the manifest declares, so a file that has grown
+    /// since is still refused.
     Result<void> copy_to(int out, const std::string& to) {
-        if (m_bytes > 0) {
-            auto first = adapters::MappedRange::map(
-                m_fd.get(), 0, std::min<std::uint64_t>(m_bytes, map_window_bytes), m_path);
-            if (first) {
-                return copy_mapped(std::move(*first), out, to);
+        for (std::uint64_t offset = 0; offset < m_bytes; offset += map_window_bytes) {
+            auto window = adapters::MappedRange::map(
+                m_fd.get(), offset, std::min<std::uint64_t>(map_window_bytes, m_bytes - offset),
+                m_path);
+            if (!window && offset == 0) {
+                break; // cannot be mapped: read it below
             }
+            if (!window) {
+                return fail(window.error());
+            }
+            // The kernel reads the next window ahead while this one is written: from a network
+            // file system the two overlap.
+            if (const std::uint64_t next = offset + window->size(); next < m_bytes) {
+                posix_fadvise(
+                    m_fd.get(), static_cast<off_t>(next),
+                    static_cast<off_t>(std::min<std::uint64_t>(map_window_bytes, m_bytes - next)),
+                    POSIX_FADV_WILLNEED);
+            }
+            for (std::size_t at = 0; at < window->size(); at += block_bytes) {
+                const char* block = window->data() + at;
+                const std::size_t size = std::min(block_bytes, window->size() - at);
+                // The hash touches the block's pages first: a page that cannot be read (the
+                // file shrank, the file system failed) is an error here, not a SIGBUS.
+                DLJOB_TRY(
+                    adapters::guard_mapped_reads([&] { m_hasher.update(block, size); }, m_path));
+                DLJOB_TRY(adapters::write_all(out, block, size, to));
+                m_read += size;
+            }
+        }
+        if (m_read == m_bytes) {
+            if (lseek(m_fd.get(), static_cast<off_t>(m_read), SEEK_SET) < 0) {
+                return fail(adapters::system_error("cannot seek in", m_path, errno));
+            }
+            return {};
         }
         const auto buffer = std::make_unique_for_overwrite<char[]>(block_bytes); // NOLINT
         for (;;) {
@@ -126,47 +156,6 @@ public:
     }
 
 private:
-    /// copy_to through maps of `map_window_bytes`, `window` the first. The file's size was
-    /// checked against the manifest when it was opened; finish() reads on from the end the
-    /// manifest declares, so a file that has grown since is still refused.
-    Result<void> copy_mapped(adapters::MappedRange window, int out, const std::string& to) {
-        for (;;) {
-            // The kernel reads the next window ahead while this one is written: from a network
-            // file system the two overlap.
-            const std::uint64_t next = m_read + window.size();
-            if (next < m_bytes) {
-                posix_fadvise(
-                    m_fd.get(), static_cast<off_t>(next),
-                    static_cast<off_t>(std::min<std::uint64_t>(map_window_bytes, m_bytes - next)),
-                    POSIX_FADV_WILLNEED);
-            }
-            for (std::size_t at = 0; at < window.size(); at += block_bytes) {
-                const char* block = window.data() + at;
-                const std::size_t size = std::min(block_bytes, window.size() - at);
-                // The hash touches the block's pages first: a page that cannot be read (the
-                // file shrank, the file system failed) is an error here, not a SIGBUS.
-                DLJOB_TRY(
-                    adapters::guard_mapped_reads([&] { m_hasher.update(block, size); }, m_path));
-                DLJOB_TRY(adapters::write_all(out, block, size, to));
-                m_read += size;
-            }
-            if (m_read == m_bytes) {
-                break;
-            }
-            auto mapped = adapters::MappedRange::map(
-                m_fd.get(), m_read, std::min<std::uint64_t>(map_window_bytes, m_bytes - m_read),
-                m_path);
-            if (!mapped) {
-                return fail(mapped.error());
-            }
-            window = std::move(*mapped);
-        }
-        if (lseek(m_fd.get(), static_cast<off_t>(m_read), SEEK_SET) < 0) {
-            return fail(adapters::system_error("cannot seek in", m_path, errno));
-        }
-        return {};
-    }
-
     VerifiedReader(adapters::UniqueFd fd, std::string path, std::uint64_t bytes,
                    std::string expected_hash, std::string manifest_path)
         : m_fd(std::move(fd)), m_path(std::move(path)), m_bytes(bytes),
