@@ -5,8 +5,10 @@ and bench/lenet_gpu/run.sh (--device cuda).
 Same network (conv 20@5x5, max pool 2/2, conv 50@5x5, max pool 2/2, ip 500, ReLU, ip 10, mean
 softmax cross-entropy), same initialisation rule (Caffe's xavier: U(+-sqrt(3/fan_in)), fan_in =
 count/shape[0]; zero biases), same solver (Caffe's SGD rule with lr_mult 1/2 and decay_mult 1,
-not torch.optim.SGD; inv policy), same data order (sequential with wrap-around, no shuffling),
-batch 64 train / 100 test, tests at iteration 0, every 500 and at the end (100 x 100 images).
+not torch.optim.SGD; inv policy), same data order (training: a fresh order every epoch, the very
+permutations dltrain draws for `shuffle: true` from random_seed = --seed, sample_order.py;
+--no-shuffle: file order with wrap-around, as Caffe reads its LMDB; test: file order), batch 64
+train / 100 test, tests at iteration 0, every 500 and at the end (100 x 100 images).
 Inputs are uint8 scaled by 1/256 per batch, as dltrain's reader does.
 
 On the CPU, run with Debian's torch (/usr/bin/python3) and OMP_WAIT_POLICY=PASSIVE
@@ -26,6 +28,8 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from sample_order import shuffled_epoch
 
 
 def read_idx(path):
@@ -55,6 +59,8 @@ def main():
     parser.add_argument("--display", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1701)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True,
+                        help="a fresh training order every epoch, as lenet.yaml's shuffle: true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -101,6 +107,15 @@ def main():
         index = (torch.arange(size, device=device) + cursor) % xs.shape[0]
         return xs[index].unsqueeze(1).float() * scale, ys[index]
 
+    # Training position p (counted over all epochs) reads image train_order[p]: every order is
+    # drawn here, before any timing, so the steps only slice it.
+    images = train_x.shape[0]
+    epochs = (args.iters * args.batch_size) // images + 1
+    train_order = torch.tensor(
+        [i for e in range(epochs)
+         for i in (shuffled_epoch(args.seed, e, images) if args.shuffle else range(images))],
+        dtype=torch.int64, device=device)
+
     test_cursor = 0
 
     def test(iteration):
@@ -132,8 +147,9 @@ def main():
             t0 = time.perf_counter()
         if t0 is None:
             t0 = time.perf_counter()
-        x, y = batch(train_x, train_y, cursor, args.batch_size)
-        cursor = (cursor + args.batch_size) % train_x.shape[0]
+        index = train_order[cursor:cursor + args.batch_size]
+        x, y = train_x[index].unsqueeze(1).float() * scale, train_y[index]
+        cursor += args.batch_size
         loss = F.cross_entropy(forward(x), y)
         for p in params:
             p.grad = None

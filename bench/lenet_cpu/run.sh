@@ -25,6 +25,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -x "$dltrain" ] || { echo "no dltrain at $dltrain (ninja -C build-engine dltrain)" >&2; exit 2; }
+# The PyTorch twin reads its training data in the order the shipped config asks dltrain for.
+order=$(grep -q '^ *shuffle: true' "$root/recipes/networks/lenet.yaml" && echo --shuffle || echo --no-shuffle)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -35,7 +37,7 @@ echo "dltrain: $iters iterations, $threads threads"
     --deadline none
 echo "pytorch: $iters iterations, $threads threads"
 OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1 /usr/bin/time -v -o "$work/torch.time" \
-    /usr/bin/python3 "$here/lenet_torch.py" --iters "$iters" --threads "$threads" \
+    /usr/bin/python3 "$here/lenet_torch.py" --iters "$iters" --threads "$threads" "$order" \
     --data-dir "$data_dir" > "$work/torch.jsonl"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -23,6 +23,8 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { echo "usage: $0 [--iters N] [--threads N] [--dltrain PATH] SEED..." >&2; exit 2; }
 [ -x "$dltrain" ] || { echo "no dltrain at $dltrain (ninja -C build-engine dltrain)" >&2; exit 2; }
+# The PyTorch twin reads its training data in the order the shipped config asks dltrain for.
+order=$(grep -q '^ *shuffle: true' "$root/recipes/networks/lenet.yaml" && echo --shuffle || echo --no-shuffle)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -37,7 +39,8 @@ for seed in "$@"; do
     "$dltrain" train --config "$work/lenet.yaml" --run-dir "$work/run-$seed" --data-dir "$data_dir" \
         --threads "$threads" --max-iter "$iters" --deadline none > /dev/null
     OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/lenet_torch.py" \
-        --iters "$iters" --threads "$threads" --seed "$seed" --data-dir "$data_dir" > "$work/torch-$seed.jsonl"
+        --iters "$iters" --threads "$threads" --seed "$seed" "$order" --data-dir "$data_dir" \
+        > "$work/torch-$seed.jsonl"
     echo "$seed $(final_accuracy "$work/run-$seed/metrics.jsonl") $(final_accuracy "$work/torch-$seed.jsonl")" | tee -a "$work/table"
 done
 /usr/bin/python3 - "$work/table" <<'PY'

@@ -35,6 +35,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -x "$dltrain" ] || { echo "no dltrain at $dltrain (cmake -DDLJOB_CUDA=ON; ninja dltrain)" >&2; exit 2; }
+# The PyTorch twin reads its training data in the order the shipped config asks dltrain for.
+order=$(grep -q '^ *shuffle: true' "$root/recipes/networks/lenet.yaml" && echo --shuffle || echo --no-shuffle)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -56,7 +58,7 @@ for batch in $batches; do
     if [ "$torch_status" = ok ]; then
         echo "pytorch: batch $batch, $iters iterations on $device"
         "$python" "$root/bench/lenet_cpu/lenet_torch.py" --device "$device" --iters "$iters" \
-            --batch-size "$batch" --data-dir "$data_dir" > "$work/torch_$batch.jsonl"
+            --batch-size "$batch" "$order" --data-dir "$data_dir" > "$work/torch_$batch.jsonl"
     fi
 done
 

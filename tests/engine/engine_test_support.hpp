@@ -83,11 +83,14 @@ inline void write_tiny_dataset(const std::filesystem::path& dir, const std::stri
 }
 
 /// A small LeNet-like net over 8x8 images with every trainable layer kind and Dropout.
-inline std::string tiny_net_yaml(int max_iter, const std::string& solver_type = "SGD") {
+/// `shuffle`: the training Data layer draws a fresh order every epoch (12 batches).
+inline std::string tiny_net_yaml(int max_iter, const std::string& solver_type = "SGD",
+                                 bool shuffle = false) {
     return R"(name: tiny
 layers:
   - {name: data, type: Data, top: [data, label], phase: train, source: train-images-idx3-ubyte,
-     label_source: train-labels-idx1-ubyte, batch_size: 8, scale: 0.00390625}
+     label_source: train-labels-idx1-ubyte, batch_size: 8, scale: 0.00390625, shuffle: )" +
+           std::string(shuffle ? "true" : "false") + R"(}
   - {name: data, type: Data, top: [data, label], phase: test, source: test-images-idx3-ubyte,
      label_source: test-labels-idx1-ubyte, batch_size: 10, scale: 0.00390625}
   - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel_size: 3,
@@ -125,11 +128,12 @@ solver:
 
 /// A directory with the tiny data sets (train 96 images, test 30) and tiny.yaml.
 inline std::filesystem::path make_tiny_workspace(const std::filesystem::path& dir, int max_iter,
-                                                 const std::string& solver_type = "SGD") {
+                                                 const std::string& solver_type = "SGD",
+                                                 bool shuffle = false) {
     write_tiny_dataset(dir, "train", 96, 8, 1);
     write_tiny_dataset(dir, "test", 30, 8, 2);
     const auto config = dir / "tiny.yaml";
-    std::ofstream(config) << tiny_net_yaml(max_iter, solver_type);
+    std::ofstream(config) << tiny_net_yaml(max_iter, solver_type, shuffle);
     return config;
 }
 

@@ -64,6 +64,19 @@ TEST(ConfigErrors, WrongValueTypeNamesKey) {
     EXPECT_NE(message.find("'num_output'"), std::string::npos) << message;
 }
 
+TEST(ConfigErrors, ShuffleIsABooleanOfDataLayersOnly) {
+    std::string message = config_error("layers:\n"
+                                       "  - {name: d, type: Data, source: x, batch_size: 2,\n"
+                                       "     shuffle: yes please}\n");
+    EXPECT_NE(message.find("bad.yaml:3"), std::string::npos) << message;
+    EXPECT_NE(message.find("'shuffle'"), std::string::npos) << message;
+    EXPECT_NE(message.find("boolean (true or false)"), std::string::npos) << message;
+    message = config_error("layers:\n"
+                           "  - {name: p, type: Pooling, kernel_size: 2, shuffle: true}\n");
+    EXPECT_NE(message.find("bad.yaml:2"), std::string::npos) << message;
+    EXPECT_NE(message.find("unknown key 'shuffle'"), std::string::npos) << message;
+}
+
 TEST(ConfigErrors, MissingRequiredKeyIsNamed) {
     const std::string message = config_error("layers:\n"
                                              "  - {name: c, type: Convolution, num_output: 3}\n");
@@ -157,11 +170,14 @@ TEST(ConfigErrors, MissingDataFileNamesItsPath) {
 }
 
 TEST(ConfigErrors, ResolvedConfigReadsBackToTheSameNet) {
-    const NetConfig config = parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml");
+    const NetConfig config =
+        parse_config(dl_test::tiny_net_yaml(100, "SGD", /*shuffle=*/true), "tiny.yaml");
     const NetConfig again = parse_config(to_yaml(config), "resolved.yaml");
     ASSERT_EQ(again.layers.size(), config.layers.size());
+    EXPECT_TRUE(config.layers[0].shuffle);
     for (std::size_t i = 0; i < config.layers.size(); ++i) {
         EXPECT_EQ(again.layers[i].type, config.layers[i].type);
+        EXPECT_EQ(again.layers[i].shuffle, config.layers[i].shuffle);
         EXPECT_EQ(again.layers[i].num_output, config.layers[i].num_output);
         EXPECT_EQ(again.layers[i].weight_filler.type, config.layers[i].weight_filler.type);
         EXPECT_EQ(again.layers[i].params.size(), config.layers[i].params.size());

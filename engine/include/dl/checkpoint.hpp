@@ -15,7 +15,9 @@ namespace dl {
 
 struct TrainingState {
     int iteration = 0;
-    std::uint64_t train_cursor = 0; // index of the next training image the net will see
+    // Stream positions (over all epochs, not wrapped: a shuffled epoch's order follows from it)
+    // of the next image each net will see.
+    std::uint64_t train_cursor = 0;
     std::uint64_t test_cursor = 0;
     std::string rng_state; // the net's std::mt19937, as its stream operator writes it
 };

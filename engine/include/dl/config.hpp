@@ -40,6 +40,7 @@ struct LayerConfig {
     std::string label_source; // IDX labels
     int batch_size = 0;
     float scale = 1.0F;
+    bool shuffle = false;   // a fresh order every epoch, drawn from solver.random_seed
     std::vector<int> shape; // optional C x H x W of one image: checked against the file, and
                             // lets `dltrain time` run without the data
     // Convolution, InnerProduct

@@ -26,6 +26,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace dl {
@@ -57,6 +58,16 @@ struct Source {
     data::IdxDataset set;
     std::unique_ptr<data::BatchReader> reader;
 };
+
+/// A Data layer's reader from stream position `cursor`: in file order, or in a fresh order
+/// every epoch drawn from the solver's seed when the layer has `shuffle: true`.
+std::unique_ptr<data::BatchReader> make_reader(const Source& source, const LayerConfig& layer,
+                                               const SolverConfig& solver, std::uint64_t cursor) {
+    const std::optional<std::uint32_t> seed =
+        layer.shuffle ? std::optional<std::uint32_t>(solver.random_seed) : std::nullopt;
+    return std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale,
+                                               data::SampleOrder(source.set.count, seed), cursor);
+}
 
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
                                     const fs::path& config_file) {
@@ -332,13 +343,11 @@ int train(const TrainOptions& options) {
 
     Source& train_source = *nets.sources[Phase::train];
     const LayerConfig& train_layer = *net.inputs().front().layer;
-    train_source.reader = std::make_unique<data::BatchReader>(
-        train_source.set, train_layer.batch_size, train_layer.scale, state.train_cursor);
+    train_source.reader = make_reader(train_source, train_layer, config.solver, state.train_cursor);
     if (has_test) {
         Source& test_source = *nets.sources[Phase::test];
         const LayerConfig& test_layer = *test_net->inputs().front().layer;
-        test_source.reader = std::make_unique<data::BatchReader>(
-            test_source.set, test_layer.batch_size, test_layer.scale, state.test_cursor);
+        test_source.reader = make_reader(test_source, test_layer, config.solver, state.test_cursor);
     }
 
     MetricsLog metrics(options.run_dir / "metrics.jsonl");
@@ -372,11 +381,8 @@ int train(const TrainOptions& options) {
     const auto current_state = [&] {
         TrainingState now;
         now.iteration = solver.iteration();
-        const std::uint64_t images = train_source.set.count;
         const std::uint64_t cursor = train_source.reader->cursor();
-        now.train_cursor =
-            staged ? (cursor + images - static_cast<std::uint64_t>(batch) % images) % images
-                   : cursor;
+        now.train_cursor = staged ? cursor - static_cast<std::uint64_t>(batch) : cursor;
         now.test_cursor = has_test ? nets.sources[Phase::test]->reader->cursor() : 0;
         std::ostringstream rng;
         rng << net.rng();
@@ -533,8 +539,7 @@ int test(const TestOptions& options) {
     const TrainingState state = read_checkpoint(options.weights, net, nullptr);
     Source& source = *nets.sources[Phase::test];
     const LayerConfig& layer = *net.inputs().front().layer;
-    source.reader =
-        std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale, 0);
+    source.reader = make_reader(source, layer, nets.config.solver, 0);
     const int test_iter =
         nets.config.solver.test_iter > 0
             ? nets.config.solver.test_iter

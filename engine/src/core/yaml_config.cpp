@@ -30,7 +30,7 @@ const std::vector<std::string>& common_keys() {
 }
 const std::map<std::string, std::vector<std::string>>& type_keys() {
     static const std::map<std::string, std::vector<std::string>> values = {
-        {"Data", {"source", "label_source", "batch_size", "scale", "shape"}},
+        {"Data", {"source", "label_source", "batch_size", "scale", "shuffle", "shape"}},
         {"Convolution",
          {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
           "bias_filler"}},
@@ -254,6 +254,7 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     reader.read(node, "label_source", layer.label_source, where);
     reader.read_positive(node, "batch_size", layer.batch_size, where, 1);
     reader.read(node, "scale", layer.scale, where);
+    reader.read(node, "shuffle", layer.shuffle, where);
     if (const YAML::Node shape = node["shape"]) {
         layer.shape = shape.as<std::vector<int>>();
         if (layer.shape.size() != 3 ||
@@ -446,6 +447,7 @@ std::string to_yaml(const NetConfig& config) {
             out << YAML::Key << "label_source" << YAML::Value << layer.label_source;
             out << YAML::Key << "batch_size" << YAML::Value << layer.batch_size;
             out << YAML::Key << "scale" << YAML::Value << layer.scale;
+            out << YAML::Key << "shuffle" << YAML::Value << layer.shuffle;
             if (!layer.shape.empty()) {
                 out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;
             }

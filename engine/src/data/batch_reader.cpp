@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace dl::data {
 
-BatchReader::BatchReader(const IdxDataset& set, int batch, float scale, std::uint64_t cursor,
-                         int depth)
-    : m_set(set), m_batch(batch), m_scale(scale), m_consumer_cursor(cursor % set.count),
-      m_producer_cursor(cursor % set.count), m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
+BatchReader::BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
+                         std::uint64_t cursor, int depth)
+    : m_set(set), m_batch(batch), m_scale(scale), m_order(std::move(order)),
+      m_consumer_cursor(cursor), m_producer_cursor(cursor),
+      m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
     for (auto& slot : m_slots) {
         slot.data.resize(static_cast<std::size_t>(batch) * set.image_size());
         slot.labels.resize(static_cast<std::size_t>(batch));
@@ -39,8 +41,7 @@ void BatchReader::run() {
         // The slot at tail is free: only this thread writes it until it is counted as filled.
         Slot& slot = m_slots[tail];
         for (int i = 0; i < m_batch; ++i) {
-            const std::size_t index =
-                (m_producer_cursor + static_cast<std::size_t>(i)) % m_set.count;
+            const std::size_t index = m_order.at(m_producer_cursor + static_cast<std::uint64_t>(i));
             const std::uint8_t* pixels = m_set.pixels.data() + index * image;
             float* out = slot.data.data() + static_cast<std::size_t>(i) * image;
             for (std::size_t p = 0; p < image; ++p) {
@@ -49,7 +50,7 @@ void BatchReader::run() {
             slot.labels[static_cast<std::size_t>(i)] =
                 m_set.labels.empty() ? 0.0F : static_cast<float>(m_set.labels[index]);
         }
-        m_producer_cursor = (m_producer_cursor + static_cast<std::size_t>(m_batch)) % m_set.count;
+        m_producer_cursor += static_cast<std::uint64_t>(m_batch);
         tail = (tail + 1) % m_slots.size();
         {
             const std::lock_guard lock(m_mutex);
@@ -75,7 +76,7 @@ double BatchReader::next(float* data, float* labels) {
     --m_filled;
     lock.unlock();
     m_space.notify_one();
-    m_consumer_cursor = (m_consumer_cursor + static_cast<std::size_t>(m_batch)) % m_set.count;
+    m_consumer_cursor += static_cast<std::uint64_t>(m_batch);
     return std::chrono::duration<double>(waited).count();
 }
 

@@ -3,6 +3,7 @@
 // bounded queue (depth batches); next() measures how long the loop waited.
 
 #include "data/idx_dataset.hpp"
+#include "data/sample_order.hpp"
 
 #include <condition_variable>
 #include <cstdint>
@@ -14,9 +15,10 @@ namespace dl::data {
 
 class BatchReader {
 public:
-    /// Batches start at `cursor` (an image index) and go on in file order, wrapping around
-    /// (Caffe's order for an unshuffled source).
-    BatchReader(const IdxDataset& set, int batch, float scale, std::uint64_t cursor, int depth = 4);
+    /// Batches start at `cursor`, a position in the stream of all epochs, and go on in
+    /// `order`'s order (file order with wrap-around when it has no seed).
+    BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
+                std::uint64_t cursor, int depth = 4);
     ~BatchReader();
     BatchReader(const BatchReader&) = delete;
     BatchReader& operator=(const BatchReader&) = delete;
@@ -26,7 +28,7 @@ public:
     /// Copies the next batch into data (batch x image) and labels (batch; may be null).
     /// Returns the seconds spent waiting for it.
     double next(float* data, float* labels);
-    /// The image index the next batch handed out starts at (saved in checkpoints).
+    /// The stream position the next batch handed out starts at (saved in checkpoints).
     [[nodiscard]] std::uint64_t cursor() const { return m_consumer_cursor; }
 
 private:
@@ -39,6 +41,7 @@ private:
     const IdxDataset& m_set;
     int m_batch;
     float m_scale;
+    SampleOrder m_order; // used by the reader thread only
     std::uint64_t m_consumer_cursor;
     std::uint64_t m_producer_cursor;
     std::vector<Slot> m_slots;
