@@ -1,4 +1,5 @@
 #include <dljob/app/render_service.hpp>
+#include <dljob/app/run_dir.hpp>
 #include <dljob/app/shell.hpp>
 #include <dljob/app/site_catalog.hpp>
 #include <dljob/app/submit.hpp>
@@ -364,13 +365,9 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     }
 
     // The run directory, as a batch job's (the job script too: $DLJOB_SCRIPT), then the row.
-    std::error_code ec;
-    std::filesystem::create_directories(run_dir, ec);
-    if (ec) {
-        return fail(
-            ErrorCode::io,
-            fmt::format("cannot create run directory {}: {}", run_dir.string(), ec.message()),
-            "set DLJOB_RUNS_DIR to a writable directory");
+    auto pending = PendingRunDir::create(run_dir);
+    if (!pending) {
+        return fail(pending.error());
     }
     DLJOB_TRY(write_rendered(run_dir / rendered->script_name, rendered->script));
     DLJOB_TRY(write_rendered(plan_request.rc_path, *rc));
@@ -392,6 +389,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         (void)context.store().remove(id);
         return fail(scheduler.error());
     }
+    pending->keep(); // from here on the row stays, a session that fails to start included
 
     for (const auto& note : outcome.notes) {
         err << "dljob: note: " << note << '\n';
@@ -418,6 +416,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
             context.store().mark_submitted(id, ref.scheduler_id, "", util::unix_now()).has_value();
     }
 
+    std::error_code ec;
     bool session_started = false;
     std::optional<int> status;
     int hangup = 0;

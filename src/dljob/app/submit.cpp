@@ -1,5 +1,6 @@
 #include <dljob/app/data_check.hpp>
 #include <dljob/app/render_service.hpp>
+#include <dljob/app/run_dir.hpp>
 #include <dljob/app/site_catalog.hpp>
 #include <dljob/app/stage.hpp>
 #include <dljob/app/submit.hpp>
@@ -106,13 +107,9 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         return outcome;
     }
 
-    std::error_code ec;
-    std::filesystem::create_directories(run_dir, ec);
-    if (ec) {
-        return fail(
-            ErrorCode::io,
-            fmt::format("cannot create run directory {}: {}", run_dir.string(), ec.message()),
-            "set DLJOB_RUNS_DIR to a writable directory");
+    auto pending = PendingRunDir::create(run_dir);
+    if (!pending) {
+        return fail(pending.error());
     }
     DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
     (void)util::write_file_atomic(run_dir / "recipe.yaml",
@@ -152,7 +149,9 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
             (void)context.store().remove(outcome.job.id); // no orphan row
             return fail(error);
         }
-        // Timed out or unreachable: the job may exist. Keep the row for reconciliation.
+        // Timed out or unreachable: the job may exist. Keep the row for reconciliation, and
+        // the script it would run.
+        pending->keep();
         (void)context.store().mark_submit_unknown(outcome.job.id, now);
         return fail(error.code,
                     fmt::format("{} (job {} recorded; its submission is checked by token)",
@@ -160,6 +159,7 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
                     "run 'dljob status' later: it finds the job if the scheduler took it, and "
                     "never submits it twice");
     }
+    pending->keep();
     DLJOB_TRY(context.store().mark_submitted(outcome.job.id, submitted->scheduler_id,
                                              submitted->secondary_id, now));
     outcome.job.scheduler_id = submitted->scheduler_id;

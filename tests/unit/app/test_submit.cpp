@@ -155,5 +155,44 @@ TEST_F(Submit, ABadOverrideChangesNothing) {
     EXPECT_TRUE(runner_->calls.empty());
 }
 
+TEST_F(Submit, ARefusedSubmissionLeavesNoRowAndNoRunDirectory) {
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    auto jobs = context();
+    runner_->reply("sbatch", 1, "",
+                   "sbatch: error: Batch job submission failed: Invalid partition name specified");
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "lab";
+    options.site_files = {lab};
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_FALSE(outcome);
+    EXPECT_EQ(outcome.error().code, ErrorCode::scheduler_rejected) << outcome.error().message;
+    EXPECT_NE(outcome.error().message.find("Invalid partition name"), std::string::npos);
+    ASSERT_EQ(runner_->calls.size(), 1U); // sbatch ran, with the script that is now gone
+    auto all = jobs.store().list(JobQuery{});
+    ASSERT_TRUE(all);
+    EXPECT_TRUE(all->empty());
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "runs")) << "a run directory was left behind";
+}
+
+TEST_F(Submit, AnUnansweredSubmissionKeepsItsRowAndItsScript) {
+    // sbatch timed out: the job may exist, so status must be able to find it by its token and
+    // the scheduler may still run its script.
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    auto jobs = context();
+    runner_->reply_timeout("sbatch");
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "lab";
+    options.site_files = {lab};
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_FALSE(outcome);
+    auto all = jobs.store().list(JobQuery{});
+    ASSERT_TRUE(all);
+    ASSERT_EQ(all->size(), 1U);
+    EXPECT_EQ(all->front().phase, SubmitPhase::submit_unknown);
+    EXPECT_TRUE(std::filesystem::exists(all->front().script_path));
+}
+
 } // namespace
 } // namespace dljob::app
