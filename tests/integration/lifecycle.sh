@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lifecycle.sh SITE: submit -> running -> completed, a failing job (FAILED with its exit code),
-# cancel, and (for a scheduler site) a rejected submit that leaves no row behind.
+# cancel, and (for a scheduler site) a rejected submit that leaves no row or run directory behind.
 # shellcheck disable=SC1091
 . "$(dirname "$0")/lib.sh"
 site=$1
@@ -36,6 +36,7 @@ check "the jobs around it are cancelled" "CANCELLED CANCELLED" "$(field "$first"
 
 if [ "$site" != local ]; then
   before=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+  dirs_before=$(find "$DLJOB_RUNS_DIR" -mindepth 1 -maxdepth 1 | wc -l)
   set +e
   # shellcheck disable=SC2046
   err=$("$DLJOB" submit "$HERE/recipes/ok.yaml" $(site_args "$site-reject") 2>&1 >/dev/null)
@@ -45,6 +46,7 @@ if [ "$site" != local ]; then
   check "with the scheduler's reason" 1 "$(grep -qi 'partition' <<<"$err" && echo 1 || echo 0)"
   after=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   check "and leaves no row" "$before" "$after"
+  check "nor a run directory" "$dirs_before" "$(find "$DLJOB_RUNS_DIR" -mindepth 1 -maxdepth 1 | wc -l)"
 fi
 "$DLJOB" status --all
 finish
