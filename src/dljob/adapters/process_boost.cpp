@@ -27,7 +27,12 @@ bp::environment make_env(const std::map<std::string, std::string>& extra) {
     return env;
 }
 
-Result<boost::filesystem::path> find_executable(const std::string& name) {
+/// argv[0] as a path: taken as given when it has a slash, else looked up on PATH.
+Result<boost::filesystem::path> find_executable(const std::vector<std::string>& argv) {
+    if (argv.empty()) {
+        return fail(ErrorCode::internal, "empty command line");
+    }
+    const std::string& name = argv.front();
     if (name.find('/') != std::string::npos) {
         return boost::filesystem::path(name);
     }
@@ -64,10 +69,7 @@ int decode_status(int native) {
 } // namespace
 
 Result<ProcessResult> BoostProcessRunner::run(const ProcessRequest& request) {
-    if (request.argv.empty()) {
-        return fail(ErrorCode::internal, "empty command line");
-    }
-    auto exe = find_executable(request.argv.front());
+    auto exe = find_executable(request.argv);
     if (!exe) {
         return fail(exe.error());
     }
@@ -126,10 +128,7 @@ Result<ProcessResult> BoostProcessRunner::run(const ProcessRequest& request) {
 }
 
 Result<int> BoostProcessRunner::spawn_detached(const DetachedRequest& request) {
-    if (request.argv.empty()) {
-        return fail(ErrorCode::internal, "empty command line");
-    }
-    auto exe = find_executable(request.argv.front());
+    auto exe = find_executable(request.argv);
     if (!exe) {
         return fail(exe.error());
     }

@@ -73,6 +73,19 @@ std::optional<int> parse_exit_code(std::string_view text) {
     return *signal != 0 && *code == 0 ? 128 + *signal : *code;
 }
 
+/// The user's jobs that squeue still lists (all states): id, state, reason and comment.
+Result<std::vector<SlurmRow>> list_queue(ProcessRunner& runner, const SchedulerOptions& options) {
+    auto listed =
+        run_command(runner, {"squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%r|%k"}, options);
+    if (!listed) {
+        return fail(listed.error());
+    }
+    if (listed->exit_code != 0) {
+        return fail(command_error("squeue", *listed));
+    }
+    return parse_squeue(listed->out);
+}
+
 } // namespace
 
 std::optional<std::string> parse_sbatch_id(std::string_view output) {
@@ -172,19 +185,15 @@ SlurmScheduler::poll(const std::vector<JobRef>& jobs) {
     if (jobs.empty()) {
         return found;
     }
-    auto listed = run_command(m_runner, {"squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%r|%k"},
-                              m_options);
-    if (!listed) {
-        return fail(listed.error());
-    }
-    if (listed->exit_code != 0) {
-        return fail(command_error("squeue", *listed));
+    auto queue = list_queue(m_runner, m_options);
+    if (!queue) {
+        return fail(queue.error());
     }
     std::set<std::string> wanted;
     for (const auto& job : jobs) {
         wanted.insert(job.scheduler_id);
     }
-    for (const auto& row : parse_squeue(listed->out)) {
+    for (const auto& row : *queue) {
         if (wanted.count(row.id) > 0) {
             found[row.id] = map_slurm_state(row);
         }
@@ -215,16 +224,12 @@ SlurmScheduler::poll(const std::vector<JobRef>& jobs) {
 }
 
 Result<std::optional<Submission>> SlurmScheduler::find_by_token(const std::string& token) {
-    auto listed = run_command(m_runner, {"squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%r|%k"},
-                              m_options);
-    if (!listed) {
-        return fail(listed.error());
-    }
-    if (listed->exit_code != 0) {
-        return fail(command_error("squeue", *listed));
+    auto queue = list_queue(m_runner, m_options);
+    if (!queue) {
+        return fail(queue.error());
     }
     const std::string comment = std::string(comment_prefix) + token;
-    for (const auto& row : parse_squeue(listed->out)) {
+    for (const auto& row : *queue) {
         if (row.comment == comment) {
             return std::optional<Submission>{Submission{row.id, ""}};
         }

@@ -70,6 +70,16 @@ TEST_F(BoostProcess, MissingProgramIsSchedulerUnreachable) {
     EXPECT_NE(result.error().message.find("dljob-no-such-program"), std::string::npos);
 }
 
+TEST_F(BoostProcess, AnEmptyCommandLineIsAnErrorForBothWaysOfRunning) {
+    auto ran = runner.run(command({}));
+    ASSERT_FALSE(ran);
+    EXPECT_EQ(ran.error().code, ErrorCode::internal);
+    auto spawned = runner.spawn_detached(DetachedRequest{});
+    ASSERT_FALSE(spawned);
+    EXPECT_EQ(spawned.error().code, ErrorCode::internal);
+    EXPECT_EQ(spawned.error().message, "empty command line");
+}
+
 TEST_F(BoostProcess, DetachedProcessRunsInItsOwnSessionAndCanBeKilled) {
     const auto log = std::filesystem::temp_directory_path() /
                      ("dljob-detached-" + std::to_string(::getpid()) + ".log");
