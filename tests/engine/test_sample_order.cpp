@@ -140,4 +140,21 @@ TEST(SampleOrder, ShuffledBatchesCrossEpochsAndResumeFromTheCursor) {
     }
 }
 
+TEST(SampleOrder, ABatchLargerThanTheSetSpansSeveralEpochs) {
+    // 3 images, batches of 8: one batch holds parts of three epochs, each a permutation.
+    const auto set = labelled_by_index(3);
+    dl::data::BatchReader reader(set, 8, 1.0F, SampleOrder(3, 11U), 0);
+    std::vector<float> stream;
+    for (int b = 0; b < 3; ++b) {
+        const auto labels = next_labels(reader, 8);
+        stream.insert(stream.end(), labels.begin(), labels.end());
+    }
+    for (std::size_t e = 0; e < 8; ++e) {
+        const std::vector<std::uint32_t> window(stream.begin() + static_cast<long>(3 * e),
+                                                stream.begin() + static_cast<long>(3 * e + 3));
+        EXPECT_TRUE(is_permutation_of_indices(window)) << "epoch " << e;
+        EXPECT_EQ(window, epoch(11, e, 3)) << "epoch " << e;
+    }
+}
+
 } // namespace
