@@ -65,6 +65,11 @@ int main(int argc, char** argv) {
     train_cmd->add_option("--run-dir", train.run_dir, "run directory")->required();
     train_cmd->add_option("--data-dir", data_dir, "where relative data sources resolve");
     train_cmd->add_option("--resume", train.resume, "auto, or a checkpoint file");
+    std::string weights;
+    train_cmd->add_option("--weights", weights,
+                          "fine-tune: start from the parameters of this checkpoint whose layer "
+                          "names the network has (the others keep their fillers); not used once "
+                          "--resume auto finds a checkpoint of the run");
     train_cmd
         ->add_option("--threads", train.threads, "threads (default: the CPUs this process may use)")
         ->check(CLI::NonNegativeNumber);
@@ -82,6 +87,9 @@ int main(int argc, char** argv) {
         }
         if (max_iter >= 0) {
             train.max_iter = max_iter;
+        }
+        if (!weights.empty()) {
+            train.weights = weights;
         }
         exit_code = dl::train(train);
     });

@@ -128,5 +128,78 @@ TEST_F(Checkpoints, KeepsOnlyTheNewestN) {
                                                "iter_00000050.ckpt", "iter_00000050.done"}));
 }
 
+NetConfig renamed(NetConfig config, const std::string& from, const std::string& to) {
+    for (auto& layer : config.layers) {
+        if (layer.name == from) {
+            layer.name = to;
+        }
+    }
+    return config;
+}
+
+std::vector<float> values(const Net& net, const std::string& name) {
+    for (const auto& param : net.params()) {
+        if (param.name == name) {
+            return {param.tensor->data(), param.tensor->data() + param.tensor->count()};
+        }
+    }
+    ADD_FAILURE() << "no parameter " << name;
+    return {};
+}
+
+TEST_F(Checkpoints, WeightsAreCopiedByNameAndARenamedLayerKeepsItsFiller) {
+    const fs::path file = save(7);
+    // Caffe's fine-tuning move: rename the last layer so that it starts from its filler.
+    const NetConfig config = renamed(m_config, "ip2", "ip2_new");
+    Net net(config, Phase::train, *m_backend, 99);
+    const auto filler = values(net, "ip2_new.0");
+    ASSERT_NE(values(net, "conv1.0"), values(m_net, "conv1.0")); // another seed: other weights
+    const WeightsCopy copy = copy_weights(file, net);
+    EXPECT_EQ(copy.copied, (std::vector<std::string>{"conv1.0", "conv1.1", "ip1.0", "ip1.1"}));
+    EXPECT_EQ(copy.kept, (std::vector<std::string>{"ip2_new.0", "ip2_new.1"}));
+    EXPECT_EQ(copy.unused, (std::vector<std::string>{"ip2.0", "ip2.1"}));
+    for (const char* name : {"conv1.0", "conv1.1", "ip1.0", "ip1.1"}) {
+        EXPECT_EQ(values(net, name), values(m_net, name)) << name;
+    }
+    EXPECT_EQ(values(net, "ip2_new.0"), filler);
+}
+
+TEST_F(Checkpoints, WeightsOfAnotherShapeAreRefusedNamingBothShapes) {
+    const fs::path file = save(7);
+    NetConfig config = m_config;
+    for (auto& layer : config.layers) {
+        if (layer.name == "ip1") {
+            layer.num_output = 12;
+        }
+    }
+    Net net(config, Phase::train, *m_backend, 3);
+    try {
+        (void)copy_weights(file, net);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::config);
+        const std::string message = e.what();
+        EXPECT_NE(message.find("ip1.0 is 16x64 there and 12x64 in the network"), std::string::npos)
+            << message;
+        EXPECT_NE(message.find(file.string()), std::string::npos) << message;
+    }
+}
+
+TEST_F(Checkpoints, WeightsSharingNoParameterNameAreRefused) {
+    const fs::path file = save(7);
+    const NetConfig config =
+        renamed(renamed(renamed(m_config, "conv1", "c1"), "ip1", "f1"), "ip2", "f2");
+    Net net(config, Phase::train, *m_backend, 3);
+    try {
+        (void)copy_weights(file, net);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::config);
+        EXPECT_NE(std::string(e.what()).find("has no parameter of this network (it has: conv1.0"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 } // namespace
 } // namespace dl

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 namespace {
@@ -168,6 +169,67 @@ TEST_F(Dltrain, ExitCodesSeparateUsageConfigAndData) {
     const auto bad = run_shell(train_command(m_dir.path() / "bad.yaml", m_dir.path() / "r3"));
     EXPECT_EQ(bad.exit_code, 3);
     EXPECT_NE(bad.output.find("bad.yaml:2"), std::string::npos) << bad.output;
+}
+
+TEST_F(Dltrain, WeightsStartAFineTuneAndARequeuedJobResumesItsOwnRun) {
+    const auto config = workspace(50);
+    const fs::path pretrained = m_dir.path() / "pretrained";
+    ASSERT_EQ(run_shell(train_command(config, pretrained)).exit_code, 0);
+    const std::string weights =
+        "--weights " + (pretrained / "checkpoints" / "iter_00000050.ckpt").string();
+    const auto first_loss = [](const std::vector<nlohmann::json>& lines) {
+        for (const auto& line : lines) {
+            if (line["type"] == "train") {
+                return line["loss"].get<double>();
+            }
+        }
+        return -1.0;
+    };
+
+    const fs::path tuned = m_dir.path() / "tuned";
+    const auto first = run_shell(train_command(config, tuned, "--max-iter 60 " + weights));
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    EXPECT_NE(first.output.find("6 parameters from"), std::string::npos) << first.output;
+    const auto lines = metrics(tuned);
+    EXPECT_NE(lines.front()["weights_from"].get<std::string>().find("iter_00000050.ckpt"),
+              std::string::npos);
+    // Iteration 0 starts from trained weights (a fresh start's solver and data position).
+    EXPECT_EQ(lines[1]["iter"], 0);
+    EXPECT_LT(first_loss(lines), 0.8 * first_loss(metrics(pretrained)));
+
+    // The job requeued with the same command line: its own checkpoint wins over --weights.
+    const auto again =
+        run_shell(train_command(config, tuned, "--max-iter 80 --resume auto " + weights));
+    ASSERT_EQ(again.exit_code, 0) << again.output;
+    EXPECT_NE(again.output.find("resuming from"), std::string::npos) << again.output;
+    EXPECT_NE(again.output.find("--weights not used"), std::string::npos) << again.output;
+    const auto resumed = metrics(tuned);
+    const auto start = std::find_if(resumed.begin(), resumed.end(), [](const auto& line) {
+        return line["type"] == "start" && line["iter"] == 60;
+    });
+    ASSERT_NE(start, resumed.end());
+    EXPECT_EQ((*start)["weights_from"], "");
+}
+
+TEST_F(Dltrain, BadWeightsLeaveNoRunDirectory) {
+    const auto config = workspace(10);
+    const fs::path run = m_dir.path() / "run";
+    const auto missing =
+        run_shell(train_command(config, run, "--weights " + (m_dir.path() / "no.ckpt").string()));
+    EXPECT_EQ(missing.exit_code, 3) << missing.output;
+    EXPECT_NE(missing.output.find("weights file " + (m_dir.path() / "no.ckpt").string() +
+                                  " does not exist"),
+              std::string::npos)
+        << missing.output;
+    EXPECT_FALSE(fs::exists(run));
+    // Caffe's rule: resume a snapshot or fine-tune from weights, not both.
+    const auto both =
+        run_shell(train_command(config, run,
+                                "--resume " + (m_dir.path() / "a.ckpt").string() + " --weights " +
+                                    (m_dir.path() / "b.ckpt").string()));
+    EXPECT_EQ(both.exit_code, 2) << both.output;
+    EXPECT_NE(both.output.find("not both"), std::string::npos) << both.output;
+    EXPECT_FALSE(fs::exists(run));
 }
 
 TEST_F(Dltrain, TestCommandScoresACheckpoint) {

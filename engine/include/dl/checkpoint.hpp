@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dl {
 
@@ -36,5 +37,18 @@ find_latest_checkpoint(const std::filesystem::path& dir,
 
 /// Loads weights (and, when solver is given, solver history) into the net; throws dl::Error.
 TrainingState read_checkpoint(const std::filesystem::path& file, Net& net, Solver* solver);
+
+/// What copy_weights did, by parameter name ("conv1.0").
+struct WeightsCopy {
+    std::vector<std::string> copied; // in the file's order
+    std::vector<std::string> kept;   // the net's parameters the file lacks: still their fillers'
+    std::vector<std::string> unused; // the file's parameters the net lacks
+};
+
+/// Fine-tuning (Caffe's `--weights`): copies every parameter of a checkpoint whose name the net
+/// has, shapes checked; the rest of the net keeps its fillers' values, and nothing of the
+/// checkpoint's iteration, data position or solver state is used. Throws dl::Error(config) for
+/// an unusable file, a shape that differs (naming both), or a file that shares no name.
+WeightsCopy copy_weights(const std::filesystem::path& file, Net& net);
 
 } // namespace dl

@@ -12,6 +12,7 @@ struct TrainOptions {
     std::filesystem::path run_dir;
     std::optional<std::filesystem::path> data_dir; // unset: the config file's directory
     std::string resume;                            // "", "auto" or a checkpoint path
+    std::optional<std::filesystem::path> weights;  // fine-tune: parameters copied by name
     int threads = 0;                               // 0: the CPUs this process may use
     std::string deadline;                          // "", seconds from now, "auto", "none"
     std::optional<int> max_iter;

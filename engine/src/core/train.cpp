@@ -14,6 +14,7 @@
 #include <dl/train.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -293,6 +294,12 @@ std::optional<double> deadline_seconds(const std::string& spec) {
 
 int train(const TrainOptions& options) {
     const auto wall_start = Clock::now();
+    if (options.weights && !options.resume.empty() && options.resume != "auto") {
+        throw Error(ErrorKind::usage,
+                    "give a checkpoint to resume (--resume) or weights to fine-tune from "
+                    "(--weights), not both; with --resume auto the weights are used only while "
+                    "the run has no checkpoint of its own");
+    }
     Nets nets;
     nets.config = load_config(options.config);
     NetConfig& config = nets.config;
@@ -311,11 +318,6 @@ int train(const TrainOptions& options) {
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Backend& backend = *nets.backend;
 
-    fs::create_directories(options.run_dir);
-    {
-        std::ofstream resolved(options.run_dir / "config.resolved.yaml");
-        resolved << to_yaml(config);
-    }
     Net net(config, Phase::train, backend, config.solver.random_seed);
     const bool has_test = nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0;
     std::unique_ptr<Net> test_net;
@@ -337,8 +339,28 @@ int train(const TrainOptions& options) {
     }
     if (resume_from) {
         state = read_checkpoint(*resume_from, net, &solver);
-        std::cerr << fmt::format("dltrain: resuming from {} (iteration {})\n",
-                                 resume_from->string(), state.iteration);
+        std::cerr << fmt::format("dltrain: resuming from {} (iteration {}){}\n",
+                                 resume_from->string(), state.iteration,
+                                 options.weights ? "; --weights not used" : "");
+    } else if (options.weights) {
+        // A requeued job runs the same command line: its own checkpoints win (above).
+        const WeightsCopy copy = copy_weights(*options.weights, net);
+        std::cerr << fmt::format("dltrain: {} parameters from {}", copy.copied.size(),
+                                 options.weights->string());
+        if (!copy.kept.empty()) {
+            std::cerr << fmt::format("; from their fillers: {}", fmt::join(copy.kept, ", "));
+        }
+        if (!copy.unused.empty()) {
+            std::cerr << fmt::format("; not in this network: {}", fmt::join(copy.unused, ", "));
+        }
+        std::cerr << '\n';
+    }
+
+    // Written only now: a bad --resume or --weights leaves no run directory behind.
+    fs::create_directories(options.run_dir);
+    {
+        std::ofstream resolved(options.run_dir / "config.resolved.yaml");
+        resolved << to_yaml(config);
     }
 
     Source& train_source = *nets.sources[Phase::train];
@@ -352,14 +374,16 @@ int train(const TrainOptions& options) {
 
     MetricsLog metrics(options.run_dir / "metrics.jsonl");
     const SolverConfig& s = config.solver;
-    metrics.write({{"type", "start"},
-                   {"iter", solver.iteration()},
-                   {"max_iter", s.max_iter},
-                   {"resumed_from", resume_from ? resume_from->string() : ""},
-                   {"threads", backend.threads()},
-                   {"backend", backend.name()},
-                   {"device", backend.device_name()},
-                   {"batch_size", train_layer.batch_size}});
+    metrics.write(
+        {{"type", "start"},
+         {"iter", solver.iteration()},
+         {"max_iter", s.max_iter},
+         {"resumed_from", resume_from ? resume_from->string() : ""},
+         {"weights_from", !resume_from && options.weights ? options.weights->string() : ""},
+         {"threads", backend.threads()},
+         {"backend", backend.name()},
+         {"device", backend.device_name()},
+         {"batch_size", train_layer.batch_size}});
 
     install_stop_signals();
     // The batch of the next step is read (and on a GPU uploaded) while this step computes:

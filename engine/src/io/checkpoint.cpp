@@ -13,6 +13,7 @@
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <vector>
@@ -74,6 +76,13 @@ public:
         std::string text(get<std::uint32_t>(), '\0');
         get_bytes(text.data(), text.size());
         return text;
+    }
+    void skip(std::size_t size) {
+        if (m_pos + size > m_bytes.size()) {
+            throw Error(ErrorKind::training,
+                        fmt::format("checkpoint {} ends early", m_file.string()));
+        }
+        m_pos += size;
     }
 
 private:
@@ -248,13 +257,23 @@ find_latest_checkpoint(const fs::path& dir, const std::function<void(const std::
     return std::nullopt;
 }
 
-TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
+namespace {
+
+/// The bytes of a checkpoint that passed checkpoint_problem; `what` names it in the error.
+std::vector<char> read_valid(const fs::path& file, const char* what) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) {
+        throw Error(ErrorKind::config, fmt::format("{} {} does not exist", what, file.string()));
+    }
     if (auto problem = checkpoint_problem(file)) {
         throw Error(ErrorKind::config,
-                    fmt::format("checkpoint {} is not usable: {}", file.string(), *problem));
+                    fmt::format("{} {} is not usable: {}", what, file.string(), *problem));
     }
-    const std::vector<char> bytes = read_all(file);
-    Reader in(bytes, file);
+    return read_all(file);
+}
+
+/// Everything before the parameters.
+TrainingState get_front(Reader& in, const fs::path& file) {
     char magic[sizeof(k_magic)];
     in.get_bytes(magic, sizeof(magic));
     if (in.get<std::uint32_t>() != k_version) {
@@ -266,6 +285,42 @@ TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
     state.train_cursor = in.get<std::uint64_t>();
     state.test_cursor = in.get<std::uint64_t>();
     state.rng_state = in.get_string();
+    return state;
+}
+
+struct StoredParam {
+    std::string name;
+    std::vector<int> shape;
+    [[nodiscard]] std::size_t count() const {
+        std::size_t n = 1;
+        for (const int dim : shape) {
+            n *= static_cast<std::size_t>(dim);
+        }
+        return n;
+    }
+};
+
+/// A parameter's name and shape; its values follow.
+StoredParam get_param(Reader& in) {
+    StoredParam param;
+    param.name = in.get_string();
+    param.shape.resize(in.get<std::uint32_t>());
+    for (int& dim : param.shape) {
+        dim = in.get<std::int32_t>();
+    }
+    return param;
+}
+
+std::string shape_text(const std::vector<int>& shape) {
+    return fmt::format("{}", fmt::join(shape, "x"));
+}
+
+} // namespace
+
+TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
+    const std::vector<char> bytes = read_valid(file, "checkpoint");
+    Reader in(bytes, file);
+    TrainingState state = get_front(in, file);
     const auto count = in.get<std::uint32_t>();
     const auto& params = net.params();
     if (count != params.size()) {
@@ -274,16 +329,13 @@ TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
                                 file.string(), count, params.size()));
     }
     for (const auto& param : params) {
-        const std::string name = in.get_string();
-        std::vector<int> shape(in.get<std::uint32_t>());
-        for (int& dim : shape) {
-            dim = in.get<std::int32_t>();
-        }
-        if (name != param.name || shape != param.tensor->shape()) {
+        const StoredParam stored = get_param(in);
+        if (stored.name != param.name || stored.shape != param.tensor->shape()) {
             throw Error(ErrorKind::config,
                         fmt::format("checkpoint {}: parameter {} does not match the network's {} "
                                     "({})",
-                                    file.string(), name, param.name, param.tensor->shape_string()));
+                                    file.string(), stored.name, param.name,
+                                    param.tensor->shape_string()));
         }
         std::vector<float> values(param.tensor->count());
         in.get_bytes(values.data(), values.size() * sizeof(float));
@@ -312,6 +364,51 @@ TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
     std::istringstream rng(state.rng_state);
     rng >> net.rng();
     return state;
+}
+
+WeightsCopy copy_weights(const fs::path& file, Net& net) {
+    const std::vector<char> bytes = read_valid(file, "weights file");
+    Reader in(bytes, file);
+    (void)get_front(in, file); // a fresh run: no iteration, cursors, RNG or solver history
+    std::map<std::string, const Param*> wanted;
+    for (const auto& param : net.params()) {
+        wanted.emplace(param.name, &param);
+    }
+    WeightsCopy copy;
+    const auto count = in.get<std::uint32_t>();
+    for (std::uint32_t i = 0; i < count; ++i) {
+        const StoredParam stored = get_param(in);
+        const auto found = wanted.find(stored.name);
+        if (found == wanted.end()) {
+            in.skip(stored.count() * sizeof(float));
+            copy.unused.push_back(stored.name);
+            continue;
+        }
+        const Tensor& tensor = *found->second->tensor;
+        if (stored.shape != tensor.shape()) {
+            throw Error(ErrorKind::config,
+                        fmt::format("weights file {}: parameter {} is {} there and {} in the "
+                                    "network (rename the layer to train it from its filler)",
+                                    file.string(), stored.name, shape_text(stored.shape),
+                                    shape_text(tensor.shape())));
+        }
+        std::vector<float> values(stored.count());
+        in.get_bytes(values.data(), values.size() * sizeof(float));
+        found->second->tensor->write_data(values.data());
+        copy.copied.push_back(stored.name);
+        wanted.erase(found);
+    }
+    if (copy.copied.empty()) {
+        throw Error(ErrorKind::config,
+                    fmt::format("weights file {} has no parameter of this network (it has: {})",
+                                file.string(), fmt::join(copy.unused, ", ")));
+    }
+    for (const auto& param : net.params()) {
+        if (wanted.count(param.name) != 0) {
+            copy.kept.push_back(param.name);
+        }
+    }
+    return copy;
 }
 
 } // namespace dl

@@ -140,7 +140,7 @@ Result<void> read_data(const YamlNode& node, Recipe& recipe) {
 
 Result<void> read_train(const YamlNode& node, Recipe& recipe,
                         const std::filesystem::path& base_dir) {
-    DLJOB_TRY(check_mapping(node, "train", {"config", "threads", "max_iter"}));
+    DLJOB_TRY(check_mapping(node, "train", {"config", "threads", "max_iter", "weights"}));
     const auto* config = node.find("config");
     if (config == nullptr) {
         return invalid(node.mark, "train.config",
@@ -172,6 +172,22 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
         }
         recipe.train.max_iter = *v;
         record(recipe, "train.max_iter", max_iter->mark);
+    }
+    if (const auto* weights = node.find("weights"); weights != nullptr) {
+        auto v = read_word(*weights, "train.weights", R"([^\x00-\x1f\x7f]{1,4000})",
+                           "a dltrain checkpoint path without control characters");
+        if (!v) {
+            return fail(v.error());
+        }
+        // ~ and $VARIABLE are the job's to expand (the cluster's home, $SCRATCH); a relative
+        // path is the recipe's neighbour, like train.config.
+        const bool for_the_job = v->front() == '~' || v->front() == '$';
+        std::filesystem::path file{*v};
+        if (!for_the_job && file.is_relative()) {
+            file = base_dir / file;
+        }
+        recipe.train.weights = for_the_job ? *v : file.lexically_normal().string();
+        record(recipe, "train.weights", weights->mark);
     }
     return {};
 }

@@ -37,6 +37,9 @@ struct TrainSpec {
     /// --max-iter: stop after this many iterations instead of the config's solver.max_iter
     /// (a short trial run, `dljob submit --set train.max_iter=200`); unset: the config decides.
     std::optional<int> max_iter;
+    /// --weights: fine-tune from this dltrain checkpoint (absolute, or starting with ~ or
+    /// $VARIABLE, expanded by the job's shell); empty: train from the fillers.
+    std::string weights;
 };
 
 /// `command:` runs any program (PyTorch, Torch7, Theano scripts...) with the same treatment:

@@ -355,6 +355,14 @@ Result<std::vector<std::string>> training_command(const RenderRequest& req,
         if (recipe.train.max_iter) {
             words.insert(words.end(), {"--max-iter", std::to_string(*recipe.train.max_iter)});
         }
+        if (!recipe.train.weights.empty()) {
+            if (has_nul(recipe.train.weights)) {
+                return refuse("train.weights", recipe.train.weights, "a file path");
+            }
+            // Used only until the run has a checkpoint of its own (--resume auto wins).
+            words.insert(words.end(),
+                         {"--weights", shell_word_with_variables(recipe.train.weights)});
+        }
         return words;
     }
     if (recipe.command.argv.empty()) {

@@ -32,6 +32,24 @@ TEST_F(RecipeValidation, AcceptsMinimalTrainRecipeAndResolvesConfigAgainstRecipe
     EXPECT_EQ(recipe->train.config, "/recipes/net.yaml");
 }
 
+TEST_F(RecipeValidation, FineTuneWeightsResolveLikeTheConfigUnlessTheJobExpandsThem) {
+    auto relative = load(std::string(base) + "  weights: ../models/lenet.ckpt\n");
+    ASSERT_TRUE(relative) << relative.error().message;
+    EXPECT_EQ(relative->train.weights, "/models/lenet.ckpt");
+    for (const char* kept : {"~/models/lenet.ckpt", "$SCRATCH/lenet.ckpt", "/abs/lenet.ckpt"}) {
+        auto recipe = load(std::string(base) + "  weights: " + kept + "\n");
+        ASSERT_TRUE(recipe) << recipe.error().message;
+        EXPECT_EQ(recipe->train.weights, kept);
+    }
+    auto bad = load(std::string(base) + "  weights: \"a\\tb\"\n");
+    ASSERT_FALSE(bad);
+    EXPECT_EQ(bad.error().message.rfind("r.yaml:6:12: train.weights: expected a dltrain "
+                                        "checkpoint path without control characters",
+                                        0),
+              0U)
+        << bad.error().message;
+}
+
 TEST_F(RecipeValidation, RejectsUnknownKeyListingValidOnesAndClosest) {
     auto recipe = load(std::string(base) + "resources:\n  gpu: 2\n");
     ASSERT_FALSE(recipe);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace dljob::test {
 namespace {
 
@@ -73,6 +75,18 @@ TEST_P(ScriptContract, RunsDltrainWithConfigRunDirDataDirAndResume) {
         << argv[6];
     EXPECT_EQ(argv[7], "--resume");
     EXPECT_EQ(argv[8], "auto");
+}
+
+TEST_P(ScriptContract, FineTuneWeightsReachDltrainExpandedByTheJob) {
+    auto req = request();
+    req.recipe.train.weights = "$DLJOB_RUN_DIR/pre trained's.ckpt";
+    const auto result = m_sandbox.run(req, render(req));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto argv = read_nul_separated(req.run_dir / "train.argv");
+    const auto at = std::find(argv.begin(), argv.end(), "--weights");
+    ASSERT_NE(at, argv.end());
+    ASSERT_NE(at + 1, argv.end());
+    EXPECT_EQ(*(at + 1), req.run_dir.string() + "/pre trained's.ckpt");
 }
 
 TEST_P(ScriptContract, MissingModuleFailsLoudlyBeforeTraining) {
