@@ -281,10 +281,20 @@ Result<bool> SqliteJobStore::update_state(std::int64_t id, const SchedulerStatus
             return false;
         }
         std::int64_t started = job.started_at;
-        if (started == 0 && (status.state == JobState::running || is_terminal(status.state))) {
-            started = now;
+        if (status.state == JobState::running || is_terminal(status.state)) {
+            if (status.started_at > 0) {
+                started = status.started_at;
+            } else if (started == 0) {
+                // Not seen running and no start of its own: no earlier than its end.
+                started = is_terminal(status.state) && status.finished_at > 0
+                              ? std::min(status.finished_at, now)
+                              : now;
+            }
         }
-        const std::int64_t finished = is_terminal(status.state) ? now : 0;
+        std::int64_t finished = 0;
+        if (is_terminal(status.state)) {
+            finished = status.finished_at > 0 ? std::max(status.finished_at, started) : now;
+        }
         // Compare-and-swap on the state read above: two dljob processes cannot both advance it.
         auto update =
             m_db->prepare("UPDATE jobs SET state = ?, native_state = ?, reason = ?, exit_code = ?, "

@@ -62,33 +62,53 @@ std::optional<int> exit_code_file(const std::string& run_dir) {
 // (143, 137, 255, ...). No job runs past its walltime unless the scheduler is ending it, so a
 // non-zero exit after running at least the walltime (job_identity's start to the exit_code
 // file's time) is the walltime, not a failure.
-bool killed_at_walltime(const Job& job, int exit_code) {
-    if (exit_code == 0 || job.walltime_s <= 0) {
-        return false;
-    }
-    const std::filesystem::path dir(job.run_dir);
-    auto identity = util::read_file(dir / "job_identity");
+// When this job's script started (job_identity's started=, the compute node's clock), unless
+// the file is older than the job's row: then it was left by an earlier job in the same run
+// directory. A minute of tolerance for the clocks of the login and compute nodes.
+std::optional<std::int64_t> script_started(const Job& job) {
+    auto identity = util::read_file(std::filesystem::path(job.run_dir) / "job_identity");
     if (!identity) {
-        return false;
+        return std::nullopt;
     }
     const auto at = identity->find("started=");
     if (at == std::string::npos) {
-        return false;
+        return std::nullopt;
     }
     std::int64_t started = 0;
     const char* first = identity->data() + at + 8;
     const auto [ptr, ec] = std::from_chars(first, identity->data() + identity->size(), started);
+    constexpr std::int64_t clock_skew_s = 60;
+    if (ec != std::errc() || ptr == first || started < job.created_at - clock_skew_s) {
+        return std::nullopt;
+    }
+    return started;
+}
+
+// When the script's epilogue wrote the exit code (the file's modification time).
+std::optional<std::int64_t> script_ended(const Job& job) {
     std::error_code error;
-    const auto written = std::filesystem::last_write_time(dir / "exit_code", error);
-    if (ec != std::errc() || ptr == first || error) {
+    const auto written =
+        std::filesystem::last_write_time(std::filesystem::path(job.run_dir) / "exit_code", error);
+    if (error) {
+        return std::nullopt;
+    }
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::file_clock::to_sys(written).time_since_epoch())
+        .count();
+}
+
+bool killed_at_walltime(const Job& job, int exit_code) {
+    if (exit_code == 0 || job.walltime_s <= 0) {
         return false;
     }
-    const auto ended = std::chrono::duration_cast<std::chrono::seconds>(
-                           std::chrono::file_clock::to_sys(written).time_since_epoch())
-                           .count();
+    const auto started = script_started(job);
+    const auto ended = script_ended(job);
+    if (!started || !ended) {
+        return false;
+    }
     // Schedulers count the limit from their own start, a moment before the script's.
     constexpr std::int64_t slack_s = 2;
-    return ended - started >= job.walltime_s - slack_s;
+    return *ended - *started >= job.walltime_s - slack_s;
 }
 
 // Submissions whose outcome is unknown: find them by token, adopt the id if found.
@@ -244,6 +264,14 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             if (status.state == JobState::failed && file && killed_at_walltime(job, *file)) {
                 status.state = JobState::timeout;
                 status.reason = "killed at the walltime";
+            }
+            // The job's own times, so that one that ran between two looks (or overnight) shows
+            // how long it ran, not when dljob noticed.
+            if (status.state == JobState::running || is_terminal(status.state)) {
+                status.started_at = script_started(job).value_or(0);
+            }
+            if (is_terminal(status.state) && file) {
+                status.finished_at = script_ended(job).value_or(0);
             }
             auto updated = context.store().update_state(job.id, status, now);
             if (!updated) {

@@ -2,6 +2,7 @@
 // The one state vocabulary every scheduler family is mapped onto (docs/schedulers.md), plus the
 // rule that combines what a scheduler says with the job's own exit-code file.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,10 @@ struct SchedulerStatus {
     std::string reason;
     std::optional<int> exit_code;
     std::string secondary_id; // learned while polling (Moab: the Torque id); empty: unchanged
+    // When the job itself says it started and ended (its run directory; Unix seconds), for a
+    // job that ran between two looks; 0: unknown, the store takes the time it first saw it so.
+    std::int64_t started_at = 0;
+    std::int64_t finished_at = 0;
 };
 
 /// Combines the scheduler's view (nullopt: the job was not found anywhere) with the exit code

@@ -35,7 +35,8 @@ protected:
     void TearDown() override { std::filesystem::remove_all(dir); }
 
     // A sqsub job with a 60 s walltime that started at `started`, died with `code` at `ended`.
-    JobView run(int code, std::int64_t started, std::int64_t ended) {
+    JobView run(int code, std::int64_t started, std::int64_t ended,
+                std::int64_t created_before_start = 5) {
         Job job;
         job.token = "0123456789";
         job.name = "t";
@@ -43,7 +44,7 @@ protected:
         job.scheduler = "sqsub";
         job.run_dir = (dir / "run").string();
         job.walltime_s = 60;
-        job.created_at = started - 5;
+        job.created_at = started - created_before_start;
         auto created = context->store().create(job);
         EXPECT_TRUE(created);
         EXPECT_TRUE(context->store().mark_submitted(created->id, "77", "", started - 5));
@@ -94,6 +95,24 @@ TEST_F(StatusWalltime, AFailureBeforeTheWalltimeStaysAFailure) {
     const auto view = run(3, 1'700'000'000, 1'700'000'030);
     EXPECT_EQ(view.job.state, JobState::failed);
     EXPECT_EQ(view.job.exit_code, 3);
+}
+
+TEST_F(StatusWalltime, StartAndEndAreTheJobsOwnNotWhenStatusLooked) {
+    // It ran an hour in 2023 and is looked at now: elapsed is its hour.
+    const auto view = run(0, 1'700'000'000, 1'700'003'600);
+    EXPECT_EQ(view.job.state, JobState::completed);
+    EXPECT_EQ(view.job.started_at, 1'700'000'000);
+    EXPECT_EQ(view.job.finished_at, 1'700'003'600);
+}
+
+TEST_F(StatusWalltime, AnIdentityOlderThanTheJobIsAnEarlierJobs) {
+    // The identity says 1,700,000,000 but the row was made an hour later: not this job's start
+    // (and no walltime verdict is drawn from it). Its end is known; its start is not, and is not
+    // put after its end.
+    const auto view = run(143, 1'700'000'000, 1'700'007'300, -3600);
+    EXPECT_EQ(view.job.state, JobState::failed);
+    EXPECT_EQ(view.job.started_at, 1'700'007'300);
+    EXPECT_EQ(view.job.finished_at, 1'700'007'300);
 }
 
 TEST(StatusMetrics, TheFinalRecordSaysWhereTrainingEnded) {
