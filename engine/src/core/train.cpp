@@ -234,6 +234,19 @@ void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase>
     }
 }
 
+/// What --weights gave the net, for stderr.
+std::string describe(const WeightsCopy& copy, const fs::path& file) {
+    std::string text =
+        fmt::format("dltrain: {} parameters from {}", copy.copied.size(), file.string());
+    if (!copy.kept.empty()) {
+        text += fmt::format("; from their fillers: {}", fmt::join(copy.kept, ", "));
+    }
+    if (!copy.unused.empty()) {
+        text += fmt::format("; not in this network: {}", fmt::join(copy.unused, ", "));
+    }
+    return text;
+}
+
 } // namespace
 
 void install_stop_signals() {
@@ -344,16 +357,7 @@ int train(const TrainOptions& options) {
                                  options.weights ? "; --weights not used" : "");
     } else if (options.weights) {
         // A requeued job runs the same command line: its own checkpoints win (above).
-        const WeightsCopy copy = copy_weights(*options.weights, net);
-        std::cerr << fmt::format("dltrain: {} parameters from {}", copy.copied.size(),
-                                 options.weights->string());
-        if (!copy.kept.empty()) {
-            std::cerr << fmt::format("; from their fillers: {}", fmt::join(copy.kept, ", "));
-        }
-        if (!copy.unused.empty()) {
-            std::cerr << fmt::format("; not in this network: {}", fmt::join(copy.unused, ", "));
-        }
-        std::cerr << '\n';
+        std::cerr << describe(copy_weights(*options.weights, net), *options.weights) << '\n';
     }
 
     // Written only now: a bad --resume or --weights leaves no run directory behind.
