@@ -104,6 +104,34 @@ TEST(ConfigErrors, ShapesThatDoNotFitNameBothLayers) {
     }
 }
 
+TEST(ConfigErrors, ImageLayersOnAFlatBottomNameItAndItsLayer) {
+    for (const std::string layer :
+         {"{name: late, type: Convolution, bottom: f, top: c, num_output: 2, kernel_size: 1}",
+          "{name: late, type: Pooling, bottom: f, top: c, kernel_size: 1}"}) {
+        const NetConfig config = parse_config(
+            "layers:\n"
+            "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+            "     batch_size: 2, shape: [1, 4, 4]}\n"
+            "  - {name: flat, type: InnerProduct, bottom: data, top: f, num_output: 3}\n"
+            "  - " +
+                layer + "\n",
+            "bad.yaml");
+        auto backend = make_backend("cpu", 1);
+        try {
+            const Net net(config, Phase::train, *backend, 1);
+            FAIL() << "no error for " << layer;
+        } catch (const Error& e) {
+            const std::string message = e.what();
+            EXPECT_NE(message.find("bad.yaml:5"), std::string::npos) << message;
+            EXPECT_NE(message.find("layer 'late'"), std::string::npos) << message;
+            EXPECT_NE(message.find("needs a 4-D bottom (N x C x H x W) but 'f' from layer 'flat' "
+                                   "is 2x3"),
+                      std::string::npos)
+                << message;
+        }
+    }
+}
+
 TEST(ConfigErrors, ScoresAndLabelsOfDifferentRowsNameBothLayers) {
     for (const std::string type : {"SoftmaxWithLoss", "Accuracy"}) {
         // The image blob (2 x 16 values) given where the 2 labels belong.

@@ -17,6 +17,13 @@ void Layer::fail(const std::string& message) const {
                 fmt::format("layer '{}' ({}): {}", m_config.name, m_config.type, message));
 }
 
+void Layer::require_images(const Tensor& bottom, const std::string& producer) const {
+    if (bottom.shape().size() != 4) {
+        fail(fmt::format("needs a 4-D bottom (N x C x H x W) but '{}' from layer '{}' is {}",
+                         m_config.bottoms[0], producer, bottom.shape_string()));
+    }
+}
+
 namespace {
 
 // Data: the trainer copies each batch into the tops; nothing to compute.
@@ -47,10 +54,7 @@ public:
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
         const Tensor& x = *bottom[0];
-        if (x.shape().size() != 4) {
-            fail(fmt::format("needs a 4-D bottom (N x C x H x W) but '{}' from layer '{}' is {}",
-                             m_config.bottoms[0], producers[0], x.shape_string()));
-        }
+        require_images(x, producers[0]);
         m_geometry = ConvGeometry{x.dim(0),
                                   x.dim(1),
                                   x.dim(2),
@@ -105,10 +109,7 @@ public:
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
         const Tensor& x = *bottom[0];
-        if (x.shape().size() != 4) {
-            fail(fmt::format("needs a 4-D bottom but '{}' from layer '{}' is {}",
-                             m_config.bottoms[0], producers[0], x.shape_string()));
-        }
+        require_images(x, producers[0]);
         m_geometry =
             PoolGeometry{x.dim(0),        x.dim(1),    x.dim(2), x.dim(3), m_config.kernel_size,
                          m_config.stride, m_config.pad};

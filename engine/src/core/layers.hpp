@@ -45,6 +45,9 @@ public:
 
 protected:
     [[noreturn]] void fail(const std::string& message) const;
+    /// Convolution and pooling read images: a bottom that is not N x C x H x W is a config error
+    /// naming it and the layer that made it.
+    void require_images(const Tensor& bottom, const std::string& producer) const;
     std::vector<std::shared_ptr<Tensor>> m_params;
     const LayerConfig& m_config;
     Backend& m_backend;

@@ -227,13 +227,13 @@ public:
     void* allocate(std::size_t bytes) override { return host_memory().allocate(bytes); }
     void release(void* pointer) noexcept override { host_memory().release(pointer); }
     void upload(void* dst, const void* src, std::size_t bytes) override {
-        std::memcpy(dst, src, bytes);
+        host_memory().upload(dst, src, bytes);
     }
     void download(void* dst, const void* src, std::size_t bytes) override {
-        std::memcpy(dst, src, bytes);
+        host_memory().download(dst, src, bytes);
     }
     void copy(void* dst, const void* src, std::size_t bytes) override {
-        std::memmove(dst, src, bytes);
+        host_memory().copy(dst, src, bytes);
     }
     [[nodiscard]] bool host_accessible() const override { return true; }
 
