@@ -119,6 +119,24 @@ int main(int argc, char** argv) {
     time_cmd->add_option("--device", time.device, device_help);
     time_cmd->callback([&] { exit_code = dl::time_net(time); });
 
+    std::string check_config_file;
+    std::string check_data_dir;
+    auto* check_cmd = app.add_subcommand(
+        "check", "Check a config without training: it parses and every shape fits (exit 3 if not)");
+    check_cmd->add_option("--config", check_config_file, "network and solver YAML")->required();
+    check_cmd->add_option("--data-dir", check_data_dir, "where relative data sources resolve");
+    check_cmd->callback([&] {
+        std::optional<std::filesystem::path> dir;
+        if (!check_data_dir.empty()) {
+            dir = check_data_dir;
+        }
+        const auto unchecked = dl::check_config(check_config_file, dir);
+        for (const auto& note : unchecked) {
+            std::cout << "dltrain: not checked: " << note << '\n';
+        }
+        std::cout << check_config_file << (unchecked.empty() ? ": ok\n" : ": parses\n");
+    });
+
     app.add_subcommand("device-query", "List the CPU and GPUs this machine offers")->callback([&] {
         exit_code = device_query();
     });

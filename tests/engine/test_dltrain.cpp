@@ -232,6 +232,38 @@ TEST_F(Dltrain, BadWeightsLeaveNoRunDirectory) {
     EXPECT_FALSE(fs::exists(run));
 }
 
+TEST_F(Dltrain, CheckBuildsTheNetsWithoutTraining) {
+    const auto config = workspace(10);
+    const std::string check = std::string(DLTRAIN_BINARY) + " check --config ";
+    // The tiny config has no `shape`: its data, next to it, gives the shapes.
+    const auto good = run_shell(check + config.string());
+    EXPECT_EQ(good.exit_code, 0) << good.output;
+    EXPECT_NE(good.output.find(": ok"), std::string::npos) << good.output;
+
+    std::string text = dl_test::read_file(config);
+    const auto at = text.find("kernel_size: 3");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 14, "kernel_size: 30");
+    std::ofstream(m_dir.path() / "bad.yaml") << text;
+    const auto bad = run_shell(check + (m_dir.path() / "bad.yaml").string());
+    EXPECT_EQ(bad.exit_code, 3) << bad.output;
+    EXPECT_NE(bad.output.find("bad.yaml:"), std::string::npos) << bad.output;
+    EXPECT_NE(bad.output.find("kernel_size 30 does not fit"), std::string::npos) << bad.output;
+
+    // Elsewhere, without its data and without `shape`: it parses; the rest waits for the job.
+    fs::create_directories(m_dir.path() / "elsewhere");
+    fs::copy_file(config, m_dir.path() / "elsewhere" / "tiny.yaml");
+    const auto away = run_shell(check + (m_dir.path() / "elsewhere" / "tiny.yaml").string());
+    EXPECT_EQ(away.exit_code, 0) << away.output;
+    EXPECT_NE(away.output.find("not checked: layer 'data' has no 'shape'"), std::string::npos)
+        << away.output;
+    EXPECT_NE(away.output.find(": parses"), std::string::npos) << away.output;
+    const auto with_data = run_shell(check + (m_dir.path() / "elsewhere" / "tiny.yaml").string() +
+                                     " --data-dir " + m_dir.path().string());
+    EXPECT_EQ(with_data.exit_code, 0) << with_data.output;
+    EXPECT_NE(with_data.output.find(": ok"), std::string::npos) << with_data.output;
+}
+
 TEST_F(Dltrain, TestCommandScoresACheckpoint) {
     const auto config = workspace(60);
     const fs::path run = m_dir.path() / "run";

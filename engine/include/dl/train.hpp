@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dl {
 
@@ -38,6 +39,13 @@ struct TimeOptions {
     std::string device;
 };
 int time_net(const TimeOptions& options);
+
+/// Checks a config without training: it parses, and its train and test nets build (every shape
+/// fits) from the Data layers' `shape` keys or, without one, the data file's header under
+/// data_dir (else the config's directory). Batches of one, so a login node can afford it.
+/// Throws dl::Error(config) as train would; returns what it could not check (empty: all).
+std::vector<std::string> check_config(const std::filesystem::path& config,
+                                      const std::optional<std::filesystem::path>& data_dir);
 
 /// Seconds from now until the walltime deadline minus the safety margin, or nothing.
 /// spec: "" or "auto" read SLURM_JOB_END_TIME (epoch seconds) or PBS_WALLTIME (seconds from

@@ -583,6 +583,43 @@ int test(const TestOptions& options) {
     return exit_code::finished;
 }
 
+std::vector<std::string> check_config(const fs::path& file,
+                                      const std::optional<fs::path>& data_dir) {
+    NetConfig config = load_config(file);
+    const fs::path base = data_dir ? *data_dir : file.parent_path();
+    std::vector<std::string> unchecked;
+    for (auto& layer : config.layers) {
+        if (layer.type != "Data") {
+            continue;
+        }
+        layer.batch_size = 1;
+        const fs::path images = resolve(layer.source, base);
+        std::error_code ec;
+        if (layer.shape.empty() && fs::exists(images, ec)) {
+            try {
+                const data::IdxDataset header = data::read_idx_header(images);
+                layer.shape = {header.channels, header.height, header.width};
+            } catch (const Error& e) {
+                throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", file.string(),
+                                                  layer.line, layer.name, e.what()));
+            }
+        }
+        if (layer.shape.empty()) {
+            unchecked.push_back(fmt::format(
+                "layer '{}' has no 'shape' and {} is not here: the shapes after it are checked "
+                "when the job starts",
+                layer.name, images.string()));
+        }
+    }
+    if (!unchecked.empty()) {
+        return unchecked;
+    }
+    auto backend = make_backend("cpu", 1);
+    const Net train_net(config, Phase::train, *backend, config.solver.random_seed);
+    const Net test_net(config, Phase::test, *backend, config.solver.random_seed);
+    return unchecked;
+}
+
 int time_net(const TimeOptions& options) {
     NetConfig config = load_config(options.config);
     // The image shape comes from the data when it is there, else from the 'shape' key.

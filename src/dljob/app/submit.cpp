@@ -1,4 +1,5 @@
 #include <dljob/app/data_check.hpp>
+#include <dljob/app/network_check.hpp>
 #include <dljob/app/render_service.hpp>
 #include <dljob/app/run_dir.hpp>
 #include <dljob/app/site_catalog.hpp>
@@ -88,10 +89,18 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         return fail(rendered.error());
     }
     SubmitOutcome outcome{Job{}, *rendered};
-    // Data that is missing or slow to read in place: say so before the job waits in a queue.
+    // Data that is missing or slow to read in place, a network config dltrain would refuse:
+    // say so before the job waits in a queue.
     if (auto recipe = config::load_recipe(options.recipe, options.overrides)) {
         for (auto& note :
              data_notes({recipe->data.source, recipe->data.stage_to}, process_environment())) {
+            outcome.rendered.notes.push_back(std::move(note));
+        }
+        auto network = check_network(context.runner(), *recipe, default_dltrain_binary());
+        if (!network) {
+            return fail(network.error());
+        }
+        for (auto& note : *network) {
             outcome.rendered.notes.push_back(std::move(note));
         }
     }

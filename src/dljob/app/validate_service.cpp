@@ -1,4 +1,7 @@
+#include <dljob/adapters/process_boost.hpp>
 #include <dljob/adapters/yaml_document.hpp>
+#include <dljob/app/network_check.hpp>
+#include <dljob/app/render_service.hpp>
 #include <dljob/app/validate_service.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/config/site_loader.hpp>
@@ -6,6 +9,7 @@
 namespace dljob::app {
 
 std::vector<ValidationResult> validate_files(const std::vector<std::filesystem::path>& files) {
+    adapters::BoostProcessRunner runner;
     std::vector<ValidationResult> results;
     for (const auto& file : files) {
         ValidationResult result;
@@ -29,6 +33,14 @@ std::vector<ValidationResult> validate_files(const std::vector<std::filesystem::
         } else {
             result.kind = "recipe";
             auto recipe = config::load_recipe(file);
+            if (recipe) {
+                auto network = check_network(runner, *recipe, default_dltrain_binary());
+                if (network) {
+                    result.notes = *network;
+                } else {
+                    recipe = fail(network.error());
+                }
+            }
             result.ok = recipe.has_value();
             if (!recipe) {
                 result.message = recipe.error().message;

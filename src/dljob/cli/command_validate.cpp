@@ -22,6 +22,9 @@ void set_validate_command(CLI::App& app, Context& context) {
         for (const auto& result : results) {
             if (result.ok) {
                 context.out << fmt::format("{}: ok ({})\n", result.file.string(), result.kind);
+                for (const auto& note : result.notes) {
+                    context.err << "dljob: note: " << note << '\n';
+                }
                 continue;
             }
             ++invalid;

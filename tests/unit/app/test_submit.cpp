@@ -5,6 +5,7 @@
 #include "unit/schedulers/fake_process_runner.hpp"
 
 #include <dljob/adapters/sqlite_job_store.hpp>
+#include <dljob/app/render_service.hpp>
 #include <dljob/app/submit.hpp>
 #include <dljob/util/files.hpp>
 
@@ -12,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -168,7 +170,7 @@ TEST_F(Submit, ARefusedSubmissionLeavesNoRowAndNoRunDirectory) {
     ASSERT_FALSE(outcome);
     EXPECT_EQ(outcome.error().code, ErrorCode::scheduler_rejected) << outcome.error().message;
     EXPECT_NE(outcome.error().message.find("Invalid partition name"), std::string::npos);
-    ASSERT_EQ(runner_->calls.size(), 1U); // sbatch ran, with the script that is now gone
+    ASSERT_EQ(runner_->calls.back().front(), "sbatch"); // it ran, with the script now gone
     auto all = jobs.store().list(JobQuery{});
     ASSERT_TRUE(all);
     EXPECT_TRUE(all->empty());
@@ -192,6 +194,43 @@ TEST_F(Submit, AnUnansweredSubmissionKeepsItsRowAndItsScript) {
     ASSERT_EQ(all->size(), 1U);
     EXPECT_EQ(all->front().phase, SubmitPhase::submit_unknown);
     EXPECT_TRUE(std::filesystem::exists(all->front().script_path));
+}
+
+TEST_F(Submit, ANetworkConfigDltrainRefusesIsRefusedBeforeAnythingIsWritten) {
+    auto jobs = context();
+    runner_->reply(default_dltrain_binary().string(), 3, "",
+                   "dltrain: error: lenet.yaml:27: layer 'conv1' (Convolution): kernel_size 50 "
+                   "does not fit the 28x28 input from layer 'mnist' (pad 0)\n");
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "local";
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_FALSE(outcome);
+    EXPECT_EQ(outcome.error().code, ErrorCode::config_invalid);
+    EXPECT_EQ(outcome.error().message.rfind("lenet.yaml:27: layer 'conv1'", 0), 0U)
+        << outcome.error().message;
+    ASSERT_EQ(runner_->calls.size(), 1U);
+    EXPECT_EQ(runner_->calls[0][1], "check");
+    EXPECT_EQ(runner_->calls[0][3], (source_dir / "recipes/networks/lenet.yaml").string());
+    EXPECT_TRUE(runner_->detached.empty()); // nothing started
+    auto all = jobs.store().list(JobQuery{});
+    ASSERT_TRUE(all);
+    EXPECT_TRUE(all->empty());
+    EXPECT_FALSE(std::filesystem::exists(dir / "runs"));
+}
+
+TEST_F(Submit, ANetworkConfigThatCannotBeCheckedHereIsANote) {
+    auto jobs = context(); // the fake runner has no reply for dltrain: it "cannot run" it
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "local";
+    options.dry_run = true;
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_TRUE(outcome) << outcome.error().message;
+    const auto& notes = outcome->rendered.notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+        return note.find("not checked here") != std::string::npos;
+    })) << "no note";
 }
 
 } // namespace

@@ -5,6 +5,8 @@
 #include <dljob_build_info.hpp>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -100,6 +102,41 @@ TEST(CliBinary, RenderAppliesSetOverridesAndRejectsBadOnes) {
     EXPECT_NE(bad.output.find("--set:1:7: train.max_iters: unknown key"), std::string::npos)
         << bad.output;
     EXPECT_EQ(bad.output.find("#!/"), std::string::npos) << "no script on error: " << bad.output;
+}
+
+TEST(CliBinary, ValidateAndSubmitRefuseANetworkConfigDltrainWouldRefuse) {
+    // A recipe whose network has a 50x50 kernel over 28x28 images: dltrain would exit 3 when
+    // the job starts; validate and submit say so now, naming the network file and line.
+    const std::string dir = "/tmp/dljob-cli-net-" + std::to_string(::getpid());
+    const std::string setup =
+        "rm -rf " + dir + " && mkdir -p " + dir + " && sed 's/kernel_size: 5$/kernel_size: 50/' " +
+        DLJOB_SOURCE_DIR + "/recipes/networks/lenet.yaml > " + dir +
+        "/net.yaml && sed 's|config: " + "networks/lenet.yaml|config: " + dir + "/net.yaml|' " +
+        DLJOB_SOURCE_DIR + "/recipes/fashion-mnist.yaml > " + dir + "/recipe.yaml && grep -q " +
+        dir + "/net.yaml " + dir + "/recipe.yaml";
+    ASSERT_EQ(test::run_shell(setup).exit_code, 0);
+    const std::string env = "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + dir +
+                            "/jobs.db DLJOB_RUNS_DIR=" + dir + "/runs ";
+
+    auto good = test::run_shell(env + DLJOB_BINARY + " validate " + DLJOB_SOURCE_DIR +
+                                "/recipes/fashion-mnist.yaml");
+    EXPECT_EQ(good.exit_code, 0) << good.output;
+    EXPECT_NE(good.output.find("ok (recipe)"), std::string::npos) << good.output;
+
+    auto bad = test::run_shell(env + DLJOB_BINARY + " validate " + dir + "/recipe.yaml");
+    EXPECT_EQ(bad.exit_code, 3) << bad.output;
+    EXPECT_NE(bad.output.find(dir + "/net.yaml:"), std::string::npos) << bad.output;
+    EXPECT_NE(bad.output.find("kernel_size 50 does not fit the 28x28 input"), std::string::npos)
+        << bad.output;
+
+    auto submit =
+        test::run_shell(env + DLJOB_BINARY + " submit " + dir + "/recipe.yaml --site local");
+    EXPECT_EQ(submit.exit_code, 3) << submit.output;
+    EXPECT_NE(submit.output.find("kernel_size 50"), std::string::npos) << submit.output;
+    EXPECT_EQ(test::run_shell("test -e " + dir + "/runs").exit_code, 1) << "a run directory";
+    auto rows = test::run_shell(env + DLJOB_BINARY + " status --all --json");
+    EXPECT_EQ(rows.output.find("lenet"), std::string::npos) << rows.output;
+    test::run_shell("rm -rf " + dir);
 }
 
 } // namespace
