@@ -234,6 +234,18 @@ void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase>
     }
 }
 
+/// A Data layer without `shape` takes its images' C x H x W from the file's header; a bad
+/// file is a config error naming the layer.
+void shape_from_header(LayerConfig& layer, const fs::path& images, const fs::path& config_file) {
+    try {
+        const data::IdxDataset header = data::read_idx_header(images);
+        layer.shape = {header.channels, header.height, header.width};
+    } catch (const Error& e) {
+        throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(), layer.line,
+                                          layer.name, e.what()));
+    }
+}
+
 /// What --weights gave the net, for stderr.
 std::string describe(const WeightsCopy& copy, const fs::path& file) {
     std::string text =
@@ -596,13 +608,7 @@ std::vector<std::string> check_config(const fs::path& file,
         const fs::path images = resolve(layer.source, base);
         std::error_code ec;
         if (layer.shape.empty() && fs::exists(images, ec)) {
-            try {
-                const data::IdxDataset header = data::read_idx_header(images);
-                layer.shape = {header.channels, header.height, header.width};
-            } catch (const Error& e) {
-                throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", file.string(),
-                                                  layer.line, layer.name, e.what()));
-            }
+            shape_from_header(layer, images, file);
         }
         if (layer.shape.empty()) {
             unchecked.push_back(fmt::format(
@@ -622,12 +628,11 @@ std::vector<std::string> check_config(const fs::path& file,
 
 int time_net(const TimeOptions& options) {
     NetConfig config = load_config(options.config);
-    // The image shape comes from the data when it is there, else from the 'shape' key.
+    // The image shape comes from the 'shape' key, else from the data's header.
     for (auto& layer : config.layers) {
         if (layer.type == "Data" && layer.shape.empty()) {
-            const data::IdxDataset header =
-                data::read_idx_header(resolve(layer.source, options.config.parent_path()));
-            layer.shape = {header.channels, header.height, header.width};
+            shape_from_header(layer, resolve(layer.source, options.config.parent_path()),
+                              options.config);
         }
     }
     auto backend =

@@ -206,7 +206,10 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
     return file;
 }
 
-std::optional<std::string> checkpoint_problem(const fs::path& file) {
+namespace {
+
+/// checkpoint_problem, leaving the file's bytes in `bytes` so a reader needs no second read.
+std::optional<std::string> problem_reading(const fs::path& file, std::vector<char>& bytes) {
     const fs::path marker = marker_for(file);
     std::ifstream marker_in(marker);
     if (!marker_in) {
@@ -227,7 +230,7 @@ std::optional<std::string> checkpoint_problem(const fs::path& file) {
         size = std::stoull(size_field.substr(5));
         hex = sum_field.substr(6);
     }
-    const std::vector<char> bytes = read_all(file);
+    bytes = read_all(file);
     if (bytes.size() != size) {
         return fmt::format("size {} bytes, the marker says {} (truncated?)", bytes.size(), size);
     }
@@ -243,6 +246,13 @@ std::optional<std::string> checkpoint_problem(const fs::path& file) {
         return fmt::format("checksum mismatch (xxh64 {:016x}, expected {})", actual, hex);
     }
     return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> checkpoint_problem(const fs::path& file) {
+    std::vector<char> bytes;
+    return problem_reading(file, bytes);
 }
 
 std::optional<fs::path>
@@ -265,11 +275,12 @@ std::vector<char> read_valid(const fs::path& file, const char* what) {
     if (!fs::is_regular_file(file, ec)) {
         throw Error(ErrorKind::config, fmt::format("{} {} does not exist", what, file.string()));
     }
-    if (auto problem = checkpoint_problem(file)) {
+    std::vector<char> bytes;
+    if (auto problem = problem_reading(file, bytes)) {
         throw Error(ErrorKind::config,
                     fmt::format("{} {} is not usable: {}", what, file.string(), *problem));
     }
-    return read_all(file);
+    return bytes;
 }
 
 /// Everything before the parameters.

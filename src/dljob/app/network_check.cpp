@@ -1,21 +1,11 @@
 #include <dljob/app/network_check.hpp>
+#include <dljob/schedulers/support.hpp>
 
 #include <fmt/format.h>
 
 #include <string_view>
 
 namespace dljob::app {
-
-namespace {
-
-std::string_view trimmed(std::string_view text) {
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
-        text.remove_suffix(1);
-    }
-    return text;
-}
-
-} // namespace
 
 Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Recipe& recipe,
                                                const std::filesystem::path& dltrain) {
@@ -45,7 +35,7 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
         return notes;
     }
     if (ran->exit_code == 3) {
-        std::string_view message = trimmed(ran->err);
+        std::string_view message = schedulers::trim(ran->err);
         constexpr std::string_view prefix = "dltrain: error: ";
         if (message.substr(0, prefix.size()) == prefix) {
             message.remove_prefix(prefix.size());
@@ -61,17 +51,10 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
         return notes;
     }
     constexpr std::string_view unchecked = "dltrain: not checked: ";
-    std::string_view out = ran->out;
-    while (!out.empty()) {
-        const auto end = out.find('\n');
-        const std::string_view line = out.substr(0, end);
+    for (const auto line : schedulers::split_lines(ran->out)) {
         if (line.substr(0, unchecked.size()) == unchecked) {
             notes.emplace_back(line.substr(unchecked.size()));
         }
-        if (end == std::string_view::npos) {
-            break;
-        }
-        out.remove_prefix(end + 1);
     }
     return notes;
 }
