@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 namespace dljob::adapters {
 
 struct Db::Handle {
@@ -52,6 +56,59 @@ namespace {
     throw Failure(ErrorCode::store, fmt::format("job store: {}: {}", what, message), hint);
 }
 
+/// The journal mode the file is in now (lower case, as SQLite reports it); SQLITE_BUSY and the
+/// like come back as the return code so that the caller can wait and ask again.
+int read_journal_mode(sqlite3* db, std::string& mode) {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(stmt);
+        if (rc == SQLITE_ROW) {
+            const auto* text = sqlite3_column_text(stmt, 0);
+            mode = text != nullptr ? reinterpret_cast<const char*>(text) : "";
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(stmt);
+    return rc;
+}
+
+/// Changing the journal mode needs the file to itself, and SQLite answers SQLITE_BUSY at once
+/// instead of calling the busy handler when another connection holds a lock (it would deadlock
+/// otherwise). Fifty `dljob submit`s started together on a fresh store hit exactly that. The
+/// mode is a property of the file, so ask first (every open after the first changes nothing);
+/// otherwise try, and on a busy answer wait and ask again, within the same busy timeout.
+void switch_journal_mode(sqlite3* db, std::string_view wanted, int busy_timeout_ms) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+    const std::string sql = fmt::format("PRAGMA journal_mode={}", wanted);
+    auto pause = std::chrono::milliseconds(1);
+    for (;;) {
+        std::string mode;
+        int rc = read_journal_mode(db, mode);
+        if (rc == SQLITE_OK && mode == wanted) {
+            return;
+        }
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+            if (rc == SQLITE_OK && read_journal_mode(db, mode) == SQLITE_OK && mode != wanted) {
+                throw Failure(ErrorCode::store,
+                              fmt::format("job store: SQLite kept journal mode {} instead of {}",
+                                          mode, wanted),
+                              "set DLJOB_STORE to a file on a local file system");
+            }
+        }
+        const bool busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+        if (rc != SQLITE_OK && (!busy || Clock::now() >= deadline)) {
+            throw_error(db, sql);
+        }
+        if (rc != SQLITE_OK) {
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::milliseconds(50));
+        }
+    }
+}
+
 } // namespace
 
 Db::Db(const std::string& path, JournalMode mode, int busy_timeout_ms)
@@ -64,12 +121,12 @@ Db::Db(const std::string& path, JournalMode mode, int busy_timeout_ms)
     }
     sqlite3_busy_timeout(m_handle->db, busy_timeout_ms);
     if (mode == JournalMode::wal) {
-        exec("PRAGMA journal_mode=WAL");
+        switch_journal_mode(m_handle->db, "wal", busy_timeout_ms);
         exec("PRAGMA synchronous=NORMAL");
     } else {
         // WAL persists in the file: switch an existing WAL database back on a network file
         // system, where its shared-memory index does not work across hosts.
-        exec("PRAGMA journal_mode=DELETE");
+        switch_journal_mode(m_handle->db, "delete", busy_timeout_ms);
         exec("PRAGMA synchronous=FULL");
     }
     exec("PRAGMA foreign_keys=ON");

@@ -1,3 +1,4 @@
+#include <dljob/adapters/sqlite_db.hpp>
 #include <dljob/adapters/sqlite_job_store.hpp>
 
 #include <gtest/gtest.h>
@@ -5,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <array>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -211,6 +214,59 @@ TEST_F(SqliteStore, UsesWalOnlyWhenAsked) {
     EXPECT_FALSE(std::filesystem::exists(path.string() + "-journal"));
     auto rollback = open_store({.wal = false});
     EXPECT_FALSE(rollback->wal());
+}
+
+// SQLite refuses a journal-mode change at once (no busy handler) while another connection
+// holds a lock; the store must wait for it like for any other lock.
+TEST_F(SqliteStore, SwitchingToWalWaitsForAnotherWriterInsteadOfFailing) {
+    { auto store = open_store({.wal = false}); }
+    std::array<int, 2> ready{};
+    ASSERT_EQ(::pipe(ready.data()), 0);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(ready[0]);
+        Db db(path.string(), JournalMode::rollback, 1000);
+        Txn txn(db);
+        db.exec("UPDATE jobs SET name = name");
+        (void)!::write(ready[1], "x", 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        txn.commit();
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the lock holder did not start";
+    ::close(ready[0]);
+
+    auto store = SqliteJobStore::open(path, {.busy_timeout_ms = 10000, .wal = true});
+    EXPECT_TRUE(store) << (store ? "" : store.error().message);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    Db check(path.string(), JournalMode::wal, 1000);
+    auto mode = check.prepare("PRAGMA journal_mode");
+    ASSERT_TRUE(mode.step());
+    EXPECT_EQ(mode.text(0), "wal");
+}
+
+TEST_F(SqliteStore, ManyProcessesOpeningAFreshStoreTogetherAllGetIt) {
+    constexpr int processes = 16;
+    std::vector<pid_t> children;
+    for (int p = 0; p < processes; ++p) {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            auto store = SqliteJobStore::open(path);
+            ::_exit(store && (*store)->create(new_job("fresh-" + std::to_string(p))) ? 0 : 1);
+        }
+        children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    EXPECT_EQ(open_store()->list({})->size(), static_cast<std::size_t>(processes));
 }
 
 TEST_F(SqliteStore, ConcurrentProcessesLoseAndDuplicateNothing) {
