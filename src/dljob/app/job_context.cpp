@@ -1,6 +1,7 @@
 #include <dljob/adapters/process_boost.hpp>
 #include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/app/job_context.hpp>
+#include <dljob/domain/error.hpp>
 #include <dljob/schedulers/scheduler_table.hpp>
 #include <dljob/util/paths.hpp>
 
@@ -28,18 +29,37 @@ SchedulerOptions options_from_environment() {
 
 } // namespace
 
-Result<JobContext> JobContext::open() {
-    auto store = adapters::SqliteJobStore::open(util::job_store_path());
-    if (!store) {
-        return fail(store.error());
-    }
-    return JobContext(std::move(store.value()), std::make_unique<adapters::BoostProcessRunner>(),
-                      options_from_environment());
+JobContext JobContext::open() {
+    return JobContext(
+        []() -> Result<std::unique_ptr<JobStore>> {
+            auto store = adapters::SqliteJobStore::open(util::job_store_path());
+            if (!store) {
+                return fail(store.error());
+            }
+            return std::unique_ptr<JobStore>(std::move(store.value()));
+        },
+        std::make_unique<adapters::BoostProcessRunner>(), options_from_environment());
 }
 
 JobContext::JobContext(std::unique_ptr<JobStore> store, std::unique_ptr<ProcessRunner> runner,
                        SchedulerOptions options)
     : m_store(std::move(store)), m_runner(std::move(runner)), m_options(std::move(options)) {}
+
+JobContext::JobContext(StoreOpener open_store, std::unique_ptr<ProcessRunner> runner,
+                       SchedulerOptions options)
+    : m_open_store(std::move(open_store)), m_runner(std::move(runner)),
+      m_options(std::move(options)) {}
+
+JobStore& JobContext::store() {
+    if (!m_store) {
+        auto opened = m_open_store();
+        if (!opened) {
+            throw Failure(opened.error());
+        }
+        m_store = std::move(opened.value());
+    }
+    return *m_store;
+}
 
 Result<Scheduler*> JobContext::scheduler(const std::string& family) {
     auto it = m_schedulers.find(family);

@@ -8,6 +8,7 @@
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/scheduler.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,13 +18,16 @@ namespace dljob::app {
 
 class JobContext {
 public:
-    /// Opens the store at util::job_store_path() with the real process runner.
-    static Result<JobContext> open();
+    /// The store at util::job_store_path() with the real process runner. The store is opened
+    /// (and created) on first use, so a command refused before it records anything leaves no
+    /// store file behind.
+    static JobContext open();
     /// For tests: any store and runner.
     JobContext(std::unique_ptr<JobStore> store, std::unique_ptr<ProcessRunner> runner,
                SchedulerOptions options = {});
 
-    JobStore& store() { return *m_store; }
+    /// Throws Failure when the store cannot be opened (its typed error, caught by the CLI).
+    JobStore& store();
     ProcessRunner& runner() { return *m_runner; }
     /// The adapter for a scheduler family (cached).
     Result<Scheduler*> scheduler(const std::string& family);
@@ -32,6 +36,11 @@ public:
     Result<Job> find_job(const std::string& id);
 
 private:
+    using StoreOpener = std::function<Result<std::unique_ptr<JobStore>>()>;
+    JobContext(StoreOpener open_store, std::unique_ptr<ProcessRunner> runner,
+               SchedulerOptions options);
+
+    StoreOpener m_open_store;
     std::unique_ptr<JobStore> m_store;
     std::unique_ptr<ProcessRunner> m_runner;
     SchedulerOptions m_options;

@@ -364,7 +364,9 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         return outcome;
     }
 
-    // The run directory, as a batch job's (the job script too: $DLJOB_SCRIPT), then the row.
+    // The store (opened on first use, so a refused shell creates none), the run directory, as
+    // a batch job's (the job script too: $DLJOB_SCRIPT), then the row.
+    JobStore& store = context.store();
     auto pending = PendingRunDir::create(run_dir);
     if (!pending) {
         return fail(pending.error());
@@ -378,7 +380,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
                                       util::read_file(options.recipe).value_or(""));
     }
     outcome.job.created_at = util::unix_now();
-    auto created = context.store().create(outcome.job);
+    auto created = store.create(outcome.job);
     if (!created) {
         return fail(created.error());
     }
@@ -386,7 +388,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     const std::int64_t id = outcome.job.id;
     auto scheduler = context.scheduler(outcome.scheduler);
     if (!scheduler) {
-        (void)context.store().remove(id);
+        (void)store.remove(id);
         return fail(scheduler.error());
     }
     pending->keep(); // from here on the row stays, a session that fails to start included
@@ -402,8 +404,8 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         failed.state = JobState::failed;
         failed.native_state = "not started";
         failed.reason = started.error().message;
-        (void)context.store().mark_submitted(id, "", "", util::unix_now());
-        (void)context.store().update_state(id, failed, util::unix_now());
+        (void)store.mark_submitted(id, "", "", util::unix_now());
+        (void)store.update_state(id, failed, util::unix_now());
         return fail(started.error());
     }
     const int pid = *started;
@@ -412,8 +414,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     bool id_recorded = false; // phase `submitted` (a refused session gets it too, id empty)
     if (local) {
         ref.scheduler_id = std::to_string(pid);
-        id_recorded =
-            context.store().mark_submitted(id, ref.scheduler_id, "", util::unix_now()).has_value();
+        id_recorded = store.mark_submitted(id, ref.scheduler_id, "", util::unix_now()).has_value();
     }
 
     std::error_code ec;
@@ -433,14 +434,13 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
                     ref.scheduler_id = identity_job_id(run_dir);
                 }
                 id_recorded =
-                    context.store()
-                        .mark_submitted(id, ref.scheduler_id, ref.secondary_id, util::unix_now())
+                    store.mark_submitted(id, ref.scheduler_id, ref.secondary_id, util::unix_now())
                         .has_value();
             }
             SchedulerStatus running;
             running.state = JobState::running;
             running.native_state = "interactive";
-            (void)context.store().update_state(id, running, util::unix_now());
+            (void)store.update_state(id, running, util::unix_now());
         }
         hangup = terminal.hangup_signal();
         if (hangup != 0 && !status) {
@@ -478,7 +478,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     if (!id_recorded) {
         // The id found at the end (an allocation never used), or none: the row leaves the
         // `submitting` phase either way, so no later `dljob status` reconciles it again.
-        (void)context.store().mark_submitted(id, ref.scheduler_id, ref.secondary_id, now);
+        (void)store.mark_submitted(id, ref.scheduler_id, ref.secondary_id, now);
     }
     SchedulerStatus end;
     end.exit_code = exit_status;
@@ -506,8 +506,8 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         end.reason = fmt::format("{} exited with status {} before the shell started",
                                  plan->argv.front(), exit_status);
     }
-    (void)context.store().update_state(id, end, now);
-    auto final_job = context.store().find(id);
+    (void)store.update_state(id, end, now);
+    auto final_job = store.find(id);
     if (final_job && final_job->has_value()) {
         outcome.job = **final_job;
     }

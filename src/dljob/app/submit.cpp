@@ -116,6 +116,9 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         return outcome;
     }
 
+    // Opened (and created on first use) only now, and before the run directory, so that a
+    // submit refused for any reason so far, or by a store it cannot open, leaves nothing.
+    JobStore& store = context.store();
     auto pending = PendingRunDir::create(run_dir);
     if (!pending) {
         return fail(pending.error());
@@ -126,7 +129,7 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
 
     // 1. The row, with its token, is committed before the scheduler hears of the job.
     outcome.job.created_at = util::unix_now();
-    auto created = context.store().create(outcome.job);
+    auto created = store.create(outcome.job);
     if (!created) {
         return fail(created.error());
     }
@@ -135,7 +138,7 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     // 2. Submit. No transaction is open while the scheduler command runs.
     auto scheduler = context.scheduler(outcome.job.scheduler);
     if (!scheduler) {
-        (void)context.store().remove(outcome.job.id);
+        (void)store.remove(outcome.job.id);
         return fail(scheduler.error());
     }
     SubmitRequest request;
@@ -155,13 +158,13 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     if (!submitted) {
         const Error& error = submitted.error();
         if (error.code == ErrorCode::scheduler_rejected) {
-            (void)context.store().remove(outcome.job.id); // no orphan row
+            (void)store.remove(outcome.job.id); // no orphan row
             return fail(error);
         }
         // Timed out or unreachable: the job may exist. Keep the row for reconciliation, and
         // the script it would run.
         pending->keep();
-        (void)context.store().mark_submit_unknown(outcome.job.id, now);
+        (void)store.mark_submit_unknown(outcome.job.id, now);
         return fail(error.code,
                     fmt::format("{} (job {} recorded; its submission is checked by token)",
                                 error.message, outcome.job.id),
@@ -169,8 +172,8 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
                     "never submits it twice");
     }
     pending->keep();
-    DLJOB_TRY(context.store().mark_submitted(outcome.job.id, submitted->scheduler_id,
-                                             submitted->secondary_id, now));
+    DLJOB_TRY(store.mark_submitted(outcome.job.id, submitted->scheduler_id, submitted->secondary_id,
+                                   now));
     outcome.job.scheduler_id = submitted->scheduler_id;
     outcome.job.secondary_id = submitted->secondary_id;
     outcome.job.phase = SubmitPhase::submitted;

@@ -18,15 +18,12 @@ void set_cancel_command(CLI::App& app, Context& context) {
     command->add_option("JOB", *ids, "Job ids")->required();
     command->callback([ids, &context] {
         auto jobs = app::JobContext::open();
-        if (!jobs) {
-            throw Failure(jobs.error());
-        }
         // Like scancel and qdel: one id that cannot be cancelled (unknown, already gone from
         // a scheduler that refuses) is reported and the others are still cancelled; the exit
         // status is the first failure's.
         int first_failure = 0;
         for (const auto& id : *ids) {
-            auto job = app::cancel_job(*jobs, id);
+            auto job = app::cancel_job(jobs, id);
             if (!job) {
                 print_error(context.err, job.error());
                 if (first_failure == 0) {

@@ -17,10 +17,7 @@ void set_logs_command(CLI::App& app, Context& context) {
     command->add_flag("-f,--follow", *follow, "Keep printing new output until the job ends");
     command->callback([id, follow, &context] {
         auto jobs = app::JobContext::open();
-        if (!jobs) {
-            throw Failure(jobs.error());
-        }
-        auto printed = app::print_logs(*jobs, *id, *follow, context.out);
+        auto printed = app::print_logs(jobs, *id, *follow, context.out);
         if (!printed) {
             throw Failure(printed.error());
         }

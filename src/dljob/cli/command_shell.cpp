@@ -37,12 +37,9 @@ void set_shell_command(CLI::App& app, Context& context) {
                       "Print the command and the session's rc file; allocate nothing");
     command->callback([options, &context] {
         auto jobs = app::JobContext::open();
-        if (!jobs) {
-            throw Failure(jobs.error());
-        }
         auto terminal = app::make_posix_terminal();
         if (options->dry_run) {
-            auto planned = app::open_shell(*jobs, *options, *terminal, context.err);
+            auto planned = app::open_shell(jobs, *options, *terminal, context.err);
             if (!planned) {
                 throw Failure(planned.error());
             }
@@ -57,7 +54,7 @@ void set_shell_command(CLI::App& app, Context& context) {
                         << planned->rc_text;
             return;
         }
-        auto ended = app::open_shell(*jobs, *options, *terminal, context.err);
+        auto ended = app::open_shell(jobs, *options, *terminal, context.err);
         if (!ended) {
             throw Failure(ended.error());
         }

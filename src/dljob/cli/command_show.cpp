@@ -16,10 +16,7 @@ void set_show_command(CLI::App& app, Context& context) {
     command->add_option("JOB", *id, "Job id")->required();
     command->callback([id, &context] {
         auto jobs = app::JobContext::open();
-        if (!jobs) {
-            throw Failure(jobs.error());
-        }
-        auto shown = app::show_job(*jobs, *id, context.out);
+        auto shown = app::show_job(jobs, *id, context.out);
         if (!shown) {
             throw Failure(shown.error());
         }

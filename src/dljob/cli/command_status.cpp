@@ -25,15 +25,12 @@ void set_status_command(CLI::App& app, Context& context) {
     command->add_flag("--watch", *watch, "Refresh every few seconds until interrupted");
     command->callback([options, watch, &context] {
         auto jobs = app::JobContext::open();
-        if (!jobs) {
-            throw Failure(jobs.error());
-        }
         options->min_interval_s = app::default_poll_interval();
         // Naming jobs is an explicit request: ask their scheduler now.
         options->force = !options->ids.empty() && options->min_interval_s == 0;
         while (true) {
             std::vector<std::string> warnings;
-            auto views = app::job_status(*jobs, *options, warnings);
+            auto views = app::job_status(jobs, *options, warnings);
             if (!views) {
                 throw Failure(views.error());
             }

@@ -39,10 +39,7 @@ void set_submit_command(CLI::App& app, Context& context) {
                       "COMPLETED");
     command->callback([options, wait, &context] {
         auto jobs = app::JobContext::open();
-        if (!jobs) {
-            throw Failure(jobs.error());
-        }
-        auto outcome = app::submit_recipe(*jobs, *options);
+        auto outcome = app::submit_recipe(jobs, *options);
         if (!outcome) {
             throw Failure(outcome.error());
         }
@@ -66,7 +63,7 @@ void set_submit_command(CLI::App& app, Context& context) {
         std::string last_line;
         while (true) {
             std::vector<std::string> warnings;
-            auto views = app::job_status(*jobs, status, warnings);
+            auto views = app::job_status(jobs, status, warnings);
             if (!views) {
                 throw Failure(views.error());
             }

@@ -139,5 +139,31 @@ TEST(CliBinary, ValidateAndSubmitRefuseANetworkConfigDltrainWouldRefuse) {
     test::run_shell("rm -rf " + dir);
 }
 
+TEST(CliBinary, ASubmitThatRecordsNothingCreatesNoJobStore) {
+    const std::string dir = "/tmp/dljob-cli-store-" + std::to_string(::getpid());
+    ASSERT_EQ(test::run_shell("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
+    const std::string env = "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + dir +
+                            "/store/jobs.db DLJOB_RUNS_DIR=" + dir + "/runs ";
+    const std::string submit =
+        env + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR + "/recipes/mnist.yaml --site local";
+
+    auto refused = test::run_shell(submit + " --set resources.gpus=-1");
+    EXPECT_EQ(refused.exit_code, 3) << refused.output;
+    auto dry = test::run_shell(submit + " --dry-run");
+    EXPECT_EQ(dry.exit_code, 0) << dry.output;
+    EXPECT_NE(dry.output.find("#!/"), std::string::npos) << dry.output;
+    EXPECT_EQ(test::run_shell("ls -A " + dir).output, "") << "a store or run directory";
+
+    // A store that cannot be opened refuses the submit before its run directory exists.
+    auto no_store = test::run_shell("touch " + dir + "/file && XDG_CONFIG_HOME=/nonexistent " +
+                                    "DLJOB_STORE=" + dir + "/file/jobs.db DLJOB_RUNS_DIR=" + dir +
+                                    "/runs " + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
+                                    "/recipes/mnist.yaml --site local");
+    EXPECT_EQ(no_store.exit_code, 6) << no_store.output;
+    EXPECT_NE(no_store.output.find("job store"), std::string::npos) << no_store.output;
+    EXPECT_EQ(test::run_shell("ls -A " + dir).output, "file\n") << "a run directory";
+    test::run_shell("rm -rf " + dir);
+}
+
 } // namespace
 } // namespace dljob::cli
