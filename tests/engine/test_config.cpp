@@ -177,6 +177,23 @@ TEST(ConfigErrors, UnknownBottomListsKnownBlobs) {
     }
 }
 
+TEST(ConfigErrors, AConfigPathThatIsADirectoryOrMissingIsNamed) {
+    const dl_test::TempDir dir;
+    for (const auto& [path, expected] :
+         {std::pair{dir.path(), std::string("is a directory, not a YAML file")},
+          std::pair{dir.path() / "none.yaml", std::string("does not exist")}}) {
+        try {
+            load_config(path);
+            ADD_FAILURE() << "no error for " << path;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::config);
+            const std::string message = e.what();
+            EXPECT_NE(message.find(path.string() + " "), std::string::npos) << message;
+            EXPECT_NE(message.find(expected), std::string::npos) << message;
+        }
+    }
+}
+
 TEST(ConfigErrors, MissingDataFileNamesItsPath) {
     const dl_test::TempDir dir;
     const auto config = dl_test::make_tiny_workspace(dir.path(), 10);

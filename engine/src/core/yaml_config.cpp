@@ -394,6 +394,15 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
 }
 
 NetConfig load_config(const std::filesystem::path& file) {
+    // An ifstream opens a directory and reads nothing, which would read as an empty config.
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) {
+        throw Error(ErrorKind::config, fmt::format("config file {} does not exist", file.string()));
+    }
+    if (std::filesystem::is_directory(file, ec)) {
+        throw Error(ErrorKind::config,
+                    fmt::format("config file {} is a directory, not a YAML file", file.string()));
+    }
     std::ifstream in(file);
     if (!in) {
         throw Error(ErrorKind::config, fmt::format("cannot read config file {}", file.string()));

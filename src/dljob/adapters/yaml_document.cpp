@@ -141,6 +141,11 @@ Result<YamlNode> parse_yaml_file(const std::filesystem::path& path) {
     if (!std::filesystem::exists(path, ec)) {
         return fail(ErrorCode::not_found, fmt::format("{}: no such file", path.string()));
     }
+    // An ifstream opens a directory and reads nothing, which would read as an empty document.
+    if (std::filesystem::is_directory(path, ec)) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}: is a directory, not a YAML file", path.string()));
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         return fail(ErrorCode::io, fmt::format("{}: cannot be read", path.string()),

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 namespace dljob {
 namespace {
 
@@ -42,6 +44,17 @@ TEST_F(YamlDocument, ReportsSyntaxErrorsWithPosition) {
 
 TEST_F(YamlDocument, RejectsSeveralDocuments) {
     EXPECT_FALSE(parse_yaml("a: 1\n---\nb: 2\n", "two.yaml"));
+}
+
+TEST_F(YamlDocument, AFileThatIsMissingOrADirectoryIsNamedAsSuch) {
+    auto missing = parse_yaml_file("/nonexistent-dljob/recipe.yaml");
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, ErrorCode::not_found);
+    EXPECT_EQ(missing.error().message, "/nonexistent-dljob/recipe.yaml: no such file");
+    auto directory = parse_yaml_file(std::filesystem::temp_directory_path());
+    ASSERT_FALSE(directory);
+    EXPECT_NE(directory.error().message.find("is a directory, not a YAML file"), std::string::npos)
+        << directory.error().message;
 }
 
 } // namespace
