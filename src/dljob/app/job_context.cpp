@@ -82,7 +82,7 @@ Result<Job> JobContext::find_job(const std::string& id) {
         return fail(ErrorCode::usage, fmt::format("'{}' is not a job id", id),
                     "use the number in the first column of 'dljob status --all'");
     }
-    auto job = m_store->find(number);
+    auto job = store().find(number);
     if (!job) {
         return fail(job.error());
     }

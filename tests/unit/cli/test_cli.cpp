@@ -165,5 +165,22 @@ TEST(CliBinary, ASubmitThatRecordsNothingCreatesNoJobStore) {
     test::run_shell("rm -rf " + dir);
 }
 
+TEST(CliBinary, EveryJobVerbNamesAJobThatIsNotInTheStore) {
+    const std::string dir = "/tmp/dljob-cli-nojob-" + std::to_string(::getpid());
+    ASSERT_EQ(test::run_shell("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
+    const std::string dljob = "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + dir +
+                              "/jobs.db DLJOB_RUNS_DIR=" + dir + "/runs " + DLJOB_BINARY;
+    for (const std::string verb : {"status", "show", "logs", "cancel"}) {
+        auto missing = test::run_shell(dljob + " " + verb + " 99999");
+        EXPECT_EQ(missing.exit_code, 7) << verb << ": " << missing.output;
+        EXPECT_NE(missing.output.find("no job 99999 in the job store"), std::string::npos)
+            << verb << ": " << missing.output;
+    }
+    auto empty = test::run_shell(dljob + " status --all");
+    EXPECT_EQ(empty.exit_code, 0) << empty.output;
+    EXPECT_NE(empty.output.find("no jobs"), std::string::npos) << empty.output;
+    test::run_shell("rm -rf " + dir);
+}
+
 } // namespace
 } // namespace dljob::cli
