@@ -7,11 +7,13 @@
 
 #include <dl/checkpoint.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 namespace {
 
@@ -72,6 +74,47 @@ TEST_F(Dltrain, TrainWritesTheRunDirectoryContract) {
     // The tiny problem is learnable: well above chance (1/3) after 100 iterations.
     EXPECT_GT(final_line["test_accuracy"].get<double>(), 0.6) << final_line.dump();
     EXPECT_GT(final_line["train_images_per_s"].get<double>(), 0.0);
+}
+
+// The job's log is what people watch (`dljob logs --follow`, `tail -f slurm-*.out`): every
+// metrics line is also printed on stdout, as text, with the same numbers.
+TEST_F(Dltrain, StdoutShowsEachMetricsLineAsText) {
+    const auto config = workspace(100);
+    const fs::path run = m_dir.path() / "run";
+    const auto result = run_shell("{ " + train_command(config, run) + " 2>/dev/null; }");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::vector<std::string> printed;
+    std::istringstream out(result.output);
+    for (std::string line; std::getline(out, line);) {
+        printed.push_back(line);
+    }
+    const auto lines = metrics(run);
+    ASSERT_EQ(printed.size(), lines.size()) << result.output;
+    EXPECT_EQ(printed.front(),
+              "dltrain: training from iteration 0 to 100 on cpu (2 threads), batch 8");
+    for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
+        const auto& line = lines[i];
+        const std::string iter = fmt::format("iter {}/100  ", line["iter"].get<int>());
+        if (line["type"] == "train") {
+            EXPECT_EQ(printed[i].rfind(
+                          iter + fmt::format("loss {:.4f}  lr ", line["loss"].get<double>()), 0),
+                      0U)
+                << printed[i];
+            EXPECT_NE(printed[i].find(" img/s  data wait "), std::string::npos) << printed[i];
+        } else {
+            EXPECT_EQ(printed[i], iter + fmt::format("test accuracy {:.4f}  loss {:.4f}",
+                                                     line["accuracy"].get<double>(),
+                                                     line["loss"].get<double>()));
+        }
+    }
+    const auto& last = lines.back();
+    EXPECT_EQ(printed.back().rfind(fmt::format("dltrain: completed at iteration 100 of 100: test "
+                                               "accuracy {:.4f}, loss {:.4f}; ",
+                                               last["test_accuracy"].get<double>(),
+                                               last["test_loss"].get<double>()),
+                                   0),
+              0U)
+        << printed.back();
 }
 
 TEST_F(Dltrain, ResumedRunIsBitIdenticalToAnUnbrokenOne) {

@@ -109,6 +109,64 @@ std::string find_top(const NetConfig& config, Phase phase, const std::string& ty
     return {};
 }
 
+std::string duration_text(double seconds) {
+    const auto total = static_cast<long long>(std::llround(seconds));
+    if (total < 60) {
+        return fmt::format("{}s", total);
+    }
+    if (total < 3600) {
+        return fmt::format("{}m{:02}s", total / 60, total % 60);
+    }
+    return fmt::format("{}h{:02}m", total / 3600, (total % 3600) / 60);
+}
+
+/// The metrics line as a person reads it in the job's log, Caffe's "Iteration 100, loss = ..."
+/// lines in short: `dljob logs --follow` and `tail -f slurm-*.out` show progress as it happens.
+std::string progress_text(const nlohmann::json& line) {
+    const std::string type = line.value("type", "");
+    const auto iter = line.contains("max_iter") ? fmt::format("iter {}/{}", line.value("iter", 0),
+                                                              line.value("max_iter", 0))
+                                                : fmt::format("iter {}", line.value("iter", 0));
+    if (type == "start") {
+        std::string text =
+            fmt::format("dltrain: training from iteration {} to {} on {}", line.value("iter", 0),
+                        line.value("max_iter", 0), line.value("device", ""));
+        text += fmt::format(", batch {}", line.value("batch_size", 0));
+        for (const auto& [key, what] : {std::pair{"resumed_from", "resumed from"},
+                                        std::pair{"weights_from", "weights from"}}) {
+            if (const std::string from = line.value(key, ""); !from.empty()) {
+                text += fmt::format(", {} {}", what, from);
+            }
+        }
+        return text;
+    }
+    if (type == "train") {
+        return fmt::format("{}  loss {:.4f}  lr {:.6g}  {:.0f} img/s  data wait {:.2f}%", iter,
+                           line.value("loss", 0.0), line.value("lr", 0.0),
+                           line.value("images_per_s", 0.0),
+                           100.0 * line.value("data_wait_fraction", 0.0));
+    }
+    if (type == "test") {
+        return fmt::format("{}  test accuracy {:.4f}  loss {:.4f}", iter,
+                           line.value("accuracy", 0.0), line.value("loss", 0.0));
+    }
+    if (type == "final") {
+        std::string text =
+            fmt::format("dltrain: {} at iteration {} of {}", line.value("status", ""),
+                        line.value("iter", 0), line.value("max_iter", 0));
+        // NaN when there is no test net, or the run left before testing.
+        if (const double accuracy = line.value("test_accuracy", std::nan(""));
+            !std::isnan(accuracy)) {
+            text += fmt::format(": test accuracy {:.4f}, loss {:.4f}", accuracy,
+                                line.value("test_loss", 0.0));
+        }
+        return text + fmt::format("; {:.0f} img/s, {} in all",
+                                  line.value("train_images_per_s", 0.0),
+                                  duration_text(line.value("wall_s", 0.0)));
+    }
+    return line.dump();
+}
+
 class MetricsLog {
 public:
     explicit MetricsLog(const fs::path& file) : m_file(std::fopen(file.c_str(), "a")) {
@@ -122,11 +180,15 @@ public:
     MetricsLog(MetricsLog&&) = delete;
     MetricsLog& operator=(MetricsLog&&) = delete;
 
-    // One line per event, flushed at once: dljob's status reads the file while we run.
+    // One line per event, flushed at once: dljob's status reads the file while we run. The
+    // same event goes to stdout for people, flushed too (a job's stdout is a file, not a tty).
     void write(const nlohmann::json& line) {
         const std::string text = line.dump() + "\n";
         std::fwrite(text.data(), 1, text.size(), m_file);
         std::fflush(m_file);
+        const std::string shown = progress_text(line) + "\n";
+        std::fwrite(shown.data(), 1, shown.size(), stdout);
+        std::fflush(stdout);
     }
 
 private:
@@ -442,6 +504,7 @@ int train(const TrainOptions& options) {
         last_test = run_test(*test_net, *nets.sources[Phase::test], config, s.test_iter, test_pass);
         metrics.write({{"type", "test"},
                        {"iter", solver.iteration()},
+                       {"max_iter", s.max_iter},
                        {"accuracy", last_test.accuracy},
                        {"loss", last_test.loss}});
     };
