@@ -44,7 +44,7 @@ Result<void> show_job(JobContext& context, const std::string& id, std::ostream& 
     out << fmt::format("  started:    {}\n", time_text(job->started_at));
     out << fmt::format("  finished:   {}\n", time_text(job->finished_at));
     if (auto metrics = context.store().metrics(job->id); metrics && metrics->has_value()) {
-        out << fmt::format("  progress:   {}\n", progress_text(**metrics));
+        out << fmt::format("  progress:   {}\n", progress_text(**metrics, job->state));
     }
     auto events = context.store().events(job->id);
     if (!events) {

@@ -352,7 +352,7 @@ std::string state_text(const Job& job) {
     return text;
 }
 
-std::string progress_text(const JobMetrics& m) {
+std::string progress_text(const JobMetrics& m, JobState state) {
     std::string text;
     if (m.max_iter > 0) {
         text += fmt::format("iter {}/{}", m.iter, m.max_iter);
@@ -366,7 +366,8 @@ std::string progress_text(const JobMetrics& m) {
     if (m.images_per_s) {
         text += fmt::format(" {:.0f} img/s", *m.images_per_s);
     }
-    if (m.elapsed_s && m.iter > 0 && m.max_iter > m.iter && m.final_status.empty()) {
+    if (m.elapsed_s && m.iter > 0 && m.max_iter > m.iter && m.final_status.empty() &&
+        !is_terminal(state)) {
         const double eta =
             *m.elapsed_s / static_cast<double>(m.iter) * static_cast<double>(m.max_iter - m.iter);
         text += " ETA " + duration_text(static_cast<std::int64_t>(eta));
@@ -376,6 +377,16 @@ std::string progress_text(const JobMetrics& m) {
     }
     return std::string(text.empty() || text.front() != ' ' ? text : text.substr(1));
 }
+
+namespace {
+
+/// A column's text cut to its width, as squeue does: one long reason must not push every
+/// column after it out of line. `dljob show` and `--json` give the whole text.
+std::string fit(const std::string& text, std::size_t width) {
+    return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+}
+
+} // namespace
 
 void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now) {
     if (jobs.empty()) {
@@ -394,10 +405,11 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
         const std::string wall = job.walltime_s > 0 ? duration_text(job.walltime_s) : "-";
         elapsed += "/";
         elapsed += wall;
-        out << fmt::format(
-            "{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", job.id, job.name.substr(0, 20),
-            job.site.substr(0, 10), job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
-            state_text(job), elapsed, view.metrics ? progress_text(*view.metrics) : "");
+        out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", job.id,
+                           job.name.substr(0, 20), job.site.substr(0, 10),
+                           job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
+                           fit(state_text(job), 28), elapsed,
+                           view.metrics ? progress_text(*view.metrics, job.state) : "");
     }
 }
 

@@ -47,8 +47,9 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
 
 /// "RUNNING", "PENDING (Resources)", "FAILED (exit 3)" ...
 std::string state_text(const Job& job);
-/// "iter 400/1000 loss 0.41 acc 0.88 512 img/s ETA 1m10s", empty without metrics.
-std::string progress_text(const JobMetrics& metrics);
+/// "iter 400/1000 loss 0.41 acc 0.88 512 img/s ETA 1m10s", empty without metrics. No ETA once
+/// the job has ended: a cancelled or killed training writes no final line of its own.
+std::string progress_text(const JobMetrics& metrics, JobState state);
 
 void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now);
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs);

@@ -70,7 +70,7 @@ void set_submit_command(CLI::App& app, Context& context) {
             const auto& view = views->front();
             std::string line = app::state_text(view.job);
             if (view.metrics) {
-                line += "  " + app::progress_text(*view.metrics);
+                line += "  " + app::progress_text(*view.metrics, view.job.state);
             }
             if (line != last_line) {
                 context.out << fmt::format("job {}: {}\n", job.id, line) << std::flush;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace dljob::app {
 namespace {
@@ -113,6 +114,37 @@ TEST_F(StatusWalltime, AnIdentityOlderThanTheJobIsAnEarlierJobs) {
     EXPECT_EQ(view.job.state, JobState::failed);
     EXPECT_EQ(view.job.started_at, 1'700'007'300);
     EXPECT_EQ(view.job.finished_at, 1'700'007'300);
+}
+
+TEST(StatusTable, AnEndedJobShowsNoEtaAndALongReasonKeepsTheColumnsInLine) {
+    JobMetrics metrics;
+    metrics.iter = 200;
+    metrics.max_iter = 300;
+    metrics.elapsed_s = 5.0;
+    JobView running;
+    running.job.id = 1;
+    running.job.name = "lenet";
+    running.job.state = JobState::running;
+    running.job.phase = SubmitPhase::submitted;
+    running.metrics = metrics;
+    JobView cancelled = running;
+    cancelled.job.id = 2;
+    cancelled.job.state = JobState::cancelled;
+    cancelled.job.reason = "cancelled with dljob cancel by a very long explanation";
+    std::ostringstream out;
+    print_status_table(out, {running, cancelled}, 1000);
+    std::istringstream lines(out.str());
+    std::string header;
+    std::string first;
+    std::string second;
+    std::getline(lines, header);
+    std::getline(lines, first);
+    std::getline(lines, second);
+    EXPECT_NE(first.find("ETA 2s"), std::string::npos) << first;
+    EXPECT_EQ(second.find("ETA"), std::string::npos) << second;
+    EXPECT_NE(second.find("CANCELLED (cancelled with..."), std::string::npos) << second;
+    EXPECT_EQ(first.find("iter 200/300"), header.find("PROGRESS")) << out.str();
+    EXPECT_EQ(second.find("iter 200/300"), header.find("PROGRESS")) << out.str();
 }
 
 TEST(StatusMetrics, TheFinalRecordSaysWhereTrainingEnded) {
