@@ -40,7 +40,12 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
         if (message.substr(0, prefix.size()) == prefix) {
             message.remove_prefix(prefix.size());
         }
-        return fail(ErrorCode::config_invalid, std::string(message),
+        // dltrain names the network file and line; the recipe key that chose that file leads.
+        const auto origin = recipe.origins.find("train.config");
+        return fail(ErrorCode::config_invalid,
+                    origin == recipe.origins.end()
+                        ? std::string(message)
+                        : fmt::format("{}: train.config: {}", origin->second, message),
                     "fix the network config (docs/engine.md); `dltrain check --config FILE` "
                     "checks it alone");
     }

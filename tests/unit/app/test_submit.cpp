@@ -9,6 +9,7 @@
 #include <dljob/app/submit.hpp>
 #include <dljob/util/files.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -207,7 +208,17 @@ TEST_F(Submit, ANetworkConfigDltrainRefusesIsRefusedBeforeAnythingIsWritten) {
     auto outcome = submit_recipe(jobs, options);
     ASSERT_FALSE(outcome);
     EXPECT_EQ(outcome.error().code, ErrorCode::config_invalid);
-    EXPECT_EQ(outcome.error().message.rfind("lenet.yaml:27: layer 'conv1'", 0), 0U)
+    // The recipe's train.config position leads, then dltrain's own file and line.
+    std::ifstream recipe(fashion);
+    std::string config_at;
+    std::string text;
+    for (int line = 1; std::getline(recipe, text); ++line) {
+        if (text.rfind("  config: ", 0) == 0) {
+            config_at = fmt::format("{}:11", line);
+        }
+    }
+    const std::string config_key = fashion.string() + ":" + config_at + ": train.config: ";
+    EXPECT_EQ(outcome.error().message.rfind(config_key + "lenet.yaml:27: layer 'conv1'", 0), 0U)
         << outcome.error().message;
     ASSERT_EQ(runner_->calls.size(), 1U);
     EXPECT_EQ(runner_->calls[0][1], "check");
