@@ -117,6 +117,32 @@ TEST_F(Dltrain, StdoutShowsEachMetricsLineAsText) {
         << printed.back();
 }
 
+// dljob tells a job that makes progress from one that does not by the newest entry of the
+// checkpoint directory: a run resumed from its own newest checkpoint that takes no step leaves
+// the directory as it found it.
+TEST_F(Dltrain, AResumeThatTakesNoStepRewritesNoCheckpoint) {
+    const auto config = workspace(100);
+    const fs::path run = m_dir.path() / "run";
+    ASSERT_EQ(run_shell(train_command(config, run)).exit_code, 0);
+    const fs::path newest = run / "checkpoints" / "iter_00000100.ckpt";
+    ASSERT_TRUE(fs::exists(newest));
+    const auto written = fs::last_write_time(newest);
+    const auto entries = [&] {
+        std::vector<std::string> names;
+        for (const auto& entry : fs::directory_iterator(run / "checkpoints")) {
+            names.push_back(entry.path().filename().string());
+        }
+        std::sort(names.begin(), names.end());
+        return names;
+    };
+    const auto before = entries();
+    const auto resumed = run_shell(train_command(config, run, "--resume auto"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resuming from"), std::string::npos) << resumed.output;
+    EXPECT_EQ(fs::last_write_time(newest), written);
+    EXPECT_EQ(entries(), before);
+}
+
 TEST_F(Dltrain, ResumedRunIsBitIdenticalToAnUnbrokenOne) {
     // SGD-shuffled: a fresh data order every 12 iterations, so the resume lands mid-epoch.
     for (const std::string solver : {"SGD", "Adam", "SGD-shuffled"}) {

@@ -491,7 +491,10 @@ int train(const TrainOptions& options) {
         now.rng_state = rng.str();
         return now;
     };
-    int last_checkpoint = -1;
+    // A run resumed from its own newest checkpoint does not write that checkpoint again when it
+    // leaves without a step: an unchanged checkpoint directory is how dljob tells a job that
+    // makes no progress from one that does, and stops resubmitting it.
+    int last_checkpoint = options.resume == "auto" && resume_from ? solver.iteration() : -1;
     const auto checkpoint = [&] {
         if (last_checkpoint != solver.iteration()) {
             write_checkpoint(checkpoint_dir, current_state(), net, solver, s.keep_checkpoints);

@@ -12,7 +12,10 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <future>
+#include <memory>
 
 namespace bp = boost::process;
 
@@ -135,8 +138,16 @@ Result<int> BoostProcessRunner::spawn_detached(const DetachedRequest& request) {
     std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
     std::error_code launch_error;
     const std::string cwd = request.cwd.empty() ? "." : request.cwd;
+    // Appended, not truncated (Boost's path redirection truncates): a job continued in its run
+    // directory keeps one log with every attempt's output, as Slurm's --open-mode=append does.
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> output(
+        std::fopen(request.output_path.c_str(), "a"), &std::fclose);
+    if (!output) {
+        return fail(ErrorCode::io, fmt::format("cannot open {} for the job's output: {}",
+                                               request.output_path, std::strerror(errno)));
+    }
     bp::child child(*exe, bp::args(args),
-                    bp::std_in<bp::null, (bp::std_out & bp::std_err)> request.output_path,
+                    bp::std_in<bp::null, (bp::std_out & bp::std_err)> output.get(),
                     bp::env = make_env(request.env), bp::start_dir = cwd, NewSession{},
                     bp::error(launch_error));
     if (launch_error) {

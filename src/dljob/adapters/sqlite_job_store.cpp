@@ -3,6 +3,7 @@
 #include <dljob/util/paths.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@ namespace {
 constexpr std::int64_t application_id = 0x444A4F42;
 
 // Each entry moves the schema from version i to i+1; never edit a released entry, add one.
-constexpr std::array<std::string_view, 1> migrations{
+constexpr std::array<std::string_view, 2> migrations{
     R"sql(
 CREATE TABLE jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -64,6 +65,16 @@ CREATE TABLE polls (
     interval_s INTEGER NOT NULL
 );
 )sql",
+    // 2: continuations. The unique index makes a second continuation of one job impossible,
+    // whichever dljob process tries it.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE jobs ADD COLUMN continues INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN max_continuations INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN submit_argv TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN progress_mark TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX jobs_continues ON jobs(continues) WHERE continues != 0;
+)sql",
 };
 
 // The adapter's one error boundary. Db/Stmt/Txn (sqlite_db.cpp) throw Failure because
@@ -84,7 +95,26 @@ template <class F> auto guarded(F&& body) -> decltype(body()) {
 constexpr std::string_view job_columns =
     "id, token, name, site, scheduler, scheduler_id, secondary_id, run_dir, script_path, "
     "recipe_path, phase, state, native_state, reason, exit_code, walltime_s, created_at, "
-    "started_at, finished_at, updated_at";
+    "started_at, finished_at, updated_at, attempt, continues, max_continuations, submit_argv, "
+    "progress_mark";
+
+// The submit command as a JSON array of strings: any byte but NUL survives, in one column.
+std::string encode_argv(const std::vector<std::string>& argv) {
+    return nlohmann::json(argv).dump();
+}
+
+std::vector<std::string> decode_argv(const std::string& text) {
+    auto json = nlohmann::json::parse(text, nullptr, false);
+    std::vector<std::string> argv;
+    if (json.is_array()) {
+        for (const auto& word : json) {
+            if (word.is_string()) {
+                argv.push_back(word.get<std::string>());
+            }
+        }
+    }
+    return argv;
+}
 
 Job read_job(const Stmt& stmt) {
     Job job;
@@ -110,6 +140,11 @@ Job read_job(const Stmt& stmt) {
     job.started_at = stmt.int64(17);
     job.finished_at = stmt.int64(18);
     job.updated_at = stmt.int64(19);
+    job.attempt = static_cast<int>(stmt.int64(20));
+    job.continues = stmt.int64(21);
+    job.max_continuations = static_cast<int>(stmt.int64(22));
+    job.submit_argv = decode_argv(stmt.text(23));
+    job.progress_mark = stmt.text(24);
     return job;
 }
 
@@ -182,10 +217,19 @@ Result<Job> SqliteJobStore::create(const Job& job) {
         if (exists.step()) {
             return fail(ErrorCode::store, fmt::format("a job with token {} exists", job.token));
         }
+        if (job.continues != 0) {
+            auto continued = m_db->prepare("SELECT id FROM jobs WHERE continues = ?");
+            continued.bind(job.continues);
+            if (continued.step()) {
+                return fail(ErrorCode::store, fmt::format("job {} is already continued by job {}",
+                                                          job.continues, continued.int64(0)));
+            }
+        }
         auto insert = m_db->prepare(
             "INSERT INTO jobs (token, name, site, scheduler, run_dir, script_path, recipe_path, "
-            "phase, state, walltime_s, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+            "phase, state, walltime_s, created_at, updated_at, attempt, continues, "
+            "max_continuations, submit_argv, progress_mark) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
         insert.bind(job.token)
             .bind(job.name)
             .bind(job.site)
@@ -197,7 +241,12 @@ Result<Job> SqliteJobStore::create(const Job& job) {
             .bind(to_string(JobState::pending))
             .bind(job.walltime_s)
             .bind(job.created_at)
-            .bind(job.created_at);
+            .bind(job.created_at)
+            .bind(static_cast<std::int64_t>(job.attempt))
+            .bind(job.continues)
+            .bind(static_cast<std::int64_t>(job.max_continuations))
+            .bind(encode_argv(job.submit_argv))
+            .bind(job.progress_mark);
         insert.run();
         Job created = job;
         created.id = m_db->last_insert_id();
@@ -373,6 +422,18 @@ Result<std::optional<Job>> SqliteJobStore::find_by_token(const std::string& toke
     return guarded([&]() -> Result<std::optional<Job>> {
         auto stmt = m_db->prepare(fmt::format("SELECT {} FROM jobs WHERE token = ?", job_columns));
         stmt.bind(token);
+        if (!stmt.step()) {
+            return std::optional<Job>{};
+        }
+        return std::optional<Job>{read_job(stmt)};
+    });
+}
+
+Result<std::optional<Job>> SqliteJobStore::continuation_of(std::int64_t id) {
+    return guarded([&]() -> Result<std::optional<Job>> {
+        auto stmt =
+            m_db->prepare(fmt::format("SELECT {} FROM jobs WHERE continues = ?", job_columns));
+        stmt.bind(id);
         if (!stmt.step()) {
             return std::optional<Job>{};
         }

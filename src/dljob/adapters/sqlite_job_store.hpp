@@ -39,6 +39,7 @@ public:
     Result<void> update_metrics(std::int64_t id, const JobMetrics& metrics) override;
     Result<std::optional<Job>> find(std::int64_t id) override;
     Result<std::optional<Job>> find_by_token(const std::string& token) override;
+    Result<std::optional<Job>> continuation_of(std::int64_t id) override;
     Result<std::vector<Job>> list(const JobQuery& query) override;
     Result<std::vector<JobEvent>> events(std::int64_t id) override;
     Result<std::optional<JobMetrics>> metrics(std::int64_t id) override;

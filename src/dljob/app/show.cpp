@@ -35,6 +35,15 @@ Result<void> show_job(JobContext& context, const std::string& id, std::ostream& 
     out << fmt::format("  state:      {}\n", state_text(*job));
     out << fmt::format("  native:     {}\n", job->native_state.empty() ? "-" : job->native_state);
     out << fmt::format("  site:       {} ({})\n", job->site, job->scheduler);
+    if (job->attempt > 1 || job->max_continuations > 0) {
+        out << fmt::format("  attempt:    {} of at most {}{}\n", job->attempt,
+                           job->max_continuations + 1,
+                           job->continues != 0 ? fmt::format(" (continues job {})", job->continues)
+                                               : std::string());
+    }
+    if (auto next = context.store().continuation_of(job->id); next && next->has_value()) {
+        out << fmt::format("  continued:  by job {} (attempt {})\n", (*next)->id, (*next)->attempt);
+    }
     out << fmt::format("  scheduler:  {}{}\n", job->scheduler_id.empty() ? "-" : job->scheduler_id,
                        job->secondary_id.empty() ? "" : " / " + job->secondary_id);
     out << fmt::format("  token:      {}\n", job->token);

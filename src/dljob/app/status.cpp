@@ -1,3 +1,4 @@
+#include <dljob/app/continuation.hpp>
 #include <dljob/app/status.hpp>
 #include <dljob/util/files.hpp>
 
@@ -169,6 +170,11 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
             continue; // a line being written, or noise
         }
         const std::string type = json.value("type", "");
+        if (type == "start") {
+            // A new process (a continuation, appending to the same file): the previous one's
+            // end ("checkpointed") is not this one's.
+            metrics.final_status.clear();
+        }
         auto number = [&](const char* key) -> std::optional<double> {
             auto it = json.find(key);
             if (it == json.end() || !it->is_number()) {
@@ -281,6 +287,20 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             if (auto metrics = read_metrics(job.run_dir)) {
                 (void)context.store().update_metrics(job.id, *metrics);
             }
+            // Only the dljob process whose update ended the job (the store's compare-and-swap
+            // lets one through) may continue it; the store refuses a second continuation too.
+            if (*updated && is_terminal(status.state) && file) {
+                auto ended = context.store().find(job.id);
+                if (ended && ended->has_value()) {
+                    std::string note;
+                    auto next = continue_if_checkpointed(context, **ended, *file, note);
+                    if (!next) {
+                        warnings.push_back(next.error().message);
+                    } else if (!note.empty()) {
+                        warnings.push_back(note);
+                    }
+                }
+            }
         }
         if (!free && !options.force) {
             (void)context.store().record_poll(key, changed, !polled, options.min_interval_s,
@@ -386,6 +406,11 @@ std::string fit(const std::string& text, std::size_t width) {
     return text.size() <= width ? text : text.substr(0, width - 3) + "...";
 }
 
+/// A continuation shows which attempt it is: "lenet#2".
+std::string display_name(const Job& job) {
+    return job.attempt > 1 ? fmt::format("{}#{}", job.name, job.attempt) : job.name;
+}
+
 } // namespace
 
 void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now) {
@@ -406,7 +431,7 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
         elapsed += "/";
         elapsed += wall;
         out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", job.id,
-                           job.name.substr(0, 20), job.site.substr(0, 10),
+                           fit(display_name(job), 20), job.site.substr(0, 10),
                            job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
                            fit(state_text(job), 28), elapsed,
                            view.metrics ? progress_text(*view.metrics, job.state) : "");
@@ -438,6 +463,8 @@ void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
             {"created_at", job.created_at},
             {"started_at", job.started_at},
             {"finished_at", job.finished_at},
+            {"attempt", job.attempt},
+            {"continues", job.continues == 0 ? nlohmann::json() : nlohmann::json(job.continues)},
         };
         if (view.metrics) {
             const auto& m = *view.metrics;

@@ -103,6 +103,8 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         for (auto& note : *network) {
             outcome.rendered.notes.push_back(std::move(note));
         }
+        outcome.job.max_continuations =
+            recipe->checkpoint.resume ? recipe->checkpoint.max_continuations : 0;
     }
     outcome.job.name = rendered->scheduler_job_name;
     outcome.job.site = site;
@@ -112,6 +114,7 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     outcome.job.recipe_path = std::filesystem::absolute(options.recipe).string();
     outcome.job.walltime_s = rendered->resources.walltime.seconds();
     outcome.job.token = token;
+    outcome.job.submit_argv = rendered->submit_argv;
     if (options.dry_run) {
         return outcome;
     }
@@ -127,57 +130,72 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     (void)util::write_file_atomic(run_dir / "recipe.yaml",
                                   recipe_record(options.recipe, options.overrides));
 
+    auto submitted = record_and_submit(context, outcome.job);
+    if (!submitted) {
+        // Kept whenever the row is: a submit with no answer may still run the script.
+        if (auto row = store.find_by_token(token); row && row->has_value()) {
+            pending->keep();
+        }
+        return fail(submitted.error());
+    }
+    pending->keep();
+    outcome.job = *submitted;
+    return outcome;
+}
+
+SubmitRequest submit_request(const Job& job) {
+    SubmitRequest request;
+    request.script_path = job.script_path;
+    request.run_dir = job.run_dir;
+    request.name = job.name;
+    request.token = job.token;
+    request.log_path = (std::filesystem::path(job.run_dir) / "job.log").string();
+    request.submit_argv = job.submit_argv;
+    if (job.scheduler == "local") {
+        // The script warns the training before the walltime itself; the wrapper's watchdog is
+        // the hard stop a scheduler would give, one grace minute later.
+        request.walltime_s = job.walltime_s + 60;
+    }
+    return request;
+}
+
+Result<Job> record_and_submit(JobContext& context, Job job) {
+    JobStore& store = context.store();
     // 1. The row, with its token, is committed before the scheduler hears of the job.
-    outcome.job.created_at = util::unix_now();
-    auto created = store.create(outcome.job);
+    job.created_at = util::unix_now();
+    auto created = store.create(job);
     if (!created) {
         return fail(created.error());
     }
-    outcome.job = *created;
+    job = *created;
 
     // 2. Submit. No transaction is open while the scheduler command runs.
-    auto scheduler = context.scheduler(outcome.job.scheduler);
+    auto scheduler = context.scheduler(job.scheduler);
     if (!scheduler) {
-        (void)store.remove(outcome.job.id);
+        (void)store.remove(job.id);
         return fail(scheduler.error());
     }
-    SubmitRequest request;
-    request.script_path = outcome.job.script_path;
-    request.run_dir = outcome.job.run_dir;
-    request.name = outcome.job.name;
-    request.token = token;
-    request.log_path = (run_dir / "job.log").string();
-    request.submit_argv = rendered->submit_argv;
-    if (rendered->scheduler == SchedulerKind::local) {
-        // The script warns the training before the walltime itself; the wrapper's watchdog is
-        // the hard stop a scheduler would give, one grace minute later.
-        request.walltime_s = outcome.job.walltime_s + 60;
-    }
-    auto submitted = (*scheduler)->submit(request);
+    auto submitted = (*scheduler)->submit(submit_request(job));
     const std::int64_t now = util::unix_now();
     if (!submitted) {
         const Error& error = submitted.error();
         if (error.code == ErrorCode::scheduler_rejected) {
-            (void)store.remove(outcome.job.id); // no orphan row
+            (void)store.remove(job.id); // no orphan row
             return fail(error);
         }
-        // Timed out or unreachable: the job may exist. Keep the row for reconciliation, and
-        // the script it would run.
-        pending->keep();
-        (void)store.mark_submit_unknown(outcome.job.id, now);
+        // Timed out or unreachable: the job may exist. Keep the row for reconciliation.
+        (void)store.mark_submit_unknown(job.id, now);
         return fail(error.code,
                     fmt::format("{} (job {} recorded; its submission is checked by token)",
-                                error.message, outcome.job.id),
+                                error.message, job.id),
                     "run 'dljob status' later: it finds the job if the scheduler took it, and "
                     "never submits it twice");
     }
-    pending->keep();
-    DLJOB_TRY(store.mark_submitted(outcome.job.id, submitted->scheduler_id, submitted->secondary_id,
-                                   now));
-    outcome.job.scheduler_id = submitted->scheduler_id;
-    outcome.job.secondary_id = submitted->secondary_id;
-    outcome.job.phase = SubmitPhase::submitted;
-    return outcome;
+    DLJOB_TRY(store.mark_submitted(job.id, submitted->scheduler_id, submitted->secondary_id, now));
+    job.scheduler_id = submitted->scheduler_id;
+    job.secondary_id = submitted->secondary_id;
+    job.phase = SubmitPhase::submitted;
+    return job;
 }
 
 } // namespace dljob::app

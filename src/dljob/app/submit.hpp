@@ -7,6 +7,7 @@
 #include <dljob/app/job_context.hpp>
 #include <dljob/domain/job.hpp>
 #include <dljob/domain/render_request.hpp>
+#include <dljob/domain/scheduler.hpp>
 
 #include <filesystem>
 #include <string>
@@ -39,5 +40,13 @@ std::string detect_site(const std::vector<std::filesystem::path>& site_files,
                         const std::string& hostname);
 
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options);
+
+/// The request that submits a recorded job's script (again, for a continuation).
+SubmitRequest submit_request(const Job& job);
+
+/// Steps 1 and 2 of every submission, first or continued: commit the row (phase submitting),
+/// then call the scheduler. A refusal removes the row; no answer (timeout) keeps it as
+/// submit_unknown for reconciliation by token. Returns the job as submitted.
+Result<Job> record_and_submit(JobContext& context, Job job);
 
 } // namespace dljob::app

@@ -58,7 +58,8 @@ void set_submit_command(CLI::App& app, Context& context) {
             return;
         }
         app::StatusOptions status;
-        status.ids = {std::to_string(job.id)};
+        std::int64_t waiting_for = job.id;
+        status.ids = {std::to_string(waiting_for)};
         status.min_interval_s = std::min<std::int64_t>(app::default_poll_interval(), 5);
         std::string last_line;
         while (true) {
@@ -73,10 +74,23 @@ void set_submit_command(CLI::App& app, Context& context) {
                 line += "  " + app::progress_text(*view.metrics, view.job.state);
             }
             if (line != last_line) {
-                context.out << fmt::format("job {}: {}\n", job.id, line) << std::flush;
+                context.out << fmt::format("job {}: {}\n", waiting_for, line) << std::flush;
                 last_line = line;
             }
+            for (const auto& warning : warnings) {
+                context.err << "dljob: warning: " << warning << '\n';
+            }
             if (is_terminal(view.job.state) && view.job.phase == SubmitPhase::submitted) {
+                // Checkpointed before the walltime and submitted again: wait for that attempt.
+                auto next = jobs.store().continuation_of(waiting_for);
+                if (next && next->has_value()) {
+                    waiting_for = (*next)->id;
+                    status.ids = {std::to_string(waiting_for)};
+                    context.out << fmt::format("job {}: continued as job {} (attempt {})\n",
+                                               view.job.id, waiting_for, (*next)->attempt)
+                                << std::flush;
+                    continue;
+                }
                 if (view.metrics && view.metrics->accuracy) {
                     context.out << fmt::format("final accuracy: {:.4f}\n", *view.metrics->accuracy);
                 }

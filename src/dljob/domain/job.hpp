@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dljob {
 
@@ -37,6 +38,15 @@ struct Job {
     std::int64_t started_at = 0; // 0: not seen running yet
     std::int64_t finished_at = 0;
     std::int64_t updated_at = 0;
+    // Continuations (docs/schedulers.md): a job that checkpointed before its walltime (exit 75)
+    // is submitted again by dljob, in the same run directory, as a new row continuing this one.
+    int attempt = 1;                      // 1: the first submission of its run directory
+    std::int64_t continues = 0;           // the job this attempt continues; 0: none
+    int max_continuations = 0;            // how many times the chain may be submitted again
+    std::vector<std::string> submit_argv; // the rendered submit command, to submit it again
+    /// The newest entry of <run_dir>/checkpoints when this attempt was submitted ("" if none):
+    /// an attempt that ends with the same one made no progress and is not continued.
+    std::string progress_mark;
 };
 
 /// A state change, kept so `dljob show` can tell a job's history.

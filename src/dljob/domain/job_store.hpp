@@ -32,7 +32,8 @@ class JobStore {
 public:
     virtual ~JobStore() = default;
 
-    /// Inserts a job in phase `submitting` and commits it; fails on a duplicate token.
+    /// Inserts a job in phase `submitting` and commits it; fails on a duplicate token, and on a
+    /// second continuation of the same job (so two dljob processes never continue it twice).
     virtual Result<Job> create(const Job& job) = 0;
     /// Records the scheduler's id after a successful submit.
     virtual Result<void> mark_submitted(std::int64_t id, const std::string& scheduler_id,
@@ -49,6 +50,8 @@ public:
 
     virtual Result<std::optional<Job>> find(std::int64_t id) = 0;
     virtual Result<std::optional<Job>> find_by_token(const std::string& token) = 0;
+    /// The job that continues job `id` (its next attempt), if one was submitted.
+    virtual Result<std::optional<Job>> continuation_of(std::int64_t id) = 0;
     virtual Result<std::vector<Job>> list(const JobQuery& query) = 0;
     virtual Result<std::vector<JobEvent>> events(std::int64_t id) = 0;
     virtual Result<std::optional<JobMetrics>> metrics(std::int64_t id) = 0;

@@ -80,6 +80,15 @@ Result<Submission> LocalScheduler::submit(const SubmitRequest& request) {
         return fail(ErrorCode::scheduler_rejected,
                     fmt::format("job script {} does not exist", request.script_path));
     }
+    // A job submitted again in its run directory (a continuation) must not be read as ended by
+    // the previous wrapper's files.
+    for (const auto& stale : {exit_file, timeout_file}) {
+        std::filesystem::remove(std::filesystem::path(request.run_dir) / stale, ec);
+        if (ec) {
+            return fail(ErrorCode::io, fmt::format("cannot remove {} in {}: {}", stale,
+                                                   request.run_dir, ec.message()));
+        }
+    }
     DetachedRequest detached;
     detached.argv = {"bash",
                      "-c",

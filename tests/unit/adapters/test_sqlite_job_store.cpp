@@ -269,6 +269,63 @@ TEST_F(SqliteStore, ManyProcessesOpeningAFreshStoreTogetherAllGetIt) {
     EXPECT_EQ(open_store()->list({})->size(), static_cast<std::size_t>(processes));
 }
 
+// A store written by the dljob before continuations (schema 1) is upgraded in place: its jobs
+// stay, as first attempts that no one will continue.
+TEST_F(SqliteStore, AVersionOneStoreIsUpgradedKeepingItsJobs) {
+    {
+        auto store = open_store();
+        ASSERT_TRUE(store->create(new_job("old")));
+    }
+    {
+        Db db(path.string(), JournalMode::wal, 1000);
+        db.exec("DROP INDEX jobs_continues");
+        for (const char* column :
+             {"attempt", "continues", "max_continuations", "submit_argv", "progress_mark"}) {
+            db.exec(std::string("ALTER TABLE jobs DROP COLUMN ") + column);
+        }
+        db.exec("PRAGMA user_version=1");
+    }
+    auto store = open_store();
+    auto job = store->find_by_token("old");
+    ASSERT_TRUE(job && job->has_value());
+    EXPECT_EQ((*job)->attempt, 1);
+    EXPECT_EQ((*job)->continues, 0);
+    EXPECT_EQ((*job)->max_continuations, 0);
+    EXPECT_TRUE((*job)->submit_argv.empty());
+    Db check(path.string(), JournalMode::wal, 1000);
+    auto version = check.prepare("PRAGMA user_version");
+    ASSERT_TRUE(version.step());
+    EXPECT_EQ(version.int64(0), SqliteJobStore::schema_version());
+}
+
+TEST_F(SqliteStore, KeepsTheContinuationFieldsAndOneContinuationPerJob) {
+    auto store = open_store();
+    Job first = new_job("first");
+    first.max_continuations = 4;
+    first.submit_argv = {"sqsub", "-q", "gpu", "-o", "job.log", "a \"quoted\" word", "job.sh"};
+    auto created = store->create(first);
+    ASSERT_TRUE(created);
+    Job next = new_job("next");
+    next.attempt = 2;
+    next.continues = created->id;
+    next.progress_mark = "iter_00000100.ckpt 1234 5678";
+    auto continued = store->create(next);
+    ASSERT_TRUE(continued);
+    auto read = store->find(created->id);
+    EXPECT_EQ((*read)->submit_argv, first.submit_argv);
+    EXPECT_EQ((*read)->max_continuations, 4);
+    auto found = store->continuation_of(created->id);
+    ASSERT_TRUE(found && found->has_value());
+    EXPECT_EQ((*found)->attempt, 2);
+    EXPECT_EQ((*found)->progress_mark, next.progress_mark);
+    Job twice = new_job("twice");
+    twice.continues = created->id;
+    auto refused = store->create(twice);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("already continued"), std::string::npos);
+    EXPECT_FALSE(store->find_by_token("twice")->has_value());
+}
+
 TEST_F(SqliteStore, ConcurrentProcessesLoseAndDuplicateNothing) {
     { auto store = open_store(); }
     constexpr int processes = 8;

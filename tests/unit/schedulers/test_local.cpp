@@ -11,6 +11,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace dljob::schedulers {
@@ -74,6 +75,32 @@ TEST_F(LocalAdapter, RunsScriptDetachedAndReportsCompletion) {
     std::string line;
     std::getline(log, line);
     EXPECT_EQ(line, "hello from tok");
+}
+
+// A continuation submits again in the same run directory: the previous attempt's exit (75,
+// after a watchdog timeout here) must not end the new one at once, and the log goes on.
+TEST_F(LocalAdapter, ASecondSubmitInTheSameRunDirectoryStartsAfresh) {
+    LocalScheduler local(runner, {});
+    auto first = local.submit(script("echo first; exit 75", 30));
+    ASSERT_TRUE(first);
+    auto end = wait_for_end(local, {first->scheduler_id, "", dir.string(), "tok"});
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->exit_code, 75);
+    std::ofstream(dir / LocalScheduler::timeout_file) << "";
+
+    auto second = local.submit(script("echo second; sleep 0.5"));
+    ASSERT_TRUE(second);
+    const JobRef ref{second->scheduler_id, "", dir.string(), "tok"};
+    auto polled = local.poll({ref});
+    ASSERT_TRUE(polled);
+    EXPECT_EQ(polled->at(ref.scheduler_id).state, JobState::running);
+    end = wait_for_end(local, ref);
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->state, JobState::completed);
+    std::ifstream log(dir / LocalScheduler::log_file);
+    std::stringstream text;
+    text << log.rdbuf();
+    EXPECT_EQ(text.str(), "first\nsecond\n");
 }
 
 TEST_F(LocalAdapter, FailingScriptIsFailedWithItsExitCode) {

@@ -1,0 +1,32 @@
+#pragma once
+// Continuations: a training that checkpointed before its walltime exits 75 ("resume me"), and
+// dljob submits the same job script again, in the same run directory, from where dljob runs (the
+// login node, where submitting always works), as a new row that continues the old one. The
+// engine then resumes its own newest checkpoint (`--resume auto`). Bounded twice, so that no
+// job resubmits forever: at most the recipe's checkpoint.max_continuations, and never after an
+// attempt that left the newest entry of <run_dir>/checkpoints as it found it (no progress).
+
+#include <dljob/app/job_context.hpp>
+#include <dljob/domain/job.hpp>
+#include <dljob/domain/result.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace dljob::app {
+
+/// The exit status that asks for a continuation (EX_TEMPFAIL; docs/run-directory.md).
+inline constexpr int checkpointed_exit_code = 75;
+
+/// The newest entry of `run_dir`/checkpoints as "name size mtime", "" when there is none.
+std::string progress_mark(const std::filesystem::path& run_dir);
+
+/// For a job that has just ended (status moved it to its final state, once) with its
+/// exit-code file saying `exit_code`: submits its next attempt when it checkpointed and may be
+/// continued. Returns that attempt; nullopt when there is none, with the reason in `note` when
+/// the job asked for one (exit 75) and did not get it.
+Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const Job& ended,
+                                                    int exit_code, std::string& note);
+
+} // namespace dljob::app

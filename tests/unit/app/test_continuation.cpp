@@ -1,0 +1,177 @@
+// Continuations: which ended jobs are submitted again, and what the new attempt looks like.
+// A real SQLite store and run directory; sbatch is the fake runner's.
+
+#include "unit/schedulers/fake_process_runner.hpp"
+
+#include <dljob/adapters/sqlite_job_store.hpp>
+#include <dljob/app/continuation.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace dljob::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Continuation : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir = fs::temp_directory_path() /
+              ("dljob-continuation-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir);
+        fs::create_directories(dir / "run");
+        auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
+        EXPECT_TRUE(store) << (store ? "" : store.error().message);
+        auto runner = std::make_unique<dljob::testing::FakeProcessRunner>();
+        runner_ = runner.get();
+        context_.emplace(std::move(store.value()), std::move(runner));
+    }
+    void TearDown() override { fs::remove_all(dir); }
+
+    /// A Slurm job that ran and ended (exit code file written), with a checkpoint or not.
+    Job ended_job(int attempt, int max_continuations, const std::string& progress_mark) {
+        Job job;
+        job.token = "tok" + std::to_string(++jobs_made_);
+        job.name = "lenet";
+        job.site = "cluster";
+        job.scheduler = "slurm";
+        job.run_dir = (dir / "run").string();
+        job.script_path = (dir / "run" / "job.sh").string();
+        job.walltime_s = 3600;
+        job.created_at = 1000;
+        job.attempt = attempt;
+        job.max_continuations = max_continuations;
+        job.submit_argv = {"sbatch", "--parsable", job.script_path};
+        job.progress_mark = progress_mark;
+        auto created = context_->store().create(job);
+        EXPECT_TRUE(created);
+        EXPECT_TRUE(context_->store().mark_submitted(created->id, "10" + job.token, "", 1001));
+        std::ofstream(dir / "run" / "exit_code") << "75\n";
+        std::ofstream(dir / "run" / "job_identity") << "token=x\nstarted=1002\n";
+        return *context_->store().find(created->id).value();
+    }
+    void write_checkpoint(const std::string& name) {
+        fs::create_directories(dir / "run" / "checkpoints");
+        std::ofstream(dir / "run" / "checkpoints" / name) << name;
+    }
+
+    fs::path dir;
+    dljob::testing::FakeProcessRunner* runner_ = nullptr;
+    std::optional<JobContext> context_;
+    int jobs_made_ = 0;
+};
+
+TEST_F(Continuation, TheProgressMarkIsTheNewestCheckpoint) {
+    EXPECT_EQ(progress_mark(dir / "run"), "");
+    write_checkpoint("iter_00000100.ckpt");
+    const std::string first = progress_mark(dir / "run");
+    EXPECT_EQ(first.rfind("iter_00000100.ckpt 18 ", 0), 0U) << first;
+    EXPECT_EQ(progress_mark(dir / "run"), first); // nothing written: the same mark
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    write_checkpoint("iter_00000200.ckpt");
+    EXPECT_EQ(progress_mark(dir / "run").rfind("iter_00000200.ckpt 18 ", 0), 0U);
+}
+
+TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttempt) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next) << next.error().message;
+    ASSERT_TRUE(next->has_value()) << note;
+    const Job& job = **next;
+    EXPECT_EQ(job.attempt, 2);
+    EXPECT_EQ(job.continues, ended.id);
+    EXPECT_NE(job.token, ended.token);
+    EXPECT_EQ(job.run_dir, ended.run_dir);
+    EXPECT_EQ(job.script_path, ended.script_path);
+    EXPECT_EQ(job.max_continuations, 3);
+    EXPECT_EQ(job.scheduler_id, "4242");
+    EXPECT_EQ(job.progress_mark, progress_mark(dir / "run"));
+    EXPECT_EQ(job.phase, SubmitPhase::submitted);
+    ASSERT_EQ(runner_->calls.size(), 1U);
+    EXPECT_EQ(runner_->calls[0].front(), "sbatch");
+    EXPECT_EQ(runner_->calls[0].back(), ended.script_path);
+    // The ended attempt's exit code and identity would read as the new attempt's end.
+    EXPECT_FALSE(fs::exists(dir / "run" / "exit_code"));
+    EXPECT_FALSE(fs::exists(dir / "run" / "job_identity"));
+    auto found = context_->store().continuation_of(ended.id);
+    ASSERT_TRUE(found && found->has_value());
+    EXPECT_EQ((*found)->id, job.id);
+    EXPECT_EQ((*found)->submit_argv, ended.submit_argv);
+
+    // Never twice: the store refuses a second continuation of the same job.
+    std::ofstream(dir / "run" / "exit_code") << "75\n";
+    std::string again;
+    auto second = continue_if_checkpointed(*context_, ended, 75, again);
+    ASSERT_TRUE(second);
+    EXPECT_FALSE(second->has_value());
+    EXPECT_NE(again.find("already continued by job"), std::string::npos) << again;
+    EXPECT_EQ(runner_->calls.size(), 1U);
+}
+
+TEST_F(Continuation, NoProgressSinceTheAttemptStartedIsNotContinued) {
+    write_checkpoint("iter_00000100.ckpt");
+    const Job ended = ended_job(2, 5, progress_mark(dir / "run"));
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next);
+    EXPECT_FALSE(next->has_value());
+    EXPECT_NE(note.find("makes no progress"), std::string::npos) << note;
+    EXPECT_TRUE(runner_->calls.empty());
+    EXPECT_TRUE(fs::exists(dir / "run" / "exit_code")); // left as it was
+}
+
+TEST_F(Continuation, TheLastAllowedAttemptIsNotContinued) {
+    const Job ended = ended_job(3, 2, "");
+    write_checkpoint("iter_00000300.ckpt");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next);
+    EXPECT_FALSE(next->has_value());
+    EXPECT_NE(note.find("submitted 3 times already (checkpoint.max_continuations: 2)"),
+              std::string::npos)
+        << note;
+    EXPECT_TRUE(runner_->calls.empty());
+}
+
+TEST_F(Continuation, OnlyExit75OfAJobThatMayBeContinuedAsksForIt) {
+    write_checkpoint("iter_00000100.ckpt");
+    for (const auto& [exit_code, max_continuations] :
+         {std::pair{0, 3}, std::pair{1, 3}, std::pair{75, 0}}) {
+        const Job ended = ended_job(1, max_continuations, "");
+        std::string note;
+        auto next = continue_if_checkpointed(*context_, ended, exit_code, note);
+        ASSERT_TRUE(next);
+        EXPECT_FALSE(next->has_value()) << exit_code << " " << max_continuations;
+        EXPECT_EQ(note, "");
+    }
+    EXPECT_TRUE(runner_->calls.empty());
+}
+
+TEST_F(Continuation, ARefusedContinuationLeavesNoRow) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 1, "", "sbatch: error: QOSMaxSubmitJobPerUserLimit");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next);
+    EXPECT_FALSE(next->has_value());
+    EXPECT_NE(note.find("submitting attempt 2 failed"), std::string::npos) << note;
+    EXPECT_NE(note.find("QOSMaxSubmitJobPerUserLimit"), std::string::npos) << note;
+    auto found = context_->store().continuation_of(ended.id);
+    ASSERT_TRUE(found);
+    EXPECT_FALSE(found->has_value());
+}
+
+} // namespace
+} // namespace dljob::app
