@@ -74,6 +74,7 @@ ALTER TABLE jobs ADD COLUMN max_continuations INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN submit_argv TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE jobs ADD COLUMN progress_mark TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX jobs_continues ON jobs(continues) WHERE continues != 0;
+ALTER TABLE metrics ADD COLUMN start_iter INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 
@@ -389,10 +390,12 @@ Result<void> SqliteJobStore::update_metrics(std::int64_t id, const JobMetrics& m
         Txn txn(*m_db);
         auto upsert = m_db->prepare(
             "INSERT INTO metrics (job_id, iter, max_iter, loss, accuracy, images_per_s, "
-            "elapsed_s, final_status) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(job_id) DO "
+            "elapsed_s, final_status, start_iter) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(job_id) DO "
             "UPDATE SET iter = excluded.iter, max_iter = excluded.max_iter, loss = excluded.loss, "
             "accuracy = excluded.accuracy, images_per_s = excluded.images_per_s, "
-            "elapsed_s = excluded.elapsed_s, final_status = excluded.final_status");
+            "elapsed_s = excluded.elapsed_s, final_status = excluded.final_status, "
+            "start_iter = excluded.start_iter");
         upsert.bind(id)
             .bind(metrics.iter)
             .bind(metrics.max_iter)
@@ -400,7 +403,8 @@ Result<void> SqliteJobStore::update_metrics(std::int64_t id, const JobMetrics& m
             .bind(metrics.accuracy)
             .bind(metrics.images_per_s)
             .bind(metrics.elapsed_s)
-            .bind(metrics.final_status);
+            .bind(metrics.final_status)
+            .bind(metrics.start_iter);
         upsert.run();
         txn.commit();
         return {};
@@ -495,6 +499,7 @@ JobMetrics read_metrics(const Stmt& stmt) {
     m.images_per_s = real(4);
     m.elapsed_s = real(5);
     m.final_status = stmt.text(6);
+    m.start_iter = stmt.int64(7);
     return m;
 }
 
@@ -503,7 +508,8 @@ JobMetrics read_metrics(const Stmt& stmt) {
 Result<std::optional<JobMetrics>> SqliteJobStore::metrics(std::int64_t id) {
     return guarded([&]() -> Result<std::optional<JobMetrics>> {
         auto stmt = m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
-                                  "elapsed_s, final_status FROM metrics WHERE job_id = ?");
+                                  "elapsed_s, final_status, start_iter FROM metrics "
+                                  "WHERE job_id = ?");
         stmt.bind(id);
         if (!stmt.step()) {
             return std::optional<JobMetrics>{};
@@ -515,10 +521,10 @@ Result<std::optional<JobMetrics>> SqliteJobStore::metrics(std::int64_t id) {
 Result<std::map<std::int64_t, JobMetrics>> SqliteJobStore::all_metrics() {
     return guarded([&]() -> Result<std::map<std::int64_t, JobMetrics>> {
         auto stmt = m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
-                                  "elapsed_s, final_status, job_id FROM metrics");
+                                  "elapsed_s, final_status, start_iter, job_id FROM metrics");
         std::map<std::int64_t, JobMetrics> all;
         while (stmt.step()) {
-            all.emplace(stmt.int64(7), read_metrics(stmt));
+            all.emplace(stmt.int64(8), read_metrics(stmt));
         }
         return all;
     });

@@ -170,11 +170,6 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
             continue; // a line being written, or noise
         }
         const std::string type = json.value("type", "");
-        if (type == "start") {
-            // A new process (a continuation, appending to the same file): the previous one's
-            // end ("checkpointed") is not this one's.
-            metrics.final_status.clear();
-        }
         auto number = [&](const char* key) -> std::optional<double> {
             auto it = json.find(key);
             if (it == json.end() || !it->is_number()) {
@@ -182,6 +177,12 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
             }
             return it->get<double>();
         };
+        if (type == "start") {
+            // A new process (a continuation, appending to the same file): the previous one's
+            // end ("checkpointed") is not this one's, and its speed counts from where it began.
+            metrics.final_status.clear();
+            metrics.start_iter = static_cast<std::int64_t>(number("iter").value_or(0));
+        }
         if (type == "train") {
             any = true;
             metrics.iter = static_cast<std::int64_t>(number("iter").value_or(0));
@@ -386,13 +387,15 @@ std::string progress_text(const JobMetrics& m, JobState state) {
     if (m.images_per_s) {
         text += fmt::format(" {:.0f} img/s", *m.images_per_s);
     }
-    if (m.elapsed_s && m.iter > 0 && m.max_iter > m.iter && m.final_status.empty() &&
+    // From this process's own pace: a resumed one did not run the iterations before its start.
+    if (m.elapsed_s && m.iter > m.start_iter && m.max_iter > m.iter && m.final_status.empty() &&
         !is_terminal(state)) {
-        const double eta =
-            *m.elapsed_s / static_cast<double>(m.iter) * static_cast<double>(m.max_iter - m.iter);
+        const double eta = *m.elapsed_s / static_cast<double>(m.iter - m.start_iter) *
+                           static_cast<double>(m.max_iter - m.iter);
         text += " ETA " + duration_text(static_cast<std::int64_t>(eta));
     }
-    if (!m.final_status.empty()) {
+    // A running job's "final" line is an earlier attempt's, until this one writes its own.
+    if (!m.final_status.empty() && is_terminal(state)) {
         text += " " + m.final_status;
     }
     return std::string(text.empty() || text.front() != ' ' ? text : text.substr(1));

@@ -65,8 +65,9 @@ struct JobMetrics {
     std::optional<double> loss;
     std::optional<double> accuracy;
     std::optional<double> images_per_s;
-    std::optional<double> elapsed_s;
+    std::optional<double> elapsed_s; // since the training process started
     std::string final_status;
+    std::int64_t start_iter = 0; // where that process started (a resumed one: not 0)
 };
 
 } // namespace dljob

@@ -147,6 +147,38 @@ TEST(StatusTable, AnEndedJobShowsNoEtaAndALongReasonKeepsTheColumnsInLine) {
     EXPECT_EQ(second.find("iter 200/300"), header.find("PROGRESS")) << out.str();
 }
 
+// A continued job appends to the same metrics.jsonl: the last process's start line resets what
+// the previous attempt ended with, and the ETA counts from where this process began.
+TEST(StatusMetrics, AResumedProcessCountsFromItsOwnStart) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-resumed-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "metrics.jsonl")
+        << R"({"type":"start","iter":0,"max_iter":1000})"
+        << "\n"
+        << R"({"type":"train","iter":400,"max_iter":1000,"loss":0.5,"elapsed_s":400})"
+        << "\n"
+        << R"({"type":"final","iter":400,"max_iter":1000,"status":"checkpointed"})"
+        << "\n"
+        << R"({"type":"start","iter":400,"max_iter":1000})"
+        << "\n"
+        << R"({"type":"train","iter":600,"max_iter":1000,"loss":0.4,"elapsed_s":100})"
+        << "\n";
+    auto metrics = read_metrics(dir.string());
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->start_iter, 400);
+    EXPECT_EQ(metrics->final_status, "");
+    // 200 iterations in 100 s: 400 left take 200 s (not 400 / (600 / 100) = 66 s).
+    EXPECT_EQ(progress_text(*metrics, JobState::running), "iter 600/1000 loss 0.400 ETA 3m20s");
+    JobMetrics before_its_start = *metrics;
+    before_its_start.final_status = "checkpointed";
+    EXPECT_EQ(progress_text(before_its_start, JobState::running).find("checkpointed"),
+              std::string::npos);
+    EXPECT_NE(progress_text(before_its_start, JobState::timeout).find("checkpointed"),
+              std::string::npos);
+}
+
 TEST(StatusMetrics, TheFinalRecordSaysWhereTrainingEnded) {
     const auto dir =
         std::filesystem::temp_directory_path() / ("dljob-metrics-" + std::to_string(::getpid()));
