@@ -555,6 +555,18 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     const int warning_seconds =
         std::max(site.behaviour.grace_seconds, req.recipe.checkpoint.signal_margin_seconds);
     data.set("warning_seconds", std::to_string(warning_seconds));
+    if (res.walltime.seconds() <= warning_seconds) {
+        // The script's timer then warns after a second: the training checkpoints and leaves at
+        // once, and a continued job gets nowhere, one attempt after another.
+        plan.notes.push_back(fmt::format(
+            "resources.walltime {} is not longer than the {} s checkpoint warning before it: the "
+            "job is warned after 1 s; ask for more walltime or a smaller checkpoint.signal_margin "
+            "(site {} needs at least {} s)",
+            res.walltime.hms(), warning_seconds, site.name, site.behaviour.grace_seconds));
+        out.notes.push_back(plan.notes.back());
+        notes.push_back(text_item(plan.notes.back()));
+        data.set("notes", notes);
+    }
     data.set("nodes", std::to_string(res.nodes));
     data.set("gpus_per_node", std::to_string(res.gpus_per_node));
     data.set("cores_per_node", std::to_string(res.cores_per_node));

@@ -244,5 +244,32 @@ TEST_F(Submit, ANetworkConfigThatCannotBeCheckedHereIsANote) {
     })) << "no note";
 }
 
+// A walltime no longer than the checkpoint warning: the job would be warned after a second.
+// Said once, at submit; a walltime past the warning says nothing. The submitted job (and
+// what it records) is the same either way.
+TEST_F(Submit, AWalltimeWithinTheCheckpointWarningIsANote) {
+    auto jobs = context();
+    const auto notes_for = [&](const std::string& walltime) {
+        SubmitOptions options;
+        options.recipe = fashion;
+        options.site = "local";
+        options.dry_run = true;
+        options.overrides = {"resources.walltime=" + walltime};
+        auto outcome = submit_recipe(jobs, options);
+        EXPECT_TRUE(outcome) << outcome.error().message;
+        std::string all;
+        for (const auto& note : outcome->rendered.notes) {
+            all += note + "\n";
+        }
+        return all;
+    };
+    const std::string short_walltime = notes_for("00:01:30");
+    EXPECT_NE(short_walltime.find("resources.walltime 00:01:30 is not longer than the 120 s "
+                                  "checkpoint warning"),
+              std::string::npos)
+        << short_walltime;
+    EXPECT_EQ(notes_for("00:02:01").find("checkpoint warning"), std::string::npos);
+}
+
 } // namespace
 } // namespace dljob::app
