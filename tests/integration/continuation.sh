@@ -46,11 +46,15 @@ for site in "$@"; do
     "$(chain "$site" itest-stall)"
   check "$site: capped: max_continuations 2 gives three attempts, then stops" \
     "1:TIMEOUT:1:1 2:TIMEOUT:1:1 3:TIMEOUT:1:1" "$(chain "$site" itest-capped)"
-  # The job log is appended across attempts: each attempt's line is there, in order.
-  run_dir=$(python3 -c 'import json,sys; print([j["run_dir"] for j in json.load(open(sys.argv[1])) if j["site"] == sys.argv[2] and j["name"] == "itest-continue"][0])' "$WORK/all.json" "$site")
-  check "$site: continue: the job log has every attempt's output" \
-    "attempt with 0 checkpoints|attempt with 1 checkpoints|attempt with 2 checkpoints" \
-    "$(grep -o 'attempt with [0-9] checkpoints' "$run_dir/job.log" | paste -sd'|')"
+  # Each attempt's own output, by `dljob logs` of that attempt (Torque, Moab and sqsub would
+  # overwrite one file: earlier attempts' logs are kept as job.attempt<N>.log).
+  ids=$(python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in sorted((j for j in json.load(open(sys.argv[1])) if j["site"] == sys.argv[2] and j["name"] == "itest-continue"), key=lambda j: j["attempt"])))' "$WORK/all.json" "$site")
+  logs=
+  for id in $ids; do
+    logs+="$("$DLJOB" logs "$id" | grep -o 'attempt with [0-9] checkpoints' | paste -sd,)|"
+  done
+  check "$site: continue: dljob logs of each attempt shows that attempt's output" \
+    "attempt with 0 checkpoints|attempt with 1 checkpoints|attempt with 2 checkpoints|" "$logs"
 done
 check "the stalled jobs were reported, not continued" "$#" \
   "$(grep -c 'makes no progress' "$WORK/warnings" || true)"

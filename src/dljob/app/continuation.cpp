@@ -9,6 +9,10 @@
 
 namespace dljob::app {
 
+std::string attempt_log_name(int attempt) {
+    return fmt::format("job.attempt{}.log", attempt);
+}
+
 std::string progress_mark(const std::filesystem::path& run_dir) {
     namespace fs = std::filesystem;
     std::error_code error;
@@ -72,6 +76,10 @@ Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const J
             return std::optional<Job>{};
         }
     }
+    // Torque, Moab and sqsub overwrite the output file of a job submitted again: each attempt's
+    // log is kept under its own name (`dljob logs` of that attempt shows it), on every family.
+    std::error_code moved;
+    std::filesystem::rename(run_dir / "job.log", run_dir / attempt_log_name(ended.attempt), moved);
 
     Job next;
     next.token = util::random_hex(10);

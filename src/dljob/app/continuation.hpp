@@ -19,6 +19,9 @@ namespace dljob::app {
 /// The exit status that asks for a continuation (EX_TEMPFAIL; docs/run-directory.md).
 inline constexpr int checkpointed_exit_code = 75;
 
+/// Where an attempt's job.log is kept once its job is continued: "job.attempt<N>.log".
+std::string attempt_log_name(int attempt);
+
 /// The newest entry of `run_dir`/checkpoints as "name size mtime", "" when there is none.
 std::string progress_mark(const std::filesystem::path& run_dir);
 

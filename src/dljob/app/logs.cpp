@@ -1,3 +1,4 @@
+#include <dljob/app/continuation.hpp>
 #include <dljob/app/logs.hpp>
 #include <dljob/app/status.hpp>
 
@@ -12,6 +13,10 @@ namespace dljob::app {
 
 std::filesystem::path job_log_path(const Job& job) {
     const std::filesystem::path dir(job.run_dir);
+    if (const auto earlier = dir / attempt_log_name(job.attempt);
+        std::filesystem::exists(earlier)) {
+        return earlier; // an attempt that was continued
+    }
     if (std::filesystem::exists(dir / "job.log")) {
         return dir / "job.log";
     }

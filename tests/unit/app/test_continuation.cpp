@@ -56,6 +56,7 @@ protected:
         EXPECT_TRUE(context_->store().mark_submitted(created->id, "10" + job.token, "", 1001));
         std::ofstream(dir / "run" / "exit_code") << "75\n";
         std::ofstream(dir / "run" / "job_identity") << "token=x\nstarted=1002\n";
+        std::ofstream(dir / "run" / "job.log") << "attempt " << attempt << "\n";
         return *context_->store().find(created->id).value();
     }
     void write_checkpoint(const std::string& name) {
@@ -104,6 +105,9 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     // The ended attempt's exit code and identity would read as the new attempt's end.
     EXPECT_FALSE(fs::exists(dir / "run" / "exit_code"));
     EXPECT_FALSE(fs::exists(dir / "run" / "job_identity"));
+    // Its log is kept under the attempt's name: Torque would overwrite job.log.
+    EXPECT_FALSE(fs::exists(dir / "run" / "job.log"));
+    EXPECT_TRUE(fs::exists(dir / "run" / "job.attempt1.log"));
     auto found = context_->store().continuation_of(ended.id);
     ASSERT_TRUE(found && found->has_value());
     EXPECT_EQ((*found)->id, job.id);
