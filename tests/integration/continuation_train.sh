@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# continuation_train.sh: the README's LeNet on Fashion-MNIST through the local site with a
+# walltime that leaves about a second per job, so dltrain is warned, checkpoints and exits 75
+# again and again, and dljob continues it until it completes. On the CPU a resumed run is bit
+# for bit an unbroken one, so the chain's final checkpoint must equal, byte for byte, that of one
+# straight `dltrain train` of the same length.
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+: "${DLTRAIN:?DLTRAIN must name the dltrain binary}"
+root=$(cd "$HERE/../.." && pwd)
+data=/usr/share/datasets/fashion-mnist
+[ -r "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no $data (scripts/setup.sh installs it)"; exit 77; }
+iters=300
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" --site local --set train.max_iter=$iters \
+  --set train.threads=2 --set resources.walltime=00:01:01 --wait 2>"$WORK/submit.err") || true
+echo "$out" | grep -v RUNNING
+"$DLJOB" status --all --json >"$WORK/all.json"
+read -r attempts last_state run_dir < <(python3 -c '
+import json, sys
+jobs = sorted(json.load(open(sys.argv[1])), key=lambda j: j["attempt"])
+print(len(jobs), jobs[-1]["state"], jobs[-1]["run_dir"])' "$WORK/all.json")
+check "the chain took more than one job" 1 "$([ "$attempts" -gt 1 ] && echo 1 || echo 0)"
+check "its last attempt COMPLETED" COMPLETED "$last_state"
+check "submit --wait followed it to the end" 1 "$(echo "$out" | grep -c "^job [0-9]*: COMPLETED")"
+"$DLTRAIN" train --config "$root/recipes/networks/lenet.yaml" --run-dir "$WORK/straight" \
+  --data-dir "$data" --max-iter $iters --threads 2 --deadline none >/dev/null
+ckpt=checkpoints/iter_$(printf '%08d' $iters).ckpt
+check "the continued chain's final checkpoint equals an unbroken run's, byte for byte" 0 \
+  "$(cmp -s "$run_dir/$ckpt" "$WORK/straight/$ckpt"; echo $?)"
+echo "$attempts attempts; final: $(tail -n 1 "$run_dir/metrics.jsonl")"
+finish
