@@ -47,7 +47,10 @@ std::string progress_mark(const std::filesystem::path& run_dir) {
 
 Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const Job& ended,
                                                     int exit_code, std::string& note) {
-    if (exit_code != checkpointed_exit_code || ended.max_continuations <= 0) {
+    // TIMEOUT: a job cancelled while it checkpointed (scancel sends TERM, dltrain saves and
+    // exits 75) ends CANCELLED and stays so.
+    if (exit_code != checkpointed_exit_code || ended.state != JobState::timeout ||
+        ended.max_continuations <= 0) {
         return std::optional<Job>{};
     }
     if (ended.attempt > ended.max_continuations) {

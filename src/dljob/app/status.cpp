@@ -290,7 +290,7 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             }
             // Only the dljob process whose update ended the job (the store's compare-and-swap
             // lets one through) may continue it; the store refuses a second continuation too.
-            if (*updated && is_terminal(status.state) && file) {
+            if (*updated && status.state == JobState::timeout && file) {
                 auto ended = context.store().find(job.id);
                 if (ended && ended->has_value()) {
                     std::string note;

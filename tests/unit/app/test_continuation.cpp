@@ -37,7 +37,8 @@ protected:
     void TearDown() override { fs::remove_all(dir); }
 
     /// A Slurm job that ran and ended (exit code file written), with a checkpoint or not.
-    Job ended_job(int attempt, int max_continuations, const std::string& progress_mark) {
+    Job ended_job(int attempt, int max_continuations, const std::string& progress_mark,
+                  JobState state = JobState::timeout) {
         Job job;
         job.token = "tok" + std::to_string(++jobs_made_);
         job.name = "lenet";
@@ -54,6 +55,10 @@ protected:
         auto created = context_->store().create(job);
         EXPECT_TRUE(created);
         EXPECT_TRUE(context_->store().mark_submitted(created->id, "10" + job.token, "", 1001));
+        SchedulerStatus end;
+        end.state = state;
+        end.exit_code = 75;
+        EXPECT_TRUE(context_->store().update_state(created->id, end, 1010));
         std::ofstream(dir / "run" / "exit_code") << "75\n";
         std::ofstream(dir / "run" / "job_identity") << "token=x\nstarted=1002\n";
         std::ofstream(dir / "run" / "job.log") << "attempt " << attempt << "\n";
@@ -159,6 +164,18 @@ TEST_F(Continuation, OnlyExit75OfAJobThatMayBeContinuedAsksForIt) {
         EXPECT_FALSE(next->has_value()) << exit_code << " " << max_continuations;
         EXPECT_EQ(note, "");
     }
+    EXPECT_TRUE(runner_->calls.empty());
+}
+
+// scancel sends TERM: dltrain checkpoints and exits 75, but the user ended the job.
+TEST_F(Continuation, ACancelledJobThatCheckpointedIsNotContinued) {
+    write_checkpoint("iter_00000100.ckpt");
+    const Job ended = ended_job(1, 3, "", JobState::cancelled);
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next);
+    EXPECT_FALSE(next->has_value());
+    EXPECT_EQ(note, "");
     EXPECT_TRUE(runner_->calls.empty());
 }
 
