@@ -13,8 +13,7 @@ namespace dljob::app {
 
 std::filesystem::path job_log_path(const Job& job) {
     const std::filesystem::path dir(job.run_dir);
-    if (const auto earlier = dir / attempt_log_name(job.attempt);
-        std::filesystem::exists(earlier)) {
+    if (auto earlier = dir / attempt_log_name(job.attempt); std::filesystem::exists(earlier)) {
         return earlier; // an attempt that was continued
     }
     if (std::filesystem::exists(dir / "job.log")) {
