@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # continuation_train.sh: the README's LeNet on Fashion-MNIST through the local site with a
-# walltime that leaves about a second per job, so dltrain is warned, checkpoints and exits 75
-# again and again, and dljob continues it until it completes. On the CPU a resumed run is bit
+# walltime that leaves about five seconds per job (the 60 s checkpoint warning comes 5 s in), so
+# dltrain is warned, checkpoints and exits 75 again and again, and dljob continues it until it
+# completes. (A second would do on a quiet machine; five keep a busy one from warning a job
+# before its first step, which would read as no progress and end the chain.) On the CPU a resumed run is bit
 # for bit an unbroken one, so the chain's final checkpoint must equal, byte for byte, that of one
 # straight `dltrain train` of the same length.
 # shellcheck disable=SC1091
@@ -10,9 +12,10 @@
 root=$(cd "$HERE/../.." && pwd)
 data=/usr/share/datasets/fashion-mnist
 [ -r "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no $data (scripts/setup.sh installs it)"; exit 77; }
-iters=300
+iters=600
 out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" --site local --set train.max_iter=$iters \
-  --set train.threads=2 --set resources.walltime=00:01:01 --wait 2>"$WORK/submit.err") || true
+  --set train.threads=2 --set resources.walltime=00:01:05 --set checkpoint.signal_margin=60 \
+  --wait 2>"$WORK/submit.err") || true
 echo "$out" | grep -v RUNNING
 "$DLJOB" status --all --json >"$WORK/all.json"
 read -r attempts last_state run_dir < <(python3 -c '
