@@ -290,11 +290,11 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             }
             // Only the dljob process whose update ended the job (the store's compare-and-swap
             // lets one through) may continue it; the store refuses a second continuation too.
-            if (*updated && status.state == JobState::timeout && file) {
+            if (*updated && status.state == JobState::timeout && status.exit_code) {
                 auto ended = context.store().find(job.id);
                 if (ended && ended->has_value()) {
                     std::string note;
-                    auto next = continue_if_checkpointed(context, **ended, *file, note);
+                    auto next = continue_if_checkpointed(context, **ended, *status.exit_code, note);
                     if (!next) {
                         warnings.push_back(next.error().message);
                     } else if (!note.empty()) {

@@ -5,6 +5,8 @@
 
 #include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/app/continuation.hpp>
+#include <dljob/app/status.hpp>
+#include <dljob/util/files.hpp>
 
 #include <gtest/gtest.h>
 
@@ -177,6 +179,42 @@ TEST_F(Continuation, ACancelledJobThatCheckpointedIsNotContinued) {
     EXPECT_FALSE(next->has_value());
     EXPECT_EQ(note, "");
     EXPECT_TRUE(runner_->calls.empty());
+}
+
+// Through `dljob status`: Slurm no longer lists the job, sacct says FAILED with exit 75, and
+// the exit-code file is not visible yet (NFS): the job is TIMEOUT and is continued, once.
+TEST_F(Continuation, StatusContinuesAJobFromTheSchedulersExitStatusAlone) {
+    Job job;
+    job.token = "slurmtok01";
+    job.name = "lenet";
+    job.site = "cluster";
+    job.scheduler = "slurm";
+    job.run_dir = (dir / "run").string();
+    job.script_path = (dir / "run" / "job.sh").string();
+    job.walltime_s = 3600;
+    job.created_at = util::unix_now() - 600;
+    job.max_continuations = 2;
+    job.submit_argv = {"sbatch", "--parsable", job.script_path};
+    auto created = context_->store().create(job);
+    ASSERT_TRUE(created);
+    ASSERT_TRUE(context_->store().mark_submitted(created->id, "501", "", job.created_at));
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("squeue", 0, "");
+    runner_->reply("sacct", 0, "501|FAILED|75:0|None\n");
+    runner_->reply("sbatch", 0, "502\n");
+    StatusOptions options;
+    options.force = true;
+    std::vector<std::string> warnings;
+    auto views = job_status(*context_, options, warnings);
+    ASSERT_TRUE(views) << views.error().message;
+    auto ended = context_->store().find(created->id);
+    EXPECT_EQ((*ended)->state, JobState::timeout);
+    EXPECT_EQ((*ended)->reason, "checkpointed before the walltime");
+    auto next = context_->store().continuation_of(created->id);
+    ASSERT_TRUE(next && next->has_value()) << (warnings.empty() ? "" : warnings.front());
+    EXPECT_EQ((*next)->scheduler_id, "502");
+    EXPECT_EQ((*next)->attempt, 2);
+    EXPECT_EQ(runner_->calls.back().front(), "sbatch");
 }
 
 TEST_F(Continuation, ARefusedContinuationLeavesNoRow) {

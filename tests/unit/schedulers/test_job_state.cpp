@@ -50,6 +50,24 @@ TEST(JobStateReconcile, WalltimeExitCodesAreTimeout) {
     EXPECT_EQ(reconcile(std::nullopt, 139).state, JobState::failed); // SIGSEGV is a failure
 }
 
+// On NFS the exit-code file can show up late; the scheduler's exit status of a FAILED job is
+// the script's, so 75 from sacct alone already means "checkpointed, continue me".
+TEST(JobStateReconcile, TheSchedulersExitStatusStandsInForAFileNotYetVisible) {
+    auto exited_75 =
+        reconcile(make_status(JobState::failed, "FAILED", "NonZeroExitCode", 75), std::nullopt);
+    EXPECT_EQ(exited_75.state, JobState::timeout);
+    EXPECT_EQ(exited_75.reason, "checkpointed before the walltime");
+    EXPECT_EQ(exited_75.exit_code, 75);
+    EXPECT_EQ(exited_75.native_state, "FAILED");
+    auto exited_3 =
+        reconcile(make_status(JobState::failed, "FAILED", "NonZeroExitCode", 3), std::nullopt);
+    EXPECT_EQ(exited_3.state, JobState::failed);
+    EXPECT_EQ(exited_3.exit_code, 3);
+    // A cancelled job keeps its state whatever it exited with.
+    EXPECT_EQ(reconcile(make_status(JobState::cancelled, "CANCELLED", "", 75), std::nullopt).state,
+              JobState::cancelled);
+}
+
 TEST(JobStateReconcile, WithoutFileTheSchedulerDecides) {
     SchedulerStatus pending = make_status(JobState::pending, "PENDING", "Priority", std::nullopt);
     EXPECT_EQ(reconcile(pending, std::nullopt).reason, "Priority");
