@@ -47,8 +47,8 @@ std::string progress_mark(const std::filesystem::path& run_dir) {
 
 Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const Job& ended,
                                                     int exit_code, std::string& note) {
-    // TIMEOUT: a job cancelled while it checkpointed (scancel sends TERM, dltrain saves and
-    // exits 75) ends CANCELLED and stays so.
+    // Only a TIMEOUT: a job cancelled while it checkpointed (scancel sends TERM, dltrain saves
+    // and exits 75) ends CANCELLED and stays so.
     if (exit_code != checkpointed_exit_code || ended.state != JobState::timeout ||
         ended.max_continuations <= 0) {
         return std::optional<Job>{};
@@ -58,6 +58,11 @@ Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const J
                            "already (checkpoint.max_continuations: {}); submit the recipe again "
                            "to go on from a new run directory",
                            ended.id, ended.attempt, ended.max_continuations);
+        return std::optional<Job>{};
+    }
+    // Before touching its run directory: files there may already be the next attempt's.
+    if (auto next = context.store().continuation_of(ended.id); next && next->has_value()) {
+        note = fmt::format("job {} is already continued by job {}", ended.id, (*next)->id);
         return std::optional<Job>{};
     }
     const std::filesystem::path run_dir(ended.run_dir);

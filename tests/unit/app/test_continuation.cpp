@@ -120,14 +120,17 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     EXPECT_EQ((*found)->id, job.id);
     EXPECT_EQ((*found)->submit_argv, ended.submit_argv);
 
-    // Never twice: the store refuses a second continuation of the same job.
+    // Never twice, and the next attempt's files are left alone.
     std::ofstream(dir / "run" / "exit_code") << "75\n";
+    std::ofstream(dir / "run" / "job.log") << "attempt 2 is running\n";
     std::string again;
     auto second = continue_if_checkpointed(*context_, ended, 75, again);
     ASSERT_TRUE(second);
     EXPECT_FALSE(second->has_value());
     EXPECT_NE(again.find("already continued by job"), std::string::npos) << again;
     EXPECT_EQ(runner_->calls.size(), 1U);
+    EXPECT_TRUE(fs::exists(dir / "run" / "exit_code"));
+    EXPECT_TRUE(fs::exists(dir / "run" / "job.log"));
 }
 
 TEST_F(Continuation, NoProgressSinceTheAttemptStartedIsNotContinued) {
