@@ -5,16 +5,20 @@
 
 #include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/app/continuation.hpp>
+#include <dljob/app/show.hpp>
 #include <dljob/app/status.hpp>
 #include <dljob/util/files.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace dljob::app {
@@ -218,6 +222,42 @@ TEST_F(Continuation, StatusContinuesAJobFromTheSchedulersExitStatusAlone) {
     EXPECT_EQ((*next)->scheduler_id, "502");
     EXPECT_EQ((*next)->attempt, 2);
     EXPECT_EQ(runner_->calls.back().front(), "sbatch");
+}
+
+// What people see of a chain: show names the attempt and both links, status the attempt.
+TEST_F(Continuation, ShowAndStatusTellTheAttemptsApart) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next && next->has_value()) << note;
+    const Job& job = **next;
+
+    std::ostringstream first;
+    ASSERT_TRUE(show_job(*context_, std::to_string(ended.id), first));
+    EXPECT_NE(first.str().find("  attempt:    1 of at most 4\n"), std::string::npos) << first.str();
+    EXPECT_NE(first.str().find(fmt::format("  continued:  by job {} (attempt 2)\n", job.id)),
+              std::string::npos)
+        << first.str();
+    std::ostringstream second;
+    ASSERT_TRUE(show_job(*context_, std::to_string(job.id), second));
+    EXPECT_NE(second.str().find(
+                  fmt::format("  attempt:    2 of at most 4 (continues job {})\n", ended.id)),
+              std::string::npos)
+        << second.str();
+    EXPECT_EQ(second.str().find("continued:"), std::string::npos) << second.str();
+
+    std::ostringstream table;
+    print_status_table(table, {JobView{job, std::nullopt}}, util::unix_now());
+    EXPECT_NE(table.str().find(" lenet#2 "), std::string::npos) << table.str();
+    std::ostringstream json;
+    print_status_json(json, {JobView{ended, std::nullopt}, JobView{job, std::nullopt}});
+    const auto rows = nlohmann::json::parse(json.str());
+    EXPECT_EQ(rows.at(0).at("attempt"), 1);
+    EXPECT_TRUE(rows.at(0).at("continues").is_null());
+    EXPECT_EQ(rows.at(1).at("attempt"), 2);
+    EXPECT_EQ(rows.at(1).at("continues"), ended.id);
 }
 
 TEST_F(Continuation, ARefusedContinuationLeavesNoRow) {
