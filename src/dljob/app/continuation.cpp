@@ -45,25 +45,25 @@ std::string progress_mark(const std::filesystem::path& run_dir) {
             .count());
 }
 
-Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const Job& ended,
-                                                    int exit_code, std::string& note) {
+std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ended, int exit_code,
+                                            std::string& note) {
     // Only a TIMEOUT: a job cancelled while it checkpointed (scancel sends TERM, dltrain saves
     // and exits 75) ends CANCELLED and stays so.
     if (exit_code != checkpointed_exit_code || ended.state != JobState::timeout ||
         ended.max_continuations <= 0) {
-        return std::optional<Job>{};
+        return std::nullopt;
     }
     if (ended.attempt > ended.max_continuations) {
         note = fmt::format("job {} checkpointed to be continued, but it was submitted {} times "
                            "already (checkpoint.max_continuations: {}); submit the recipe again "
                            "to go on from a new run directory",
                            ended.id, ended.attempt, ended.max_continuations);
-        return std::optional<Job>{};
+        return std::nullopt;
     }
     // Before touching its run directory: files there may already be the next attempt's.
     if (auto next = context.store().continuation_of(ended.id); next && next->has_value()) {
         note = fmt::format("job {} is already continued by job {}", ended.id, (*next)->id);
-        return std::optional<Job>{};
+        return std::nullopt;
     }
     const std::filesystem::path run_dir(ended.run_dir);
     const std::string mark = progress_mark(run_dir);
@@ -71,7 +71,7 @@ Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const J
         note = fmt::format("job {} checkpointed to be continued, but {} has no newer checkpoint "
                            "than when it started: not continued, as it makes no progress",
                            ended.id, (run_dir / "checkpoints").string());
-        return std::optional<Job>{};
+        return std::nullopt;
     }
     // What said how this attempt ended must not be read as the next attempt's end before its
     // script starts (and removes them itself): the row keeps this attempt's outcome.
@@ -81,7 +81,7 @@ Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const J
         if (error) {
             note = fmt::format("job {} checkpointed to be continued, but {} cannot be removed: {}",
                                ended.id, (run_dir / name).string(), error.message());
-            return std::optional<Job>{};
+            return std::nullopt;
         }
     }
     // Torque, Moab and sqsub overwrite the output file of a job submitted again: each attempt's
@@ -107,9 +107,9 @@ Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const J
     if (!submitted) {
         note = fmt::format("job {} checkpointed to be continued; submitting attempt {} failed: {}",
                            ended.id, next.attempt, submitted.error().message);
-        return std::optional<Job>{};
+        return std::nullopt;
     }
-    return std::optional<Job>{*submitted};
+    return *submitted;
 }
 
 } // namespace dljob::app

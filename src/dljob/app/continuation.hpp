@@ -8,7 +8,6 @@
 
 #include <dljob/app/job_context.hpp>
 #include <dljob/domain/job.hpp>
-#include <dljob/domain/result.hpp>
 
 #include <filesystem>
 #include <optional>
@@ -29,7 +28,7 @@ std::string progress_mark(const std::filesystem::path& run_dir);
 /// exit-code file saying `exit_code`: submits its next attempt when it checkpointed and may be
 /// continued. Returns that attempt; nullopt when there is none, with the reason in `note` when
 /// the job asked for one (exit 75) and did not get it.
-Result<std::optional<Job>> continue_if_checkpointed(JobContext& context, const Job& ended,
-                                                    int exit_code, std::string& note);
+std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ended, int exit_code,
+                                            std::string& note);
 
 } // namespace dljob::app

@@ -294,10 +294,8 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 auto ended = context.store().find(job.id);
                 if (ended && ended->has_value()) {
                     std::string note;
-                    auto next = continue_if_checkpointed(context, **ended, *status.exit_code, note);
-                    if (!next) {
-                        warnings.push_back(next.error().message);
-                    } else if (!note.empty()) {
+                    (void)continue_if_checkpointed(context, **ended, *status.exit_code, note);
+                    if (!note.empty()) {
                         warnings.push_back(note);
                     }
                 }

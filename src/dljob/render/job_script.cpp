@@ -527,7 +527,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     }
     data.set("directives", directives);
     TemplateData::List notes;
-    for (const auto& note : plan.notes) {
+    const auto comment_note = [&notes](const std::string& note) {
         // Notes go into comments: keep them on one line and free of the user's raw bytes.
         std::string line;
         for (const char c : note) {
@@ -535,8 +535,17 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
             line.push_back(byte < 0x20 || byte == 0x7f ? '?' : c);
         }
         notes.push_back(text_item(line));
+    };
+    for (const auto& note : plan.notes) {
+        comment_note(note);
     }
     data.set("notes", notes);
+    // A note found after that: for the caller and in the script's comments alike.
+    const auto late_note = [&](std::string note) {
+        comment_note(note);
+        data.set("notes", notes);
+        out.notes.push_back(std::move(note));
+    };
     data.set("recipe_name", req.recipe.name);
     data.set("site_name", site.name);
     data.set("partition_name", partition->name);
@@ -558,14 +567,11 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     if (res.walltime.seconds() <= warning_seconds) {
         // The script's timer then warns after a second: the training checkpoints and leaves at
         // once, and a continued job gets nowhere, one attempt after another.
-        plan.notes.push_back(fmt::format(
+        late_note(fmt::format(
             "resources.walltime {} is not longer than the {} s checkpoint warning before it: the "
             "job is warned after 1 s; ask for more walltime or a smaller checkpoint.signal_margin "
             "(site {} needs at least {} s)",
             res.walltime.hms(), warning_seconds, site.name, site.behaviour.grace_seconds));
-        out.notes.push_back(plan.notes.back());
-        notes.push_back(text_item(plan.notes.back()));
-        data.set("notes", notes);
     }
     data.set("nodes", std::to_string(res.nodes));
     data.set("gpus_per_node", std::to_string(res.gpus_per_node));
@@ -583,11 +589,8 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     if (req.recipe.data.stage_to != "none") {
         const StorageTier* tier = site.find_storage(req.recipe.data.stage_to);
         if (tier == nullptr) {
-            plan.notes.push_back(fmt::format("site {} has no {} storage; the data is read in place",
-                                             site.name, req.recipe.data.stage_to));
-            out.notes.push_back(plan.notes.back());
-            notes.push_back(text_item(plan.notes.back()));
-            data.set("notes", notes);
+            late_note(fmt::format("site {} has no {} storage; the data is read in place", site.name,
+                                  req.recipe.data.stage_to));
         } else {
             if (has_nul(tier->path) || tier->path.find('\n') != std::string::npos) {
                 return refuse("storage path", tier->path, "a path without control characters");

@@ -98,9 +98,8 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     runner_->reply("sbatch", 0, "4242\n");
     std::string note;
     auto next = continue_if_checkpointed(*context_, ended, 75, note);
-    ASSERT_TRUE(next) << next.error().message;
-    ASSERT_TRUE(next->has_value()) << note;
-    const Job& job = **next;
+    ASSERT_TRUE(next.has_value()) << note;
+    const Job& job = *next;
     EXPECT_EQ(job.attempt, 2);
     EXPECT_EQ(job.continues, ended.id);
     EXPECT_NE(job.token, ended.token);
@@ -129,8 +128,7 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     std::ofstream(dir / "run" / "job.log") << "attempt 2 is running\n";
     std::string again;
     auto second = continue_if_checkpointed(*context_, ended, 75, again);
-    ASSERT_TRUE(second);
-    EXPECT_FALSE(second->has_value());
+    EXPECT_FALSE(second.has_value());
     EXPECT_NE(again.find("already continued by job"), std::string::npos) << again;
     EXPECT_EQ(runner_->calls.size(), 1U);
     EXPECT_TRUE(fs::exists(dir / "run" / "exit_code"));
@@ -142,8 +140,7 @@ TEST_F(Continuation, NoProgressSinceTheAttemptStartedIsNotContinued) {
     const Job ended = ended_job(2, 5, progress_mark(dir / "run"));
     std::string note;
     auto next = continue_if_checkpointed(*context_, ended, 75, note);
-    ASSERT_TRUE(next);
-    EXPECT_FALSE(next->has_value());
+    EXPECT_FALSE(next.has_value());
     EXPECT_NE(note.find("makes no progress"), std::string::npos) << note;
     EXPECT_TRUE(runner_->calls.empty());
     EXPECT_TRUE(fs::exists(dir / "run" / "exit_code")); // left as it was
@@ -154,8 +151,7 @@ TEST_F(Continuation, TheLastAllowedAttemptIsNotContinued) {
     write_checkpoint("iter_00000300.ckpt");
     std::string note;
     auto next = continue_if_checkpointed(*context_, ended, 75, note);
-    ASSERT_TRUE(next);
-    EXPECT_FALSE(next->has_value());
+    EXPECT_FALSE(next.has_value());
     EXPECT_NE(note.find("submitted 3 times already (checkpoint.max_continuations: 2)"),
               std::string::npos)
         << note;
@@ -169,8 +165,7 @@ TEST_F(Continuation, OnlyExit75OfAJobThatMayBeContinuedAsksForIt) {
         const Job ended = ended_job(1, max_continuations, "");
         std::string note;
         auto next = continue_if_checkpointed(*context_, ended, exit_code, note);
-        ASSERT_TRUE(next);
-        EXPECT_FALSE(next->has_value()) << exit_code << " " << max_continuations;
+        EXPECT_FALSE(next.has_value()) << exit_code << " " << max_continuations;
         EXPECT_EQ(note, "");
     }
     EXPECT_TRUE(runner_->calls.empty());
@@ -182,8 +177,7 @@ TEST_F(Continuation, ACancelledJobThatCheckpointedIsNotContinued) {
     const Job ended = ended_job(1, 3, "", JobState::cancelled);
     std::string note;
     auto next = continue_if_checkpointed(*context_, ended, 75, note);
-    ASSERT_TRUE(next);
-    EXPECT_FALSE(next->has_value());
+    EXPECT_FALSE(next.has_value());
     EXPECT_EQ(note, "");
     EXPECT_TRUE(runner_->calls.empty());
 }
@@ -231,8 +225,8 @@ TEST_F(Continuation, ShowAndStatusTellTheAttemptsApart) {
     runner_->reply("sbatch", 0, "4242\n");
     std::string note;
     auto next = continue_if_checkpointed(*context_, ended, 75, note);
-    ASSERT_TRUE(next && next->has_value()) << note;
-    const Job& job = **next;
+    ASSERT_TRUE(next.has_value()) << note;
+    const Job& job = *next;
 
     std::ostringstream first;
     ASSERT_TRUE(show_job(*context_, std::to_string(ended.id), first));
@@ -266,8 +260,7 @@ TEST_F(Continuation, ARefusedContinuationLeavesNoRow) {
     runner_->reply("sbatch", 1, "", "sbatch: error: QOSMaxSubmitJobPerUserLimit");
     std::string note;
     auto next = continue_if_checkpointed(*context_, ended, 75, note);
-    ASSERT_TRUE(next);
-    EXPECT_FALSE(next->has_value());
+    EXPECT_FALSE(next.has_value());
     EXPECT_NE(note.find("submitting attempt 2 failed"), std::string::npos) << note;
     EXPECT_NE(note.find("QOSMaxSubmitJobPerUserLimit"), std::string::npos) << note;
     auto found = context_->store().continuation_of(ended.id);
