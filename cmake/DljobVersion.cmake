@@ -1,11 +1,17 @@
 # The git revision is read at build time, not configure time, so `dljob --version` names the
 # commit that was actually built. The header is rewritten only when the revision changes.
+# The build type and optimisation flags go into --version and dltrain's start line, so a slow
+# figure can be traced to the build that produced it.
+string(TOUPPER "${CMAKE_BUILD_TYPE}" _dljob_build_type_upper)
+string(STRIP "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${_dljob_build_type_upper}}" DLJOB_EFFECTIVE_CXX_FLAGS)
 set(DLJOB_VERSION_HEADER "${CMAKE_BINARY_DIR}/generated/dljob_build_info.hpp")
 add_custom_target(dljob_build_info
     COMMAND ${CMAKE_COMMAND}
         -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
         -DOUTPUT=${DLJOB_VERSION_HEADER}
         -DVERSION=${PROJECT_VERSION}
+        -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
+        "-DCXX_FLAGS=${DLJOB_EFFECTIVE_CXX_FLAGS}"
         -P ${CMAKE_SOURCE_DIR}/cmake/write_build_info.cmake
     BYPRODUCTS ${DLJOB_VERSION_HEADER}
     COMMENT "Reading the git revision"

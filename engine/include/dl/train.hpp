@@ -18,6 +18,7 @@ struct TrainOptions {
     std::string deadline;                          // "", seconds from now, "auto", "none"
     std::optional<int> max_iter;
     std::string device; // "cpu", "cuda", "cuda:N"; empty: default_device()
+    std::string build;  // how this binary was built ("Release -O3 -DNDEBUG"), for the start line
 };
 
 /// Returns exit_code::finished or exit_code::checkpointed; throws dl::Error otherwise.

@@ -132,6 +132,9 @@ std::string progress_text(const nlohmann::json& line) {
             fmt::format("dltrain: training from iteration {} to {} on {}", line.value("iter", 0),
                         line.value("max_iter", 0), line.value("device", ""));
         text += fmt::format(", batch {}", line.value("batch_size", 0));
+        if (const std::string build = line.value("build", ""); !build.empty()) {
+            text += fmt::format(", {} build", build);
+        }
         for (const auto& [key, what] : {std::pair{"resumed_from", "resumed from"},
                                         std::pair{"weights_from", "weights from"}}) {
             if (const std::string from = line.value(key, ""); !from.empty()) {
@@ -461,7 +464,8 @@ int train(const TrainOptions& options) {
          {"threads", backend.threads()},
          {"backend", backend.name()},
          {"device", backend.device_name()},
-         {"batch_size", train_layer.batch_size}});
+         {"batch_size", train_layer.batch_size},
+         {"build", options.build}});
 
     install_stop_signals();
     // The batch of the next step is read (and on a GPU uploaded) while this step computes:
