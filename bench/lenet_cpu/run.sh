@@ -5,6 +5,9 @@
 #
 #   bench/lenet_cpu/run.sh [--iters N] [--threads N] [--dltrain PATH] [--data-dir DIR]
 #
+# By default it measures exactly the dltrain users get: the one README command 1 builds
+# (scripts/build.sh into build/, the default Release configuration), built here if missing.
+#
 # PyTorch gets its best settings on a small shared machine: OMP_WAIT_POLICY=PASSIVE (no spinning
 # OpenMP waits) and OPENBLAS_NUM_THREADS=1 (no nested BLAS threads). Debian's python3-torch is
 # importable from /usr/bin/python3 only (scripts/setup.sh --bench installs it).
@@ -13,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 iters=10000
 threads=2
-dltrain=$root/build-engine/engine/dltrain
+dltrain=
 data_dir=/usr/share/datasets/fashion-mnist
 while [ $# -gt 0 ]; do
     case $1 in
@@ -24,14 +27,19 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--iters N] [--threads N] [--dltrain PATH] [--data-dir DIR]" >&2; exit 2 ;;
     esac
 done
-[ -x "$dltrain" ] || { echo "no dltrain at $dltrain (ninja -C build-engine dltrain)" >&2; exit 2; }
+if [ -z "$dltrain" ]; then
+    dltrain=$root/build/engine/dltrain
+    # The same configure and build as README command 1 (scripts/run-main-job.sh).
+    "$root/scripts/build.sh" "$root/build" -DDLJOB_BUILD_TESTS=OFF >/dev/null
+fi
+[ -x "$dltrain" ] || { echo "no dltrain at $dltrain" >&2; exit 2; }
 # The PyTorch twin reads its training data in the order the shipped config asks dltrain for.
 order=$(grep -q '^ *shuffle: true' "$root/recipes/networks/lenet.yaml" && echo --shuffle || echo --no-shuffle)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "machine: $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "dltrain: $iters iterations, $threads threads"
+echo "dltrain: $iters iterations, $threads threads: $("$dltrain" --version)"
 /usr/bin/time -v -o "$work/dltrain.time" "$dltrain" train --config "$root/recipes/networks/lenet.yaml" \
     --run-dir "$work/run" --data-dir "$data_dir" --threads "$threads" --max-iter "$iters" \
     --deadline none
