@@ -3,7 +3,6 @@
 # and the GPU benchmark (bench/lenet_gpu/on_gpu.sh runs them there), into build-gpu-bundle/
 # (ignored by git; carry that one folder):
 #   bundle.tar.gz   BUILD/engine/dltrain (+ .bin), BUILD/src/dljob (+ .bin), BUILD/tests/dl_engine_tests,
-#                   the ctest files,
 #                   and the shared libraries they need except glibc, libstdc++ and CUDA's own
 #                   (cuBLAS, cuDNN: the GPU machine has them, its driver must match the toolkit)
 #   fashion-mnist/  the benchmark's data (Debian's dataset-fashion-mnist)
@@ -19,8 +18,11 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--build DIR]" >&2; exit 2 ;;
     esac
 done
+# The default configuration (Release, as README command 1 builds) plus what a GPU build needs:
+# the CUDA plugin required, and only the GPU generation the lent machines have (sm_90), which
+# keeps nvcc's time here to one architecture.
 if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLJOB_CUDA=ON \
+    cmake -S "$root" -B "$build" -G Ninja -DDLJOB_CUDA=ON \
         -DDLJOB_CUDA_ARCHITECTURES="${DLJOB_CUDA_ARCHITECTURES:-90}" -DDLJOB_WARNINGS_AS_ERRORS=ON
 fi
 grep -q '^DLJOB_CUDA:STRING=ON' "$build/CMakeCache.txt" ||
@@ -54,8 +56,6 @@ here=$(dirname "$(readlink -f "$0")")
 LD_LIBRARY_PATH="$here/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/dljob.bin" "$@"
 SH
 chmod +x "$stage/$name/src/dljob"
-(cd "$build" && find . -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name 'dl_engine_tests*.cmake') |
-    while read -r f; do mkdir -p "$stage/$name/$(dirname "$f")"; cp "$build/$f" "$stage/$name/$f"; done
 ldd "$build/engine/dltrain" "$build/engine/libdltrain-cuda.so" "$build/tests/dl_engine_tests" "$build/src/dljob" | awk '$2 == "=>" {print $1, $3}' |
     grep -Ev '^(linux-vdso|libc\.|libm\.|libpthread|libdl\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcublas|libcudnn|libcudart)' |
     sort -u | while read -r lib path; do cp -L "$path" "$stage/$name/lib/$lib"; done

@@ -23,10 +23,10 @@ name=$(cat "$bundle/BUILD_DIR")
 if [ ! -f "$root/$name/CMakeCache.txt" ]; then
     tar -C "$root" -xzf "$bundle/bundle.tar.gz"
 fi
-# The build's tests name /work/main paths (the source and binary directories it was built in).
-if [ "$root" != /work/main ] && [ ! -e /work/main ]; then
-    mkdir -p /work && ln -s "$root" /work/main
-fi
+# Everything below is found relative to this checkout: the bundle unpacks into it, and the test
+# binary is told where the sources and dltrain are (DLJOB_SOURCE_DIR, DLTRAIN_BINARY), so the
+# bundle runs wherever it was built and wherever it is unpacked.
+build=$root/$name
 # cuBLAS and cuDNN of this machine: the toolkit's, or the ones PyTorch's wheels bring.
 python=${PYTHON:-python3}
 site=$("$python" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
@@ -41,27 +41,28 @@ done
 export DLJOB_GPU_LIBS="$libs"
 echo "CUDA libraries from: $libs"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
-"/work/main/$name/engine/dltrain" device-query
+"$build/engine/dltrain" device-query
 
 # For the modes that run the bundle's binaries themselves rather than through the dltrain and
 # dljob wrappers (not for bench: its PyTorch keeps its own libraries).
 unwrapped_env() {
-    export LD_LIBRARY_PATH="/work/main/$name/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export DLTRAIN_CUDA_PLUGIN="/work/main/$name/engine/libdltrain-cuda.so"
+    export LD_LIBRARY_PATH="$build/lib:$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export DLTRAIN_CUDA_PLUGIN="$build/engine/libdltrain-cuda.so"
 }
 
 case $what in
 tests)
     unwrapped_env
-    if command -v ctest >/dev/null; then
-        ctest --test-dir "/work/main/$name" -L 'gpu|engine' --output-on-failure -j 8 --timeout 600
-    else
-        echo "no ctest here: running the test binary itself"
-        "/work/main/$name/tests/dl_engine_tests"
-    fi
+    # The test binary itself, not ctest: ctest's files name the directories of the build.
+    # First the gpu suites (Gpu*, ctest label gpu), then every other engine test.
+    export DLJOB_SOURCE_DIR="$root" DLTRAIN_BINARY="$build/engine/dltrain"
+    status=0
+    "$build/tests/dl_engine_tests" --gtest_filter='Gpu*' || status=$?
+    "$build/tests/dl_engine_tests" --gtest_filter='-Gpu*' || status=$?
+    exit "$status"
     ;;
 bench)
-    PYTHON=$python "$root/bench/lenet_gpu/run.sh" --dltrain "/work/main/$name/engine/dltrain" \
+    PYTHON=$python "$root/bench/lenet_gpu/run.sh" --dltrain "$build/engine/dltrain" \
         --data-dir "$bundle/fashion-mnist" "$@"
     ;;
 sanitize)
@@ -77,14 +78,14 @@ sanitize)
         [ "$tool" != racecheck ] || filter="--kernel-name kns=_kernel"
         # shellcheck disable=SC2086 # $filter is two words or none
         timeout 150 compute-sanitizer --tool "$tool" $filter --error-exitcode 9 \
-            "/work/main/$name/engine/dltrain.bin" train --config "$work/lenet.yaml" \
+            "$build/engine/dltrain.bin" train --config "$work/lenet.yaml" \
             --run-dir "$work/run_$tool" --data-dir "$bundle/fashion-mnist" --device cuda \
             --max-iter 60 --deadline none > "$work/$tool.log" 2>&1 || status=$?
         grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Program hit|Race)' "$work/$tool.log" | head -20
         tail -3 "$work/$tool.log"
     done
     echo "compute-sanitizer --tool memcheck: GpuOps.*"
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "/work/main/$name/tests/dl_engine_tests" \
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/dl_engine_tests" \
         --gtest_filter='GpuOps.*' > "$work/ops.log" 2>&1 || status=$?
     grep -E 'ERROR SUMMARY|========= Invalid|PASSED|FAILED' "$work/ops.log" | head -20
     rm -rf "$work"
@@ -93,7 +94,7 @@ sanitize)
 profile)
     for batch in 64 256; do
         sed "s/batch_size: 64/batch_size: $batch/" "$root/recipes/networks/lenet.yaml" > "/tmp/lenet_$batch.yaml"
-        "/work/main/$name/engine/dltrain" time --config "/tmp/lenet_$batch.yaml" --device cuda --iterations 200
+        "$build/engine/dltrain" time --config "/tmp/lenet_$batch.yaml" --device cuda --iterations 200
     done
     ;;
 kernels)
@@ -103,7 +104,7 @@ kernels)
     for batch in 16 32 64 128 256; do
         sed "s/batch_size: 64/batch_size: $batch/; s/test_interval: 500/test_interval: 100000/" \
             "$root/recipes/networks/lenet.yaml" > "$work/lenet_$batch.yaml"
-        "/work/main/$name/engine/dltrain.bin" train --config "$work/lenet_$batch.yaml" \
+        "$build/engine/dltrain.bin" train --config "$work/lenet_$batch.yaml" \
             --run-dir "$work/run_$batch" --data-dir "$bundle/fashion-mnist" --device cuda \
             --max-iter 3000 --deadline none > /dev/null 2>&1
         tail -1 "$work/run_$batch/metrics.jsonl" | "$python" -c '
@@ -114,7 +115,7 @@ print(f"batch {batch}: {rate:.0f} images/s, {1e6 * batch / rate:.0f} us a step")
     # Steps 100-102 at batch 64 (after the capture; the first test pass is 100 batches).
     [ -n "$ncu" ] || { echo "no ncu here" >&2; exit 1; }
     "$ncu" --metrics gpu__time_duration.sum --launch-skip 3000 --launch-count 150 \
-        --print-summary per-kernel "/work/main/$name/engine/dltrain.bin" train \
+        --print-summary per-kernel "$build/engine/dltrain.bin" train \
         --config "$work/lenet_64.yaml" --run-dir "$work/ncu" --data-dir "$bundle/fashion-mnist" \
         --device cuda --max-iter 400 --deadline none 2>&1 |
         grep -E '^  [A-Za-z_]|gpu__time_duration|Invocations|^==' | head -150
@@ -125,7 +126,7 @@ job)
     HOME=$(mktemp -d)
     export HOME
     unset XDG_DATA_HOME DLJOB_RUNS_DIR DLJOB_STORE
-    dljob="/work/main/$name/src/dljob"
+    dljob="$build/src/dljob"
     status=0
     "$dljob" submit "$root/recipes/fashion-mnist.yaml" --site local --wait \
         --set "data.source=$bundle/fashion-mnist" || status=$?

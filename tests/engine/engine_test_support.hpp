@@ -2,6 +2,8 @@
 // Helpers for the engine tests: temporary directories, tiny IDX data sets and a tiny network
 // that trains in milliseconds.
 
+#include "test_paths.hpp"
+
 #include <dl/config.hpp>
 
 #include <unistd.h>

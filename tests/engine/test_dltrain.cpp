@@ -90,8 +90,12 @@ TEST_F(Dltrain, StdoutShowsEachMetricsLineAsText) {
     }
     const auto lines = metrics(run);
     ASSERT_EQ(printed.size(), lines.size()) << result.output;
-    EXPECT_EQ(printed.front(),
-              "dltrain: training from iteration 0 to 100 on cpu (2 threads), batch 8");
+    // The start line names the build (type and flags), so a slow run can be traced to it.
+    const std::string build = lines.front().value("build", "");
+    EXPECT_NE(build.find(" -O"), std::string::npos) << lines.front().dump();
+    EXPECT_EQ(printed.front(), "dltrain: training from iteration 0 to 100 on cpu (2 threads), "
+                               "batch 8, " +
+                                   build + " build");
     for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
         const auto& line = lines[i];
         const std::string iter = fmt::format("iter {}/100  ", line["iter"].get<int>());

@@ -2,6 +2,8 @@
 // the fixture with Debian's python3-torch): forward logits, loss, every gradient, the losses of
 // three Caffe-rule SGD steps with the inv policy, and the weights after them, to 1e-4 relative.
 
+#include "test_paths.hpp"
+
 #include <dl/backend.hpp>
 #include <dl/config.hpp>
 #include <dl/net.hpp>

@@ -5,6 +5,7 @@
 #include "data/batch_reader.hpp"
 #include "data/sample_order.hpp"
 #include "support/run_process.hpp"
+#include "test_paths.hpp"
 
 #include <gtest/gtest.h>
 
