@@ -271,5 +271,41 @@ TEST(CliBinary, HostileYamlIsRefusedWithExitThreeNamingPositionAndLimit) {
     test::run_shell("rm -rf " + dir);
 }
 
+// A --site-file that does not load is reported with its own error, whether or not the site
+// named is the one it meant to define; before, the name was looked up without it and the answer
+// was "no site profile named ..." (exit 7) with the file's mistake hidden.
+TEST(CliBinary, RenderReportsTheSiteFilesOwnErrorNotAMissingSite) {
+    const std::string dir = "/tmp/dljob-cli-sitefile-" + std::to_string(::getpid());
+    ASSERT_EQ(test::run_shell("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
+    write_text(dir + "/bad.yaml", "name: mysite\npartitions:\n  gpu:\n    scheduler: slurmm\n"
+                                  "    node: {cores: 8, memory: 32G}\n"
+                                  "    walltime: {default: \"01:00:00\", max: \"02:00:00\"}\n");
+    const std::string render = "XDG_CONFIG_HOME=/nonexistent-dljob-test " +
+                               std::string(DLJOB_BINARY) + " render " + DLJOB_SOURCE_DIR +
+                               "/recipes/fashion-mnist.yaml --site-file " + dir + "/bad.yaml";
+    for (const char* site : {"mysite", "local"}) {
+        auto bad = test::run_shell(render + " --site " + site);
+        EXPECT_EQ(bad.exit_code, 3) << site << ": " << bad.output;
+        EXPECT_NE(bad.output.find("dljob: error: " + dir +
+                                  "/bad.yaml:4:16: partitions.gpu.scheduler: expected one of"),
+                  std::string::npos)
+            << site << ": " << bad.output;
+        EXPECT_EQ(bad.output.find("no site profile named"), std::string::npos) << bad.output;
+        EXPECT_EQ(bad.output.find("#!/"), std::string::npos) << "no script on error";
+    }
+    write_text(dir + "/good.yaml", "name: mysite\npartitions:\n  gpu:\n    scheduler: local\n"
+                                   "    node: {cores: 8, memory: 32G, gpus: 2}\n"
+                                   "    walltime: {default: \"01:00:00\", max: \"02:00:00\"}\n");
+    auto good =
+        test::run_shell(render.substr(0, render.rfind(' ') + 1) + dir + "/good.yaml --site mysite");
+    EXPECT_EQ(good.exit_code, 0) << good.output;
+    auto missing = test::run_shell(render.substr(0, render.rfind(' ') + 1) + dir +
+                                   "/good.yaml --site nosuchsite");
+    EXPECT_EQ(missing.exit_code, 7) << missing.output;
+    EXPECT_NE(missing.output.find("no site profile named 'nosuchsite'"), std::string::npos)
+        << missing.output;
+    test::run_shell("rm -rf " + dir);
+}
+
 } // namespace
 } // namespace dljob::cli
