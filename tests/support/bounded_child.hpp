@@ -29,7 +29,7 @@ struct ChildOutcome {
 // shadow memory up front, so under them the limit is left off (the bound is then checked, only
 // not protected against).
 inline constexpr std::size_t child_memory = std::size_t{1} << 30;
-inline constexpr unsigned child_alarm_seconds = 120;
+inline constexpr unsigned child_alarm_seconds = 60;
 
 inline ChildOutcome run_bounded(const std::function<std::string()>& body) {
     std::array<int, 2> fds{};

@@ -204,7 +204,7 @@ void write_text(const std::string& path, const std::string& text) {
 TEST(CliBinary, HostileYamlIsRefusedWithExitThreeNamingPositionAndLimit) {
     const std::string dir = "/tmp/dljob-cli-hostile-" + std::to_string(::getpid());
     ASSERT_EQ(test::run_shell("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
-    const std::string dljob = "XDG_CONFIG_HOME=/nonexistent-dljob-test timeout 300 " +
+    const std::string dljob = "XDG_CONFIG_HOME=/nonexistent-dljob-test timeout 60 " +
                               within_memory_limit() + DLJOB_BINARY;
 
     // Billion laughs: nine lines of ten aliases each to the line before, 10^9 nodes in 400 bytes.
