@@ -93,6 +93,14 @@ std::string non_regular_kind(unsigned int st_mode) {
     return "not a regular file";
 }
 
+std::string non_regular_kind(const std::filesystem::path& path) {
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) {
+        return {};
+    }
+    return non_regular_kind(info.st_mode);
+}
+
 BoundedRead read_regular_file(const std::filesystem::path& path, std::size_t max_bytes) {
     BoundedRead out;
     const auto refuse = [&](BoundedRead::Status status, std::string what) {

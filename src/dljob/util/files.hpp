@@ -39,6 +39,9 @@ BoundedRead read_regular_file(const std::filesystem::path& path, std::size_t max
 /// "a FIFO (named pipe)", "a character device", "a block device", "a socket"; empty for a
 /// regular file.
 std::string non_regular_kind(unsigned int st_mode);
+/// The same for what `path` names (after symlinks), by stat alone, so nothing is opened or
+/// waited on; empty for a regular file and for a path that does not exist.
+std::string non_regular_kind(const std::filesystem::path& path);
 
 /// Seconds since the epoch.
 std::int64_t unix_now();

@@ -6,7 +6,11 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -178,6 +182,26 @@ TEST_F(RecipeValidation, IntegersPastAnIntAreTooLargeOrTooSmallWithTheRange) {
     ASSERT_FALSE(memory);
     EXPECT_NE(memory.error().message.find("between 1M and about 1000 PB"), std::string::npos)
         << memory.error().message;
+}
+
+// dltrain check and the job read train.config; a FIFO there would block them (validate waited
+// for dltrain check's 60 s timeout), so what stat sees that is not a regular file is refused.
+TEST_F(RecipeValidation, ANetworkConfigThatIsNotARegularFileIsRefused) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / fmt::format("dljob-recipe-config-{}", ::getpid());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "folder.yaml");
+    ASSERT_EQ(::mkfifo((dir / "fifo.yaml").c_str(), 0600), 0);
+    for (const auto& [name, kind] : std::vector<std::pair<std::string, std::string>>{
+             {"fifo.yaml", "a FIFO (named pipe)"}, {"folder.yaml", "a directory"}}) {
+        const auto path = (dir / name).string();
+        auto recipe = load("name: t\ndata:\n  source: /d\ntrain:\n  config: " + path + "\n");
+        ASSERT_FALSE(recipe) << name;
+        EXPECT_EQ(recipe.error().message,
+                  fmt::format("r.yaml:5:11: train.config: {} is {}, not a network config file",
+                              path, kind));
+    }
+    std::filesystem::remove_all(dir);
 }
 
 class SiteProfileValidation : public ::testing::Test {
