@@ -8,6 +8,7 @@
 
 #include <dljob/domain/result.hpp>
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -54,11 +55,29 @@ struct YamlNode::Entry {
 
 const char* to_string(YamlNode::Kind kind) noexcept;
 
+/// Bounds on what parse_yaml accepts. Recipes and site profiles are a few kilobytes and a few
+/// hundred nodes; these refuse a hostile or mistaken input before it costs gigabytes or the
+/// stack. Anchors and aliases (`&a`, `*a`) share one node inside yaml-cpp, so a 1 KB document
+/// can stand for 10^9 nodes: the node and text limits count every alias each time it is used.
+struct YamlLimits {
+    /// Bytes of the document's text.
+    static constexpr std::size_t max_bytes = 1024 * 1024;
+    /// Collections around any node (yaml-cpp's parser recurses once per level).
+    static constexpr int max_depth = 64;
+    /// Nodes (keys, values, list items) reached walking the document, aliases expanded.
+    static constexpr std::size_t max_nodes = 100'000;
+    /// Bytes of scalar text reached walking the document, aliases expanded.
+    static constexpr std::size_t max_expanded_bytes = 8 * 1024 * 1024;
+};
+
 /// Parses one YAML document. `file` names it in marks and messages. Errors (syntax, duplicate
-/// keys, non-scalar keys, more than one document) are ErrorCode::config_invalid with file:line:col.
+/// keys, non-scalar keys, more than one document, a YamlLimits bound passed) are
+/// ErrorCode::config_invalid with file:line:col.
 Result<YamlNode> parse_yaml(std::string_view text, const std::string& file);
 
-/// Reads and parses a file; a missing or unreadable file is ErrorCode::not_found / io.
+/// Reads and parses a file; a missing file is ErrorCode::not_found, an unreadable one io. A
+/// directory, FIFO, device or socket, or a file over YamlLimits::max_bytes, is config_invalid
+/// and is refused without being read (or waited on).
 Result<YamlNode> parse_yaml_file(const std::filesystem::path& path);
 
 } // namespace dljob

@@ -107,6 +107,15 @@ std::vector<SiteEntry> SiteCatalog::list() const {
 }
 
 Result<SiteProfile> SiteCatalog::load(const std::string& name) const {
+    // A file given with --site-file is one the user asked for, so its error is the answer,
+    // whichever site is named: list() files a profile that does not load under its file name,
+    // and looking up the name in it would end in "no site profile named" with the file's real
+    // error (line, column, key) hidden.
+    for (const auto& file : m_site_files) {
+        if (auto site = config::load_site_profile(file); !site) {
+            return fail(site.error());
+        }
+    }
     const auto entries = list();
     const auto it = std::find_if(entries.begin(), entries.end(),
                                  [&](const SiteEntry& e) { return e.name == name; });

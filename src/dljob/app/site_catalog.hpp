@@ -41,7 +41,8 @@ public:
 
     /// Every known site, sorted by name, the winning source for each name.
     [[nodiscard]] std::vector<SiteEntry> list() const;
-    /// Loads and validates the named site; not_found lists the known names.
+    /// Loads and validates the named site; not_found lists the known names. A --site-file
+    /// that does not load fails with its own error, whichever site is named.
     [[nodiscard]] Result<SiteProfile> load(const std::string& name) const;
 
 private:

@@ -127,7 +127,15 @@ Result<int> read_int(const YamlNode& node, std::string_view key_path, int min, i
     int value = 0;
     const std::string& text = node.scalar;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (node.quoted || text.empty() || ec != std::errc{} || ptr != text.data() + text.size()) {
+    const bool whole = !node.quoted && !text.empty() && ptr == text.data() + text.size();
+    // A whole number with more digits than an int holds is too large (or too small), not "not a
+    // number": from_chars reads all its digits and says it is out of range.
+    if (whole && ec == std::errc::result_out_of_range) {
+        return invalid(node.mark, key_path,
+                       fmt::format("expected {}, got {}, which is too {}", expected, shown(text),
+                                   text.front() == '-' ? "small" : "large"));
+    }
+    if (!whole || ec != std::errc{}) {
         return invalid(node.mark, key_path,
                        fmt::format("expected {}, got '{}'", expected, shown(text)));
     }
@@ -144,8 +152,19 @@ Result<double> read_number(const YamlNode& node, std::string_view key_path, doub
     double value = 0;
     const std::string& text = node.scalar;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (node.quoted || text.empty() || ec != std::errc{} || ptr != text.data() + text.size() ||
-        !std::isfinite(value) || value < min || value > max) {
+    const bool number = !node.quoted && !text.empty() && ptr == text.data() + text.size();
+    // Out of a double's range: an exponent below about -308 is too close to zero, any other
+    // is too large in magnitude.
+    if (number && ec == std::errc::result_out_of_range) {
+        const auto e = text.find_first_of("eE");
+        const bool tiny = e != std::string::npos && e + 1 < text.size() && text[e + 1] == '-';
+        return invalid(node.mark, key_path,
+                       fmt::format("expected {}, got {}, which is too {}", expected, shown(text),
+                                   tiny                  ? "close to zero"
+                                   : text.front() == '-' ? "small"
+                                                         : "large"));
+    }
+    if (!number || ec != std::errc{} || !std::isfinite(value) || value < min || value > max) {
         return invalid(node.mark, key_path,
                        fmt::format("expected {}, got '{}'", expected, shown(text)));
     }

@@ -1,6 +1,7 @@
 #include <dljob/config/fields.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/config/recipe_overrides.hpp>
+#include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
 
@@ -157,6 +158,15 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
         resolved = base_dir / resolved;
     }
     recipe.train.config = resolved.lexically_normal();
+    // `dltrain check` (validate, submit) and the job read this file: a FIFO there blocks them
+    // until a writer comes, a device never ends. A path that does not exist here may exist on
+    // the cluster, so only what stat sees is judged.
+    if (auto kind = util::non_regular_kind(recipe.train.config); !kind.empty()) {
+        return invalid(
+            config->mark, "train.config",
+            fmt::format("{} is {}, not a network config file", recipe.train.config.string(), kind),
+            "give the path of the dltrain network and solver config (a YAML file)");
+    }
     record(recipe, "train.config", config->mark);
     if (const auto* threads = node.find("threads"); threads != nullptr) {
         auto v = read_int(*threads, "train.threads", 1, 1024);

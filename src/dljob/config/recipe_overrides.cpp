@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <regex>
 #include <string_view>
 
@@ -30,6 +31,26 @@ void point_into_argument(YamlNode& node, int argument, int value_column) {
     }
 }
 
+// parse_yaml's own errors (syntax, size, depth, aliases) say "--set:1:C" like its marks; point
+// them into the whole argument as well.
+Error point_error_into_argument(Error error, int argument, int value_column) {
+    constexpr std::string_view prefix = "--set:1:";
+    const std::string& message = error.message;
+    if (message.rfind(prefix, 0) != 0) {
+        return error;
+    }
+    const auto colon = message.find(':', prefix.size());
+    int column = 0;
+    const char* const first = message.data() + prefix.size();
+    const char* const last = message.data() + (colon == std::string::npos ? 0 : colon);
+    if (colon == std::string::npos || std::from_chars(first, last, column).ptr != last) {
+        return error;
+    }
+    error.message =
+        fmt::format("--set:{}:{}{}", argument, column + value_column - 1, message.substr(colon));
+    return error;
+}
+
 Result<void> apply_one(YamlNode& root, const std::string& assignment, int argument) {
     const SourceMark at_key{"--set", argument, 1};
     const auto equals = assignment.find('=');
@@ -44,7 +65,8 @@ Result<void> apply_one(YamlNode& root, const std::string& assignment, int argume
     const std::string text = assignment.substr(equals + 1);
     auto value = parse_yaml(text, "--set");
     if (!value) {
-        return fail(value.error());
+        return fail(
+            point_error_into_argument(value.error(), argument, static_cast<int>(equals) + 2));
     }
     if (value->mark.line == 0) {
         value->mark = SourceMark{"--set", 1, 1}; // an empty value: null at the '=' + 1

@@ -35,6 +35,10 @@ Result<MemorySize> MemorySize::parse(std::string_view text) {
     double number = 0.0;
     const auto* end = text.data() + digits;
     const auto [ptr, ec] = std::from_chars(text.data(), end, number);
+    // Digits beyond a double's range are a number out of range, not a malformed one.
+    if (ec == std::errc::result_out_of_range && ptr == end) {
+        return bad_memory(text, "it must be between 1M and about 1000 PB");
+    }
     if (ec != std::errc{} || ptr != end || !std::isfinite(number)) {
         return bad_memory(text, "the number is malformed");
     }

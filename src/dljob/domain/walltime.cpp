@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <limits>
-#include <optional>
 #include <vector>
 
 namespace dljob {
@@ -16,18 +14,41 @@ Unexpected bad_walltime(std::string_view text, std::string_view why) {
         "write MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, e.g. 02:00:00 or 1-12:00:00");
 }
 
-// A non-negative decimal integer with at most 9 digits; nullopt otherwise.
-std::optional<std::int64_t> parse_field(std::string_view field) {
-    if (field.empty() || field.size() > 9) {
-        return std::nullopt;
-    }
+// Each field is at most 999999999 (a bare number of minutes: about 1900 years), so any form's
+// total stays far inside std::int64_t: 999999999 days is about 8.6e13 seconds.
+constexpr std::size_t max_field_digits = 9;
+constexpr std::string_view max_field_text = "999999999";
+
+struct Field {
+    enum class Kind { number, not_a_number, too_large };
+    Kind kind = Kind::not_a_number;
     std::int64_t value = 0;
-    const auto* end = field.data() + field.size();
-    const auto [ptr, ec] = std::from_chars(field.data(), end, value);
-    if (ec != std::errc{} || ptr != end || value < 0) {
-        return std::nullopt;
+};
+
+// A non-negative decimal integer. Digits past the limit make it too large, not malformed: a
+// number with more digits than fit is still a number (leading zeros do not count).
+Field parse_field(std::string_view field) {
+    if (field.empty() || field.find_first_not_of("0123456789") != std::string_view::npos) {
+        return Field{};
     }
-    return value;
+    const std::size_t first = field.find_first_not_of('0');
+    const std::string_view digits =
+        first == std::string_view::npos ? std::string_view{} : field.substr(first);
+    if (digits.size() > max_field_digits) {
+        return Field{Field::Kind::too_large, 0};
+    }
+    std::int64_t value = 0; // all zeros leaves `digits` empty
+    if (!digits.empty()) {
+        std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    }
+    return Field{Field::Kind::number, value};
+}
+
+Unexpected too_large(std::string_view text, std::string_view field) {
+    const std::string shown =
+        field.size() > 24 ? std::string(field.substr(0, 24)) + "..." : std::string(field);
+    return bad_walltime(
+        text, fmt::format("{} is too large: each field may be at most {}", shown, max_field_text));
 }
 
 std::vector<std::string_view> split_colons(std::string_view text) {
@@ -56,20 +77,26 @@ Result<Walltime> Walltime::parse(std::string_view text) {
     if (has_days) {
         const std::size_t dash = text.find('-');
         const auto day_field = parse_field(text.substr(0, dash));
-        if (!day_field) {
+        if (day_field.kind == Field::Kind::too_large) {
+            return too_large(text, text.substr(0, dash));
+        }
+        if (day_field.kind != Field::Kind::number) {
             return bad_walltime(text, "the days before '-' must be a whole number");
         }
-        days = *day_field;
+        days = day_field.value;
         rest = text.substr(dash + 1);
     }
     const auto parts = split_colons(rest);
     std::vector<std::int64_t> values;
     for (const auto part : parts) {
         const auto value = parse_field(part);
-        if (!value) {
+        if (value.kind == Field::Kind::too_large) {
+            return too_large(text, part);
+        }
+        if (value.kind != Field::Kind::number) {
             return bad_walltime(text, "every field must be a whole number");
         }
-        values.push_back(*value);
+        values.push_back(value.value);
     }
     std::int64_t seconds = 0;
     if (has_days) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -67,6 +68,99 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     std::ostringstream buffer;
     buffer << in.rdbuf();
     return buffer.str();
+}
+
+std::string non_regular_kind(unsigned int st_mode) {
+    const auto mode = static_cast<mode_t>(st_mode);
+    if (S_ISREG(mode)) {
+        return {};
+    }
+    if (S_ISDIR(mode)) {
+        return "a directory";
+    }
+    if (S_ISFIFO(mode)) {
+        return "a FIFO (named pipe)";
+    }
+    if (S_ISCHR(mode)) {
+        return "a character device";
+    }
+    if (S_ISBLK(mode)) {
+        return "a block device";
+    }
+    if (S_ISSOCK(mode)) {
+        return "a socket";
+    }
+    return "not a regular file";
+}
+
+std::string non_regular_kind(const std::filesystem::path& path) {
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) {
+        return {};
+    }
+    return non_regular_kind(info.st_mode);
+}
+
+BoundedRead read_regular_file(const std::filesystem::path& path, std::size_t max_bytes) {
+    BoundedRead out;
+    const auto refuse = [&](BoundedRead::Status status, std::string what) {
+        out.status = status;
+        out.what = std::move(what);
+        out.content.clear();
+        return out;
+    };
+    struct stat before {};
+    if (::stat(path.c_str(), &before) != 0) {
+        return refuse(errno == ENOENT || errno == ENOTDIR ? BoundedRead::Status::missing
+                                                          : BoundedRead::Status::unreadable,
+                      std::strerror(errno));
+    }
+    if (auto kind = non_regular_kind(before.st_mode); !kind.empty()) {
+        return refuse(BoundedRead::Status::not_regular, std::move(kind));
+    }
+    if (static_cast<std::uint64_t>(before.st_size) > max_bytes) {
+        out.size = static_cast<std::uint64_t>(before.st_size);
+        return refuse(BoundedRead::Status::too_large, {});
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        return refuse(errno == ENOENT ? BoundedRead::Status::missing
+                                      : BoundedRead::Status::unreadable,
+                      std::strerror(errno));
+    }
+    struct stat opened {};
+    if (::fstat(fd, &opened) != 0) {
+        std::string why = std::strerror(errno);
+        ::close(fd);
+        return refuse(BoundedRead::Status::unreadable, std::move(why));
+    }
+    if (auto kind = non_regular_kind(opened.st_mode); !kind.empty()) {
+        ::close(fd);
+        return refuse(BoundedRead::Status::not_regular, std::move(kind));
+    }
+    std::array<char, 65536> buffer{};
+    while (out.content.size() <= max_bytes) {
+        const std::size_t want = std::min(buffer.size(), max_bytes + 1 - out.content.size());
+        const ssize_t n = ::read(fd, buffer.data(), want);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            std::string why = std::strerror(errno);
+            ::close(fd);
+            return refuse(BoundedRead::Status::unreadable, std::move(why));
+        }
+        if (n == 0) {
+            break;
+        }
+        out.content.append(buffer.data(), static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    if (out.content.size() > max_bytes) {
+        out.size = out.content.size();
+        return refuse(BoundedRead::Status::too_large, {});
+    }
+    return out;
 }
 
 std::int64_t unix_now() {

@@ -3,10 +3,12 @@
 #include <dljob/cli/cli.hpp>
 
 #include <dljob_build_info.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -179,6 +181,129 @@ TEST(CliBinary, EveryJobVerbNamesAJobThatIsNotInTheStore) {
     auto empty = test::run_shell(dljob + " status --all");
     EXPECT_EQ(empty.exit_code, 0) << empty.output;
     EXPECT_NE(empty.output.find("no jobs"), std::string::npos) << empty.output;
+    test::run_shell("rm -rf " + dir);
+}
+
+// Run under a 1 GiB address-space limit, so that input whose bound is missing fails the test
+// (dljob dies of it) instead of taking the machine's memory. The sanitizers reserve terabytes of
+// shadow memory up front, so under them the limit is left off.
+std::string within_memory_limit() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return "";
+#else
+    return "prlimit --as=1073741824 -- ";
+#endif
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+}
+
+// Hostile YAML through the real binary: each is refused with exit 3 and where and which limit,
+// where before it grew to gigabytes (exit 70 under a memory limit) or waited forever.
+TEST(CliBinary, HostileYamlIsRefusedWithExitThreeNamingPositionAndLimit) {
+    const std::string dir = "/tmp/dljob-cli-hostile-" + std::to_string(::getpid());
+    ASSERT_EQ(test::run_shell("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
+    const std::string dljob = "XDG_CONFIG_HOME=/nonexistent-dljob-test timeout 60 " +
+                              within_memory_limit() + DLJOB_BINARY;
+
+    // Billion laughs: nine lines of ten aliases each to the line before, 10^9 nodes in 400 bytes.
+    std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+    std::string flow_laughs = "[&a0 [x,x,x,x,x,x,x,x,x,x]";
+    for (int level = 1; level <= 8; ++level) {
+        std::string items = fmt::format("*a{}", level - 1);
+        for (int i = 1; i < 10; ++i) {
+            items += fmt::format(",*a{}", level - 1);
+        }
+        laughs += fmt::format("a{}: &a{} [{}]\n", level, level, items);
+        flow_laughs += fmt::format(",&a{} [{}]", level, items);
+    }
+    flow_laughs += "]";
+    write_text(dir + "/laughs.yaml", laughs);
+    auto bomb = test::run_shell(dljob + " validate " + dir + "/laughs.yaml");
+    EXPECT_EQ(bomb.exit_code, 3) << bomb.output;
+    EXPECT_NE(bomb.output.find(dir + "/laughs.yaml:5:"), std::string::npos) << bomb.output;
+    EXPECT_NE(bomb.output.find("more than 100000 nodes"), std::string::npos) << bomb.output;
+
+    // The same in a 400-byte --set value, pointed at in the argument.
+    auto set = test::run_shell(
+        dljob + " render " + DLJOB_SOURCE_DIR +
+        "/recipes/fashion-mnist.yaml --site local --set 'train.max_iter=" + flow_laughs + "'");
+    EXPECT_EQ(set.exit_code, 3) << set.output;
+    EXPECT_NE(set.output.find("dljob: error: --set:1:"), std::string::npos) << set.output;
+    EXPECT_NE(set.output.find("more than 100000 nodes"), std::string::npos) << set.output;
+
+    std::string deep(100'000, '[');
+    write_text(dir + "/deep.yaml", deep + std::string(100'000, ']'));
+    auto nested = test::run_shell(dljob + " validate " + dir + "/deep.yaml");
+    EXPECT_EQ(nested.exit_code, 3) << nested.output;
+    EXPECT_NE(nested.output.find(dir + "/deep.yaml:1:66: nested deeper than 64 levels"),
+              std::string::npos)
+        << nested.output;
+
+    auto zero = test::run_shell(dljob + " validate /dev/zero");
+    EXPECT_EQ(zero.exit_code, 3) << zero.output;
+    EXPECT_NE(zero.output.find("/dev/zero: is a character device, not a YAML file"),
+              std::string::npos)
+        << zero.output;
+
+    ASSERT_EQ(test::run_shell("truncate -s 10G " + dir + "/sparse.yaml").exit_code, 0);
+    auto sparse = test::run_shell(dljob + " validate " + dir + "/sparse.yaml");
+    EXPECT_EQ(sparse.exit_code, 3) << sparse.output;
+    EXPECT_NE(sparse.output.find("sparse.yaml: 10737418240 bytes, more than 1048576 bytes"),
+              std::string::npos)
+        << sparse.output;
+
+    // A FIFO as a recipe and as a site profile: refused at once, no writer awaited (the timeout
+    // above turns a wait into exit 124).
+    ASSERT_EQ(test::run_shell("mkfifo " + dir + "/fifo.yaml").exit_code, 0);
+    auto fifo = test::run_shell(dljob + " validate " + dir + "/fifo.yaml");
+    EXPECT_EQ(fifo.exit_code, 3) << fifo.output;
+    EXPECT_NE(fifo.output.find("fifo.yaml: is a FIFO (named pipe), not a YAML file"),
+              std::string::npos)
+        << fifo.output;
+    auto fifo_site = test::run_shell(dljob + " render " + DLJOB_SOURCE_DIR +
+                                     "/recipes/fashion-mnist.yaml --site-file " + dir +
+                                     "/fifo.yaml --site local");
+    EXPECT_EQ(fifo_site.exit_code, 3) << fifo_site.output;
+    EXPECT_NE(fifo_site.output.find("fifo.yaml: is a FIFO (named pipe)"), std::string::npos)
+        << fifo_site.output;
+    test::run_shell("rm -rf " + dir);
+}
+
+// A --site-file that does not load is reported with its own error, whether or not the site
+// named is the one it meant to define; before, the name was looked up without it and the answer
+// was "no site profile named ..." (exit 7) with the file's mistake hidden.
+TEST(CliBinary, RenderReportsTheSiteFilesOwnErrorNotAMissingSite) {
+    const std::string dir = "/tmp/dljob-cli-sitefile-" + std::to_string(::getpid());
+    ASSERT_EQ(test::run_shell("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
+    write_text(dir + "/bad.yaml", "name: mysite\npartitions:\n  gpu:\n    scheduler: slurmm\n"
+                                  "    node: {cores: 8, memory: 32G}\n"
+                                  "    walltime: {default: \"01:00:00\", max: \"02:00:00\"}\n");
+    const std::string render = "XDG_CONFIG_HOME=/nonexistent-dljob-test " +
+                               std::string(DLJOB_BINARY) + " render " + DLJOB_SOURCE_DIR +
+                               "/recipes/fashion-mnist.yaml --site-file " + dir + "/bad.yaml";
+    for (const char* site : {"mysite", "local"}) {
+        auto bad = test::run_shell(render + " --site " + site);
+        EXPECT_EQ(bad.exit_code, 3) << site << ": " << bad.output;
+        EXPECT_NE(bad.output.find("dljob: error: " + dir +
+                                  "/bad.yaml:4:16: partitions.gpu.scheduler: expected one of"),
+                  std::string::npos)
+            << site << ": " << bad.output;
+        EXPECT_EQ(bad.output.find("no site profile named"), std::string::npos) << bad.output;
+        EXPECT_EQ(bad.output.find("#!/"), std::string::npos) << "no script on error";
+    }
+    write_text(dir + "/good.yaml", "name: mysite\npartitions:\n  gpu:\n    scheduler: local\n"
+                                   "    node: {cores: 8, memory: 32G, gpus: 2}\n"
+                                   "    walltime: {default: \"01:00:00\", max: \"02:00:00\"}\n");
+    auto good =
+        test::run_shell(render.substr(0, render.rfind(' ') + 1) + dir + "/good.yaml --site mysite");
+    EXPECT_EQ(good.exit_code, 0) << good.output;
+    auto missing = test::run_shell(render.substr(0, render.rfind(' ') + 1) + dir +
+                                   "/good.yaml --site nosuchsite");
+    EXPECT_EQ(missing.exit_code, 7) << missing.output;
+    EXPECT_NE(missing.output.find("no site profile named 'nosuchsite'"), std::string::npos)
+        << missing.output;
     test::run_shell("rm -rf " + dir);
 }
 

@@ -1,9 +1,12 @@
 // `--set KEY=VALUE` overrides: applied to the recipe document and validated like the file's own
 // values; errors point at `--set:N:COLUMN` and name the key.
 
+#include "support/bounded_child.hpp"
+
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/config/recipe_overrides.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -93,6 +96,45 @@ TEST(RecipeOverrides, ValuesAreYamlAndALaterAssignmentWins) {
     ASSERT_FALSE(empty);
     EXPECT_EQ(empty.error().message.rfind("--set:1:13: data.source:", 0), 0U)
         << empty.error().message;
+}
+
+// A value is a YAML document of its own, under the same limits as a file; its syntax and limit
+// errors point into the N-th argument like every other --set error.
+TEST(RecipeOverrides, ValuesAreBoundedLikeFilesAndTheirErrorsPointIntoTheArgument) {
+    std::string laughs = "[&a0 [x,x,x,x,x,x,x,x,x,x]";
+    for (int level = 1; level <= 8; ++level) {
+        laughs += fmt::format(",&a{} [*a{}", level, level - 1);
+        for (int i = 1; i < 10; ++i) {
+            laughs += fmt::format(",*a{}", level - 1);
+        }
+        laughs += "]";
+    }
+    laughs += "]";
+    ASSERT_LT(laughs.size(), 403U);
+    const auto outcome = test::run_bounded([&] {
+        auto recipe = load_recipe(fashion, {"train.threads=2", "train.max_iter=" + laughs});
+        return recipe ? std::string("accepted") : recipe.error().message;
+    });
+    ASSERT_TRUE(outcome.returned) << outcome.output;
+    // "train.max_iter=" is 15 characters, so the value's column C is the argument's C + 15.
+    EXPECT_EQ(outcome.output.rfind("--set:2:", 0), 0U) << outcome.output;
+    EXPECT_NE(outcome.output.find(": the document reaches more than 100000 nodes here"),
+              std::string::npos)
+        << outcome.output;
+    const int value_column = std::stoi(outcome.output.substr(8));
+    EXPECT_GT(value_column, 15) << outcome.output;
+    EXPECT_EQ(laughs.substr(static_cast<std::size_t>(value_column) - 16, 4), "*a3,")
+        << "the column points at the alias that passes the limit: " << outcome.output;
+
+    // yaml-cpp reads each unclosed '[' as a list that may be a mapping's key: two levels each,
+    // so the 33rd '[' (value column 33, argument column 48) is 65 levels deep.
+    auto deep = load_recipe(fashion, {"train.max_iter=" + std::string(1000, '[')});
+    ASSERT_FALSE(deep);
+    EXPECT_EQ(deep.error().message.rfind("--set:1:48: nested deeper than 64 levels", 0), 0U)
+        << deep.error().message;
+    auto syntax = load_recipe(fashion, {"train.threads=2", "train.max_iter=[1, 2"});
+    ASSERT_FALSE(syntax);
+    EXPECT_EQ(syntax.error().message.rfind("--set:2:", 0), 0U) << syntax.error().message;
 }
 
 TEST(RecipeOverrides, RenderedTrainingGetsMaxIter) {

@@ -4,9 +4,16 @@
 #include <dljob/config/resolve.hpp>
 #include <dljob/config/site_loader.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dljob::config {
 namespace {
@@ -130,6 +137,73 @@ TEST_F(RecipeValidation, BuiltInRecipesAreValid) {
     }
 }
 
+// Every integer field of a recipe: a whole number past an int is too large (or too small), said
+// with the field's range, not "not a whole number".
+TEST_F(RecipeValidation, IntegersPastAnIntAreTooLargeOrTooSmallWithTheRange) {
+    struct Case {
+        std::string yaml; // appended to `base`, with V for the value
+        std::string key;
+        std::string range;
+    };
+    const std::vector<Case> cases = {
+        {"resources:\n  gpus: V\n", "resources.gpus", "0 to 1024"},
+        {"resources:\n  nodes: V\n", "resources.nodes", "1 to 10000"},
+        {"resources:\n  cores_per_gpu: V\n", "resources.cores_per_gpu", "1 to 256"},
+        {"resources:\n  gpus: 0\n  cores: V\n", "resources.cores", "1 to 1024"},
+        {"  threads: V\n", "train.threads", "1 to 1024"},
+        {"  max_iter: V\n", "train.max_iter", "1 to 1000000000"},
+        {"checkpoint:\n  max_continuations: V\n", "checkpoint.max_continuations", "0 to 1000"},
+        {"checkpoint:\n  signal_margin: V\n", "checkpoint.signal_margin", "30 to 3600"},
+    };
+    for (const auto& c : cases) {
+        for (const auto& [value, which] :
+             std::vector<std::pair<std::string, std::string>>{{"2147483648", "large"},
+                                                              {"99999999999999999999999", "large"},
+                                                              {"-2147483649", "small"}}) {
+            std::string yaml = c.yaml;
+            yaml.replace(yaml.find('V'), 1, value);
+            auto recipe = load(std::string(base) + yaml);
+            ASSERT_FALSE(recipe) << yaml;
+            EXPECT_NE(recipe.error().message.find(fmt::format(
+                          "{}: expected a whole number from {}, got {}, which is too {}", c.key,
+                          c.range, value, which)),
+                      std::string::npos)
+                << recipe.error().message;
+            EXPECT_EQ(recipe.error().message.rfind("r.yaml:", 0), 0U) << recipe.error().message;
+        }
+    }
+    auto walltime = load(std::string(base) + "resources:\n  walltime: 2147483647\n");
+    ASSERT_FALSE(walltime);
+    EXPECT_EQ(walltime.error().message,
+              "r.yaml:7:13: resources.walltime: invalid walltime '2147483647': 2147483647 is too "
+              "large: each field may be at most 999999999");
+    auto memory =
+        load(std::string(base) + "resources:\n  memory: 1" + std::string(400, '0') + "G\n");
+    ASSERT_FALSE(memory);
+    EXPECT_NE(memory.error().message.find("between 1M and about 1000 PB"), std::string::npos)
+        << memory.error().message;
+}
+
+// dltrain check and the job read train.config; a FIFO there would block them (validate waited
+// for dltrain check's 60 s timeout), so what stat sees that is not a regular file is refused.
+TEST_F(RecipeValidation, ANetworkConfigThatIsNotARegularFileIsRefused) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / fmt::format("dljob-recipe-config-{}", ::getpid());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "folder.yaml");
+    ASSERT_EQ(::mkfifo((dir / "fifo.yaml").c_str(), 0600), 0);
+    for (const auto& [name, kind] : std::vector<std::pair<std::string, std::string>>{
+             {"fifo.yaml", "a FIFO (named pipe)"}, {"folder.yaml", "a directory"}}) {
+        const auto path = (dir / name).string();
+        auto recipe = load("name: t\ndata:\n  source: /d\ntrain:\n  config: " + path + "\n");
+        ASSERT_FALSE(recipe) << name;
+        EXPECT_EQ(recipe.error().message,
+                  fmt::format("r.yaml:5:11: train.config: {} is {}, not a network config file",
+                              path, kind));
+    }
+    std::filesystem::remove_all(dir);
+}
+
 class SiteProfileValidation : public ::testing::Test {
 protected:
     static Result<SiteProfile> load(const std::string& text) {
@@ -193,6 +267,46 @@ TEST_F(SiteProfileValidation, RejectsExtraDirectiveWithShellCharacters) {
     auto site = load(partition("    extra_directives: [\"--qos=x; rm -rf\"]\n"));
     ASSERT_FALSE(site);
     EXPECT_NE(site.error().message.find("partitions.gpu.extra_directives[0]"), std::string::npos);
+}
+
+// The integer, number and walltime fields of a profile report overflow the same way.
+TEST_F(SiteProfileValidation, NumbersPastTheirTypeAreTooLargeWithTheRange) {
+    auto max_nodes = load(partition("    max_nodes: 2147483648\n"));
+    ASSERT_FALSE(max_nodes);
+    EXPECT_EQ(max_nodes.error().message,
+              "s.yaml:7:16: partitions.gpu.max_nodes: expected a whole number from 1 to 100000, "
+              "got 2147483648, which is too large");
+    auto grace = load(partition("scheduler:\n  grace_seconds: 99999999999999999999\n"));
+    ASSERT_FALSE(grace);
+    EXPECT_NE(grace.error().message.find("scheduler.grace_seconds: expected a whole number from 0 "
+                                         "to 3600, got 99999999999999999999, which is too large"),
+              std::string::npos)
+        << grace.error().message;
+    std::string text = partition("");
+    text.replace(text.find("cores: 8"), 8, "cores: 4294967296");
+    auto cores = load(text);
+    ASSERT_FALSE(cores);
+    EXPECT_NE(cores.error().message.find("partitions.gpu.node.cores: expected a whole number from "
+                                         "1 to 4096, got 4294967296, which is too large"),
+              std::string::npos)
+        << cores.error().message;
+    text = partition("");
+    text.replace(text.find("gpus: 2"), 7, "gpus: 2, cores_per_gpu: 1e999");
+    auto per_gpu = load(text);
+    ASSERT_FALSE(per_gpu);
+    EXPECT_NE(per_gpu.error().message.find("partitions.gpu.node.cores_per_gpu: expected a number "
+                                           "from 0 to 256, got 1e999, which is too large"),
+              std::string::npos)
+        << per_gpu.error().message;
+    text = partition("");
+    text.replace(text.find("\"02:00:00\""), 10, "\"2147483647:00:00\"");
+    auto walltime = load(text);
+    ASSERT_FALSE(walltime);
+    EXPECT_NE(walltime.error().message.find("partitions.gpu.walltime.max: invalid walltime "
+                                            "'2147483647:00:00': 2147483647 is too large: each "
+                                            "field may be at most 999999999"),
+              std::string::npos)
+        << walltime.error().message;
 }
 
 class ResourceResolution : public ::testing::Test {

@@ -30,6 +30,27 @@ TEST_F(WalltimeParsing, RejectsMalformedAndOutOfRange) {
     }
 }
 
+// A number with more digits than a field holds is too large, in every form, not "not a whole
+// number"; the message says what the limit is.
+TEST_F(WalltimeParsing, FieldsPastTheLimitAreTooLargeInEveryForm) {
+    for (const char* big :
+         {"2147483647", "1000000000", "99999999999999999999999999", "2147483647:00", "1:2147483647",
+          "2147483647:00:00", "0:2147483647:00", "0:0:2147483647", "2147483647-00", "1-2147483647",
+          "1-00:2147483647", "1-00:00:2147483647", "9223372036854775808-00:00:00"}) {
+        auto parsed = Walltime::parse(big);
+        ASSERT_FALSE(parsed) << big;
+        EXPECT_EQ(parsed.error().code, ErrorCode::config_invalid);
+        EXPECT_NE(parsed.error().message.find("is too large: each field may be at most 999999999"),
+                  std::string::npos)
+            << big << ": " << parsed.error().message;
+    }
+    // The limit itself, and leading zeros that do not make a number larger.
+    EXPECT_EQ(Walltime::parse("999999999")->seconds(), 999'999'999LL * 60);
+    EXPECT_EQ(Walltime::parse("999999999-23:59:59")->seconds(), 999'999'999LL * 86400 + 86399);
+    EXPECT_EQ(Walltime::parse("0000000000000090")->seconds(), 90 * 60);
+    EXPECT_EQ(Walltime::parse("00000000001-00")->seconds(), 86400);
+}
+
 TEST_F(WalltimeParsing, FormatsPerScheduler) {
     const auto w = Walltime::parse("1-02:03:04").value();
     EXPECT_EQ(w.hms(), "26:03:04"); // PBS: never D:HH:MM:SS (the Slurm wrappers reject it)
@@ -49,6 +70,17 @@ TEST_F(MemorySizeParsing, ParsesBinaryUnitsAndFormatsPerScheduler) {
     EXPECT_EQ(MemorySize::parse("1500M")->sqsub(), "1500m");
     for (const char* bad : {"", "16", "G", "16Q", "-1G", "0M"}) {
         EXPECT_FALSE(MemorySize::parse(bad)) << bad;
+    }
+}
+
+TEST_F(MemorySizeParsing, ANumberPastADoublesRangeIsOutOfRangeNotMalformed) {
+    for (const std::string& big :
+         {"1" + std::string(400, '0') + "G", "0." + std::string(400, '0') + "1M"}) {
+        auto parsed = MemorySize::parse(big);
+        ASSERT_FALSE(parsed) << big;
+        EXPECT_NE(parsed.error().message.find("it must be between 1M and about 1000 PB"),
+                  std::string::npos)
+            << parsed.error().message;
     }
 }
 
