@@ -476,9 +476,9 @@ bool has_partial_tree(const std::string& entry) {
 TEST_F(StageService, AStageKilledMidExtractionAndRerunGivesTheRightTree) {
     // A file-size limit below big.bin (3 MiB): its write raises SIGXFSZ, which kills the stager
     // in the middle of writing the tree, at the same point every time.
-    auto killed =
-        test::run_shell("ulimit -f 1024; exec " + std::string(DLJOB_BINARY) + " stage-data " +
-                        (m_dir / "ds") + " --to " + (m_dir / "target") + " --extract");
+    auto killed = test::run_shell("ulimit -c 0; ulimit -f 1024; exec " + std::string(DLJOB_BINARY) +
+                                  " stage-data " + (m_dir / "ds") + " --to " + (m_dir / "target") +
+                                  " --extract");
     ASSERT_EQ(killed.exit_code, 128 + SIGXFSZ) << killed.output;
     EXPECT_TRUE(has_partial_tree(entry_dir())) << killed.output;
     EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/tree.complete"));
