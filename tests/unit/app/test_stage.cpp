@@ -464,6 +464,36 @@ TEST_F(StageService, ADiskThatFillsMidStageEndsWithAClearErrorAndNoPartialTree) 
     EXPECT_TRUE(names_in(entry_dir("small")).empty());
 }
 
+// Members over 4 MiB are written by a thread of their own while the next chunks are read
+// (stage_extract.cpp, StreamWriter): every byte arrives, and a write that fails mid-member
+// ends the stage with the system's error, nothing published and no thread left waiting.
+TEST_F(StageService, AMemberOverThePoolLimitIsStreamedWholeOrFailsCleanly) {
+    test::write_file(m_dir.path() / "src2/huge.bin", random_bytes((9U << 20U) + 4321U));
+    test::write_file(m_dir.path() / "src2/small.txt", "after the huge one");
+    auto packed = pack_dataset({m_dir / "src2", m_dir / "ds2", ""}, {});
+    ASSERT_TRUE(packed);
+    StageRequest r = request(true);
+    r.dataset = m_dir / "ds2";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(snapshot(staged->path), snapshot(m_dir.path() / "src2"));
+
+    SmallTmpfs disk(m_dir / "small", "4m");
+    if (!disk.mounted()) {
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)";
+    }
+    StageRequest full = request(true, "small");
+    full.dataset = m_dir / "ds2";
+    full.skip_space_check = true;
+    auto failed = stage_dataset(full, no_environment(), {});
+    ASSERT_FALSE(failed);
+    EXPECT_NE(failed.error().message.find("huge.bin: No space left"), std::string::npos)
+        << failed.error().message;
+    EXPECT_TRUE(names_in(m_dir / ("small/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                  stage_cache_key(packed->manifest)))
+                    .empty());
+}
+
 bool has_partial_tree(const std::string& entry) {
     for (const std::string& name : names_in(entry)) {
         if (name.rfind("tree.partial.", 0) == 0) {
