@@ -90,11 +90,12 @@ Result<StageTarget> resolve_stage_target(const std::string& to, const GetEnv& ge
                     fmt::format("site {} storage tier {} ({})", site->name, tier->name, tier->path);
                 return target;
             }
-            unused_tier = fmt::format("the path of site {}'s ramdisk tier ({}) names a variable "
+            unused_tier = fmt::format("the path of site {}'s {} tier ({}) names a variable "
                                       "that is not set here",
-                                      site->name, tier->path);
+                                      site->name, tier->name, tier->path);
         } else {
-            unused_tier = fmt::format("site {} has no ramdisk storage tier", site->name);
+            unused_tier = fmt::format("site {} has no {} storage tier", site->name,
+                                      to == "tmp" ? "node-local" : "ramdisk");
         }
     }
     // A RAM disk is the node's memory: staging there where the site's profile does not name
