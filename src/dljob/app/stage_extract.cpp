@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <utility>
@@ -400,7 +401,16 @@ private:
                                       "decompression bomb or the wrong archive",
                                       m_limits.max_bytes, entry.size, m_summary.bytes));
         }
-        DLJOB_TRY(ensure_directory(parent_of(path)));
+        // Members come directory by directory: the last file's directory needs no lookup (and
+        // no string of its own) for the next one.
+        const auto slash = path.rfind('/');
+        const std::string_view parent = slash == std::string::npos
+                                            ? std::string_view()
+                                            : std::string_view(path).substr(0, slash);
+        if (parent != m_last_parent) {
+            DLJOB_TRY(ensure_directory(std::string(parent)));
+            m_last_parent.assign(parent);
+        }
         m_summary.bytes += entry.size;
         ++m_summary.files;
         return {};
@@ -501,6 +511,7 @@ private:
     ExtractSummary m_summary;
     std::uint64_t m_entries = 0;
     std::unordered_set<std::string> m_made_dirs;
+    std::string m_last_parent; // of the last file counted: made already
     std::unordered_set<std::string> m_explicit_dirs;
     std::vector<std::pair<std::string, std::string>> m_symlinks;
 };
