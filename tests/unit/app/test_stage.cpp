@@ -461,8 +461,7 @@ TEST_F(StageService, ADiskThatFillsMidStageEndsWithAClearErrorAndNoPartialTree) 
     EXPECT_NE(staged.error().message.find("No space left"), std::string::npos)
         << staged.error().message;
     // Naming the file it could not write.
-    EXPECT_NE(staged.error().message.find(entry_dir("small") + "/tree.partial."),
-              std::string::npos)
+    EXPECT_NE(staged.error().message.find(entry_dir("small") + "/tree.partial."), std::string::npos)
         << staged.error().message;
     EXPECT_NE(staged.error().hint.find("full"), std::string::npos);
     EXPECT_TRUE(names_in(entry_dir("small")).empty());
