@@ -133,8 +133,54 @@ Error system_error(const std::string& what, const std::string& path, int error_n
     return error;
 }
 
+const char* file_type_name(std::uint32_t mode) {
+    switch (mode & S_IFMT) {
+    case S_IFREG:
+        return "regular file";
+    case S_IFDIR:
+        return "directory";
+    case S_IFLNK:
+        return "symbolic link";
+    case S_IFIFO:
+        return "FIFO";
+    case S_IFSOCK:
+        return "socket";
+    case S_IFCHR:
+        return "character device";
+    case S_IFBLK:
+        return "block device";
+    default:
+        return "special file";
+    }
+}
+
+namespace {
+
+/// Takes an fd opened with O_NONBLOCK: refuses it unless it is a regular file, then makes it
+/// blocking again. O_NONBLOCK is what keeps the open of a FIFO from waiting forever for a
+/// writer; on a regular file it changes nothing, and is cleared only to say so plainly.
+Result<UniqueFd> keep_if_regular(UniqueFd fd, const std::string& path) {
+    struct stat st {};
+    if (fstat(fd.get(), &st) != 0) {
+        return fail(system_error("cannot stat", path, errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return fail(
+            ErrorCode::io,
+            fmt::format("{} is a {}, expected a regular file", path, file_type_name(st.st_mode)),
+            "a dataset's files (manifest, index, data) must be regular files");
+    }
+    const int flags = fcntl(fd.get(), F_GETFL);
+    if (flags < 0 || fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        return fail(system_error("cannot configure", path, errno));
+    }
+    return fd;
+}
+
+} // namespace
+
 Result<UniqueFd> open_for_reading(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         Error error = system_error("cannot open", path, errno);
         if (errno == ENOENT) {
@@ -142,7 +188,48 @@ Result<UniqueFd> open_for_reading(const std::string& path) {
         }
         return fail(std::move(error));
     }
-    return UniqueFd(fd);
+    return keep_if_regular(UniqueFd(fd), path);
+}
+
+Result<UniqueFd> open_regular_below(const std::string& root, const std::string& relative) {
+    const std::string shown = root + "/" + relative;
+    int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        return fail(system_error("cannot open directory", root, errno));
+    }
+    UniqueFd current(dir);
+    std::size_t start = 0;
+    for (;;) {
+        const std::size_t slash = relative.find('/', start);
+        const bool last = slash == std::string::npos;
+        const std::string name = relative.substr(start, last ? std::string::npos : slash - start);
+        const std::string so_far = root + "/" + relative.substr(0, last ? relative.size() : slash);
+        const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? O_NONBLOCK : O_DIRECTORY);
+        const int fd = ::openat(current.get(), name.c_str(), flags);
+        if (fd < 0) {
+            const int error_number = errno;
+            struct stat st {};
+            if ((error_number == ELOOP || error_number == ENOTDIR) &&
+                fstatat(current.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(st.st_mode)) {
+                return fail(ErrorCode::config_invalid,
+                            fmt::format("{} is a symbolic link{}", so_far,
+                                        last ? std::string() : fmt::format(" (in {})", shown)),
+                            "a pack holds only regular files and directories: name the "
+                            "link's target in the list, or copy it into the tree");
+            }
+            Error error = system_error("cannot open", so_far, error_number);
+            if (error_number == ENOENT) {
+                error.code = ErrorCode::not_found;
+            }
+            return fail(std::move(error));
+        }
+        if (last) {
+            return keep_if_regular(UniqueFd(fd), shown);
+        }
+        current = UniqueFd(fd);
+        start = slash + 1;
+    }
 }
 
 Result<UniqueFd> create_file(const std::string& path) {

@@ -39,7 +39,15 @@ std::string errno_text(int error_number);
 /// An Error for a failed system call on `path` (ENOSPC and EDQUOT get a hint about space).
 Error system_error(const std::string& what, const std::string& path, int error_number);
 
+/// "regular file", "FIFO", "symbolic link"... for an st_mode, in messages.
+const char* file_type_name(std::uint32_t mode);
+
+/// Opens a regular file for reading. Anything else (a FIFO, whose open and reads would wait
+/// forever for a writer; a device; a directory) is refused, naming `path` and what it is.
 Result<UniqueFd> open_for_reading(const std::string& path);
+/// Opens the regular file `relative` below the directory `root` without following a symbolic
+/// link in any component of `relative` (root itself may be one): a link is refused, named.
+Result<UniqueFd> open_regular_below(const std::string& root, const std::string& relative);
 /// Creates `path` exclusively (O_EXCL), mode 0644.
 Result<UniqueFd> create_file(const std::string& path);
 Result<void> write_all(int fd, const char* data, std::size_t size, const std::string& path);

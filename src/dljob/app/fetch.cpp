@@ -334,6 +334,30 @@ Downloader::Attempt Downloader::from_mirror(int fd, const std::string& part,
     }
 }
 
+/// Removes the part file when the fetch fails with nothing in it: the part is kept only for
+/// its bytes, which a rerun resumes from. Armed once the part's lock is held, and destroyed
+/// before the descriptor closes, so it never removes another fetch's part.
+class EmptyPartRemover {
+public:
+    EmptyPartRemover(const std::string& path, int fd) : m_path(path), m_fd(fd) {}
+    ~EmptyPartRemover() {
+        struct stat st {};
+        if (m_armed && ::fstat(m_fd, &st) == 0 && st.st_size == 0) {
+            ::unlink(m_path.c_str());
+        }
+    }
+    EmptyPartRemover(const EmptyPartRemover&) = delete;
+    EmptyPartRemover& operator=(const EmptyPartRemover&) = delete;
+    EmptyPartRemover(EmptyPartRemover&&) = delete;
+    EmptyPartRemover& operator=(EmptyPartRemover&&) = delete;
+    void disarm() { m_armed = false; }
+
+private:
+    const std::string& m_path;
+    int m_fd;
+    bool m_armed = true;
+};
+
 Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::string& name,
                                       const std::vector<std::string>& urls,
                                       const Checksums& expected, std::uint64_t size) {
@@ -354,6 +378,7 @@ Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::s
                     fmt::format("{} is being downloaded by another dljob fetch-data", final_path),
                     fmt::format("wait for it, or remove {} if no fetch is running", part));
     }
+    EmptyPartRemover remove_if_empty(part, fd.get());
     // Another fetch may have finished while this one waited for nothing: check again, locked.
     if (adapters::path_exists(final_path)) {
         ::unlink(part.c_str());
@@ -418,6 +443,7 @@ Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::s
                     "the download was deleted; run again to retry, or check the checksum");
     }
     DLJOB_TRY(publish(fd.get(), part, final_path, directory));
+    remove_if_empty.disarm();
     fetched.origin = used_url;
     fetched.bytes = digests->bytes;
     fetched.sha256 = digests->sha256;
@@ -609,6 +635,16 @@ Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings&
     };
 
     if (is_url(request.what)) {
+        // libcurl is allowed these and no other (adapters/http_curl.cpp): say so before
+        // anything is created, rather than after an empty part file.
+        const std::string scheme = lower(request.what.substr(0, request.what.find("://")));
+        if (scheme != "http" && scheme != "https" && scheme != "ftp" && scheme != "ftps") {
+            return fail(ErrorCode::usage,
+                        fmt::format("{}: a {}:// URL (expected http, https, ftp or ftps)",
+                                    request.what, scheme),
+                        scheme == "file" ? "for a local file, use `dljob pack` on it or copy it"
+                                         : "give an http://, https://, ftp:// or ftps:// URL");
+        }
         const std::string name = url_file_name(request.what);
         if (name.empty() || name == "." || name == "..") {
             return fail(ErrorCode::usage,

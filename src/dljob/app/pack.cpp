@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace dljob::app {
@@ -232,22 +233,14 @@ public:
         return m_index.add_line(format_index_line(entry, m_manifest.version));
     }
 
-    Result<void> add_file(const std::string& disk_path, const std::string& member,
-                          std::optional<std::int64_t> label) {
-        auto fd = adapters::open_for_reading(disk_path);
-        if (!fd) {
-            return fail(fd.error());
-        }
+    /// `fd` is `disk_path` opened for reading.
+    Result<void> add_file(const UniqueFd& fd, const std::string& disk_path,
+                          const std::string& member, std::optional<std::int64_t> label) {
         struct stat st {};
-        if (fstat(fd->get(), &st) != 0) {
+        if (fstat(fd.get(), &st) != 0) {
             return fail(adapters::system_error("cannot stat", disk_path, errno));
         }
-        if (!S_ISREG(st.st_mode)) {
-            return fail(ErrorCode::config_invalid,
-                        fmt::format("{} is not a regular file", disk_path),
-                        "pack stores regular files and directories only");
-        }
-        posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+        posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
         const auto size = static_cast<std::uint64_t>(st.st_size);
         DLJOB_TRY(m_data.make_room(member_tar_bytes(member, size)));
         auto offset = m_data.tar().begin_file(member, size, (st.st_mode & 0111U) != 0);
@@ -258,7 +251,7 @@ public:
         while (copied < size) {
             const std::size_t want =
                 static_cast<std::size_t>(std::min<std::uint64_t>(m_buffer.size(), size - copied));
-            auto n = adapters::read_full(fd->get(), m_buffer.data(), want, disk_path);
+            auto n = adapters::read_full(fd.get(), m_buffer.data(), want, disk_path);
             if (!n) {
                 return fail(n.error());
             }
@@ -323,13 +316,16 @@ public:
                 DLJOB_TRY(add_directory(*member));
                 DLJOB_TRY(add_tree(disk_path, *member));
             } else if (S_ISREG(st.st_mode)) {
-                DLJOB_TRY(add_file(disk_path, *member, std::nullopt));
+                auto fd = adapters::open_regular_below(disk_dir, name);
+                if (!fd) {
+                    return fail(fd.error());
+                }
+                DLJOB_TRY(add_file(*fd, disk_path, *member, std::nullopt));
             } else {
                 return fail(ErrorCode::config_invalid,
                             fmt::format("cannot pack {}: it is a {}, and a pack holds only "
                                         "regular files and directories",
-                                        disk_path,
-                                        S_ISLNK(st.st_mode) ? "symbolic link" : "special file"),
+                                        disk_path, adapters::file_type_name(st.st_mode)),
                             "copy the link's target into the tree, or remove the entry");
             }
         }
@@ -376,7 +372,26 @@ public:
                     fmt::format("{}:{}: {}", list_path, line_number, member.error().message),
                     "list paths relative to --root");
             }
-            DLJOB_TRY(add_file(root + "/" + *member, *member, label));
+            // A member is named once: a second line for it packed a tar that tar -x and
+            // stage-data (which refuses two entries with one path) could not extract.
+            if (const auto [it, inserted] = m_listed.emplace(*member, line_number); !inserted) {
+                return fail(ErrorCode::config_invalid,
+                            fmt::format("{}:{}: {} is already listed on line {}", list_path,
+                                        line_number, *member, it->second),
+                            "list each file once");
+            }
+            // The same rule as a tree: no symbolic link is followed, in the file or in a
+            // directory on its way, so a list packs only what lies inside --root.
+            auto fd = adapters::open_regular_below(root, *member);
+            if (!fd) {
+                Error error = fd.error();
+                error.message = fmt::format("{}:{}: {}", list_path, line_number, error.message);
+                if (error.hint.empty()) {
+                    error.hint = "list paths relative to --root";
+                }
+                return fail(std::move(error));
+            }
+            DLJOB_TRY(add_file(*fd, root + "/" + *member, *member, label));
         }
         if (m_manifest.files == 0) {
             return fail(ErrorCode::config_invalid, fmt::format("{} lists no files", list_path),
@@ -395,6 +410,7 @@ private:
     DatasetManifest& m_manifest;
     const std::function<void(const PackProgress&)>& m_progress;
     std::vector<char> m_buffer;
+    std::unordered_map<std::string, std::uint64_t> m_listed; // member -> list line
 };
 
 Result<DatasetManifest> write_pack(const PackRequest& request, const std::string& partial,
@@ -471,6 +487,13 @@ Result<PackSummary> pack_dataset(const PackRequest& request,
                     "give a directory, or a list file of 'relative/path label' lines");
     }
     const bool is_tree = S_ISDIR(st.st_mode);
+    if (!is_tree && !S_ISREG(st.st_mode)) {
+        // A FIFO here would be read as a list and wait forever for a writer.
+        return fail(ErrorCode::usage,
+                    fmt::format("{} is a {}, expected a directory or a list file", request.source,
+                                adapters::file_type_name(st.st_mode)),
+                    "give a directory, or a list file of 'relative/path label' lines");
+    }
     if (request.compression != "none" && request.compression != "zstd") {
         return fail(ErrorCode::usage, fmt::format("unknown compression '{}' (known: none, zstd)",
                                                   request.compression));

@@ -1,10 +1,11 @@
 #include <dljob/adapters/template_mustache.hpp>
 #include <dljob/app/render_service.hpp>
+#include <dljob/app/run_dir.hpp>
 #include <dljob/app/site_catalog.hpp>
+#include <dljob/app/stage.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/render/job_script.hpp>
 #include <dljob/util/files.hpp>
-#include <dljob/util/paths.hpp>
 
 #include <fmt/format.h>
 
@@ -64,14 +65,23 @@ Result<RenderedJob> render_recipe(const RenderOptions& options) {
     request.account = options.account;
     request.job_name = recipe->name;
     request.job_token = options.job_token.empty() ? "preview" : options.job_token;
-    request.run_dir = options.run_dir.empty()
-                          ? util::runs_dir() / (recipe->name + "-" + request.job_token)
-                          : options.run_dir;
+    const GetEnv getenv = process_environment();
+    request.run_dir = options.run_dir.empty() ? default_runs_root(*site, getenv).path /
+                                                    (recipe->name + "-" + request.job_token)
+                                              : options.run_dir;
     std::error_code ec;
     request.run_dir = std::filesystem::absolute(request.run_dir, ec).lexically_normal();
     request.dltrain_binary = options.dltrain.empty() ? default_dltrain_binary() : options.dltrain;
     request.dljob_binary = options.dljob.empty() ? default_dljob_binary() : options.dljob;
-    return render_request(request);
+    auto rendered = render_request(request);
+    if (!rendered) {
+        return rendered;
+    }
+    for (auto& note :
+         run_dir_notes(request.run_dir, *site, rendered->resources.walltime.seconds(), getenv)) {
+        rendered->notes.push_back(std::move(note));
+    }
+    return rendered;
 }
 
 Result<void> write_rendered(const std::filesystem::path& path, const std::string& content) {

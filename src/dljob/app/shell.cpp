@@ -2,6 +2,7 @@
 #include <dljob/app/run_dir.hpp>
 #include <dljob/app/shell.hpp>
 #include <dljob/app/site_catalog.hpp>
+#include <dljob/app/stage.hpp>
 #include <dljob/app/submit.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/render/job_script.hpp>
@@ -289,7 +290,8 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
 
     const std::string token = util::random_hex(10);
     const std::string stem = options.recipe.empty() ? "interactive" : recipe->name;
-    const auto run_dir = std::filesystem::absolute(util::runs_dir() / (stem + "-" + token));
+    const auto run_dir = std::filesystem::absolute(
+        default_runs_root(*site, process_environment()).path / (stem + "-" + token));
     RenderRequest request;
     request.recipe = *recipe;
     request.site = *site;

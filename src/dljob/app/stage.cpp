@@ -1,4 +1,5 @@
 #include <dljob/adapters/filesystem_posix.hpp>
+#include <dljob/adapters/hash_xxhash.hpp>
 #include <dljob/app/site_catalog.hpp>
 #include <dljob/app/stage.hpp>
 #include <dljob/app/stage_extract.hpp>
@@ -102,7 +103,7 @@ Result<DatasetManifest> load_manifest(const std::string& dataset) {
 }
 
 std::string marker_text(const DatasetManifest& manifest) {
-    return fmt::format("{}\nfiles {}\nbytes {}\n", manifest.content_hash, manifest.files,
+    return fmt::format("{}\nfiles {}\nbytes {}\n", stage_cache_key(manifest), manifest.files,
                        manifest.payload_bytes);
 }
 
@@ -293,6 +294,18 @@ Result<StageTarget> existing_target(const StageRequest& request, const GetEnv& g
 
 } // namespace
 
+std::string stage_cache_key(const DatasetManifest& manifest) {
+    // Everything a reader of the staged copy uses, not the data files alone: two packs of one
+    // data.tar with other labels in index.tsv shared an entry, and the second stage handed the
+    // first pack's labels to the training. The manifest's hashes cover index.tsv and
+    // chunks.tsv, its fields the layout readers rely on (shards, compression, tar sizes). Where
+    // and by which dljob it was packed changes nothing a reader sees, so it is left out.
+    DatasetManifest keyed = manifest;
+    keyed.source.clear();
+    keyed.created_by.clear();
+    return adapters::xxh3_128_hex(to_json(keyed));
+}
+
 GetEnv process_environment() {
     return [](const std::string& name) -> std::optional<std::string> {
         const char* value = std::getenv(name.c_str()); // NOLINT(concurrency-mt-unsafe)
@@ -316,7 +329,11 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     if (!target) {
         return fail(target.error());
     }
-    const CachePaths paths = cache_paths(target->directory, manifest->content_hash);
+    if (notice && !target->warning.empty()) {
+        notice(target->warning);
+    }
+    const std::string key = stage_cache_key(*manifest);
+    const CachePaths paths = cache_paths(target->directory, key);
     // The cache hit needs no lock: markers are written after their directory is complete. A
     // user to register takes the lock, so that no cleanup can count users in between.
     if (!request.user_pid && is_hit(paths, *manifest, request.extract)) {
@@ -325,8 +342,8 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     DLJOB_TRY(adapters::make_private_directory(paths.root));
     auto lock = adapters::FileLock::acquire(paths.lock, [&] {
         if (notice) {
-            notice(fmt::format("waiting for another dljob staging {} on this node",
-                               manifest->content_hash));
+            notice(
+                fmt::format("waiting for another dljob staging {} on this node", request.dataset));
         }
     });
     if (!lock) {
@@ -337,7 +354,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     }
     DLJOB_TRY(adapters::make_private_directory(paths.entry));
     DLJOB_TRY(remove_leftovers(paths, *manifest));
-    remove_abandoned(target->directory, manifest->content_hash, notice);
+    remove_abandoned(target->directory, key, notice);
 
     auto space = adapters::filesystem_space(target->directory);
     if (!space) {
@@ -465,7 +482,7 @@ Result<CleanupResult> cleanup_staged_dataset(const StageRequest& request, const 
     if (!target) {
         return fail(target.error());
     }
-    const CachePaths paths = cache_paths(target->directory, manifest->content_hash);
+    const CachePaths paths = cache_paths(target->directory, stage_cache_key(*manifest));
     CleanupResult result;
     if (!adapters::is_directory(paths.entry)) {
         result.found = false;

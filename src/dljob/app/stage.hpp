@@ -2,17 +2,18 @@
 // `dljob stage-data DATASET --to tmp|ramdisk|PATH [--extract] [--keep]`: copies a packed
 // dataset onto node-local storage, verified, once per node.
 //
-// Layout on the target (one cache per user, keyed by the dataset's content hash):
-//   <target>/dljob-cache-<uid>/<hash>.lock          flock: one stager per node at a time
-//   <target>/dljob-cache-<uid>/<hash>/pack/         data.tar, index.tsv, manifest.json
-//   <target>/dljob-cache-<uid>/<hash>/pack.complete marker, written last
-//   <target>/dljob-cache-<uid>/<hash>/tree/         the extracted files (--extract)
-//   <target>/dljob-cache-<uid>/<hash>/tree.complete marker, written last
-//   <target>/dljob-cache-<uid>/<hash>/keep          present when staged with --keep
-//   <target>/dljob-cache-<uid>/<hash>/users/<pid>   a job using the copy (--user-pid)
+// Layout on the target (one cache per user, keyed by stage_cache_key):
+//   <target>/dljob-cache-<uid>/<key>.lock          flock: one stager per node at a time
+//   <target>/dljob-cache-<uid>/<key>/pack/         data.tar, index.tsv, manifest.json
+//   <target>/dljob-cache-<uid>/<key>/pack.complete marker, written last
+//   <target>/dljob-cache-<uid>/<key>/tree/         the extracted files (--extract)
+//   <target>/dljob-cache-<uid>/<key>/tree.complete marker, written last
+//   <target>/dljob-cache-<uid>/<key>/keep          present when staged with --keep
+//   <target>/dljob-cache-<uid>/<key>/users/<pid>   a job using the copy (--user-pid)
 // Work happens in `*.partial.<pid>` directories renamed into place; a marker is written only
 // after its rename, so a killed stage is never taken for a complete one.
 
+#include <dljob/domain/dataset.hpp>
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/stage.hpp>
 
@@ -64,6 +65,11 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
 /// it was staged with --keep or another live process is registered as its user; unregisters
 /// request.user_pid first and forgets users that no longer run (killed jobs).
 Result<CleanupResult> cleanup_staged_dataset(const StageRequest& request, const GetEnv& getenv);
+
+/// The per-node cache entry of a pack: XXH3-128 (32 hex digits) of its manifest without the
+/// fields no reader uses (source, created_by). The manifest hashes the data files, index.tsv
+/// and chunks.tsv, so packs that differ in anything a reader sees never share an entry.
+std::string stage_cache_key(const DatasetManifest& manifest);
 
 /// The environment of this process.
 GetEnv process_environment();

@@ -73,7 +73,9 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     }
     const std::string token = util::random_hex(10);
     const std::string stem = options.recipe.stem().string();
-    const auto run_dir = std::filesystem::absolute(util::runs_dir() / (stem + "-" + token));
+    const auto run_dir = std::filesystem::absolute(
+        default_runs_root(options.site_files, site, process_environment()).path /
+        (stem + "-" + token));
 
     RenderOptions render;
     render.recipe = options.recipe;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <charconv>
+#include <limits>
 #include <vector>
 
 namespace dljob {
@@ -27,6 +28,79 @@ std::vector<std::string_view> split_path(std::string_view path) {
     return parts;
 }
 
+/// A field of manifest.json that is missing or not what it must be; parse_manifest turns it
+/// into an error naming the file.
+struct BadField {
+    std::string message;
+};
+
+std::string shown_json(const nlohmann::json& value) {
+    std::string text = value.dump();
+    constexpr std::size_t longest = 60;
+    return text.size() > longest ? text.substr(0, longest) + "..." : text;
+}
+
+const nlohmann::json& field(const nlohmann::json& object, const std::string& key,
+                            const char* expected) {
+    if (!object.is_object() || !object.contains(key)) {
+        throw BadField{fmt::format("\"{}\" is missing (expected {})", key, expected)};
+    }
+    return object.at(key);
+}
+
+/// An integer of the manifest, range-checked: nlohmann's get<int>() wraps 2^70 to
+/// -2147483648, and get<std::uint64_t>() takes -1 as 2^64-1 and 1.5 as 1. The manifest is
+/// read from wherever a dataset came from, so a number out of range is an error, never a
+/// wrapped value.
+template <class T>
+T integer_value(const nlohmann::json& value, const std::string& key, T min, T max) {
+    bool fits = false;
+    if (value.is_number_unsigned()) {
+        const auto number = value.get<std::uint64_t>();
+        fits = number <= static_cast<std::uint64_t>(max) &&
+               (min <= 0 || number >= static_cast<std::uint64_t>(min));
+    } else if (value.is_number_integer()) {
+        const auto number = value.get<std::int64_t>();
+        fits =
+            number >= static_cast<std::int64_t>(min) &&
+            (number <= 0 || static_cast<std::uint64_t>(number) <= static_cast<std::uint64_t>(max));
+    }
+    if (!fits) {
+        throw BadField{fmt::format("\"{}\": expected an integer from {} to {}, got {}", key, min,
+                                   max, shown_json(value))};
+    }
+    return value.is_number_unsigned() ? static_cast<T>(value.get<std::uint64_t>())
+                                      : static_cast<T>(value.get<std::int64_t>());
+}
+
+template <class T = std::uint64_t>
+T integer_field(const nlohmann::json& object, const std::string& key,
+                T min = std::numeric_limits<T>::min(), T max = std::numeric_limits<T>::max()) {
+    if (!object.is_object() || !object.contains(key)) {
+        throw BadField{
+            fmt::format("\"{}\" is missing (expected an integer from {} to {})", key, min, max)};
+    }
+    return integer_value<T>(object.at(key), key, min, max);
+}
+
+template <class T = std::uint64_t>
+T optional_integer(const nlohmann::json& object, const std::string& key, T fallback,
+                   T min = std::numeric_limits<T>::min(), T max = std::numeric_limits<T>::max()) {
+    return object.contains(key) ? integer_value<T>(object.at(key), key, min, max) : fallback;
+}
+
+std::string string_field(const nlohmann::json& object, const std::string& key) {
+    const auto& value = field(object, key, "a string");
+    if (!value.is_string()) {
+        throw BadField{fmt::format("\"{}\": expected a string, got {}", key, shown_json(value))};
+    }
+    return value.get<std::string>();
+}
+
+std::string optional_string(const nlohmann::json& object, const std::string& key) {
+    return object.contains(key) ? string_field(object, key) : std::string();
+}
+
 template <class T> bool parse_number(std::string_view text, T& value) {
     const auto* end = text.data() + text.size();
     auto [ptr, ec] = std::from_chars(text.data(), end, value);
@@ -42,22 +116,31 @@ Result<void> parse_layout(const nlohmann::json& doc, DatasetManifest& manifest,
         return fail(ErrorCode::config_invalid, fmt::format("{}: {}", origin, what),
                     "the manifest is damaged or was not written by dljob: pack the dataset again");
     };
-    manifest.compression = doc.at("compression").get<std::string>();
+    manifest.compression = string_field(doc, "compression");
     if (manifest.compression != "none" && manifest.compression != "zstd") {
         return bad(fmt::format("\"compression\": \"{}\" (expected \"none\" or \"zstd\")",
                                manifest.compression));
     }
-    manifest.compression_level = doc.value("compression_level", 0);
-    manifest.chunk_bytes = doc.value("chunk_bytes", std::uint64_t{0});
-    manifest.shard_bytes = doc.value("shard_bytes", std::uint64_t{0});
-    const auto& shards = doc.at("shards");
+    // zstd's levels run from negative ("fast") ones to 22.
+    constexpr int lowest_level = -(1 << 17);
+    constexpr int highest_level = 22;
+    manifest.compression_level =
+        optional_integer<int>(doc, "compression_level", 0, lowest_level, highest_level);
+    manifest.chunk_bytes = optional_integer(doc, "chunk_bytes", std::uint64_t{0});
+    manifest.shard_bytes = optional_integer(doc, "shard_bytes", std::uint64_t{0});
+    const auto& shards = field(doc, "shards", "a list of data files");
     if (!shards.is_array() || shards.empty()) {
         return bad("\"shards\" is not a non-empty list");
     }
     std::uint64_t total = 0;
     for (const auto& item : shards) {
         DatasetShard shard;
-        shard.file = item.at("file").get<std::string>();
+        const std::string at = fmt::format("shards[{}].", manifest.shards.size());
+        if (!item.is_object()) {
+            return bad(fmt::format("\"shards\" item {}: expected an object, got {}",
+                                   manifest.shards.size(), shown_json(item)));
+        }
+        shard.file = string_field(item, "file");
         const auto expected =
             dataset_shard_file_name(static_cast<std::uint32_t>(manifest.shards.size()),
                                     shards.size() > 1, manifest.compressed());
@@ -66,10 +149,13 @@ Result<void> parse_layout(const nlohmann::json& doc, DatasetManifest& manifest,
             return bad(fmt::format("data file {} is \"{}\", expected \"{}\"",
                                    manifest.shards.size(), shard.file, expected));
         }
-        shard.bytes = item.at("bytes").get<std::uint64_t>();
-        shard.tar_bytes = item.at("tar_bytes").get<std::uint64_t>();
+        shard.bytes = integer_value(field(item, "bytes", "an integer"), at + "bytes",
+                                    std::uint64_t{0}, manifest.archive_bytes);
+        shard.tar_bytes =
+            integer_value(field(item, "tar_bytes", "an integer"), at + "tar_bytes",
+                          std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max());
         shard.hash = hash(item, "hash");
-        total += shard.bytes;
+        total += shard.bytes; // each at most archive_bytes: the sum cannot wrap in a real list
         manifest.shards.push_back(std::move(shard));
     }
     if (total != manifest.archive_bytes) {
@@ -77,11 +163,11 @@ Result<void> parse_layout(const nlohmann::json& doc, DatasetManifest& manifest,
                                manifest.archive_bytes));
     }
     if (manifest.compressed()) {
-        if (doc.value("chunks", "") != dataset_chunks_name) {
+        if (optional_string(doc, "chunks") != dataset_chunks_name) {
             return bad(
                 fmt::format("a compressed pack needs \"chunks\": \"{}\"", dataset_chunks_name));
         }
-        manifest.chunks_bytes = doc.at("chunks_bytes").get<std::uint64_t>();
+        manifest.chunks_bytes = integer_field(doc, "chunks_bytes");
         manifest.chunks_hash = hash(doc, "chunks_hash");
     }
     return {};
@@ -142,14 +228,24 @@ Result<DatasetManifest> parse_manifest(std::string_view text, const std::string&
         return fail(ErrorCode::config_invalid, fmt::format("{}: not a JSON object", origin),
                     "the dataset is damaged: pack it again with `dljob pack`");
     }
-    if (doc.value("format", "") != "dljob-dataset") {
+    if (const auto format = doc.find("format");
+        format == doc.end() || !format->is_string() || *format != "dljob-dataset") {
         return fail(ErrorCode::config_invalid,
                     fmt::format("{}: expected \"format\": \"dljob-dataset\"", origin),
                     "make the dataset with `dljob pack SOURCE -o DATASET`");
     }
     DatasetManifest manifest;
     try {
-        manifest.version = doc.at("version").get<int>();
+        const auto& version = field(doc, "version", "an integer");
+        if (!version.is_number_integer() ||
+            (version.is_number_unsigned() && version.get<std::uint64_t>() > 1000) ||
+            (!version.is_number_unsigned() && version.get<std::int64_t>() < 0)) {
+            throw BadField{fmt::format("\"version\": expected the dataset format version, an "
+                                       "integer ({} or {}), got {}",
+                                       dataset_format_version, dataset_layout_format_version,
+                                       shown_json(version))};
+        }
+        manifest.version = static_cast<int>(version.get<std::int64_t>());
         if (manifest.version != dataset_format_version &&
             manifest.version != dataset_layout_format_version) {
             return fail(ErrorCode::config_invalid,
@@ -160,33 +256,41 @@ Result<DatasetManifest> parse_manifest(std::string_view text, const std::string&
                         "pack the dataset again with this dljob, or use a newer dljob");
         }
         auto hash = [](const nlohmann::json& object, const char* key) -> std::string {
-            const auto value = object.at(key).get<std::string>();
+            const auto value = string_field(object, key);
             const std::string prefix = "xxh3-128:";
             if (value.rfind(prefix, 0) != 0 || value.size() != prefix.size() + 32 ||
                 value.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos) {
-                throw nlohmann::json::other_error::create(
-                    501, fmt::format("\"{}\" is not xxh3-128:<32 hex digits>", key), nullptr);
+                throw BadField{fmt::format("\"{}\" is not xxh3-128:<32 hex digits>", key)};
             }
             return value.substr(prefix.size());
         };
         manifest.content_hash = hash(doc, "content_hash");
         manifest.index_hash = hash(doc, "index_hash");
-        manifest.archive_bytes = doc.at("archive_bytes").get<std::uint64_t>();
-        manifest.index_bytes = doc.at("index_bytes").get<std::uint64_t>();
-        manifest.files = doc.at("files").get<std::uint64_t>();
-        manifest.directories = doc.at("directories").get<std::uint64_t>();
-        manifest.payload_bytes = doc.at("payload_bytes").get<std::uint64_t>();
-        manifest.allocated_bytes = doc.at("allocated_bytes_4k").get<std::uint64_t>();
-        manifest.max_path_length = doc.at("max_path_length").get<std::uint64_t>();
-        manifest.labelled = doc.value("labelled", false);
-        manifest.source = doc.value("source", "");
-        manifest.created_by = doc.value("created_by", "");
+        manifest.archive_bytes = integer_field(doc, "archive_bytes");
+        manifest.index_bytes = integer_field(doc, "index_bytes");
+        manifest.files = integer_field(doc, "files");
+        manifest.directories = integer_field(doc, "directories");
+        manifest.payload_bytes = integer_field(doc, "payload_bytes");
+        manifest.allocated_bytes = integer_field(doc, "allocated_bytes_4k");
+        manifest.max_path_length = integer_field(doc, "max_path_length");
+        if (const auto labelled = doc.find("labelled"); labelled != doc.end()) {
+            if (!labelled->is_boolean()) {
+                throw BadField{fmt::format("\"labelled\": expected true or false, got {}",
+                                           shown_json(*labelled))};
+            }
+            manifest.labelled = labelled->get<bool>();
+        }
+        manifest.source = optional_string(doc, "source");
+        manifest.created_by = optional_string(doc, "created_by");
         if (manifest.version == dataset_format_version) {
             manifest.shards.push_back({dataset_archive_name, manifest.archive_bytes,
                                        manifest.content_hash, manifest.archive_bytes});
         } else {
             DLJOB_TRY(parse_layout(doc, manifest, origin, hash));
         }
+    } catch (const BadField& e) {
+        return fail(ErrorCode::config_invalid, fmt::format("{}: {}", origin, e.message),
+                    "the manifest is damaged or was not written by dljob: pack the dataset again");
     } catch (const nlohmann::json::exception& e) {
         return fail(ErrorCode::config_invalid, fmt::format("{}: {}", origin, e.what()),
                     "the manifest is damaged or was not written by dljob: pack the dataset again");

@@ -4,8 +4,8 @@
 //                  sorted and with normalised metadata so the same files give the same bytes;
 //   index.tsv      one line per member: type, data offset in data.tar, size, label, path;
 //   manifest.json  totals and XXH3-128 hashes of data.tar and index.tsv. `stage-data` reads
-//                  only this file before deciding anything, and the content hash is the
-//                  per-node cache key.
+//                  only this file before deciding anything, and keys its per-node cache on
+//                  all of it (app::stage_cache_key), not on the content hash alone.
 // That is format version 1, still what a plain unsharded pack writes. Version 2 (written with
 // --compress or --shard-size) stores the tar as one or more data files, each a complete tar
 // (`data.tar.zst`, or `data-00000.tar[.zst]`...), lists them in the manifest, gives index.tsv a
@@ -48,8 +48,8 @@ inline constexpr std::uint64_t dataset_accounting_block = 4096;
 
 struct DatasetManifest {
     int version = dataset_format_version;
-    // XXH3-128 of what is stored, 32 hex digits: the cache key. Version 1: of data.tar; version
-    // 2: of every data file's stored bytes, concatenated in shard order.
+    // XXH3-128 of what is stored, 32 hex digits. Version 1: of data.tar; version 2: of every
+    // data file's stored bytes, concatenated in shard order.
     std::string content_hash;
     std::uint64_t archive_bytes = 0; // every data file's stored bytes
     std::string index_hash;          // XXH3-128 of index.tsv

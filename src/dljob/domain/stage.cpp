@@ -81,6 +81,7 @@ Result<StageTarget> resolve_stage_target(const std::string& to, const GetEnv& ge
         return target;
     }
     target.kind = to == "tmp" ? StageTierKind::tmp : StageTierKind::ramdisk;
+    std::string unused_tier; // why the site's own tier was not taken
     if (site != nullptr) {
         if (const StorageTier* tier = site->find_storage(to == "tmp" ? "node-local" : "ramdisk")) {
             if (auto path = expand_variables(tier->path, getenv)) {
@@ -89,8 +90,24 @@ Result<StageTarget> resolve_stage_target(const std::string& to, const GetEnv& ge
                     fmt::format("site {} storage tier {} ({})", site->name, tier->name, tier->path);
                 return target;
             }
+            unused_tier = fmt::format("the path of site {}'s {} tier ({}) names a variable "
+                                      "that is not set here",
+                                      site->name, tier->name, tier->path);
+        } else {
+            unused_tier = fmt::format("site {} has no {} storage tier", site->name,
+                                      to == "tmp" ? "node-local" : "ramdisk");
         }
     }
+    // A RAM disk is the node's memory: staging there where the site's profile does not name
+    // one (a node whose /dev/shm is small, or counted against the job) deserves a word.
+    const auto warn = [&] {
+        if (target.kind == StageTierKind::ramdisk && !unused_tier.empty()) {
+            target.warning =
+                fmt::format("warning: {}: --to ramdisk uses {} ({}), node memory this site's "
+                            "profile says nothing about",
+                            unused_tier, target.directory, target.chosen_because);
+        }
+    };
     // Job-private directories first (Slurm creates $SLURM_TMPDIR per job on each node), then
     // what the user or site exported, then the node-wide default.
     static const std::array<const char*, 3> tmp_variables{"SLURM_TMPDIR", "TMPDIR", "LSCRATCH"};
@@ -103,11 +120,13 @@ Result<StageTarget> resolve_stage_target(const std::string& to, const GetEnv& ge
         if (auto value = getenv(variable); value && !value->empty()) {
             target.directory = *value;
             target.chosen_because = fmt::format("${}", variable);
+            warn();
             return target;
         }
     }
     target.directory = target.kind == StageTierKind::tmp ? "/tmp" : "/dev/shm";
     target.chosen_because = "default " + target.directory;
+    warn();
     return target;
 }
 

@@ -62,6 +62,10 @@ struct StageTarget {
     StageTierKind kind = StageTierKind::path;
     std::string directory;
     std::string chosen_because; // "$SLURM_TMPDIR", "site tier node-local", "--to PATH"
+    /// Set when a site was named but the target is not its tier: `--to ramdisk` on a site with
+    /// no ramdisk tier (or one whose variables are unset) falls back to $RAMDISK or /dev/shm,
+    /// memory the site's profile says nothing about. Empty otherwise.
+    std::string warning;
 };
 Result<StageTarget> resolve_stage_target(const std::string& to, const GetEnv& getenv,
                                          const SiteProfile* site = nullptr);

@@ -43,6 +43,7 @@ export OMP_NUM_THREADS='4'
 dljob_step='start'
 dljob_child=''
 dljob_data_link='' # set when the compute side linked $DLJOB_DATA_DIR to a staged pack
+dljob_data_copy='' # set when the compute side copied a tree (not a pack) to $DLJOB_DATA_DIR
 
 # Writes <run_dir>/NAME atomically (temporary file, then rename).
 dljob_write() {
@@ -103,6 +104,12 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         # and RAM disks belong to whoever runs here next.
         '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
             echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2
+    fi
+    if [ -n "$dljob_data_copy" ]; then
+        # The copy is this job's alone, and on a RAM disk (Big Red II's ramdisk tier) it is node
+        # memory that would outlive the job.
+        rm -rf -- "$DLJOB_DATA_DIR" ||
+            echo "dljob: warning: could not remove the copy $DLJOB_DATA_DIR of $DLJOB_DATA_SOURCE" >&2
     fi
     exit "$dljob_rc"
 fi

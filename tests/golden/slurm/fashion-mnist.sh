@@ -40,6 +40,7 @@ export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIG
 dljob_step='start'
 dljob_child=''
 dljob_data_link='' # set when the compute side linked $DLJOB_DATA_DIR to a staged pack
+dljob_data_copy='' # set when the compute side copied a tree (not a pack) to $DLJOB_DATA_DIR
 
 # Writes <run_dir>/NAME atomically (temporary file, then rename).
 dljob_write() {
@@ -89,16 +90,21 @@ if [ "${1:-}" = "--dljob-compute" ]; then
     # staged by `dljob stage-data`: one sequential copy, verified, cached per node by its
     # content hash and shared by this user's jobs on the node, each registered as a user of
     # it; $DLJOB_DATA_DIR becomes a link to the staged copy, which dltrain reads through its
-    # index. Any other tree is copied file by file.
+    # index. Any other tree is copied file by file into $DLJOB_DATA_DIR, this job's own
+    # directory on the node (named by its token), which goes at the end as a staged pack does.
     dljob_step='stage data'
     if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then
         rm -f -- "$DLJOB_DATA_DIR"
         dljob_staged=$('/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --user-pid $$) &&
             ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1
     else
+        dljob_data_copy=1
         mkdir -p -- "$DLJOB_DATA_DIR" && cp -R -- "$DLJOB_DATA_SOURCE/." "$DLJOB_DATA_DIR/"
     fi || {
         echo "dljob: error: staging $DLJOB_DATA_SOURCE to $DLJOB_DATA_DIR failed" >&2
+        if [ -n "$dljob_data_copy" ]; then
+            rm -rf -- "$DLJOB_DATA_DIR" # a partial copy is of use to nobody
+        fi
         dljob_write failed_command "$dljob_step"
         exit 1
     }
@@ -116,6 +122,12 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         # and RAM disks belong to whoever runs here next.
         '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
             echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2
+    fi
+    if [ -n "$dljob_data_copy" ]; then
+        # The copy is this job's alone, and on a RAM disk (Big Red II's ramdisk tier) it is node
+        # memory that would outlive the job.
+        rm -rf -- "$DLJOB_DATA_DIR" ||
+            echo "dljob: warning: could not remove the copy $DLJOB_DATA_DIR of $DLJOB_DATA_SOURCE" >&2
     fi
     exit "$dljob_rc"
 fi

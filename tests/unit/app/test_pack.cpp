@@ -6,6 +6,7 @@
 #include <dljob/domain/dataset.hpp>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <string>
@@ -126,6 +127,68 @@ TEST_F(PackService, RefusesASymlinkAndLeavesNothingBehind) {
     EXPECT_NE(summary.error().message.find("symbolic link"), std::string::npos)
         << summary.error().message;
     EXPECT_EQ(names_in(m_dir.path()), (std::vector<std::string>{"src"}));
+}
+
+// A list follows the tree's rule: no link is followed, whether the line names the link itself
+// or a path through a linked directory, and wherever the link points.
+TEST_F(PackService, ImageListRefusesSymlinksAsATreeDoes) {
+    test::write_file(m_dir.path() / "outside/secret.pgm", "not in the tree");
+    std::filesystem::create_symlink(m_dir.path() / "outside/secret.pgm",
+                                    m_dir.path() / "src/train/out.pgm");
+    std::filesystem::create_symlink("a.pgm", m_dir.path() / "src/train/0/same.pgm");
+    std::filesystem::create_directory_symlink(m_dir.path() / "outside",
+                                              m_dir.path() / "src/train/linked");
+    for (const char* line : {"train/out.pgm 1\n", "train/0/same.pgm 1\n",
+                             "train/linked/secret.pgm 1\n", "./train//linked/secret.pgm 1\n"}) {
+        test::write_file(m_dir.path() / "src/list.txt", std::string("train/0/a.pgm 0\n") + line);
+        auto summary = pack("src/list.txt", "ds");
+        ASSERT_FALSE(summary) << line;
+        EXPECT_NE(summary.error().message.find("list.txt:2"), std::string::npos)
+            << summary.error().message;
+        EXPECT_NE(summary.error().message.find("is a symbolic link"), std::string::npos)
+            << summary.error().message;
+        EXPECT_EQ(names_in(m_dir.path()), (std::vector<std::string>{"outside", "src"})) << line;
+    }
+    // The tree with the same links: refused too.
+    auto tree = pack("src", "ds");
+    ASSERT_FALSE(tree);
+    EXPECT_NE(tree.error().message.find("symbolic link"), std::string::npos);
+}
+
+TEST_F(PackService, ImageListNamingAFileTwiceIsRefusedAtPackTime) {
+    for (const char* second :
+         {"train/0/a.pgm 1\n", "./train/0/a.pgm 0\n", "train//0/./a.pgm 3\n"}) {
+        test::write_file(m_dir.path() / "src/list.txt",
+                         std::string("train/0/a.pgm 0\ntrain/1/b.pgm 1\n") + second);
+        auto summary = pack("src/list.txt", "ds");
+        ASSERT_FALSE(summary) << second;
+        EXPECT_NE(summary.error().message.find("list.txt:3: train/0/a.pgm is already listed on "
+                                               "line 1"),
+                  std::string::npos)
+            << summary.error().message;
+        EXPECT_EQ(names_in(m_dir.path()), (std::vector<std::string>{"src"}));
+    }
+}
+
+// A FIFO's open waits for a writer: named and refused instead, as a member, in a list, or as
+// the list itself.
+TEST_F(PackService, RefusesAFifoWhereverItIsWithoutWaiting) {
+    ASSERT_EQ(mkfifo((m_dir / "src/train/pipe.pgm").c_str(), 0600), 0);
+    test::write_file(m_dir.path() / "src/list.txt", "train/pipe.pgm 0\n");
+    auto listed = pack("src/list.txt", "ds");
+    ASSERT_FALSE(listed);
+    EXPECT_NE(listed.error().message.find("pipe.pgm is a FIFO, expected a regular file"),
+              std::string::npos)
+        << listed.error().message;
+    auto tree = pack("src", "ds");
+    ASSERT_FALSE(tree);
+    EXPECT_NE(tree.error().message.find("pipe.pgm"), std::string::npos) << tree.error().message;
+    ASSERT_EQ(mkfifo((m_dir / "list-pipe").c_str(), 0600), 0);
+    auto list_fifo = pack("list-pipe", "ds");
+    ASSERT_FALSE(list_fifo);
+    EXPECT_NE(list_fifo.error().message.find("list-pipe is a FIFO"), std::string::npos)
+        << list_fifo.error().message;
+    EXPECT_EQ(names_in(m_dir.path()), (std::vector<std::string>{"list-pipe", "src"}));
 }
 
 TEST_F(PackService, RefusesAnExistingOutputOrOneInsideTheSource) {

@@ -6,6 +6,7 @@
 #include <dljob/domain/dataset.hpp>
 
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -109,7 +110,7 @@ protected:
     }
     [[nodiscard]] std::string entry_dir(const std::string& target = "target") const {
         return m_dir / (target + "/dljob-cache-" + std::to_string(geteuid()) + "/" +
-                        m_manifest.content_hash);
+                        stage_cache_key(m_manifest));
     }
     ScratchDir m_dir;
     DatasetManifest m_manifest;
@@ -170,7 +171,7 @@ TEST_F(StageService, ADamagedByteInTheLastMapWindowIsFound) {
     EXPECT_NE(staged.error().message.find("data.tar is corrupted"), std::string::npos)
         << staged.error().message;
     const std::string entry = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
-                                       packed->manifest.content_hash);
+                                       stage_cache_key(packed->manifest));
     EXPECT_TRUE(names_in(entry).empty()) << "a corrupted pack was left in the cache";
 }
 
@@ -183,6 +184,42 @@ TEST_F(StageService, SecondStageOfSameDatasetHitsTheCache) {
     EXPECT_TRUE(again->cache_hit);
     EXPECT_EQ(again->bytes_copied, 0U);
     EXPECT_TRUE(std::filesystem::exists(entry_dir() + "/tree/marker-of-first-stage"));
+}
+
+TEST_F(StageService, PacksOfOneDataTarWithOtherLabelsDoNotShareACacheEntry) {
+    // Same images, other labels: data.tar is byte for byte the same, index.tsv is not.
+    test::write_file(m_dir.path() / "src/a.txt", "train/0/0.pgm 0\ntrain/1/0.pgm 1\n");
+    test::write_file(m_dir.path() / "src/b.txt", "train/0/0.pgm 7\ntrain/1/0.pgm 8\n");
+    auto first = pack_dataset({m_dir / "src/a.txt", m_dir / "la", ""}, {});
+    auto second = pack_dataset({m_dir / "src/b.txt", m_dir / "lb", ""}, {});
+    ASSERT_TRUE(first && second);
+    ASSERT_EQ(first->manifest.content_hash, second->manifest.content_hash);
+    ASSERT_NE(first->manifest.index_hash, second->manifest.index_hash);
+    for (const bool extract : {false, true}) {
+        StageRequest a = request(extract);
+        a.dataset = m_dir / "la";
+        StageRequest b = request(extract);
+        b.dataset = m_dir / "lb";
+        auto staged_a = stage_dataset(a, no_environment(), {});
+        auto staged_b = stage_dataset(b, no_environment(), {});
+        ASSERT_TRUE(staged_a && staged_b);
+        EXPECT_FALSE(staged_b->cache_hit) << "extract " << extract;
+        EXPECT_NE(staged_a->path, staged_b->path);
+        if (!extract) {
+            EXPECT_EQ(test::read_file(staged_b->path + "/index.tsv"),
+                      test::read_file(m_dir.path() / "lb/index.tsv"));
+            EXPECT_EQ(test::read_file(staged_a->path + "/index.tsv"),
+                      test::read_file(m_dir.path() / "la/index.tsv"));
+        }
+    }
+    // What it was packed from (the manifest's "source") changes nothing a reader sees.
+    test::write_file(m_dir.path() / "src/b-again.txt", test::read_file(m_dir.path() / "src/b.txt"));
+    ASSERT_TRUE(pack_dataset({m_dir / "src/b-again.txt", m_dir / "lb-again", ""}, {}));
+    StageRequest copy = request(false);
+    copy.dataset = m_dir / "lb-again";
+    auto staged_copy = stage_dataset(copy, no_environment(), {});
+    ASSERT_TRUE(staged_copy);
+    EXPECT_TRUE(staged_copy->cache_hit);
 }
 
 TEST_F(StageService, ExtractAfterAPackOnlyStageReusesTheCopiedPack) {
@@ -338,7 +375,7 @@ TEST_F(StageService, AStageRemovesCopiesWhoseJobsAllEndedWithoutCleaningUp) {
         auto packed = pack_dataset({m_dir / ("src_" + name), m_dir / name, ""}, {});
         ASSERT_TRUE(packed) << packed.error().message;
         entries[name] = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
-                                 packed->manifest.content_hash);
+                                 stage_cache_key(packed->manifest));
     }
     auto stage = [&](const std::string& dataset, std::optional<long> user, bool keep,
                      std::vector<std::string>* notices = nullptr) {
@@ -423,47 +460,42 @@ TEST_F(StageService, ADiskThatFillsMidStageEndsWithAClearErrorAndNoPartialTree) 
     ASSERT_FALSE(staged);
     EXPECT_NE(staged.error().message.find("No space left"), std::string::npos)
         << staged.error().message;
+    // Naming the file it could not write.
+    EXPECT_NE(staged.error().message.find(entry_dir("small") + "/tree.partial."), std::string::npos)
+        << staged.error().message;
     EXPECT_NE(staged.error().hint.find("full"), std::string::npos);
     EXPECT_TRUE(names_in(entry_dir("small")).empty());
 }
 
-/// A dataset whose data.tar is a FIFO the test feeds by hand: the stage can be stopped at an
-/// exact point of its copy.
-class FifoDataset {
-public:
-    FifoDataset(const std::string& real, const std::string& fake) : m_fake(fake) {
-        std::filesystem::create_directories(fake);
-        std::filesystem::copy_file(real + "/manifest.json", fake + "/manifest.json");
-        std::filesystem::copy_file(real + "/index.tsv", fake + "/index.tsv");
-        mkfifo((fake + "/data.tar").c_str(), 0600);
-        m_bytes = test::read_file(real + "/data.tar");
-    }
-    /// Blocks until the stager opens the FIFO, then writes `size` bytes.
-    void feed(std::size_t from, std::size_t size) {
-        if (m_fd < 0) {
-            m_fd = open((m_fake + "/data.tar").c_str(), O_WRONLY | O_CLOEXEC);
-        }
-        ASSERT_GE(m_fd, 0);
-        ASSERT_EQ(write(m_fd, m_bytes.data() + from, size), static_cast<ssize_t>(size));
-    }
-    void close_fifo() {
-        if (m_fd >= 0) {
-            close(m_fd);
-            m_fd = -1;
-        }
-    }
-    ~FifoDataset() { close_fifo(); }
-    FifoDataset(const FifoDataset&) = delete;
-    FifoDataset& operator=(const FifoDataset&) = delete;
-    FifoDataset(FifoDataset&&) = delete;
-    FifoDataset& operator=(FifoDataset&&) = delete;
-    [[nodiscard]] std::size_t size() const { return m_bytes.size(); }
+// Members over 4 MiB are written by a thread of their own while the next chunks are read
+// (stage_extract.cpp, StreamWriter): every byte arrives, and a write that fails mid-member
+// ends the stage with the system's error, nothing published and no thread left waiting.
+TEST_F(StageService, AMemberOverThePoolLimitIsStreamedWholeOrFailsCleanly) {
+    test::write_file(m_dir.path() / "src2/huge.bin", random_bytes((9U << 20U) + 4321U));
+    test::write_file(m_dir.path() / "src2/small.txt", "after the huge one");
+    auto packed = pack_dataset({m_dir / "src2", m_dir / "ds2", ""}, {});
+    ASSERT_TRUE(packed);
+    StageRequest r = request(true);
+    r.dataset = m_dir / "ds2";
+    auto staged = stage_dataset(r, no_environment(), {});
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(snapshot(staged->path), snapshot(m_dir.path() / "src2"));
 
-private:
-    std::string m_fake;
-    std::string m_bytes;
-    int m_fd = -1;
-};
+    SmallTmpfs disk(m_dir / "small", "4m");
+    if (!disk.mounted()) {
+        GTEST_SKIP() << "cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)";
+    }
+    StageRequest full = request(true, "small");
+    full.dataset = m_dir / "ds2";
+    full.skip_space_check = true;
+    auto failed = stage_dataset(full, no_environment(), {});
+    ASSERT_FALSE(failed);
+    EXPECT_NE(failed.error().message.find("huge.bin: No space left"), std::string::npos)
+        << failed.error().message;
+    EXPECT_TRUE(names_in(m_dir / ("small/dljob-cache-" + std::to_string(geteuid()) + "/" +
+                                  stage_cache_key(packed->manifest)))
+                    .empty());
+}
 
 bool has_partial_tree(const std::string& entry) {
     for (const std::string& name : names_in(entry)) {
@@ -474,19 +506,14 @@ bool has_partial_tree(const std::string& entry) {
     return false;
 }
 
-TEST_F(StageService, AStageKilledMidReadAndRerunGivesTheRightTree) {
-    FifoDataset fifo(m_dir / "ds", m_dir / "fifo-ds");
-    const pid_t stager =
-        spawn_dljob({"stage-data", m_dir / "fifo-ds", "--to", m_dir / "target", "--extract"},
-                    m_dir / "killed.log");
-    ASSERT_GT(stager, 0);
-    // A write to a FIFO returns once the reader has taken all but a pipe's buffer of it.
-    fifo.feed(0, fifo.size() / 2);
-    ASSERT_TRUE(eventually([&] { return has_partial_tree(entry_dir()); }))
-        << test::read_file(m_dir.path() / "killed.log");
-    kill(stager, SIGKILL);
-    EXPECT_EQ(wait_exit_code(stager), 128 + SIGKILL);
-    fifo.close_fifo();
+TEST_F(StageService, AStageKilledMidExtractionAndRerunGivesTheRightTree) {
+    // A file-size limit below big.bin (3 MiB): its write raises SIGXFSZ, which kills the stager
+    // in the middle of writing the tree, at the same point every time.
+    auto killed = test::run_shell("ulimit -c 0; ulimit -f 1024; exec " + std::string(DLJOB_BINARY) +
+                                  " stage-data " + (m_dir / "ds") + " --to " + (m_dir / "target") +
+                                  " --extract");
+    ASSERT_EQ(killed.exit_code, 128 + SIGXFSZ) << killed.output;
+    EXPECT_TRUE(has_partial_tree(entry_dir())) << killed.output;
     EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/tree.complete"));
     EXPECT_FALSE(std::filesystem::exists(entry_dir() + "/tree"));
 
@@ -498,43 +525,73 @@ TEST_F(StageService, AStageKilledMidReadAndRerunGivesTheRightTree) {
     EXPECT_EQ(names_in(entry_dir()), (std::vector<std::string>{"tree", "tree.complete"}));
 }
 
-TEST_F(StageService, ADataFileThatCannotBeMappedIsCopiedByReading) {
-    // A FIFO cannot be mapped (nor can files on some FUSE mounts): the copy reads it instead.
-    FifoDataset fifo(m_dir / "ds", m_dir / "fifo-ds");
-    std::thread feeder([&] {
-        fifo.feed(0, fifo.size());
-        fifo.close_fifo();
-    });
-    StageRequest r = request(false);
-    r.dataset = m_dir / "fifo-ds";
-    auto staged = stage_dataset(r, no_environment(), {});
-    feeder.join();
-    ASSERT_TRUE(staged) << staged.error().message;
-    EXPECT_EQ(test::read_file(staged->path + "/data.tar"),
-              test::read_file(m_dir.path() / "ds/data.tar"));
+// A FIFO's open (and then its reads) wait for a writer that never comes: the stage hung. Each
+// file stage-data reads is refused, named, unless it is a regular file.
+TEST_F(StageService, AFifoInPlaceOfAPackFileIsRefusedNamedInsteadOfWaiting) {
+    for (const char* name : {"manifest.json", "data.tar", "index.tsv"}) {
+        for (const bool extract : {false, true}) {
+            const std::string fake = m_dir / "fifo-ds";
+            std::filesystem::remove_all(fake);
+            std::filesystem::copy(m_dir.path() / "ds", fake);
+            std::filesystem::remove(fake + "/" + name);
+            ASSERT_EQ(mkfifo((fake + "/" + name).c_str(), 0600), 0);
+            std::vector<std::string> args{"stage-data", fake, "--to", m_dir / "target"};
+            if (extract) {
+                args.emplace_back("--extract");
+            }
+            const std::string log = m_dir / "fifo.log";
+            const pid_t stager = spawn_dljob(args, log);
+            ASSERT_GT(stager, 0);
+            int status = 0;
+            const bool ended =
+                eventually([&] { return waitpid(stager, &status, WNOHANG) == stager; });
+            if (!ended) {
+                kill(stager, SIGKILL);
+                waitpid(stager, &status, 0);
+            }
+            ASSERT_TRUE(ended) << name << ": stage-data still waits on the FIFO";
+            EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << name;
+            const std::string output = test::read_file(log);
+            EXPECT_NE(output.find(fake + "/" + name + " is a FIFO, expected a regular file"),
+                      std::string::npos)
+                << output;
+            EXPECT_TRUE(names_in(entry_dir()).empty()) << name;
+        }
+    }
 }
 
 TEST_F(StageService, ConcurrentStagesOnOneNodeCopyOnce) {
-    FifoDataset fifo(m_dir / "ds", m_dir / "fifo-ds");
-    // The first stager holds the lock while it waits for the FIFO's data.
-    const pid_t first =
-        spawn_dljob({"stage-data", m_dir / "fifo-ds", "--to", m_dir / "target", "--extract"},
-                    m_dir / "first.log");
-    fifo.feed(0, 4096);
-    const pid_t second = spawn_dljob(
-        {"stage-data", m_dir / "ds", "--to", m_dir / "target", "--extract"}, m_dir / "second.log");
-    ASSERT_TRUE(eventually([&] {
-        return test::read_file(m_dir.path() / "second.log").find("waiting for another") !=
-               std::string::npos;
-    })) << test::read_file(m_dir.path() / "second.log");
-    fifo.feed(4096, fifo.size() - 4096);
-    fifo.close_fifo();
+    // The test holds the entry's lock, as a first stager would, until both have said they wait.
+    const std::string root = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()));
+    std::filesystem::create_directories(root);
+    std::filesystem::permissions(root, std::filesystem::perms::owner_all);
+    const int lock = open((entry_dir() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(lock, 0);
+    ASSERT_EQ(flock(lock, LOCK_EX), 0);
+    const std::vector<std::string> args{"stage-data", m_dir / "ds", "--to", m_dir / "target",
+                                        "--extract"};
+    const pid_t first = spawn_dljob(args, m_dir / "first.log");
+    const pid_t second = spawn_dljob(args, m_dir / "second.log");
+    for (const char* log : {"first.log", "second.log"}) {
+        ASSERT_TRUE(eventually([&] {
+            return test::read_file(m_dir.path() / log).find("waiting for another") !=
+                   std::string::npos;
+        })) << test::read_file(m_dir.path() / log);
+    }
+    close(lock);
     EXPECT_EQ(wait_exit_code(first), 0) << test::read_file(m_dir.path() / "first.log");
     EXPECT_EQ(wait_exit_code(second), 0) << test::read_file(m_dir.path() / "second.log");
-    EXPECT_NE(test::read_file(m_dir.path() / "first.log").find("staged 3."), std::string::npos)
-        << test::read_file(m_dir.path() / "first.log");
-    EXPECT_NE(test::read_file(m_dir.path() / "second.log").find("cache hit"), std::string::npos)
-        << test::read_file(m_dir.path() / "second.log");
+    const std::string logs =
+        test::read_file(m_dir.path() / "first.log") + test::read_file(m_dir.path() / "second.log");
+    const auto count = [&](const std::string& what) {
+        std::size_t n = 0;
+        for (auto at = logs.find(what); at != std::string::npos; at = logs.find(what, at + 1)) {
+            ++n;
+        }
+        return n;
+    };
+    EXPECT_EQ(count("staged 3."), 1U) << logs;
+    EXPECT_EQ(count("cache hit"), 1U) << logs;
     EXPECT_EQ(snapshot(entry_dir() + "/tree"), snapshot(m_dir.path() / "src"));
 }
 
@@ -546,7 +603,7 @@ TEST_F(StageService, ACompressedShardedPackStagesEveryDataFileAndExtractsTheTree
     ASSERT_TRUE(packed) << packed.error().message;
     ASSERT_GE(packed->manifest.shards.size(), 2U);
     const std::string entry =
-        "/dljob-cache-" + std::to_string(geteuid()) + "/" + packed->manifest.content_hash;
+        "/dljob-cache-" + std::to_string(geteuid()) + "/" + stage_cache_key(packed->manifest);
 
     StageRequest copy = request(false);
     copy.dataset = m_dir / "zds";
@@ -605,7 +662,7 @@ TEST_F(StageService, AShardedPackOfLargeFilesExtractsEveryShardInParallel) {
     EXPECT_NE(damaged.error().message.find(third.file + " is corrupted"), std::string::npos)
         << damaged.error().message;
     EXPECT_TRUE(names_in(m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
-                                  packed->manifest.content_hash))
+                                  stage_cache_key(packed->manifest)))
                     .empty());
 }
 
@@ -626,7 +683,7 @@ TEST_F(StageService, ADamagedByteInACompressedShardIsRefusedAndNothingIsPublishe
     EXPECT_NE(staged.error().message.find(last.file + " is corrupted"), std::string::npos)
         << staged.error().message;
     const std::string entry = m_dir / ("target/dljob-cache-" + std::to_string(geteuid()) + "/" +
-                                       packed->manifest.content_hash);
+                                       stage_cache_key(packed->manifest));
     EXPECT_FALSE(std::filesystem::exists(entry + "/pack.complete"));
     EXPECT_FALSE(std::filesystem::exists(entry + "/pack"));
     EXPECT_FALSE(std::filesystem::exists(entry + "/tree"));

@@ -82,6 +82,60 @@ TEST(DatasetManifest, RejectsForeignOrDamagedDocumentsNamingTheFile) {
     EXPECT_NE(bad_hash.error().message.find("index_hash"), std::string::npos);
 }
 
+// Every number of a manifest is range-checked: nlohmann's get<int>() made 2^70 -2147483648,
+// get<uint64_t>() made -1 2^64-1 and 1.5 1.
+TEST(DatasetManifest, RefusesNumbersOutOfRangeSayingWhatWasExpected) {
+    DatasetManifest base;
+    base.content_hash = "0123456789abcdef0123456789abcdef";
+    base.index_hash = "fedcba9876543210fedcba9876543210";
+    base.archive_bytes = 4096;
+    base.shards = {{"data.tar.zst", 4096, base.content_hash, 8192}};
+    base.version = dataset_layout_format_version;
+    base.compression = "zstd";
+    base.chunks_hash = base.index_hash;
+    const std::string good = to_json(base);
+    ASSERT_TRUE(parse_manifest(good, "m.json"));
+    struct Case {
+        std::string from;
+        std::string to;
+        std::string said;
+    };
+    const std::vector<Case> cases{
+        {"\"version\": 2", "\"version\": 1180591620717411303424",
+         "m.json: \"version\": expected the dataset format version, an integer (1 or 2), got "
+         "1.1805916207174113e+21"},
+        {"\"version\": 2", "\"version\": 4294967298", "got 4294967298"},
+        {"\"version\": 2", "\"version\": -1", "got -1"},
+        {"\"version\": 2", "\"version\": \"2\"", "got \"2\""},
+        {"\"files\": 0", "\"files\": -1",
+         "m.json: \"files\": expected an integer from 0 to 18446744073709551615, got -1"},
+        {"\"files\": 0", "\"files\": 1.5", "got 1.5"},
+        {"\"files\": 0", "\"files\": 1180591620717411303424", "\"files\": expected an integer"},
+        {"\"payload_bytes\": 0,", "", "\"payload_bytes\" is missing"},
+        {"\"compression_level\": 0", "\"compression_level\": 4294967296",
+         "\"compression_level\": expected an integer from -131072 to 22, got 4294967296"},
+        {"\"bytes\": 4096", "\"bytes\": 4097",
+         "\"shards[0].bytes\": expected an integer from 0 "
+         "to 4096"},
+        {"\"tar_bytes\": 8192", "\"tar_bytes\": -8192", "\"shards[0].tar_bytes\""},
+        {"\"chunks_bytes\": 0", "\"chunks_bytes\": true", "\"chunks_bytes\": expected an integer"},
+        {"\"labelled\": false", "\"labelled\": 1", "\"labelled\": expected true or false, got 1"},
+        {"\"compression\": \"zstd\"", "\"compression\": 1", "\"compression\": expected a string"},
+    };
+    for (const Case& c : cases) {
+        std::string text = good;
+        const auto at = text.find(c.from);
+        ASSERT_NE(at, std::string::npos) << c.from << " not in\n" << good;
+        text.replace(at, c.from.size(), c.to);
+        auto parsed = parse_manifest(text, "m.json");
+        ASSERT_FALSE(parsed) << c.to;
+        EXPECT_NE(parsed.error().message.find(c.said), std::string::npos) << parsed.error().message;
+    }
+    std::string format = good;
+    format.replace(format.find("\"dljob-dataset\""), 15, "7");
+    EXPECT_FALSE(parse_manifest(format, "m.json")); // threw out of parse_manifest before
+}
+
 TEST(IndexLine, SurvivesARoundTripWithAndWithoutLabel) {
     const IndexEntry labelled{IndexEntryType::file, 1536, 797, 7, "train/7/1.pgm"};
     auto parsed = parse_index_line(format_index_line(labelled), "i", 2);

@@ -170,6 +170,42 @@ TEST_F(FetchData, AStalledServerTimesOut) {
     EXPECT_FALSE(fs::exists(final_path()));
 }
 
+// A file:// URL was refused by libcurl after the part file was created: an empty
+// .NAME.part stayed. Refused first now, naming what is expected, and nothing is written.
+TEST_F(FetchData, AUrlOfAnotherSchemeIsRefusedBeforeAnythingIsWritten) {
+    const std::vector<std::string> urls{"file://" + (m_dir / "www/blob.bin"),
+                                        "gopher://host/blob.bin", "FILE:///etc/hostname"};
+    for (const std::string& url : urls) {
+        FetchRequest request;
+        request.what = url;
+        request.to = m_dir / "out";
+        auto result = fetch_data(request, m_settings, env_of({}), m_http, m_callbacks);
+        ASSERT_FALSE(result) << url;
+        EXPECT_EQ(result.error().code, ErrorCode::usage);
+        EXPECT_NE(result.error().message.find(url + ": a "), std::string::npos)
+            << result.error().message;
+        EXPECT_NE(result.error().message.find("expected http, https, ftp or ftps"),
+                  std::string::npos)
+            << result.error().message;
+        EXPECT_FALSE(fs::exists(m_dir.path() / "out")) << url;
+    }
+    // The CLI the same way.
+    auto cli = test::run_shell(std::string(DLJOB_BINARY) + " fetch-data file://" +
+                               (m_dir / "www/blob.bin") + " --to " + (m_dir / "cli"));
+    EXPECT_EQ(cli.exit_code, 2) << cli.output;
+    EXPECT_FALSE(fs::exists(m_dir.path() / "cli"));
+}
+
+// A failure before the first byte (here every attempt answers 503) leaves no empty part file;
+// one with bytes in it stays for the rerun to resume (ARerunContinuesThePartFileOfAFailedRun).
+TEST_F(FetchData, AFailureBeforeAnyByteLeavesNoPartFile) {
+    m_settings.attempts = 1;
+    auto result = fetch("/flaky-once/blob.bin", sha256_of(m_blob));
+    ASSERT_FALSE(result);
+    EXPECT_NE(result.error().message.find("HTTP 503"), std::string::npos) << result.error().message;
+    EXPECT_TRUE(test::names_in(m_dir.path() / "out").empty());
+}
+
 TEST_F(FetchData, RetriesAServerErrorWithBackoff) {
     auto result = fetch("/flaky-once/blob.bin", sha256_of(m_blob));
     ASSERT_TRUE(result) << result.error().message;

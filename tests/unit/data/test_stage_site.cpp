@@ -2,6 +2,7 @@
 
 #include <dljob/app/pack.hpp>
 #include <dljob/app/stage.hpp>
+#include <dljob/domain/site_profile.hpp>
 
 #include <gtest/gtest.h>
 
@@ -52,6 +53,69 @@ TEST(StageDataSite, TheSitesNodeLocalTierComesFirst) {
     auto unknown = stage_dataset(request, [](const std::string&) { return std::nullopt; }, {});
     ASSERT_FALSE(unknown);
     EXPECT_EQ(unknown.error().code, ErrorCode::not_found);
+}
+
+GetEnv environment(std::map<std::string, std::string> values) {
+    return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
+        const auto it = values.find(name);
+        return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+}
+
+// --to ramdisk on a site whose profile names no RAM disk used /dev/shm without a word.
+TEST(StageDataSite, RamdiskWithoutTheSitesRamdiskTierWarnsNamingTheSite) {
+    SiteProfile site;
+    site.name = "nodisk";
+    site.storage.push_back({"node-local", "/local", std::nullopt, true, false, {}, {}});
+    for (const auto& env : {std::map<std::string, std::string>{},
+                            std::map<std::string, std::string>{{"RAMDISK", "/ram"}}}) {
+        auto target = resolve_stage_target("ramdisk", environment(env), &site);
+        ASSERT_TRUE(target);
+        EXPECT_EQ(target->directory, env.empty() ? "/dev/shm" : "/ram");
+        EXPECT_NE(target->warning.find("site nodisk has no ramdisk storage tier"),
+                  std::string::npos)
+            << target->warning;
+        EXPECT_NE(target->warning.find("uses " + target->directory), std::string::npos)
+            << target->warning;
+    }
+    // Its tier exists but names a variable this node does not set: the same fallback, said.
+    site.storage.push_back({"ramdisk", "$SITE_RAM", std::nullopt, true, false, {}, {}});
+    auto unset = resolve_stage_target("ramdisk", environment({}), &site);
+    ASSERT_TRUE(unset);
+    EXPECT_EQ(unset->directory, "/dev/shm");
+    EXPECT_NE(unset->warning.find("site nodisk's ramdisk tier ($SITE_RAM)"), std::string::npos)
+        << unset->warning;
+    // The site's own tier, no site at all, or another tier: nothing to say.
+    auto own = resolve_stage_target("ramdisk", environment({{"SITE_RAM", "/r"}}), &site);
+    ASSERT_TRUE(own);
+    EXPECT_EQ(own->directory, "/r");
+    EXPECT_TRUE(own->warning.empty()) << own->warning;
+    auto no_site = resolve_stage_target("ramdisk", environment({}), nullptr);
+    ASSERT_TRUE(no_site);
+    EXPECT_TRUE(no_site->warning.empty()) << no_site->warning;
+    site.storage.clear();
+    auto tmp = resolve_stage_target("tmp", environment({}), &site);
+    ASSERT_TRUE(tmp);
+    EXPECT_TRUE(tmp->warning.empty()) << tmp->warning;
+}
+
+TEST(StageDataSite, StageDataSaysWhenRamdiskIsNotTheSitesTier) {
+    ScratchDir dir;
+    test::write_file(dir.path() / "src/a.txt", "alpha");
+    ASSERT_TRUE(pack_dataset({dir / "src", dir / "a.dlpack", ""}, {}));
+    std::filesystem::create_directories(dir.path() / "ram");
+    StageRequest request;
+    request.dataset = dir / "a.dlpack";
+    request.to = "ramdisk";
+    request.site = "local"; // the shipped profile: no ramdisk tier
+    request.reserve = 0;
+    std::vector<std::string> notices;
+    auto staged = stage_dataset(request, environment({{"RAMDISK", dir / "ram"}}),
+                                [&](const std::string& line) { notices.push_back(line); });
+    ASSERT_TRUE(staged) << staged.error().message;
+    ASSERT_FALSE(notices.empty());
+    EXPECT_NE(notices.front().find("site local has no ramdisk storage tier"), std::string::npos)
+        << notices.front();
 }
 
 } // namespace

@@ -64,6 +64,12 @@ exec "$@"
         write_text(bin / "fake-train", R"(#!/bin/bash
 : >"$DLJOB_RUN_DIR/train.argv"
 for a in "$@"; do printf '%s\0' "$a" >>"$DLJOB_RUN_DIR/train.argv"; done
+# What the data directory holds while training runs (a staged copy may be gone afterwards).
+prev=''
+for a in "$@"; do
+    if [ "$prev" = --data-dir ]; then ls -A -- "$a" >"$DLJOB_RUN_DIR/train.data" 2>&1; fi
+    prev=$a
+done
 env >"$DLJOB_RUN_DIR/train.env"
 if [ "${FAKE_TRAIN_WAIT:-0}" = 1 ]; then
     trap 'echo USR2 >"$DLJOB_RUN_DIR/train.signal"; exit 75' USR2

@@ -59,22 +59,37 @@ TEST_P(ScriptContract, RecordsJobIdentityInRunDirectory) {
 }
 
 TEST_P(ScriptContract, RunsDltrainWithConfigRunDirDataDirAndResume) {
-    auto req = request();
-    const auto result = m_sandbox.run(req, render(req));
-    ASSERT_EQ(result.exit_code, 0) << result.output;
-    const auto argv = read_nul_separated(req.run_dir / "train.argv");
-    ASSERT_GE(argv.size(), 9U);
-    EXPECT_EQ(argv[0], "train");
-    EXPECT_EQ(argv[1], "--config");
-    EXPECT_EQ(argv[2], "/opt/dljob/recipes/networks/lenet.yaml");
-    EXPECT_EQ(argv[3], "--run-dir");
-    EXPECT_EQ(argv[4], req.run_dir.string());
-    EXPECT_EQ(argv[5], "--data-dir");
-    // Staged where the site has node-local storage, else read in place; the data is there.
-    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(argv[6]) / "train-images-idx3-ubyte"))
-        << argv[6];
-    EXPECT_EQ(argv[7], "--resume");
-    EXPECT_EQ(argv[8], "auto");
+    for (const bool keep : {false, true}) {
+        auto req = request();
+        req.recipe.data.keep_staged = keep;
+        const auto result = m_sandbox.run(req, render(req));
+        ASSERT_EQ(result.exit_code, 0) << result.output;
+        const auto argv = read_nul_separated(req.run_dir / "train.argv");
+        ASSERT_GE(argv.size(), 9U);
+        EXPECT_EQ(argv[0], "train");
+        EXPECT_EQ(argv[1], "--config");
+        EXPECT_EQ(argv[2], "/opt/dljob/recipes/networks/lenet.yaml");
+        EXPECT_EQ(argv[3], "--run-dir");
+        EXPECT_EQ(argv[4], req.run_dir.string());
+        EXPECT_EQ(argv[5], "--data-dir");
+        // Staged where the site has node-local storage, else read in place; the data is there
+        // while training runs.
+        EXPECT_NE(read_text(req.run_dir / "train.data").find("train-images-idx3-ubyte"),
+                  std::string::npos)
+            << argv[6];
+        EXPECT_EQ(argv[7], "--resume");
+        EXPECT_EQ(argv[8], "auto");
+        // A tree (not a pack) copied to the job's own dljob-<token> directory goes at the end
+        // like a staged pack, unless kept: it stayed, and on a RAM disk it was node memory.
+        const std::filesystem::path data_dir = argv[6];
+        if (data_dir.filename().string().rfind("dljob-", 0) == 0) {
+            EXPECT_EQ(std::filesystem::exists(data_dir), keep) << data_dir;
+            std::error_code ec;
+            std::filesystem::remove_all(data_dir, ec);
+        } else {
+            EXPECT_TRUE(std::filesystem::exists(data_dir / "train-images-idx3-ubyte")) << data_dir;
+        }
+    }
 }
 
 TEST_P(ScriptContract, FineTuneWeightsReachDltrainExpandedByTheJob) {
