@@ -3,6 +3,7 @@
 // dltrain would otherwise pick the GPU; its runs are in test_gpu_dltrain.cpp).
 
 #include "engine_test_support.hpp"
+#include "io/checksum.hpp"
 #include "support/run_process.hpp"
 
 #include <dl/checkpoint.hpp>
@@ -10,8 +11,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -90,8 +93,11 @@ TEST_F(Dltrain, StdoutShowsEachMetricsLineAsText) {
     }
     const auto lines = metrics(run);
     ASSERT_EQ(printed.size(), lines.size()) << result.output;
-    EXPECT_EQ(printed.front(),
-              "dltrain: training from iteration 0 to 100 on cpu (2 threads), batch 8");
+    // The build (type and flags) follows, so a slow run can be traced to its build.
+    EXPECT_EQ(printed.front(), "dltrain: training from iteration 0 to 100 on cpu (2 threads), "
+                               "batch 8, " +
+                                   lines.front()["build"].get<std::string>() + " build");
+    EXPECT_FALSE(lines.front()["build"].get<std::string>().empty());
     for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
         const auto& line = lines[i];
         const std::string iter = fmt::format("iter {}/100  ", line["iter"].get<int>());
@@ -367,6 +373,263 @@ TEST_F(Dltrain, GzipAndRawDataGiveTheSameTraining) {
               0);
     EXPECT_EQ(dl_test::read_file(m_dir.path() / "raw_run" / "checkpoints" / "iter_00000030.ckpt"),
               dl_test::read_file(m_dir.path() / "gz_run" / "checkpoints" / "iter_00000030.ckpt"));
+}
+
+/// `text` with the first `from` replaced by `to` (which must be there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) {
+        text.replace(at, from.size(), to);
+    }
+    return text;
+}
+
+/// A shell script as one argument of `sh -c`.
+std::string sh(const std::string& script) {
+    std::string quoted;
+    for (const char c : script) {
+        quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    }
+    return "sh -c '" + quoted + "'";
+}
+
+// A test pass of test_iter batches ran to its end before the stop flag was looked at: with
+// test_iter 3000 exit 75 came 11.9 s after SIGTERM, longer than Torque's 2 s. Here the pass at
+// iteration 20 would take minutes; the run must leave within seconds, with the checkpoint of
+// iteration 20, and the resumed run must end exactly where an unbroken one does.
+TEST_F(Dltrain, SigtermDuringALongTestPassExits75AtTheLastIteration) {
+    const auto config = workspace(40);
+    std::string text = dl_test::read_file(config);
+    text = replaced(text, "test_interval: 50", "test_interval: 20\n  test_initialization: false");
+    std::ofstream(m_dir.path() / "short_test.yaml") << text;
+    std::ofstream(m_dir.path() / "long_test.yaml")
+        << replaced(text, "test_iter: 3", "test_iter: 100000000");
+    const fs::path run = m_dir.path() / "run";
+    const std::string metrics_file = (run / "metrics.jsonl").string();
+    // Wait for iteration 10's train line, give the run a second to reach the test pass at 20,
+    // send SIGTERM and time the exit; a run still there after 60 s is killed.
+    const auto result = run_shell(
+        sh(train_command(m_dir.path() / "long_test.yaml", run) + " & pid=$!; " +
+           "for i in $(seq 1 600); do grep -q '\"iter\":10,.*\"type\":\"train\"' " + metrics_file +
+           " 2>/dev/null && break; sleep 0.05; done; sleep 1; start=$(date +%s%N); "
+           "kill -TERM $pid; for i in $(seq 1 600); do kill -0 $pid 2>/dev/null || break; "
+           "sleep 0.1; done; kill -0 $pid 2>/dev/null && { echo still-running; kill -KILL $pid; }; "
+           "wait $pid; echo exit=$?; echo ms=$(( ($(date +%s%N) - start) / 1000000 ))"));
+    ASSERT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
+    const auto ms_at = result.output.find("ms=");
+    ASSERT_NE(ms_at, std::string::npos) << result.output;
+    // Documented bound: under 1 s on LeNet; 10 s leaves room for a loaded machine.
+    EXPECT_LT(std::stoi(result.output.substr(ms_at + 3)), 10000) << result.output;
+    const auto found = dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {});
+    ASSERT_TRUE(found);
+    EXPECT_EQ(found->filename(), "iter_00000020.ckpt");
+    const auto lines = metrics(run);
+    EXPECT_EQ(lines.back()["status"], "checkpointed");
+    EXPECT_EQ(lines.back()["iter"], 20);
+    for (const auto& line : lines) {
+        EXPECT_NE(line["type"], "test") << "an abandoned test pass was scored: " << line;
+    }
+
+    // Resumed (with a short test pass), it ends where an unbroken run ends, byte for byte: the
+    // checkpoint kept the test cursor from before the abandoned pass.
+    const auto resumed =
+        run_shell(train_command(m_dir.path() / "short_test.yaml", run, "--resume auto"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    const fs::path straight = m_dir.path() / "straight";
+    ASSERT_EQ(run_shell(train_command(m_dir.path() / "short_test.yaml", straight)).exit_code, 0);
+    const std::string a = dl_test::read_file(straight / "checkpoints" / "iter_00000040.ckpt");
+    ASSERT_FALSE(a.empty());
+    EXPECT_TRUE(a == dl_test::read_file(run / "checkpoints" / "iter_00000040.ckpt"))
+        << "the resumed run's iteration-40 checkpoint differs from the unbroken run's";
+    EXPECT_EQ(metrics(straight).back()["test_accuracy"], metrics(run).back()["test_accuracy"]);
+}
+
+// A signal before the first step (while the data loads): exit 75 at once, not the signal's
+// default action and not a run that goes on. The signal is sent while SIGTERM is blocked (as a
+// job script's mask may leave it), so it is pending when dltrain starts, whatever the timing:
+// dltrain takes its stop signals back (unblocks them) when it installs its handler.
+TEST_F(Dltrain, SigtermBeforeTheFirstStepExits75) {
+    const auto config = workspace(100000);
+    const fs::path run = m_dir.path() / "run";
+    const std::string python =
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); "
+        "os.kill(os.getpid(), signal.SIGTERM); os.execv(sys.argv[1], sys.argv[1:])";
+    const auto result = run_shell(sh("timeout -s KILL 60 /usr/bin/python3 -c \"" + python + "\" " +
+                                     train_command(config, run)));
+    EXPECT_EQ(result.exit_code, 75) << result.output;
+    EXPECT_NE(result.output.find("stopped by a signal while reading data file"), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("before the first step"), std::string::npos) << result.output;
+    EXPECT_EQ(result.output.find("error"), std::string::npos) << result.output;
+}
+
+// Opening a FIFO for reading waits for a writer; /dev/zero never ends. Each is refused at once
+// (exit 3 naming it), wherever a file is read: --config, a data file, a checkpoint that
+// --resume auto looks at. Old code waited (killed here after 20 s: exit 137).
+TEST_F(Dltrain, NonRegularFilesAreRefusedNotWaitedOn) {
+    const auto config = workspace(50);
+    const std::string guard = "ulimit -v 2000000; timeout -s KILL 20 ";
+    const fs::path fifo = m_dir.path() / "fifo.yaml";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    for (const fs::path& file : {fifo, fs::path("/dev/zero")}) {
+        for (const std::string& command : {std::string(" check --config ") + file.string(),
+                                           " train --device cpu --config " + file.string() +
+                                               " --run-dir " + (m_dir.path() / "r0").string()}) {
+            const auto result = run_shell(sh(guard + DLTRAIN_BINARY + command));
+            EXPECT_EQ(result.exit_code, 3) << command << file << ": " << result.output;
+            EXPECT_NE(result.output.find(file.string() + " is a"), std::string::npos)
+                << result.output;
+            EXPECT_NE(result.output.find("not a regular file"), std::string::npos) << result.output;
+        }
+    }
+
+    // The newest checkpoint a FIFO (with a marker): --resume auto skips it with a warning.
+    const fs::path run = m_dir.path() / "run";
+    ASSERT_EQ(run_shell(train_command(config, run)).exit_code, 0);
+    const fs::path checkpoints = run / "checkpoints";
+    ASSERT_EQ(::mkfifo((checkpoints / "iter_00000060.ckpt").c_str(), 0600), 0);
+    fs::copy_file(checkpoints / "iter_00000050.done", checkpoints / "iter_00000060.done");
+    const auto resumed =
+        run_shell(sh(guard + train_command(config, run, "--resume auto --max-iter 55")));
+    EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("iter_00000060.ckpt: checkpoint"), std::string::npos)
+        << resumed.output;
+    EXPECT_NE(resumed.output.find("resuming from " + (checkpoints / "iter_00000050.ckpt").string()),
+              std::string::npos)
+        << resumed.output;
+
+    // A data file that is a FIFO.
+    fs::remove(m_dir.path() / "test-images-idx3-ubyte");
+    ASSERT_EQ(::mkfifo((m_dir.path() / "test-images-idx3-ubyte").c_str(), 0600), 0);
+    for (const std::string& command :
+         {std::string(DLTRAIN_BINARY) + " check --config " + config.string(),
+          train_command(config, m_dir.path() / "r1")}) {
+        const auto data = run_shell(sh(guard + command));
+        EXPECT_EQ(data.exit_code, 3) << data.output;
+        EXPECT_NE(data.output.find("test-images-idx3-ubyte is a FIFO, not a regular file"),
+                  std::string::npos)
+            << data.output;
+    }
+}
+
+// A checkpoint whose checksum is right but whose lengths lie (a name length of 0xfffffff0
+// allocated 4 GB, then bad_alloc, exit 1): exit 3 saying what is wrong for --resume PATH, and
+// --resume auto goes back to the previous good one.
+TEST_F(Dltrain, ACraftedCheckpointIsExit3AndResumeAutoFallsBack) {
+    const auto config = workspace(100);
+    const fs::path run = m_dir.path() / "run";
+    ASSERT_EQ(run_shell(train_command(config, run)).exit_code, 0);
+    const fs::path newest = run / "checkpoints" / "iter_00000100.ckpt";
+    std::string bytes = dl_test::read_file(newest);
+    bytes.resize(bytes.size() - sizeof(std::uint64_t));
+    std::uint32_t rng_length = 0;
+    std::memcpy(&rng_length, bytes.data() + 32, 4);
+    const std::uint32_t huge = 0xfffffff0U;
+    std::memcpy(bytes.data() + 36 + rng_length + 4, &huge, 4); // the first parameter's name
+    const std::uint64_t sum = dl::io::checksum(bytes.data(), bytes.size());
+    bytes.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+    std::ofstream(newest, std::ios::binary | std::ios::trunc) << bytes;
+    std::ofstream(run / "checkpoints" / "iter_00000100.done", std::ios::trunc)
+        << fmt::format("size={} xxh64={:016x}\n", bytes.size(), sum);
+
+    const std::string guard = "ulimit -v 2000000; ";
+    const auto direct = run_shell(
+        sh(guard + train_command(config, m_dir.path() / "r2", "--resume " + newest.string())));
+    EXPECT_EQ(direct.exit_code, 3) << direct.output;
+    EXPECT_NE(direct.output.find("has a name of 4294967280 bytes"), std::string::npos)
+        << direct.output;
+    const auto weights = run_shell(
+        sh(guard + train_command(config, m_dir.path() / "r3", "--weights " + newest.string())));
+    EXPECT_EQ(weights.exit_code, 3) << weights.output;
+    const auto test = run_shell(sh(guard + DLTRAIN_BINARY + " test --device cpu --config " +
+                                   config.string() + " --weights " + newest.string()));
+    EXPECT_EQ(test.exit_code, 3) << test.output;
+
+    const auto automatic =
+        run_shell(sh(guard + train_command(config, run, "--resume auto --max-iter 110")));
+    EXPECT_EQ(automatic.exit_code, 0) << automatic.output;
+    EXPECT_NE(automatic.output.find("skipping checkpoint " + newest.string()), std::string::npos)
+        << automatic.output;
+    EXPECT_NE(automatic.output.find("iter_00000050.ckpt (iteration 50)"), std::string::npos)
+        << automatic.output;
+}
+
+// num_output 2*10^9, pad 10^6, a 10^10-element blob: "std::bad_alloc" with no layer named, and
+// `check` allocated GBs to find out. Now the bytes are worked out from the shapes first and the
+// layer that passes the limit is named. Run under a 2 GB address-space limit, so that code
+// which allocates fails here at once instead of taking the machine's memory.
+TEST_F(Dltrain, ANetTooLargeForMemoryIsRefusedNamingTheLayer) {
+    const auto config = workspace(10);
+    const std::string text = dl_test::read_file(config);
+    const std::string guard = "ulimit -v 2000000; ";
+    const std::string check = guard + DLTRAIN_BINARY + " check --config ";
+    struct Case {
+        std::string name;
+        std::string text;
+        std::string env;
+        std::string expected;
+    };
+    const std::vector<Case> cases = {
+        {"outputs", replaced(text, "num_output: 16", "num_output: 2000000000"), "",
+         "tiny.yaml:10: layer 'ip1' (InnerProduct): needs"},
+        {"pad", replaced(text, "pad: 1", "pad: 1000000"), "",
+         "tiny.yaml:7: layer 'conv1' (Convolution): needs"},
+        {"pad_beyond_int", replaced(text, "pad: 1", "pad: 2000000000"), "",
+         "layer 'conv1' (Convolution): pad 2000000000 makes the 8-pixel input 4000000008 pixels"},
+        // 10^10 values in one blob (the data beside the config holds 8x8 images: train says
+        // so instead, so only check has this one).
+        {"blob", replaced(text, "batch_size: 8,", "batch_size: 8, shape: [1, 100000, 100000],"), "",
+         "tiny.yaml:3: layer 'data' (Data): needs"},
+        {"batch", replaced(text, "batch_size: 8,", "batch_size: 1000000,"),
+         "DLTRAIN_MAX_MEMORY=1G ", "DLTRAIN_MAX_MEMORY 1G"},
+    };
+    for (const Case& c : cases) {
+        const fs::path file = m_dir.path() / "tiny.yaml";
+        std::ofstream(file, std::ios::trunc) << c.text;
+        const auto checked =
+            run_shell(sh(guard + c.env + DLTRAIN_BINARY + " check --config " + file.string()));
+        EXPECT_EQ(checked.exit_code, 3) << c.name << ": " << checked.output;
+        EXPECT_NE(checked.output.find(c.expected), std::string::npos)
+            << c.name << ": " << checked.output;
+        if (c.name != "pad_beyond_int") {
+            EXPECT_NE(checked.output.find(" bytes"), std::string::npos) << checked.output;
+        }
+        if (c.name == "blob") {
+            continue;
+        }
+        // train refuses it the same way, before the run directory exists.
+        const fs::path run = m_dir.path() / ("run_" + c.name);
+        const auto trained = run_shell(sh(guard + c.env + train_command(file, run)));
+        EXPECT_EQ(trained.exit_code, 3) << c.name << ": " << trained.output;
+        EXPECT_NE(trained.output.find(c.expected), std::string::npos) << trained.output;
+        EXPECT_FALSE(fs::exists(run)) << c.name;
+    }
+
+    // The limit is the caller's to set: the tiny net passes 1 GiB, not 1 KiB.
+    std::ofstream(m_dir.path() / "tiny.yaml", std::ios::trunc) << text;
+    const auto small = run_shell(check + config.string() + " --max-memory 1K");
+    EXPECT_EQ(small.exit_code, 3) << small.output;
+    EXPECT_NE(small.output.find("layer 'data' (Data): needs"), std::string::npos) << small.output;
+    EXPECT_NE(small.output.find("more than the limit of 1.0 KiB (1024 bytes, --max-memory 1K)"),
+              std::string::npos)
+        << small.output;
+    EXPECT_EQ(run_shell(check + config.string() + " --max-memory 1G").exit_code, 0);
+    EXPECT_EQ(run_shell(check + config.string() + " --max-memory 1Q").exit_code, 2);
+}
+
+// Two equal keys: yaml-cpp's first won (`base_lr: 0.01` then `base_lr: 10` trained at 0.01).
+TEST_F(Dltrain, ADuplicateKeyIsRefusedByCheckAndTrain) {
+    const auto config = workspace(10);
+    std::ofstream(config, std::ios::app) << "  base_lr: 10\n";
+    const auto checked =
+        run_shell(std::string(DLTRAIN_BINARY) + " check --config " + config.string());
+    EXPECT_EQ(checked.exit_code, 3) << checked.output;
+    EXPECT_NE(checked.output.find("tiny.yaml:33:3: duplicate key 'base_lr' (first given at line "
+                                  "20, column 3)"),
+              std::string::npos)
+        << checked.output;
+    EXPECT_EQ(run_shell(train_command(config, m_dir.path() / "run")).exit_code, 3);
 }
 
 } // namespace
