@@ -404,11 +404,14 @@ TEST_F(Checkpoints, AFifoIsRefusedNotWaitedOn) {
         for (int i = 0; i < 100 && !done; ++i) {
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
-        for (const fs::path& fifo : {newest, fifo_marker}) {
-            const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-            if (fd >= 0) {
-                ::close(fd);
+        while (!done) {
+            for (const fs::path& fifo : {newest, fifo_marker}) {
+                const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+                if (fd >= 0) {
+                    ::close(fd);
+                }
             }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
     });
     const auto start = std::chrono::steady_clock::now();
