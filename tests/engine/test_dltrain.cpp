@@ -476,7 +476,10 @@ TEST_F(Dltrain, NonRegularFilesAreRefusedNotWaitedOn) {
         for (const std::string& command : {std::string(" check --config ") + file.string(),
                                            " train --device cpu --config " + file.string() +
                                                " --run-dir " + (m_dir.path() / "r0").string()}) {
-            const auto result = run_shell(sh(guard + DLTRAIN_BINARY + command));
+            std::string line = guard;
+            line += DLTRAIN_BINARY;
+            line += command;
+            const auto result = run_shell(sh(line));
             EXPECT_EQ(result.exit_code, 3) << command << file << ": " << result.output;
             EXPECT_NE(result.output.find(file.string() + " is a"), std::string::npos)
                 << result.output;
