@@ -1,5 +1,6 @@
 // Bad configs: every error names the file, the line and the key, and lists the valid choices.
 
+#include "core/memory_plan.hpp"
 #include "engine_test_support.hpp"
 
 #include <dl/backend.hpp>
@@ -297,6 +298,31 @@ TEST(ConfigErrors, ConfigSizeIsBounded) {
 TEST(ConfigErrors, ASecondDocumentIsRefused) {
     const std::string message = config_error(dl_test::tiny_net_yaml(10) + "---\nname: other\n");
     EXPECT_NE(message.find("more than one YAML document"), std::string::npos) << message;
+}
+
+// Slurm's --mem is a cgroup limit: on a node of 256 GB a job of 8G is killed past 8G, so the
+// default memory limit is the smaller of the two. cgroup v2 and v1 layouts, "max" for none.
+TEST(MemoryLimit, TheCgroupsLimitIsReadForV2AndV1) {
+    const dl_test::TempDir dir;
+    const auto write = [&](const std::filesystem::path& file, const std::string& text) {
+        std::filesystem::create_directories(file.parent_path());
+        std::ofstream(file) << text;
+    };
+    write(dir.path() / "v2" / "proc", "0::/slurm/uid_1/job_7\n");
+    write(dir.path() / "v2" / "root/slurm/uid_1/job_7/memory.max", "8589934592\n");
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "v2" / "proc", dir.path() / "v2" / "root"),
+              std::optional<std::uint64_t>(8589934592U));
+    write(dir.path() / "v1" / "proc",
+          "9:name=systemd:/\n4:memory:/slurm/job_7\n2:cpu,cpuacct:/\n0::/\n");
+    write(dir.path() / "v1" / "root/memory/slurm/job_7/memory.limit_in_bytes", "1073741824\n");
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "v1" / "proc", dir.path() / "v1" / "root"),
+              std::optional<std::uint64_t>(1073741824U));
+    write(dir.path() / "none" / "proc", "0::/user.slice\n4:memory:/\n");
+    write(dir.path() / "none" / "root/user.slice/memory.max", "max\n");
+    write(dir.path() / "none" / "root/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "none" / "proc", dir.path() / "none" / "root"),
+              std::nullopt);
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "missing", dir.path()), std::nullopt);
 }
 
 TEST(ConfigErrors, MissingDataFileNamesItsPath) {

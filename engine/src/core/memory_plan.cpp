@@ -16,6 +16,7 @@
 #include <charconv>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -55,6 +56,21 @@ std::uint64_t physical_memory() {
     return pages > 0 && page_size > 0
                ? mul(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page_size))
                : k_saturated;
+}
+
+/// A cgroup file's number; "max" and v1's "no limit" (a page-rounded 2^63) are none.
+std::optional<std::uint64_t> read_limit(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    std::string text;
+    if (!(in >> text)) {
+        return std::nullopt;
+    }
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size() || value >= (k_saturated >> 2)) {
+        return std::nullopt;
+    }
+    return value;
 }
 
 std::optional<std::uint64_t> parse_size(const std::string& spec) {
@@ -297,6 +313,35 @@ private:
 
 } // namespace
 
+std::optional<std::uint64_t> cgroup_memory_limit(const std::filesystem::path& proc_cgroup,
+                                                 const std::filesystem::path& cgroup_root) {
+    std::optional<std::uint64_t> limit;
+    const auto take = [&](const std::filesystem::path& file) {
+        if (const auto value = read_limit(file); value && (!limit || *value < *limit)) {
+            limit = value;
+        }
+    };
+    std::ifstream in(proc_cgroup);
+    // Lines "<id>:<controllers>:<path>": v2 is "0::<path>", v1 lists "memory" among the
+    // controllers.
+    for (std::string line; std::getline(in, line);) {
+        const auto first = line.find(':');
+        const auto second = first == std::string::npos ? first : line.find(':', first + 1);
+        if (second == std::string::npos) {
+            continue;
+        }
+        const std::string controllers = line.substr(first + 1, second - first - 1);
+        const std::filesystem::path path =
+            std::filesystem::path(line.substr(second + 1)).relative_path();
+        if (controllers.empty()) {
+            take(cgroup_root / path / "memory.max");
+        } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+            take(cgroup_root / "memory" / path / "memory.limit_in_bytes");
+        }
+    }
+    return limit;
+}
+
 std::string bytes_text(std::uint64_t bytes) {
     if (bytes == k_saturated) {
         return "more than 16 EiB";
@@ -322,10 +367,16 @@ MemoryLimit memory_limit(const std::string& spec) {
         }
     }
     if (text.empty()) {
-        // All of this machine's memory: a net that needs more cannot run here, whatever else
-        // runs beside it. A job's node may have more than the login node that checks it:
-        // --max-memory (or DLTRAIN_MAX_MEMORY in the job's environment) says so.
-        return MemoryLimit{physical_memory(), "this machine's physical memory"};
+        // All of this machine's memory, or the cgroup's (Slurm's --mem) when that is less: a net
+        // that needs more cannot run here, whatever else runs beside it. A login node that checks
+        // a job's net may have less than the job's node: --max-memory (which dljob sets from the
+        // recipe's resources.memory) or DLTRAIN_MAX_MEMORY say what the job will have.
+        const std::uint64_t physical = physical_memory();
+        const auto cgroup = cgroup_memory_limit("/proc/self/cgroup", "/sys/fs/cgroup");
+        if (cgroup && *cgroup < physical) {
+            return MemoryLimit{*cgroup, "this process's cgroup memory limit (the job's memory)"};
+        }
+        return MemoryLimit{physical, "this machine's physical memory"};
     }
     if (text == "none") {
         return MemoryLimit{std::nullopt, source + " none"};

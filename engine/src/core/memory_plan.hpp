@@ -6,6 +6,7 @@
 #include <dl/config.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -18,7 +19,8 @@ struct MemoryLimit {
 };
 
 /// `spec` from --max-memory: bytes, with an optional K, M, G or T (powers of 1024), or "none";
-/// empty: DLTRAIN_MAX_MEMORY when set, else this machine's physical memory. Throws
+/// empty: DLTRAIN_MAX_MEMORY when set, else this machine's physical memory or this process's
+/// cgroup limit, whichever is smaller. Throws
 /// dl::Error(usage) for a spec that is neither.
 MemoryLimit memory_limit(const std::string& spec);
 
@@ -28,6 +30,12 @@ MemoryLimit memory_limit(const std::string& spec);
 /// (the nets' shapes are ints) or the running total passes the limit. Layers whose shapes do not
 /// fit are left to the net's own checks, which name the problem better. Returns the total.
 std::uint64_t check_memory(const NetConfig& config, bool with_test, const MemoryLimit& limit);
+
+/// The memory limit of this process's cgroup (v2 `memory.max`, v1 `memory.limit_in_bytes`),
+/// read from `proc_cgroup` (/proc/self/cgroup) under `cgroup_root` (/sys/fs/cgroup); nothing when
+/// there is none. Slurm's --mem and Torque's mem= are enforced this way on most clusters.
+std::optional<std::uint64_t> cgroup_memory_limit(const std::filesystem::path& proc_cgroup,
+                                                 const std::filesystem::path& cgroup_root);
 
 /// "1.5 GiB" and the like, for messages.
 std::string bytes_text(std::uint64_t bytes);
