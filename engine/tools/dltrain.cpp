@@ -55,9 +55,9 @@ int main(int argc, char** argv) {
     // The build type and flags travel with every figure: a slow run can be traced to its build.
     const std::string build =
         fmt::format("{} {}", dljob::build_info::build_type, dljob::build_info::cxx_flags);
-    app.set_version_flag("--version", fmt::format("dltrain {} (git {}, {})",
-                                                  dljob::build_info::version,
-                                                  dljob::build_info::git_revision, build));
+    app.set_version_flag("--version",
+                         fmt::format("dltrain {} (git {}, {})", dljob::build_info::version,
+                                     dljob::build_info::git_revision, build));
     app.require_subcommand(1);
     int exit_code = 0;
 
@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
     const char* device_help =
         "cpu, cuda or cuda:N (default: the first visible GPU when built with CUDA, else cpu)";
     train_cmd->add_option("--device", train.device, device_help);
+    const char* memory_help =
+        "refuse a net whose tensors need more than SIZE bytes (64G, 512M; 'none'); default: "
+        "DLTRAIN_MAX_MEMORY, else this machine's physical memory";
+    train_cmd->add_option("--max-memory", train.max_memory, memory_help);
     train_cmd->callback([&] {
         if (!data_dir.empty()) {
             train.data_dir = data_dir;
@@ -108,6 +112,7 @@ int main(int argc, char** argv) {
     test_cmd->add_option("--threads", test.threads,
                          "threads (default: the CPUs this process may use)");
     test_cmd->add_option("--device", test.device, device_help);
+    test_cmd->add_option("--max-memory", test.max_memory, memory_help);
     test_cmd->callback([&] {
         if (!test_data_dir.empty()) {
             test.data_dir = test_data_dir;
@@ -122,6 +127,7 @@ int main(int argc, char** argv) {
     time_cmd->add_option("--threads", time.threads,
                          "threads (default: the CPUs this process may use)");
     time_cmd->add_option("--device", time.device, device_help);
+    time_cmd->add_option("--max-memory", time.max_memory, memory_help);
     time_cmd->callback([&] { exit_code = dl::time_net(time); });
 
     std::string check_config_file;
@@ -130,12 +136,14 @@ int main(int argc, char** argv) {
         "check", "Check a config without training: it parses and every shape fits (exit 3 if not)");
     check_cmd->add_option("--config", check_config_file, "network and solver YAML")->required();
     check_cmd->add_option("--data-dir", check_data_dir, "where relative data sources resolve");
+    std::string check_max_memory;
+    check_cmd->add_option("--max-memory", check_max_memory, memory_help);
     check_cmd->callback([&] {
         std::optional<std::filesystem::path> dir;
         if (!check_data_dir.empty()) {
             dir = check_data_dir;
         }
-        const auto unchecked = dl::check_config(check_config_file, dir);
+        const auto unchecked = dl::check_config(check_config_file, dir, check_max_memory);
         for (const auto& note : unchecked) {
             std::cout << "dltrain: not checked: " << note << '\n';
         }
@@ -151,7 +159,9 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : dl::exit_code::usage;
     } catch (const dl::Error& e) {
-        std::cerr << "dltrain: error: " << e.what() << '\n';
+        // A stop before the first step is what was asked for, not an error.
+        std::cerr << (e.kind() == dl::ErrorKind::stopped ? "dltrain: " : "dltrain: error: ")
+                  << e.what() << '\n';
         return dl::exit_code_for(e.kind());
     } catch (const std::exception& e) {
         std::cerr << "dltrain: error: " << e.what() << '\n';

@@ -2,6 +2,7 @@
 // previous complete one is used; only the newest N are kept.
 
 #include "engine_test_support.hpp"
+#include "io/checksum.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/checkpoint.hpp>
@@ -10,10 +11,21 @@
 #include <dl/net.hpp>
 #include <dl/solver.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
 
 namespace dl {
 namespace {
@@ -38,6 +50,9 @@ protected:
         TrainingState state;
         state.iteration = iteration;
         state.train_cursor = static_cast<std::uint64_t>(iteration) * 8;
+        std::ostringstream rng;
+        rng << m_net.rng();
+        state.rng_state = rng.str(); // as dltrain writes it: a checkpoint without one is refused
         // Make the weights depend on the iteration, so the loaded one can be told apart.
         m_net.params()[0].tensor->data()[0] = static_cast<float>(iteration);
         m_solver.history()[0].data()[0] = static_cast<float>(iteration) / 2;
@@ -199,6 +214,223 @@ TEST_F(Checkpoints, WeightsSharingNoParameterNameAreRefused) {
                   std::string::npos)
             << e.what();
     }
+}
+
+// ---- crafted checkpoints: a valid checksum over lengths that lie -----------------------------
+
+/// Byte offsets of a checkpoint's fields, found by walking it as docs/engine.md lays it out.
+struct Offsets {
+    std::size_t iteration = 12;
+    std::size_t rng_length = 32;
+    std::size_t rng_text = 36;
+    std::size_t param_count = 0;
+    std::size_t first_name_length = 0;
+    std::size_t first_rank = 0;
+    std::size_t first_dim = 0;
+    std::size_t history_count = 0;
+    std::size_t first_history_size = 0;
+};
+
+template <typename T> T get_at(const std::string& bytes, std::size_t at) {
+    T value{};
+    std::memcpy(&value, bytes.data() + at, sizeof(T));
+    return value;
+}
+template <typename T> void put_at(std::string& bytes, std::size_t at, T value) {
+    std::memcpy(bytes.data() + at, &value, sizeof(T));
+}
+
+Offsets offsets_of(const std::string& bytes) {
+    Offsets at;
+    at.param_count = at.rng_text + get_at<std::uint32_t>(bytes, at.rng_length);
+    std::size_t pos = at.param_count + 4;
+    const auto params = get_at<std::uint32_t>(bytes, at.param_count);
+    for (std::uint32_t i = 0; i < params; ++i) {
+        if (i == 0) {
+            at.first_name_length = pos;
+        }
+        pos += 4 + get_at<std::uint32_t>(bytes, pos);
+        if (i == 0) {
+            at.first_rank = pos;
+            at.first_dim = pos + 4;
+        }
+        const auto rank = get_at<std::uint32_t>(bytes, pos);
+        pos += 4;
+        std::size_t count = 1;
+        for (std::uint32_t d = 0; d < rank; ++d) {
+            count *= static_cast<std::size_t>(get_at<std::int32_t>(bytes, pos));
+            pos += 4;
+        }
+        pos += count * sizeof(float);
+    }
+    at.history_count = pos;
+    at.first_history_size = pos + 4;
+    return at;
+}
+
+/// Rewrites the checkpoint with `bytes` (checksum excluded) and a fresh checksum and marker: the
+/// file is then exactly what a writer with those lengths would have left.
+void rewrite(const fs::path& file, std::string body) {
+    const std::uint64_t sum = io::checksum(body.data(), body.size());
+    body.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << body;
+    std::ofstream(fs::path(file).replace_extension(".done"), std::ios::trunc)
+        << fmt::format("size={} xxh64={:016x}\n", body.size(), sum);
+}
+
+TEST_F(Checkpoints, CraftedLengthsAreRefusedBeforeAnythingIsAllocated) {
+    save(10);
+    const fs::path newest = save(20);
+    const std::string original = dl_test::read_file(newest);
+    const std::string body = original.substr(0, original.size() - sizeof(std::uint64_t));
+    const Offsets at = offsets_of(body);
+    ASSERT_EQ(get_at<std::uint32_t>(body, at.param_count), 6U);
+    ASSERT_EQ(get_at<std::uint32_t>(body, at.first_rank), 4U); // conv1.0: 4x1x3x3
+
+    struct Craft {
+        const char* what;
+        std::function<void(std::string&)> change;
+        const char* expected; // in the problem text
+    };
+    const std::vector<Craft> crafts = {
+        {"name length 0xfffffff0",
+         [&](std::string& b) { put_at<std::uint32_t>(b, at.first_name_length, 0xfffffff0U); },
+         "has a name of 4294967280 bytes"},
+        {"parameter count 0xffffffff",
+         [&](std::string& b) { put_at<std::uint32_t>(b, at.param_count, 0xffffffffU); },
+         "4294967295 parameters do not fit"},
+        {"negative iteration", [&](std::string& b) { put_at<std::int32_t>(b, at.iteration, -5); },
+         "iteration -5 is negative"},
+        {"trailing bytes", [&](std::string& b) { b.append(16, '\0'); },
+         "16 bytes follow the solver history"},
+        {"rank 0x7fffffff",
+         [&](std::string& b) { put_at<std::uint32_t>(b, at.first_rank, 0x7fffffffU); },
+         "has rank 2147483647"},
+        {"negative dimension", [&](std::string& b) { put_at<std::int32_t>(b, at.first_dim, -1); },
+         "has dimension -1"},
+        {"dimension 0x7fffffff",
+         [&](std::string& b) { put_at<std::int32_t>(b, at.first_dim, 0x7fffffff); },
+         "a parameter's values needs"},
+        {"history count 0xffffffff",
+         [&](std::string& b) { put_at<std::uint32_t>(b, at.history_count, 0xffffffffU); },
+         "solver history tensors do not fit"},
+        {"history size 2^61",
+         [&](std::string& b) {
+             put_at<std::uint64_t>(b, at.first_history_size, std::uint64_t{1} << 61);
+         },
+         "a solver history's values needs"},
+        {"history size 2^63 (bytes overflow)",
+         [&](std::string& b) {
+             put_at<std::uint64_t>(b, at.first_history_size, std::uint64_t{1} << 63);
+         },
+         "solver history 0 has 9223372036854775808 values"},
+        {"RNG state length 0xffffffff",
+         [&](std::string& b) { put_at<std::uint32_t>(b, at.rng_length, 0xffffffffU); },
+         "the RNG state needs 4294967295 bytes"},
+        {"RNG state text", [&](std::string& b) { b[at.rng_text] = 'x'; },
+         "not a std::mt19937 state"},
+        {"version", [&](std::string& b) { put_at<std::uint32_t>(b, 8, 7U); }, "unknown version 7"},
+    };
+    for (const Craft& craft : crafts) {
+        std::string crafted = body;
+        craft.change(crafted);
+        rewrite(newest, crafted);
+        const auto problem = checkpoint_problem(newest);
+        ASSERT_TRUE(problem) << craft.what << ": accepted";
+        EXPECT_NE(problem->find(craft.expected), std::string::npos)
+            << craft.what << ": " << *problem;
+        // --resume auto falls back to the previous good one, as for a bad checksum.
+        std::vector<std::string> warnings;
+        const auto found = latest(warnings);
+        ASSERT_TRUE(found) << craft.what;
+        EXPECT_EQ(found->filename(), "iter_00000010.ckpt") << craft.what;
+        // --resume PATH and --weights PATH: exit 3 (a config error) saying what is wrong.
+        for (const bool weights : {false, true}) {
+            try {
+                if (weights) {
+                    (void)copy_weights(newest, m_net);
+                } else {
+                    (void)read_checkpoint(newest, m_net, &m_solver);
+                }
+                ADD_FAILURE() << craft.what << ": read";
+            } catch (const Error& e) {
+                EXPECT_EQ(e.kind(), ErrorKind::config) << craft.what;
+                EXPECT_NE(std::string(e.what()).find(craft.expected), std::string::npos)
+                    << e.what();
+            }
+        }
+    }
+    std::ofstream(newest, std::ios::binary | std::ios::trunc) << original;
+    rewrite(newest, body);
+    EXPECT_FALSE(checkpoint_problem(newest));
+}
+
+TEST_F(Checkpoints, AnUnreadableMarkerOrAnOutOfRangeNameIsSkipped) {
+    save(10);
+    const fs::path newest = save(20);
+    const fs::path marker = fs::path(newest).replace_extension(".done");
+    for (const char* text : {"size=abc xxh64=0\n", "size=99999999999999999999999 xxh64=0\n",
+                             "size=-1 xxh64=0\n", ""}) {
+        std::ofstream(marker, std::ios::trunc) << text;
+        const auto problem = checkpoint_problem(newest);
+        ASSERT_TRUE(problem) << text;
+        EXPECT_NE(problem->find("unreadable completion marker"), std::string::npos) << *problem;
+        std::vector<std::string> warnings;
+        EXPECT_EQ(latest(warnings)->filename(), "iter_00000010.ckpt") << text;
+    }
+    // A name with more digits than an iteration holds is not one dltrain wrote.
+    fs::copy_file(newest, m_dir.path() / "iter_99999999999.ckpt");
+    std::vector<std::string> warnings;
+    const auto found = latest(warnings);
+    ASSERT_TRUE(found);
+    EXPECT_EQ(found->filename(), "iter_00000010.ckpt");
+}
+
+TEST_F(Checkpoints, AFifoIsRefusedNotWaitedOn) {
+    save(10);
+    const fs::path newest = save(20);
+    // A FIFO in place of the newest checkpoint, and in place of a marker: opening either for
+    // reading would wait for a writer that never comes. A thread writes to them after 10 s so
+    // that code which waits ends (and fails below) instead of hanging the suite.
+    fs::remove(newest);
+    ASSERT_EQ(::mkfifo(newest.c_str(), 0600), 0);
+    const fs::path older_marker = m_dir.path() / "iter_00000010.done";
+    const std::string marker_text = dl_test::read_file(older_marker);
+    const fs::path fifo_marker = m_dir.path() / "iter_00000005.done";
+    std::ofstream(m_dir.path() / "iter_00000005.ckpt") << "x";
+    ASSERT_EQ(::mkfifo(fifo_marker.c_str(), 0600), 0);
+    std::atomic<bool> done{false};
+    std::thread unblock([&] {
+        for (int i = 0; i < 100 && !done; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        while (!done) {
+            for (const fs::path& fifo : {newest, fifo_marker}) {
+                const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+                if (fd >= 0) {
+                    ::close(fd);
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const auto problem = checkpoint_problem(newest);
+    const auto marker_problem = checkpoint_problem(m_dir.path() / "iter_00000005.ckpt");
+    std::vector<std::string> warnings;
+    const auto found = latest(warnings);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    done = true;
+    unblock.join();
+    ASSERT_TRUE(problem);
+    EXPECT_NE(problem->find("is a FIFO, not a regular file"), std::string::npos) << *problem;
+    ASSERT_TRUE(marker_problem);
+    EXPECT_NE(marker_problem->find("is a FIFO"), std::string::npos) << *marker_problem;
+    ASSERT_TRUE(found);
+    EXPECT_EQ(found->filename(), "iter_00000010.ckpt");
+    EXPECT_LT(waited, 5.0) << "waited on a FIFO";
+    EXPECT_THROW((void)read_checkpoint(newest, m_net, &m_solver), Error);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 // Bad configs: every error names the file, the line and the key, and lists the valid choices.
 
+#include "core/memory_plan.hpp"
 #include "engine_test_support.hpp"
 
 #include <dl/backend.hpp>
@@ -8,7 +9,10 @@
 #include <dl/net.hpp>
 #include <dl/train.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 namespace dl {
 namespace {
@@ -192,6 +196,133 @@ TEST(ConfigErrors, AConfigPathThatIsADirectoryOrMissingIsNamed) {
             EXPECT_NE(message.find(expected), std::string::npos) << message;
         }
     }
+}
+
+// yaml-cpp keeps both of two equal keys and `node[key]` finds the first: `base_lr: 0.01` then
+// `base_lr: 10` trained at 0.01 and `check` said ok. Every map refuses them, wherever it is.
+TEST(ConfigErrors, DuplicateKeysAreRefusedNamingLineColumnAndKey) {
+    const std::string tiny = dl_test::tiny_net_yaml(10);
+    struct Case {
+        std::string text;
+        std::string expected;
+    };
+    const std::vector<Case> cases = {
+        // The solver, in block style: the later value was silently dropped.
+        {tiny + "  base_lr: 10\n", "duplicate key 'base_lr' (first given at line 20, column 3)"},
+        // The top level.
+        {"name: a\n" + tiny, ":2:1: duplicate key 'name' (first given at line 1, column 1)"},
+        // A layer in flow style, and a filler inside it.
+        {"layers:\n  - {name: c, type: ReLU, name: d}\n",
+         "bad.yaml:2:27: duplicate key 'name' (first given at line 2, column 6)"},
+        {"layers:\n  - {name: c, type: Convolution, num_output: 2, kernel_size: 1,\n"
+         "     weight_filler: {type: gaussian, std: 1, std: 2}}\n",
+         "bad.yaml:3:46: duplicate key 'std'"},
+        // A key given through an alias of the same scalar.
+        {"name: &n name\n*n : b\nlayers: []\n", "duplicate key 'name'"},
+    };
+    for (const auto& [text, expected] : cases) {
+        const std::string message = config_error(text);
+        EXPECT_NE(message.find(expected), std::string::npos) << message << "\nfor:\n" << text;
+    }
+    // Equal keys in different maps are fine.
+    EXPECT_NO_THROW(parse_config(tiny, "tiny.yaml"));
+}
+
+TEST(ConfigErrors, NestingDepthIsBounded) {
+    // 40 levels of lists in a value: refused at the 33rd, naming where.
+    const std::string deep = "name: " + std::string(40, '[') + std::string(40, ']') + "\n";
+    const std::string message = config_error(deep);
+    EXPECT_NE(message.find("bad.yaml:1:38: nesting deeper than 32 levels"), std::string::npos)
+        << message;
+    // And a document of 100,000 levels (yaml-cpp's own recursion) is an error, not a crash.
+    const std::string deeper = "name: " + std::string(100000, '[') + "\n";
+    EXPECT_FALSE(config_error(deeper).empty());
+}
+
+TEST(ConfigErrors, AliasExpansionIsBounded) {
+    // A billion laughs: 10 aliases of 10 aliases ... of a scalar, about 1 KB that stands for 10^9
+    // nodes. Anywhere in the document (here under 'layers' itself) it is refused while parsing,
+    // before any of it is walked.
+    std::string text = "a0: &a0 x\n";
+    for (int level = 1; level <= 9; ++level) {
+        text += fmt::format("a{}: &a{} [", level, level);
+        for (int i = 0; i < 10; ++i) {
+            text += fmt::format("{}*a{}", i > 0 ? ", " : "", level - 1);
+        }
+        text += "]\n";
+    }
+    text += "layers: *a9\n";
+    ASSERT_LT(text.size(), 1024U);
+    const std::string message = config_error(text);
+    EXPECT_NE(message.find("more than 100000 nodes, counting each alias"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("bad.yaml:6:"), std::string::npos) << message;
+    // A few aliases, as people use them, are fine.
+    const std::string tiny = dl_test::tiny_net_yaml(10);
+    std::string aliased = tiny;
+    const auto at = aliased.find("weight_filler: {type: xavier}");
+    ASSERT_NE(at, std::string::npos);
+    aliased.replace(at, 29, "weight_filler: &w {type: xavier}");
+    const auto msra = aliased.find("weight_filler: {type: msra}");
+    ASSERT_NE(msra, std::string::npos);
+    aliased.replace(msra, 27, "weight_filler: *w");
+    const NetConfig config = parse_config(aliased, "aliased.yaml");
+    EXPECT_EQ(config.layers[4].weight_filler.type, "xavier");
+}
+
+TEST(ConfigErrors, ConfigSizeIsBounded) {
+    // A valid config followed by 2 MB of comments: refused by size, not parsed.
+    const dl_test::TempDir dir;
+    const auto file = dir.path() / "big.yaml";
+    std::string text = dl_test::tiny_net_yaml(10);
+    while (text.size() <= (2U << 20)) {
+        text += "# padding padding padding padding padding padding padding padding padding\n";
+    }
+    std::ofstream(file) << text;
+    for (const bool from_file : {true, false}) {
+        try {
+            if (from_file) {
+                load_config(file);
+            } else {
+                parse_config(text, file);
+            }
+            ADD_FAILURE() << "no error for a config of " << text.size() << " bytes";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::config);
+            EXPECT_NE(std::string(e.what()).find("more than the 1048576 bytes"), std::string::npos)
+                << e.what();
+        }
+    }
+}
+
+TEST(ConfigErrors, ASecondDocumentIsRefused) {
+    const std::string message = config_error(dl_test::tiny_net_yaml(10) + "---\nname: other\n");
+    EXPECT_NE(message.find("more than one YAML document"), std::string::npos) << message;
+}
+
+// Slurm's --mem is a cgroup limit: on a node of 256 GB a job of 8G is killed past 8G, so the
+// default memory limit is the smaller of the two. cgroup v2 and v1 layouts, "max" for none.
+TEST(MemoryLimit, TheCgroupsLimitIsReadForV2AndV1) {
+    const dl_test::TempDir dir;
+    const auto write = [&](const std::filesystem::path& file, const std::string& text) {
+        std::filesystem::create_directories(file.parent_path());
+        std::ofstream(file) << text;
+    };
+    write(dir.path() / "v2" / "proc", "0::/slurm/uid_1/job_7\n");
+    write(dir.path() / "v2" / "root/slurm/uid_1/job_7/memory.max", "8589934592\n");
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "v2" / "proc", dir.path() / "v2" / "root"),
+              std::optional<std::uint64_t>(8589934592U));
+    write(dir.path() / "v1" / "proc",
+          "9:name=systemd:/\n4:memory:/slurm/job_7\n2:cpu,cpuacct:/\n0::/\n");
+    write(dir.path() / "v1" / "root/memory/slurm/job_7/memory.limit_in_bytes", "1073741824\n");
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "v1" / "proc", dir.path() / "v1" / "root"),
+              std::optional<std::uint64_t>(1073741824U));
+    write(dir.path() / "none" / "proc", "0::/user.slice\n4:memory:/\n");
+    write(dir.path() / "none" / "root/user.slice/memory.max", "max\n");
+    write(dir.path() / "none" / "root/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "none" / "proc", dir.path() / "none" / "root"),
+              std::nullopt);
+    EXPECT_EQ(cgroup_memory_limit(dir.path() / "missing", dir.path()), std::nullopt);
 }
 
 TEST(ConfigErrors, MissingDataFileNamesItsPath) {

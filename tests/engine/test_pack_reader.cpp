@@ -11,6 +11,7 @@
 
 #include <dl/error.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 namespace {
 
@@ -320,6 +322,79 @@ TEST(PackReader, AChunkTableThatDoesNotCoverTheDataIsRefused) {
     chunks.erase(chunks.rfind('\n', chunks.size() - 2) + 1); // drop the last frame
     std::ofstream(dir.path() / "zst/chunks.tsv", std::ios::binary) << chunks;
     EXPECT_THROW(dl::data::Pack(dir.path() / "zst"), dl::Error);
+}
+
+// A chunk table's raw size is the file's claim: one frame of a few hundred bytes said to hold
+// 2^40 bytes sized a 1 TB frame buffer at the first read. zstd cannot expand that much.
+TEST(PackReader, AFrameClaimingMoreThanZstdCanHoldIsRefused) {
+    TempDir dir;
+    write_pack(dir.path() / "plain", {{"a", "x"}});
+    compress_pack(dir.path() / "plain", dir.path() / "zst", 512);
+    std::string chunks = read_bytes(dir.path() / "zst/chunks.tsv");
+    const auto last_start = chunks.rfind('\n', chunks.size() - 2) + 1;
+    const std::string last = chunks.substr(last_start);
+    chunks.erase(last_start);
+    // The last frame: shard, raw_offset, raw_size, stored_offset, stored_size.
+    std::istringstream fields(last);
+    std::uint64_t shard = 0, raw_offset = 0, raw_size = 0, stored_offset = 0, stored_size = 0;
+    fields >> shard >> raw_offset >> raw_size >> stored_offset >> stored_size;
+    const std::uint64_t extra = std::uint64_t{1} << 40;
+    chunks += fmt::format("{}\t{}\t{}\t{}\t{}\n", shard, raw_offset, raw_size + extra,
+                          stored_offset, stored_size);
+    std::ofstream(dir.path() / "zst/chunks.tsv", std::ios::binary) << chunks;
+    auto manifest = nlohmann::json::parse(read_bytes(dir.path() / "zst/manifest.json"));
+    manifest["shards"][0]["tar_bytes"] =
+        manifest["shards"][0]["tar_bytes"].get<std::uint64_t>() + extra;
+    std::ofstream(dir.path() / "zst/manifest.json", std::ios::trunc) << manifest.dump(2);
+    try {
+        const dl::data::Pack packed(dir.path() / "zst");
+        FAIL() << "a frame of " << stored_size << " bytes claiming " << raw_size + extra
+               << " was accepted";
+    } catch (const dl::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("cannot hold"), std::string::npos) << e.what();
+    }
+}
+
+// An image header's width and height are the file's claim: a JPEG of 8x8 pixels whose header
+// says 65000x65000 sized a 4 GB buffer, a PNG saying 100000x100000 one of 10 GB.
+TEST(PackReader, AnImageHeaderClaimingHugeDimensionsIsRefused) {
+    TempDir dir;
+    const std::vector<std::uint8_t> pixels(64, 128);
+    std::string jpeg = jpeg_bytes(8, 8, 1, pixels);
+    const auto sof = jpeg.find("\xff\xc0");
+    ASSERT_NE(sof, std::string::npos);
+    for (const std::size_t at : {sof + 5, sof + 7}) { // height, then width, big-endian
+        jpeg[at] = static_cast<char>(65000 >> 8);
+        jpeg[at + 1] = static_cast<char>(65000 & 0xff);
+    }
+    std::string png = png_bytes(8, 8, 1, pixels);
+    ASSERT_EQ(png.substr(12, 4), "IHDR");
+    for (const std::size_t at : {std::size_t{16}, std::size_t{20}}) { // width, then height
+        for (int i = 0; i < 4; ++i) {
+            png[at + i] = static_cast<char>((100000U >> (24 - 8 * i)) & 0xffU);
+        }
+    }
+    const auto crc = static_cast<std::uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(png.data() + 12), 17)); // type and data
+    for (int i = 0; i < 4; ++i) {
+        png[29 + i] = static_cast<char>((crc >> (24 - 8 * i)) & 0xffU);
+    }
+    for (const auto& [name, bytes, expected] :
+         {std::tuple{std::string("a.jpg"), jpeg, std::string("65000x65000 image")},
+          std::tuple{std::string("a.png"), png, std::string("100000x100000 image")}}) {
+        const fs::path pack = dir.path() / ("pack_" + name);
+        write_pack(pack, {{name, bytes, "0"}});
+        try {
+            dl::data::load_idx(pack, pack);
+            ADD_FAILURE() << name << ": no error";
+        } catch (const dl::Error& e) {
+            const std::string message = e.what();
+            EXPECT_NE(message.find(expected), std::string::npos) << message;
+            EXPECT_NE(message.find("more than the 268435456 bytes one image may have"),
+                      std::string::npos)
+                << message;
+        }
+    }
 }
 
 TEST(PackReader, AMalformedIndexNamesItsLine) {

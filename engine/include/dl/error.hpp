@@ -12,6 +12,7 @@ enum class ErrorKind {
     config,   // invalid config or missing/invalid data file: exit 3
     training, // training failed (NaN loss, I/O failure while running): exit 1
     device,   // a CUDA, cuDNN or cuBLAS call failed, or no usable GPU: exit 1
+    stopped,  // a stop signal or the deadline came before the first step: exit 75
 };
 
 class Error : public std::runtime_error {
@@ -41,6 +42,8 @@ inline int exit_code_for(ErrorKind kind) {
     case ErrorKind::training:
     case ErrorKind::device:
         return exit_code::failed;
+    case ErrorKind::stopped:
+        return exit_code::checkpointed;
     }
     return exit_code::failed;
 }

@@ -19,6 +19,7 @@ struct TrainOptions {
     std::optional<int> max_iter;
     std::string device; // "cpu", "cuda", "cuda:N"; empty: default_device()
     std::string build;  // how this binary was built ("Release -O3 -DNDEBUG"), for the start line
+    std::string max_memory; // --max-memory: "64G", "none"; empty: DLTRAIN_MAX_MEMORY, else RAM
 };
 
 /// Returns exit_code::finished or exit_code::checkpointed; throws dl::Error otherwise.
@@ -30,6 +31,7 @@ struct TestOptions {
     std::optional<std::filesystem::path> data_dir;
     int threads = 0;
     std::string device;
+    std::string max_memory;
 };
 int test(const TestOptions& options);
 
@@ -38,15 +40,19 @@ struct TimeOptions {
     int iterations = 50;
     int threads = 0;
     std::string device;
+    std::string max_memory;
 };
 int time_net(const TimeOptions& options);
 
 /// Checks a config without training: it parses, and its train and test nets build (every shape
 /// fits) from the Data layers' `shape` keys or, without one, the data file's header under
 /// data_dir (else the config's directory). Batches of one, so a login node can afford it.
+/// The memory the nets need at the config's batch sizes is checked against `max_memory` (as
+/// --max-memory) first, as train checks it, naming the layer that passes it.
 /// Throws dl::Error(config) as train would; returns what it could not check (empty: all).
 std::vector<std::string> check_config(const std::filesystem::path& config,
-                                      const std::optional<std::filesystem::path>& data_dir);
+                                      const std::optional<std::filesystem::path>& data_dir,
+                                      const std::string& max_memory = "");
 
 /// Seconds from now until the walltime deadline minus the safety margin, or nothing.
 /// spec: "" or "auto" read SLURM_JOB_END_TIME (epoch seconds) or PBS_WALLTIME (seconds from

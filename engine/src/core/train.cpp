@@ -2,6 +2,7 @@
 // test_interval (and at iteration 0), one forward/backward/update per iteration, display every
 // `display` iterations, snapshot every `snapshot`; plus leaving early on a signal or deadline.
 
+#include "core/memory_plan.hpp"
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
 
@@ -232,8 +233,11 @@ struct TestPass {
 // Runs test_iter batches of the test net; accuracy and loss are means over the batches. Like
 // the training steps: the next batch is read and uploaded while this one computes, and the
 // forward pass runs directly once, then as a recording (a CUDA graph) when the backend records.
-TestResult run_test(Net& net, Source& source, const NetConfig& config, int test_iter,
-                    TestPass& pass) {
+// `leave` is asked before every batch: a test pass can take minutes (test_iter: 3000), longer
+// than a scheduler waits after its warning signal (Torque 2 s), so it is abandoned, unscored
+// (nothing), when the run has to leave.
+std::optional<TestResult> run_test(Net& net, Source& source, const NetConfig& config, int test_iter,
+                                   TestPass& pass, const std::function<bool()>& leave) {
     const std::string accuracy_top = find_top(config, Phase::test, "Accuracy");
     const std::string loss_top = find_top(config, Phase::test, "SoftmaxWithLoss");
     NetInput& input = net.inputs().front();
@@ -256,6 +260,9 @@ TestResult run_test(Net& net, Source& source, const NetConfig& config, int test_
         read_batch(slot);
     }
     for (int i = 0; i < test_iter; ++i) {
+        if (leave()) {
+            return std::nullopt;
+        }
         pass.stage->consume(slot, input_tensors);
         if (pass.recording) {
             pass.recording->replay();
@@ -330,9 +337,15 @@ void install_stop_signals() {
     struct sigaction action = {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
     for (const int signal : {SIGTERM, SIGUSR1, SIGUSR2}) {
         sigaction(signal, &action, nullptr);
+        sigaddset(&stop_signals, signal);
     }
+    // A mask inherited blocked (a job script's trap, a launcher) would hold the scheduler's
+    // warning until the kill; one that came while blocked is delivered now.
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
 }
 
 bool stop_requested() {
@@ -384,6 +397,9 @@ std::optional<double> deadline_seconds(const std::string& spec) {
 
 int train(const TrainOptions& options) {
     const auto wall_start = Clock::now();
+    // First of all: a signal while the data loads or the nets are built must not kill the run
+    // (the default action) but make it leave as soon as it can, with exit 75.
+    install_stop_signals();
     if (options.weights && !options.resume.empty() && options.resume != "auto") {
         throw Error(ErrorKind::usage,
                     "give a checkpoint to resume (--resume) or weights to fine-tune from "
@@ -396,13 +412,32 @@ int train(const TrainOptions& options) {
     if (options.max_iter) {
         config.solver.max_iter = *options.max_iter;
     }
+    const std::optional<double> deadline = deadline_seconds(options.deadline);
+    const MemoryLimit memory = memory_limit(options.max_memory);
+    const auto must_leave = [&] {
+        return stop_requested() || (deadline && seconds_since(wall_start) >= *deadline);
+    };
+    // Before the first step there is nothing to save: the run leaves with exit 75 and a resume
+    // starts where its newest checkpoint (if any) is.
+    const auto leave_if_asked = [&](const char* during) {
+        if (must_leave()) {
+            throw Error(ErrorKind::stopped,
+                        fmt::format("stopped by a signal or the deadline {}, before the first "
+                                    "step: nothing new to checkpoint; resume with --resume auto "
+                                    "(exit {})",
+                                    during, exit_code::checkpointed));
+        }
+    };
     const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
     load_sources(nets, base, {Phase::train, Phase::test});
     if (nets.sources.count(Phase::train) == 0) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the train phase", config.file.string()));
     }
-    const std::optional<double> deadline = deadline_seconds(options.deadline);
+    leave_if_asked("while the data loaded");
+    // Before any tensor exists: a net too large is refused naming its layer, not a bad_alloc.
+    check_memory(config, nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0,
+                 memory);
     // The device before anything is written: a bad --device leaves no run directory behind.
     nets.backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
@@ -437,6 +472,7 @@ int train(const TrainOptions& options) {
         std::cerr << describe(copy_weights(*options.weights, net), *options.weights) << '\n';
     }
 
+    leave_if_asked("while the nets were built");
     // Written only now: a bad --resume or --weights leaves no run directory behind.
     fs::create_directories(options.run_dir);
     {
@@ -467,7 +503,6 @@ int train(const TrainOptions& options) {
          {"batch_size", train_layer.batch_size},
          {"build", options.build}});
 
-    install_stop_signals();
     // The batch of the next step is read (and on a GPU uploaded) while this step computes:
     // two stage slots, used in turn. `staged`: the reader has handed out a batch that no step
     // has used yet, which a checkpoint must not count as seen.
@@ -484,12 +519,17 @@ int train(const TrainOptions& options) {
         return waited;
     };
     bool staged = false;
+    // The test cursor where an abandoned test pass began: the checkpoint records it, so the
+    // resumed run repeats that whole test and reads what an unbroken run would have.
+    std::optional<std::uint64_t> abandoned_test_cursor;
     const auto current_state = [&] {
         TrainingState now;
         now.iteration = solver.iteration();
         const std::uint64_t cursor = train_source.reader->cursor();
         now.train_cursor = staged ? cursor - static_cast<std::uint64_t>(batch) : cursor;
-        now.test_cursor = has_test ? nets.sources[Phase::test]->reader->cursor() : 0;
+        now.test_cursor = !has_test               ? 0
+                          : abandoned_test_cursor ? *abandoned_test_cursor
+                                                  : nets.sources[Phase::test]->reader->cursor();
         std::ostringstream rng;
         rng << net.rng();
         now.rng_state = rng.str();
@@ -507,13 +547,23 @@ int train(const TrainOptions& options) {
     };
     TestResult last_test{std::nan(""), std::nan("")};
     TestPass test_pass;
+    // False when the pass was abandoned because the run must leave.
     const auto test_now = [&] {
-        last_test = run_test(*test_net, *nets.sources[Phase::test], config, s.test_iter, test_pass);
+        Source& test_source = *nets.sources[Phase::test];
+        const std::uint64_t cursor = test_source.reader->cursor();
+        const auto result =
+            run_test(*test_net, test_source, config, s.test_iter, test_pass, must_leave);
+        if (!result) {
+            abandoned_test_cursor = cursor;
+            return false;
+        }
+        last_test = *result;
         metrics.write({{"type", "test"},
                        {"iter", solver.iteration()},
                        {"max_iter", s.max_iter},
                        {"accuracy", last_test.accuracy},
                        {"loss", last_test.loss}});
+        return true;
     };
 
     // One step's ops: run directly the first time (that sets up descriptors, algorithms and
@@ -540,8 +590,9 @@ int train(const TrainOptions& options) {
     while (solver.iteration() < s.max_iter) {
         const int iter = solver.iteration();
         if (has_test && s.test_interval > 0 && iter % s.test_interval == 0 &&
-            (iter > 0 || s.test_initialization)) {
-            test_now();
+            (iter > 0 || s.test_initialization) && !test_now()) {
+            leaving = true;
+            break;
         }
         const auto step_start = Clock::now();
         stage->consume(slot, input_tensors);
@@ -607,14 +658,15 @@ int train(const TrainOptions& options) {
         if (snapshot_now) {
             checkpoint();
         }
-        if (stop_requested() || (deadline && seconds_since(wall_start) >= *deadline)) {
+        if (must_leave()) {
             leaving = solver.iteration() < s.max_iter;
             break;
         }
     }
+    // Saved before the final test: a run stopped during that test resumes only to take it.
     checkpoint();
-    if (!leaving && has_test) {
-        test_now();
+    if (!leaving && has_test && !test_now()) {
+        leaving = true;
     }
     metrics.write({{"type", "final"},
                    {"iter", solver.iteration()},
@@ -643,6 +695,19 @@ int test(const TestOptions& options) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the test phase", nets.config.file.string()));
     }
+    const MemoryLimit memory = memory_limit(options.max_memory);
+    {
+        // Only the test net is built, with parameters of its own: the walk sees every layer as
+        // a test-only one.
+        NetConfig test_only = nets.config;
+        std::erase_if(test_only.layers, [](const LayerConfig& layer) {
+            return layer.phase && *layer.phase == Phase::train;
+        });
+        for (auto& layer : test_only.layers) {
+            layer.phase = Phase::test;
+        }
+        check_memory(test_only, true, memory);
+    }
     nets.backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(nets.config, Phase::test, *nets.backend, nets.config.solver.random_seed);
@@ -655,7 +720,9 @@ int test(const TestOptions& options) {
             ? nets.config.solver.test_iter
             : static_cast<int>((source.set.count + layer.batch_size - 1) / layer.batch_size);
     TestPass pass;
-    const TestResult result = run_test(net, source, nets.config, test_iter, pass);
+    // dltrain test installs no stop signal: SIGTERM ends it at once, as it has nothing to save.
+    const TestResult result =
+        *run_test(net, source, nets.config, test_iter, pass, [] { return false; });
     const nlohmann::json line = {{"type", "test"},
                                  {"iter", state.iteration},
                                  {"accuracy", result.accuracy},
@@ -665,16 +732,16 @@ int test(const TestOptions& options) {
     return exit_code::finished;
 }
 
-std::vector<std::string> check_config(const fs::path& file,
-                                      const std::optional<fs::path>& data_dir) {
+std::vector<std::string> check_config(const fs::path& file, const std::optional<fs::path>& data_dir,
+                                      const std::string& max_memory) {
     NetConfig config = load_config(file);
+    const MemoryLimit memory = memory_limit(max_memory);
     const fs::path base = data_dir ? *data_dir : file.parent_path();
     std::vector<std::string> unchecked;
     for (auto& layer : config.layers) {
         if (layer.type != "Data") {
             continue;
         }
-        layer.batch_size = 1;
         const fs::path images = resolve(layer.source, base);
         std::error_code ec;
         if (layer.shape.empty() && fs::exists(images, ec)) {
@@ -689,6 +756,13 @@ std::vector<std::string> check_config(const fs::path& file,
     }
     if (!unchecked.empty()) {
         return unchecked;
+    }
+    // At the batch sizes train will use: what a job would need, found without allocating it.
+    check_memory(config, config.solver.test_iter > 0, memory);
+    for (auto& layer : config.layers) {
+        if (layer.type == "Data") {
+            layer.batch_size = 1;
+        }
     }
     auto backend = make_backend("cpu", 1);
     const Net train_net(config, Phase::train, *backend, config.solver.random_seed);
@@ -705,6 +779,7 @@ int time_net(const TimeOptions& options) {
                               options.config);
         }
     }
+    check_memory(config, false, memory_limit(options.max_memory));
     auto backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(config, Phase::train, *backend, config.solver.random_seed);

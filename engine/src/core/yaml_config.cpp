@@ -1,17 +1,20 @@
 // The only engine file that sees yaml-cpp: turns a config file into a NetConfig, with errors
 // that name the file, line and key, and the valid choices.
 
+#include "io/regular_file.hpp"
+
 #include <dl/config.hpp>
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
 namespace dl {
 namespace {
@@ -76,6 +79,146 @@ std::string join(const std::vector<std::string>& items) {
         text += item;
     }
     return text;
+}
+
+// Bounds on a config document (docs/engine.md, "Config format"). LeNet's config is 3 KB, about
+// 400 nodes, 4 levels deep; these leave room for nets a hundred times larger and still keep a
+// hostile file (a billion laughs: a 1 KB file of nested aliases) to milliseconds and kilobytes.
+constexpr std::uint64_t k_max_config_bytes = 1U << 20;
+constexpr std::size_t k_max_depth = 32;
+constexpr std::uint64_t k_max_nodes = 100000; // counting each alias as the nodes it stands for
+
+/// One pass over the parser's events before yaml-cpp builds a tree: refuses duplicate keys
+/// (yaml-cpp keeps both and `node[key]` finds the first, so `base_lr: 0.01` then `base_lr: 10`
+/// trained at 0.01 without a word), nesting beyond k_max_depth, and aliases that expand beyond
+/// k_max_nodes. Throws dl::Error(config) with file:line:column.
+class DocumentScan final : public YAML::EventHandler {
+public:
+    explicit DocumentScan(std::filesystem::path file) : m_file(std::move(file)) {}
+
+    void OnDocumentStart(const YAML::Mark& /*mark*/) override {}
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+        leaf(mark, anchor, "~", 1);
+    }
+    void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+        const auto size = m_anchor_nodes.find(anchor);
+        const auto value = m_anchor_scalars.find(anchor);
+        leaf(mark, YAML::NullAnchor,
+             value != m_anchor_scalars.end() ? std::optional<std::string>(value->second)
+                                             : std::nullopt,
+             size != m_anchor_nodes.end() ? size->second : 1);
+    }
+    void OnScalar(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                  const std::string& value) override {
+        leaf(mark, anchor, value, 1);
+    }
+    void OnSequenceStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                         YAML::EmitterStyle::value /*style*/) override {
+        open(mark, anchor, false);
+    }
+    void OnSequenceEnd() override { close(); }
+    void OnMapStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                    YAML::EmitterStyle::value /*style*/) override {
+        open(mark, anchor, true);
+    }
+    void OnMapEnd() override { close(); }
+
+private:
+    struct Frame {
+        bool map = false;
+        bool expecting_key = true;
+        YAML::anchor_t anchor = YAML::NullAnchor;
+        std::uint64_t first_node = 0;
+        std::map<std::string, YAML::Mark> keys; // maps only: each key and where it was given
+    };
+
+    [[noreturn]] void fail(const YAML::Mark& mark, const std::string& message) const {
+        throw Error(ErrorKind::config, fmt::format("{}:{}:{}: {}", m_file.string(), mark.line + 1,
+                                                   mark.column + 1, message));
+    }
+
+    void count(const YAML::Mark& mark, std::uint64_t nodes) {
+        m_nodes += std::min(nodes, k_max_nodes + 1);
+        if (m_nodes > k_max_nodes) {
+            fail(mark, fmt::format("the document has more than {} nodes, counting each alias as "
+                                   "the nodes it repeats (nested anchors?)",
+                                   k_max_nodes));
+        }
+    }
+
+    // A scalar, null or alias: a map key when its map expects one (`value` unknown for an
+    // alias of a collection).
+    void leaf(const YAML::Mark& mark, YAML::anchor_t anchor,
+              const std::optional<std::string>& value, std::uint64_t nodes) {
+        count(mark, nodes);
+        if (anchor != YAML::NullAnchor) {
+            m_anchor_nodes[anchor] = 1;
+            if (value) {
+                m_anchor_scalars[anchor] = *value;
+            }
+        }
+        if (!m_stack.empty() && m_stack.back().map && m_stack.back().expecting_key && value) {
+            auto& keys = m_stack.back().keys;
+            if (const auto earlier = keys.find(*value); earlier != keys.end()) {
+                fail(mark,
+                     fmt::format("duplicate key '{}' (first given at line {}, column {}); "
+                                 "YAML keeps only one of them: give each key once",
+                                 *value, earlier->second.line + 1, earlier->second.column + 1));
+            }
+            keys.emplace(*value, mark);
+        }
+        done();
+    }
+
+    void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool map) {
+        count(mark, 1);
+        if (m_stack.size() >= k_max_depth) {
+            fail(mark, fmt::format("nesting deeper than {} levels", k_max_depth));
+        }
+        Frame frame;
+        frame.map = map;
+        frame.anchor = anchor;
+        frame.first_node = m_nodes - 1;
+        m_stack.push_back(std::move(frame));
+    }
+
+    void close() {
+        const Frame frame = std::move(m_stack.back());
+        m_stack.pop_back();
+        if (frame.anchor != YAML::NullAnchor) {
+            m_anchor_nodes[frame.anchor] = m_nodes - frame.first_node;
+        }
+        done();
+    }
+
+    // A node ended: its map now expects a value after a key, or a key after a value.
+    void done() {
+        if (!m_stack.empty() && m_stack.back().map) {
+            m_stack.back().expecting_key = !m_stack.back().expecting_key;
+        }
+    }
+
+    std::filesystem::path m_file;
+    std::vector<Frame> m_stack;
+    std::uint64_t m_nodes = 0;
+    std::map<YAML::anchor_t, std::uint64_t> m_anchor_nodes;
+    std::map<YAML::anchor_t, std::string> m_anchor_scalars;
+};
+
+/// Runs DocumentScan over the text; also refuses a second document, which YAML::Load ignores.
+void scan_document(const std::string& text, const std::filesystem::path& file) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentScan scan(file);
+    if (parser.HandleNextDocument(scan)) {
+        DocumentScan rest(file);
+        if (parser.HandleNextDocument(rest)) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{}: holds more than one YAML document ('---'); expected one",
+                                    file.string()));
+        }
+    }
 }
 
 class Reader {
@@ -348,8 +491,14 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node) {
 
 NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages) {
     const Reader reader(file_for_messages);
+    if (text.size() > k_max_config_bytes) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: {} bytes, more than the {} bytes a config file may have",
+                                file_for_messages.string(), text.size(), k_max_config_bytes));
+    }
     YAML::Node root;
     try {
+        scan_document(text, file_for_messages);
         root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
         throw Error(ErrorKind::config,
@@ -403,13 +552,10 @@ NetConfig load_config(const std::filesystem::path& file) {
         throw Error(ErrorKind::config,
                     fmt::format("config file {} is a directory, not a YAML file", file.string()));
     }
-    std::ifstream in(file);
-    if (!in) {
-        throw Error(ErrorKind::config, fmt::format("cannot read config file {}", file.string()));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_config(text.str(), file);
+    // A FIFO or /dev/zero is refused at once, and no file is read past the size limit.
+    const std::vector<char> text =
+        io::RegularFile(file, "config file").read_all(k_max_config_bytes);
+    return parse_config(std::string(text.begin(), text.end()), file);
 }
 
 namespace {

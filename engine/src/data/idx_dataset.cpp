@@ -2,14 +2,20 @@
 
 #include "data/image_decode.hpp"
 #include "data/pack_reader.hpp"
+#include "io/regular_file.hpp"
 
 #include <dl/error.hpp>
+#include <dl/train.hpp>
 
 #include <fmt/format.h>
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
+#include <climits>
+#include <cstdint>
+#include <limits>
 #include <memory>
 
 namespace dl::data {
@@ -20,22 +26,36 @@ struct GzClose {
 };
 using GzFile = std::unique_ptr<gzFile_s, GzClose>;
 
-// gzread also reads uncompressed files as they are, so .gz and raw need no distinction.
+// gzread also reads uncompressed files as they are, so .gz and raw need no distinction. A FIFO
+// or a device is refused, not waited on.
 GzFile open_file(const std::filesystem::path& path) {
-    if (!std::filesystem::exists(path)) {
-        throw Error(ErrorKind::config, fmt::format("data file {} does not exist", path.string()));
-    }
-    GzFile file(gzopen(path.c_str(), "rb"));
+    io::RegularFile regular(path, "data file");
+    GzFile file(gzdopen(regular.fd(), "rb"));
     if (!file) {
         throw Error(ErrorKind::config, fmt::format("cannot open data file {}", path.string()));
     }
+    regular.release(); // gzclose closes it now
     return file;
+}
+
+// Reads of a few MB between looks at the stop flag: a data set of GBs takes minutes to read,
+// and a stop signal must not wait for it (dltrain train leaves with exit 75).
+constexpr std::size_t k_read_chunk = std::size_t{4} << 20;
+
+void leave_if_stopped(const std::string& what) {
+    if (stop_requested()) {
+        throw Error(ErrorKind::stopped,
+                    fmt::format("stopped by a signal while reading {}, before the first step; "
+                                "resume with --resume auto",
+                                what));
+    }
 }
 
 void read_exact(gzFile file, void* out, std::size_t size, const std::filesystem::path& path) {
     auto* bytes = static_cast<char*>(out);
     while (size > 0) {
-        const unsigned chunk = size > (1U << 30) ? (1U << 30) : static_cast<unsigned>(size);
+        leave_if_stopped("data file " + path.string());
+        const auto chunk = static_cast<unsigned>(std::min(size, k_read_chunk));
         const int n = gzread(file, bytes, chunk);
         if (n <= 0) {
             throw Error(ErrorKind::config,
@@ -44,6 +64,37 @@ void read_exact(gzFile file, void* out, std::size_t size, const std::filesystem:
         bytes += n;
         size -= static_cast<std::size_t>(n);
     }
+}
+
+/// `size` bytes, allocated as they arrive: a header's counts are the file's claim, so a crafted
+/// one (4 x 10^9 images) ends as "truncated" after reading what is there, not as GBs reserved.
+std::vector<std::uint8_t> read_claimed(gzFile file, std::uint64_t size,
+                                       const std::filesystem::path& path) {
+    std::vector<std::uint8_t> out;
+    while (out.size() < size) {
+        const std::size_t at = out.size();
+        const auto chunk =
+            static_cast<std::size_t>(std::min<std::uint64_t>(size - at, k_read_chunk));
+        out.resize(at + chunk);
+        read_exact(file, out.data() + at, chunk, path);
+    }
+    return out;
+}
+
+/// The product of a header's dimensions, or a config error when it does not fit in memory
+/// arithmetic (a crafted header).
+std::uint64_t checked_product(const std::vector<std::uint32_t>& dims, const std::string& what) {
+    std::uint64_t total = 1;
+    for (const std::uint32_t dim : dims) {
+        if (__builtin_mul_overflow(total, std::uint64_t{dim}, &total) ||
+            total > static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max())) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{}: its header's dimensions multiply beyond 2^63 bytes (a "
+                                    "corrupt header?)",
+                                    what));
+        }
+    }
+    return total;
 }
 
 std::uint32_t big_endian(const std::array<std::uint8_t, 4>& b) {
@@ -69,6 +120,25 @@ std::vector<std::uint32_t> read_header(gzFile file, const std::filesystem::path&
     return dims;
 }
 
+/// An image set's count and C x H x W from IDX dimensions; each of C, H, W must be a positive int
+/// and one image at most 2^31 bytes (what the nets' int shapes hold).
+IdxDataset image_set(const std::vector<std::uint32_t>& dims, const std::string& what) {
+    IdxDataset set;
+    const std::vector<std::uint32_t> image(dims.begin() + 1, dims.end());
+    const std::uint64_t image_bytes = checked_product(image, what);
+    if (image_bytes == 0 || image_bytes > static_cast<std::uint64_t>(INT32_MAX)) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: images of {} bytes (expected 1 to 2^31 - 1 bytes each)", what,
+                                image_bytes));
+    }
+    checked_product(dims, what);
+    set.count = dims[0];
+    set.channels = dims.size() == 4 ? static_cast<int>(dims[1]) : 1;
+    set.height = static_cast<int>(dims[dims.size() - 2]);
+    set.width = static_cast<int>(dims[dims.size() - 1]);
+    return set;
+}
+
 IdxDataset header_of(gzFile file, const std::filesystem::path& path) {
     const auto dims = read_header(file, path);
     if (dims.size() < 3) {
@@ -76,12 +146,7 @@ IdxDataset header_of(gzFile file, const std::filesystem::path& path) {
                     fmt::format("data file {} holds {}-D data, images need 3 or 4 dimensions",
                                 path.string(), dims.size()));
     }
-    IdxDataset set;
-    set.count = dims[0];
-    set.channels = dims.size() == 4 ? static_cast<int>(dims[1]) : 1;
-    set.height = static_cast<int>(dims[dims.size() - 2]);
-    set.width = static_cast<int>(dims[dims.size() - 1]);
-    return set;
+    return image_set(dims, "data file " + path.string());
 }
 
 std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path& labels) {
@@ -90,9 +155,7 @@ std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path& labels) {
     if (dims.size() != 1) {
         throw Error(ErrorKind::config, fmt::format("label file {} is not 1-D", labels.string()));
     }
-    std::vector<std::uint8_t> values(dims[0]);
-    read_exact(file.get(), values.data(), values.size(), labels);
-    return values;
+    return read_claimed(file.get(), dims[0], labels);
 }
 
 // ---- IDX held in memory (a member of a pack, gunzipped) ------------------------------------
@@ -114,12 +177,11 @@ MemoryIdx parse_memory_idx(const std::vector<std::uint8_t>& bytes, const std::st
     if (bytes.size() < idx.data_offset) {
         throw Error(ErrorKind::config, fmt::format("{} is truncated", what));
     }
-    std::size_t total = 1;
     for (std::size_t i = 0; i < idx.dims.size(); ++i) {
         idx.dims[i] =
             big_endian({bytes[4 + 4 * i], bytes[5 + 4 * i], bytes[6 + 4 * i], bytes[7 + 4 * i]});
-        total *= idx.dims[i];
     }
+    const std::uint64_t total = checked_product(idx.dims, what);
     if (bytes.size() - idx.data_offset < total) {
         throw Error(ErrorKind::config, fmt::format("{} is truncated or corrupt", what));
     }
@@ -152,11 +214,7 @@ IdxDataset images_from_member(const PackMemberPath& member, bool with_pixels) {
                     fmt::format("data file {} holds {}-D data, images need 3 or 4 dimensions", what,
                                 idx.dims.size()));
     }
-    IdxDataset set;
-    set.count = idx.dims[0];
-    set.channels = idx.dims.size() == 4 ? static_cast<int>(idx.dims[1]) : 1;
-    set.height = static_cast<int>(idx.dims[idx.dims.size() - 2]);
-    set.width = static_cast<int>(idx.dims[idx.dims.size() - 1]);
+    IdxDataset set = image_set(idx.dims, what);
     if (with_pixels) {
         const auto first = bytes.begin() + static_cast<std::ptrdiff_t>(idx.data_offset);
         set.pixels.assign(first, first + static_cast<std::ptrdiff_t>(set.count * set.image_size()));
@@ -202,6 +260,7 @@ IdxDataset load_pack_images(const Pack& pack, const std::string& prefix, bool wi
     for (std::size_t i = 0; i < members.size(); ++i) {
         const PackEntry& entry = *members[i];
         const std::string what = fmt::format("{} (member {})", pack.dir().string(), entry.path);
+        leave_if_stopped(what);
         const DecodedImage image = decode_image(pack.read(entry), channels, what);
         if (i == 0) {
             channels = image.channels;
@@ -315,8 +374,7 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
     {
         const GzFile file = open_file(images);
         set = header_of(file.get(), images);
-        set.pixels.resize(set.count * set.image_size());
-        read_exact(file.get(), set.pixels.data(), set.pixels.size(), images);
+        set.pixels = read_claimed(file.get(), set.count * set.image_size(), images);
     }
     if (!labels.empty()) {
         std::vector<std::uint8_t> values;

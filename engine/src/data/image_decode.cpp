@@ -12,11 +12,31 @@
 #include <cctype>
 #include <cmath>
 #include <csetjmp>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <string>
 
 namespace dl::data {
 namespace {
+
+// The most bytes one decoded image may take: an image header's width and height are the file's
+// claim (libpng allows 10^6 x 10^6, JPEG 65535 x 65535), checked before the pixels are
+// allocated. 256 MiB is a 9000 x 9000 colour image, far beyond what a Data layer trains on.
+constexpr std::uint64_t k_max_image_bytes = std::uint64_t{256} << 20;
+
+/// Nothing when width x height x channels fits the cap, else the error to give.
+std::optional<std::string> too_large(std::uint64_t width, std::uint64_t height, int channels,
+                                     const std::string& what) {
+    const std::uint64_t bytes = width * height * static_cast<std::uint64_t>(channels);
+    if (bytes <= k_max_image_bytes) {
+        return std::nullopt;
+    }
+    return fmt::format("{}: a {}x{} image of {} channel(s) is {} bytes decoded, more than the "
+                       "{} bytes one image may have",
+                       what, width, height, channels, bytes, k_max_image_bytes);
+}
 
 // Interleaved HxWxC (what the decoders produce) to CxHxW.
 void to_planar(const std::vector<std::uint8_t>& interleaved, DecodedImage& image) {
@@ -44,6 +64,10 @@ DecodedImage decode_png(const std::vector<std::uint8_t>& bytes, int channels,
     image.channels = channels;
     image.height = static_cast<int>(png.height);
     image.width = static_cast<int>(png.width);
+    if (auto problem = too_large(png.width, png.height, channels, what)) {
+        png_image_free(&png);
+        throw Error(ErrorKind::config, *problem);
+    }
     std::vector<std::uint8_t> interleaved(PNG_IMAGE_SIZE(png));
     if (png_image_finish_read(&png, nullptr, interleaved.data(), 0, nullptr) == 0) {
         throw Error(ErrorKind::config, fmt::format("{}: bad PNG ({})", what, png.message));
@@ -74,6 +98,7 @@ struct JpegJob {
     jpeg_decompress_struct info{};
     JpegError error;
     bool created = false;
+    std::optional<std::string> too_large; // set instead of decoding
 };
 
 bool run_jpeg(JpegJob& job) {
@@ -89,6 +114,10 @@ bool run_jpeg(JpegJob& job) {
         job.channels = info.num_components == 1 ? 1 : 3;
     }
     info.out_color_space = job.channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    job.too_large = too_large(info.image_width, info.image_height, job.channels, "");
+    if (job.too_large) {
+        return false;
+    }
     jpeg_start_decompress(&info);
     job.image.channels = job.channels;
     job.image.height = static_cast<int>(info.output_height);
@@ -113,6 +142,9 @@ DecodedImage decode_jpeg(const std::vector<std::uint8_t>& bytes, int channels,
     const bool ok = run_jpeg(job);
     if (job.created) {
         jpeg_destroy_decompress(&job.info);
+    }
+    if (job.too_large) {
+        throw Error(ErrorKind::config, what + *job.too_large);
     }
     if (!ok) {
         throw Error(ErrorKind::config,

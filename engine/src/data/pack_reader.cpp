@@ -216,6 +216,15 @@ void Pack::load_chunks() {
         }
         Shard& shard = m_shards[values[0]];
         const Chunk chunk{values[1], values[2], values[3], values[4]};
+        // zstd expands a frame at most about 32768 times (an RLE block: 4 bytes for 128 KiB):
+        // a larger claim is a damaged table, refused before a frame buffer is sized by it.
+        std::uint64_t most = 0;
+        if (!__builtin_mul_overflow(chunk.stored_size, std::uint64_t{32768}, &most) &&
+            chunk.raw_size > most + (std::uint64_t{128} << 10)) {
+            throw bad(fmt::format("a frame of {} bytes cannot hold {} (zstd expands at most "
+                                  "32768 times)",
+                                  chunk.stored_size, chunk.raw_size));
+        }
         // Frames are contiguous in both streams: a reader can then trust the table's arithmetic.
         const Chunk last = shard.chunks.empty() ? Chunk{} : shard.chunks.back();
         if (chunk.raw_offset != last.raw_offset + last.raw_size ||

@@ -8,6 +8,7 @@
 // its marker, or whose size or checksum disagrees, is not used.
 
 #include "io/checksum.hpp"
+#include "io/regular_file.hpp"
 
 #include <dl/checkpoint.hpp>
 #include <dl/error.hpp>
@@ -20,12 +21,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <limits>
 #include <map>
+#include <random>
 #include <regex>
 #include <sstream>
+#include <variant>
 #include <vector>
 
 namespace dl {
@@ -55,41 +58,59 @@ private:
     std::vector<char> m_bytes;
 };
 
+// Every length is checked against the bytes left before anything is allocated for it: the file
+// passed its checksum, but a checksum only says the bytes are the ones written, not by whom.
 class Reader {
 public:
-    Reader(const std::vector<char>& bytes, fs::path file)
-        : m_bytes(bytes), m_file(std::move(file)) {}
-    template <typename T> T get() {
+    Reader(const std::vector<char>& bytes, std::size_t end, fs::path file)
+        : m_bytes(bytes), m_end(end), m_file(std::move(file)) {}
+    template <typename T> T get(const char* what) {
         T value{};
-        get_bytes(&value, sizeof(T));
+        get_bytes(&value, sizeof(T), what);
         return value;
     }
-    void get_bytes(void* out, std::size_t size) {
-        if (m_pos + size > m_bytes.size()) {
-            throw Error(ErrorKind::training,
-                        fmt::format("checkpoint {} ends early", m_file.string()));
-        }
+    void get_bytes(void* out, std::size_t size, const char* what) {
+        need(size, what);
         std::memcpy(out, m_bytes.data() + m_pos, size);
         m_pos += size;
     }
-    std::string get_string() {
-        std::string text(get<std::uint32_t>(), '\0');
-        get_bytes(text.data(), text.size());
+    std::string get_string(const char* what) {
+        const auto length = get<std::uint32_t>(what);
+        need(length, what);
+        std::string text(m_bytes.data() + m_pos, length);
+        m_pos += length;
         return text;
     }
-    void skip(std::size_t size) {
-        if (m_pos + size > m_bytes.size()) {
-            throw Error(ErrorKind::training,
-                        fmt::format("checkpoint {} ends early", m_file.string()));
-        }
+    void skip(std::size_t size, const char* what) {
+        need(size, what);
         m_pos += size;
+    }
+    [[nodiscard]] std::size_t left() const { return m_end - m_pos; }
+    [[nodiscard]] std::size_t position() const { return m_pos; }
+
+    [[noreturn]] void fail(const std::string& message) const {
+        throw Error(ErrorKind::config,
+                    fmt::format("checkpoint {} at byte {}: {}", m_file.string(), m_pos, message));
     }
 
 private:
+    void need(std::size_t size, const char* what) const {
+        if (size > m_end - m_pos) {
+            fail(fmt::format("{} needs {} bytes but only {} are left before the checksum", what,
+                             size, m_end - m_pos));
+        }
+    }
     const std::vector<char>& m_bytes;
+    std::size_t m_end; // the checksum's offset
     fs::path m_file;
     std::size_t m_pos = 0;
 };
+
+// A marker is one short line; anything longer is not one.
+constexpr std::uint64_t k_max_marker_bytes = 4096;
+// Names are layer names plus ".<index>"; ranks are at most 4 in this engine.
+constexpr std::uint32_t k_max_name_bytes = 4096;
+constexpr std::uint32_t k_max_rank = 8;
 
 void fsync_directory(const fs::path& dir) {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -128,11 +149,6 @@ void write_atomically(const fs::path& path, const char* data, std::size_t size) 
     fsync_directory(path.parent_path());
 }
 
-std::vector<char> read_all(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 fs::path marker_for(const fs::path& file) {
     fs::path marker = file;
     marker.replace_extension(".done");
@@ -149,8 +165,13 @@ std::vector<std::pair<int, fs::path>> list_checkpoints(const fs::path& dir) {
     for (const auto& entry : fs::directory_iterator(dir, error)) {
         std::smatch match;
         const std::string name = entry.path().filename().string();
-        if (std::regex_match(name, match, pattern)) {
-            found.emplace_back(std::stoi(match[1].str()), entry.path());
+        int iteration = 0;
+        // More digits than an int holds is no name dltrain wrote: not a checkpoint of this run.
+        if (std::regex_match(name, match, pattern) &&
+            std::from_chars(name.data() + match.position(1),
+                            name.data() + match.position(1) + match.length(1), iteration)
+                    .ec == std::errc()) {
+            found.emplace_back(iteration, entry.path());
         }
     }
     std::sort(found.begin(), found.end(),
@@ -208,31 +229,201 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
 
 namespace {
 
-/// checkpoint_problem, leaving the file's bytes in `bytes` so a reader needs no second read.
-std::optional<std::string> problem_reading(const fs::path& file, std::vector<char>& bytes) {
-    const fs::path marker = marker_for(file);
-    std::ifstream marker_in(marker);
-    if (!marker_in) {
+struct StoredParam {
+    std::string name;
+    std::vector<int> shape;
+    std::size_t count = 0;  // values
+    std::size_t offset = 0; // of the first value in the file
+};
+
+struct StoredHistory {
+    std::size_t count = 0;
+    std::size_t offset = 0;
+};
+
+/// A checkpoint's bytes, every length checked against the file before it was believed.
+struct Layout {
+    TrainingState state;
+    std::vector<StoredParam> params;
+    std::vector<StoredHistory> histories;
+};
+
+/// A name read from a file, fit for a message: a crafted one may hold any bytes.
+std::string printable(const std::string& name) {
+    std::string text;
+    for (const char c : name) {
+        const auto byte = static_cast<unsigned char>(c);
+        text += byte >= 0x20 && byte < 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", byte);
+    }
+    return text;
+}
+
+/// `count` float32 values as bytes, or nothing when that overflows.
+std::optional<std::size_t> value_bytes(std::uint64_t count) {
+    std::size_t bytes = 0;
+    if (count > std::numeric_limits<std::size_t>::max() ||
+        __builtin_mul_overflow(static_cast<std::size_t>(count), sizeof(float), &bytes)) {
+        return std::nullopt;
+    }
+    return bytes;
+}
+
+/// Walks the whole layout (docs/engine.md, "Checkpoint format") without allocating more than the
+/// file holds; throws dl::Error(config) saying what is wrong and where.
+Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
+    Reader in(bytes, bytes.size() - sizeof(std::uint64_t), file);
+    Layout layout;
+    in.skip(sizeof(k_magic), "the magic");
+    if (const auto version = in.get<std::uint32_t>("the version"); version != k_version) {
+        in.fail(
+            fmt::format("unknown version {} (this dltrain reads version {})", version, k_version));
+    }
+    TrainingState& state = layout.state;
+    state.iteration = in.get<std::int32_t>("the iteration");
+    if (state.iteration < 0) {
+        in.fail(fmt::format("iteration {} is negative", state.iteration));
+    }
+    state.train_cursor = in.get<std::uint64_t>("the train cursor");
+    state.test_cursor = in.get<std::uint64_t>("the test cursor");
+    state.rng_state = in.get_string("the RNG state");
+    {
+        std::istringstream text(state.rng_state);
+        std::mt19937 rng;
+        text >> rng;
+        if (text.fail()) {
+            in.fail("the RNG state is not a std::mt19937 state");
+        }
+    }
+    // The smallest entry is a name length and a rank (8 bytes): a count the rest of the file
+    // cannot hold is refused before anything is reserved for it.
+    const auto param_count = in.get<std::uint32_t>("the parameter count");
+    if (param_count > in.left() / 8) {
+        in.fail(
+            fmt::format("{} parameters do not fit in the {} bytes left", param_count, in.left()));
+    }
+    layout.params.reserve(param_count);
+    for (std::uint32_t i = 0; i < param_count; ++i) {
+        StoredParam param;
+        const std::size_t at = in.position();
+        const auto name_length = in.get<std::uint32_t>("a parameter name's length");
+        if (name_length > k_max_name_bytes) {
+            in.fail(fmt::format("parameter {} has a name of {} bytes (at most {})", i, name_length,
+                                k_max_name_bytes));
+        }
+        param.name.resize(name_length);
+        in.get_bytes(param.name.data(), name_length, "a parameter name");
+        const auto rank = in.get<std::uint32_t>("a parameter's rank");
+        if (rank > k_max_rank) {
+            in.fail(fmt::format("parameter {} ('{}') has rank {} (at most {})", i,
+                                printable(param.name), rank, k_max_rank));
+        }
+        param.shape.resize(rank);
+        std::uint64_t count = 1;
+        for (int& dim : param.shape) {
+            dim = in.get<std::int32_t>("a parameter's dimension");
+            if (dim < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(dim), &count)) {
+                in.fail(fmt::format("parameter '{}' (entry at byte {}) has dimension {}",
+                                    printable(param.name), at, dim));
+            }
+        }
+        const auto size = value_bytes(count);
+        if (!size) {
+            in.fail(fmt::format("parameter '{}' has {} values", printable(param.name), count));
+        }
+        param.count = static_cast<std::size_t>(count);
+        param.offset = in.position();
+        in.skip(*size, "a parameter's values");
+        layout.params.push_back(std::move(param));
+    }
+    const auto history_count = in.get<std::uint32_t>("the solver history count");
+    if (history_count > in.left() / 8) {
+        in.fail(fmt::format("{} solver history tensors do not fit in the {} bytes left",
+                            history_count, in.left()));
+    }
+    layout.histories.reserve(history_count);
+    for (std::uint32_t i = 0; i < history_count; ++i) {
+        StoredHistory history;
+        const auto count = in.get<std::uint64_t>("a solver history's size");
+        const auto size = value_bytes(count);
+        if (!size) {
+            in.fail(fmt::format("solver history {} has {} values", i, count));
+        }
+        history.count = static_cast<std::size_t>(count);
+        history.offset = in.position();
+        in.skip(*size, "a solver history's values");
+        layout.histories.push_back(history);
+    }
+    if (in.left() != 0) {
+        in.fail(
+            fmt::format("{} bytes follow the solver history (the layout ends there)", in.left()));
+    }
+    return layout;
+}
+
+/// The size and checksum a completion marker names, or why it names none.
+struct Marker {
+    std::uint64_t size = 0;
+    std::string hex;
+};
+
+std::variant<Marker, std::string> read_marker(const fs::path& marker) {
+    std::error_code ec;
+    if (!fs::exists(marker, ec)) {
         return fmt::format("no completion marker {}", marker.filename().string());
     }
-    std::string line;
-    std::getline(marker_in, line);
-    std::size_t size = 0;
-    std::string hex;
-    {
-        std::istringstream fields(line);
-        std::string size_field;
-        std::string sum_field;
-        fields >> size_field >> sum_field;
-        if (size_field.rfind("size=", 0) != 0 || sum_field.rfind("xxh64=", 0) != 0) {
-            return fmt::format("unreadable completion marker {}", marker.filename().string());
-        }
-        size = std::stoull(size_field.substr(5));
-        hex = sum_field.substr(6);
+    std::vector<char> text;
+    try {
+        text = io::RegularFile(marker, "completion marker").read_all(k_max_marker_bytes);
+    } catch (const Error& e) {
+        return std::string(e.what());
     }
-    bytes = read_all(file);
-    if (bytes.size() != size) {
-        return fmt::format("size {} bytes, the marker says {} (truncated?)", bytes.size(), size);
+    const std::string line(text.begin(), std::find(text.begin(), text.end(), '\n'));
+    std::istringstream fields(line);
+    std::string size_field;
+    std::string sum_field;
+    fields >> size_field >> sum_field;
+    Marker parsed;
+    const auto unreadable =
+        fmt::format("unreadable completion marker {}", marker.filename().string());
+    if (size_field.rfind("size=", 0) != 0 || sum_field.rfind("xxh64=", 0) != 0) {
+        return unreadable;
+    }
+    const char* first = size_field.data() + 5;
+    const char* last = size_field.data() + size_field.size();
+    const auto [end, error] = std::from_chars(first, last, parsed.size);
+    if (error != std::errc() || end != last || first == last) {
+        return unreadable;
+    }
+    parsed.hex = sum_field.substr(6);
+    return parsed;
+}
+
+/// checkpoint_problem, leaving the file's bytes and layout for a reader, so it needs no second
+/// read.
+std::optional<std::string> problem_reading(const fs::path& file, std::vector<char>& bytes,
+                                           Layout& layout) {
+    Marker expected;
+    try {
+        // The file itself first: a FIFO is refused whether or not it has a marker.
+        const io::RegularFile in(file, "checkpoint");
+        auto marker = read_marker(marker_for(file));
+        if (const auto* problem = std::get_if<std::string>(&marker)) {
+            return *problem;
+        }
+        expected = std::get<Marker>(marker);
+        // The size is compared before the file is read: a marker never makes dltrain read (or
+        // allocate) more than the file holds.
+        if (in.size() != expected.size) {
+            return fmt::format("size {} bytes, the marker says {} (truncated?)", in.size(),
+                               expected.size);
+        }
+        bytes = in.read_all(expected.size);
+    } catch (const Error& e) {
+        return std::string(e.what());
+    }
+    if (bytes.size() != expected.size) {
+        return fmt::format("size {} bytes, the marker says {} (truncated?)", bytes.size(),
+                           expected.size);
     }
     if (bytes.size() < sizeof(k_magic) + sizeof(std::uint64_t) ||
         std::memcmp(bytes.data(), k_magic, sizeof(k_magic)) != 0) {
@@ -242,8 +433,13 @@ std::optional<std::string> problem_reading(const fs::path& file, std::vector<cha
     std::uint64_t stored = 0;
     std::memcpy(&stored, bytes.data() + body, sizeof(stored));
     const std::uint64_t actual = io::checksum(bytes.data(), body);
-    if (actual != stored || fmt::format("{:016x}", actual) != hex) {
-        return fmt::format("checksum mismatch (xxh64 {:016x}, expected {})", actual, hex);
+    if (actual != stored || fmt::format("{:016x}", actual) != expected.hex) {
+        return fmt::format("checksum mismatch (xxh64 {:016x}, expected {})", actual, expected.hex);
+    }
+    try {
+        layout = parse_layout(bytes, file);
+    } catch (const Error& e) {
+        return std::string(e.what());
     }
     return std::nullopt;
 }
@@ -252,7 +448,8 @@ std::optional<std::string> problem_reading(const fs::path& file, std::vector<cha
 
 std::optional<std::string> checkpoint_problem(const fs::path& file) {
     std::vector<char> bytes;
-    return problem_reading(file, bytes);
+    Layout layout;
+    return problem_reading(file, bytes, layout);
 }
 
 std::optional<fs::path>
@@ -269,57 +466,30 @@ find_latest_checkpoint(const fs::path& dir, const std::function<void(const std::
 
 namespace {
 
-/// The bytes of a checkpoint that passed checkpoint_problem; `what` names it in the error.
-std::vector<char> read_valid(const fs::path& file, const char* what) {
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec)) {
-        throw Error(ErrorKind::config, fmt::format("{} {} does not exist", what, file.string()));
-    }
+/// A checkpoint that passed checkpoint_problem; `what` names it in the error.
+struct ValidCheckpoint {
     std::vector<char> bytes;
-    if (auto problem = problem_reading(file, bytes)) {
-        throw Error(ErrorKind::config,
-                    fmt::format("{} {} is not usable: {}", what, file.string(), *problem));
-    }
-    return bytes;
-}
+    Layout layout;
 
-/// Everything before the parameters.
-TrainingState get_front(Reader& in, const fs::path& file) {
-    char magic[sizeof(k_magic)];
-    in.get_bytes(magic, sizeof(magic));
-    if (in.get<std::uint32_t>() != k_version) {
-        throw Error(ErrorKind::config,
-                    fmt::format("checkpoint {}: unknown version", file.string()));
-    }
-    TrainingState state;
-    state.iteration = in.get<std::int32_t>();
-    state.train_cursor = in.get<std::uint64_t>();
-    state.test_cursor = in.get<std::uint64_t>();
-    state.rng_state = in.get_string();
-    return state;
-}
-
-struct StoredParam {
-    std::string name;
-    std::vector<int> shape;
-    [[nodiscard]] std::size_t count() const {
-        std::size_t n = 1;
-        for (const int dim : shape) {
-            n *= static_cast<std::size_t>(dim);
-        }
-        return n;
+    /// `count` floats from `offset`, which parse_layout checked lie inside the file.
+    [[nodiscard]] std::vector<float> values(std::size_t offset, std::size_t count) const {
+        std::vector<float> out(count);
+        std::memcpy(out.data(), bytes.data() + offset, count * sizeof(float));
+        return out;
     }
 };
 
-/// A parameter's name and shape; its values follow.
-StoredParam get_param(Reader& in) {
-    StoredParam param;
-    param.name = in.get_string();
-    param.shape.resize(in.get<std::uint32_t>());
-    for (int& dim : param.shape) {
-        dim = in.get<std::int32_t>();
+ValidCheckpoint read_valid(const fs::path& file, const char* what) {
+    std::error_code ec;
+    if (!fs::exists(file, ec)) {
+        throw Error(ErrorKind::config, fmt::format("{} {} does not exist", what, file.string()));
     }
-    return param;
+    ValidCheckpoint valid;
+    if (auto problem = problem_reading(file, valid.bytes, valid.layout)) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{} {} is not usable: {}", what, file.string(), *problem));
+    }
+    return valid;
 }
 
 std::string shape_text(const std::vector<int>& shape) {
@@ -329,70 +499,64 @@ std::string shape_text(const std::vector<int>& shape) {
 } // namespace
 
 TrainingState read_checkpoint(const fs::path& file, Net& net, Solver* solver) {
-    const std::vector<char> bytes = read_valid(file, "checkpoint");
-    Reader in(bytes, file);
-    TrainingState state = get_front(in, file);
-    const auto count = in.get<std::uint32_t>();
+    const ValidCheckpoint valid = read_valid(file, "checkpoint");
+    const Layout& layout = valid.layout;
     const auto& params = net.params();
-    if (count != params.size()) {
+    if (layout.params.size() != params.size()) {
         throw Error(ErrorKind::config,
                     fmt::format("checkpoint {} has {} parameters, the network has {}",
-                                file.string(), count, params.size()));
+                                file.string(), layout.params.size(), params.size()));
     }
-    for (const auto& param : params) {
-        const StoredParam stored = get_param(in);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        const StoredParam& stored = layout.params[i];
+        const Param& param = params[i];
         if (stored.name != param.name || stored.shape != param.tensor->shape()) {
             throw Error(ErrorKind::config,
-                        fmt::format("checkpoint {}: parameter {} does not match the network's {} "
-                                    "({})",
-                                    file.string(), stored.name, param.name,
-                                    param.tensor->shape_string()));
+                        fmt::format("checkpoint {}: parameter {} ({}) does not match the "
+                                    "network's {} ({})",
+                                    file.string(), printable(stored.name), shape_text(stored.shape),
+                                    param.name, param.tensor->shape_string()));
         }
-        std::vector<float> values(param.tensor->count());
-        in.get_bytes(values.data(), values.size() * sizeof(float));
-        param.tensor->write_data(values.data());
+        param.tensor->write_data(valid.values(stored.offset, stored.count).data());
     }
-    const auto histories = in.get<std::uint32_t>();
     if (solver != nullptr) {
-        if (histories != solver->history().size()) {
+        if (layout.histories.size() != solver->history().size()) {
             throw Error(ErrorKind::config,
                         fmt::format("checkpoint {} was written by another solver type ({} history "
                                     "tensors, this solver has {})",
-                                    file.string(), histories, solver->history().size()));
+                                    file.string(), layout.histories.size(),
+                                    solver->history().size()));
         }
-        for (auto& history : solver->history()) {
-            if (in.get<std::uint64_t>() != history.count()) {
-                throw Error(
-                    ErrorKind::config,
-                    fmt::format("checkpoint {}: solver history size mismatch", file.string()));
+        for (std::size_t i = 0; i < layout.histories.size(); ++i) {
+            const StoredHistory& stored = layout.histories[i];
+            Tensor& history = solver->history()[i];
+            if (stored.count != history.count()) {
+                throw Error(ErrorKind::config,
+                            fmt::format("checkpoint {}: solver history {} has {} values, this "
+                                        "solver's has {}",
+                                        file.string(), i, stored.count, history.count()));
             }
-            std::vector<float> values(history.count());
-            in.get_bytes(values.data(), values.size() * sizeof(float));
-            history.write_data(values.data());
+            history.write_data(valid.values(stored.offset, stored.count).data());
         }
-        solver->set_iteration(state.iteration);
+        solver->set_iteration(layout.state.iteration);
     }
-    std::istringstream rng(state.rng_state);
+    std::istringstream rng(layout.state.rng_state);
     rng >> net.rng();
-    return state;
+    return layout.state;
 }
 
 WeightsCopy copy_weights(const fs::path& file, Net& net) {
-    const std::vector<char> bytes = read_valid(file, "weights file");
-    Reader in(bytes, file);
-    (void)get_front(in, file); // a fresh run: no iteration, cursors, RNG or solver history
+    // A fresh run: no iteration, cursors, RNG or solver history of the file is used.
+    const ValidCheckpoint valid = read_valid(file, "weights file");
     std::map<std::string, const Param*> wanted;
     for (const auto& param : net.params()) {
         wanted.emplace(param.name, &param);
     }
     WeightsCopy copy;
-    const auto count = in.get<std::uint32_t>();
-    for (std::uint32_t i = 0; i < count; ++i) {
-        const StoredParam stored = get_param(in);
+    for (const StoredParam& stored : valid.layout.params) {
         const auto found = wanted.find(stored.name);
         if (found == wanted.end()) {
-            in.skip(stored.count() * sizeof(float));
-            copy.unused.push_back(stored.name);
+            copy.unused.push_back(printable(stored.name));
             continue;
         }
         const Tensor& tensor = *found->second->tensor;
@@ -403,9 +567,7 @@ WeightsCopy copy_weights(const fs::path& file, Net& net) {
                                     file.string(), stored.name, shape_text(stored.shape),
                                     shape_text(tensor.shape())));
         }
-        std::vector<float> values(stored.count());
-        in.get_bytes(values.data(), values.size() * sizeof(float));
-        found->second->tensor->write_data(values.data());
+        found->second->tensor->write_data(valid.values(stored.offset, stored.count).data());
         copy.copied.push_back(stored.name);
         wanted.erase(found);
     }

@@ -27,6 +27,12 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
     if (!source.empty() && source.front() == '/' && std::filesystem::is_directory(source, ec)) {
         request.argv.insert(request.argv.end(), {"--data-dir", source});
     }
+    // dltrain refuses a net whose tensors need more memory than its limit (exit 3, naming the
+    // layer). Its default is this machine's memory; the job gets what the recipe asks for.
+    if (recipe.resources.memory && recipe.resources.memory->mib() > 0) {
+        request.argv.insert(request.argv.end(),
+                            {"--max-memory", fmt::format("{}M", recipe.resources.memory->mib())});
+    }
     request.timeout = std::chrono::seconds(60);
     auto ran = runner.run(request);
     if (!ran) {

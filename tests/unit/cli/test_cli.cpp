@@ -106,6 +106,36 @@ TEST(CliBinary, RenderAppliesSetOverridesAndRejectsBadOnes) {
     EXPECT_EQ(bad.output.find("#!/"), std::string::npos) << "no script on error: " << bad.output;
 }
 
+// A network whose ip1 has 10^7 outputs needs about 128 GB for its weights alone, more than the
+// recipe's 8G. dltrain check refused it only by failing to allocate (exit 1, "std::bad_alloc"),
+// which validate took for "not checked here" and passed. Now check works the bytes out from the
+// shapes (against --max-memory, the recipe's resources.memory) and exits 3 naming the layer;
+// validate fails with its message. Under a 2 GB address-space limit, so nothing here can take
+// the machine's memory.
+TEST(CliBinary, ValidateRefusesANetworkTooLargeForTheRecipesMemory) {
+    const std::string dir = "/tmp/dljob-cli-mem-" + std::to_string(::getpid());
+    const std::string setup =
+        "rm -rf " + dir + " && mkdir -p " + dir +
+        " && sed 's/num_output: 500$/num_output: 10000000/' " + DLJOB_SOURCE_DIR +
+        "/recipes/networks/lenet.yaml > " + dir + "/net.yaml && grep -q 10000000 " + dir +
+        "/net.yaml && sed 's|config: networks/lenet.yaml|config: " + dir + "/net.yaml|' " +
+        DLJOB_SOURCE_DIR + "/recipes/fashion-mnist.yaml > " + dir + "/recipe.yaml && grep -q '" +
+        "memory: 8G' " + dir + "/recipe.yaml";
+    ASSERT_EQ(test::run_shell(setup).exit_code, 0);
+    const std::string env = "ulimit -v 2000000; XDG_CONFIG_HOME=/nonexistent-dljob-test "
+                            "DLJOB_STORE=" +
+                            dir + "/jobs.db DLJOB_RUNS_DIR=" + dir + "/runs ";
+    auto bad = test::run_shell(env + DLJOB_BINARY + " validate " + dir + "/recipe.yaml");
+    EXPECT_EQ(bad.exit_code, 3) << bad.output;
+    EXPECT_NE(bad.output.find(dir + "/net.yaml:61: layer 'ip1' (InnerProduct): needs"),
+              std::string::npos)
+        << bad.output;
+    EXPECT_NE(bad.output.find("(8589934592 bytes, --max-memory 8192M)"), std::string::npos)
+        << bad.output;
+    EXPECT_EQ(bad.output.find("not checked here"), std::string::npos) << bad.output;
+    test::run_shell("rm -rf " + dir);
+}
+
 TEST(CliBinary, ValidateAndSubmitRefuseANetworkConfigDltrainWouldRefuse) {
     // A recipe whose network has a 50x50 kernel over 28x28 images: dltrain would exit 3 when
     // the job starts; validate and submit say so now, naming the network file and line.
