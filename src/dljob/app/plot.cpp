@@ -281,8 +281,8 @@ Result<ImageKind> image_kind(const std::filesystem::path& output) {
         return ImageKind::svg;
     }
     return fail(ErrorCode::usage,
-                fmt::format("-o {}: unknown image format '{}' (known: .png, .svg)",
-                            output.string(), extension.empty() ? "(none)" : extension),
+                fmt::format("-o {}: unknown image format '{}' (known: .png, .svg)", output.string(),
+                            extension.empty() ? "(none)" : extension),
                 "name the output curves.png or curves.svg, or use --format text");
 }
 
@@ -299,9 +299,9 @@ bool looks_like(ImageKind kind, const std::string& bytes) {
 RunCurves parse_metrics(std::string_view text, const std::string& file,
                         std::vector<std::string>& warnings) {
     RunCurves curves;
-    double offset_s = 0;                // the summed length of the processes before this one
-    double process_elapsed_s = 0;       // the latest train elapsed_s of this process
-    double process_wall_s = -1;         // its final line's wall_s; negative: none yet
+    double offset_s = 0;          // the summed length of the processes before this one
+    double process_elapsed_s = 0; // the latest train elapsed_s of this process
+    double process_wall_s = -1;   // its final line's wall_s; negative: none yet
     std::size_t malformed = 0;
     std::size_t line_number = 0;
     const auto report = [&](const std::string& why) {
@@ -427,8 +427,7 @@ Result<RunCurves> read_run_curves(const std::filesystem::path& run_dir,
 }
 
 std::string sparkline(const std::vector<CurvePoint>& curve, std::size_t width) {
-    static constexpr std::array<std::string_view, 8> blocks{"▁", "▂", "▃", "▄",
-                                                            "▅", "▆", "▇", "█"};
+    static constexpr std::array<std::string_view, 8> blocks{"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
     if (curve.empty() || width == 0) {
         return {};
     }
@@ -552,11 +551,11 @@ Result<void> plot_jobs(JobContext& context, const PlotOptions& options, std::ost
         }
         kind = *chosen;
         if (!program_exists(gnuplot)) {
-            return fail(ErrorCode::not_found,
-                        fmt::format("gnuplot not found ('{}'): dljob plot draws images with it",
-                                    gnuplot),
-                        "install it (Debian: apt-get install gnuplot-nox; on a cluster: module "
-                        "load gnuplot), set DLJOB_GNUPLOT to its path, or use --format text");
+            return fail(
+                ErrorCode::not_found,
+                fmt::format("gnuplot not found ('{}'): dljob plot draws images with it", gnuplot),
+                "install it (Debian: apt-get install gnuplot-nox; on a cluster: module "
+                "load gnuplot), set DLJOB_GNUPLOT to its path, or use --format text");
         }
     }
     std::vector<std::string> warnings;
@@ -579,12 +578,15 @@ Result<void> plot_jobs(JobContext& context, const PlotOptions& options, std::ost
     request.timeout = options.timeout;
     auto ran = context.runner().run(request);
     if (!ran) {
-        return fail(ErrorCode::not_found, fmt::format("cannot run gnuplot: {}", ran.error().message),
+        return fail(ErrorCode::not_found,
+                    fmt::format("cannot run gnuplot: {}", ran.error().message),
                     "install gnuplot-nox or set DLJOB_GNUPLOT to its path");
     }
     if (ran->timed_out) {
-        return fail(ErrorCode::timeout,
-                    fmt::format("gnuplot took longer than {} s", std::chrono::duration_cast<std::chrono::seconds>(options.timeout).count()));
+        return fail(
+            ErrorCode::timeout,
+            fmt::format("gnuplot took longer than {} s",
+                        std::chrono::duration_cast<std::chrono::seconds>(options.timeout).count()));
     }
     if (ran->exit_code != 0 || !looks_like(*kind, ran->out)) {
         const auto first_line = ran->err.substr(0, ran->err.find('\n', 0));

@@ -24,11 +24,9 @@ void set_plot_command(CLI::App& app, Context& context) {
         ->required();
     command->add_option("-o,--output", flags->output,
                         "Image to write, .png or .svg by its extension (default curves.png)");
-    command
-        ->add_option("--x", flags->axis, "Horizontal axis: iter, or time (training wall time)")
-        ->transform(CLI::CheckedTransformer(
-            std::map<std::string, app::PlotAxis>{{"iter", app::PlotAxis::iteration},
-                                                 {"time", app::PlotAxis::time}}));
+    command->add_option("--x", flags->axis, "Horizontal axis: iter, or time (training wall time)")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, app::PlotAxis>{
+            {"iter", app::PlotAxis::iteration}, {"time", app::PlotAxis::time}}));
     command
         ->add_option("--format", flags->format,
                      "image (gnuplot), or text: a sparkline per job for a terminal")
