@@ -589,10 +589,23 @@ Result<void> plot_jobs(JobContext& context, const PlotOptions& options, std::ost
                         std::chrono::duration_cast<std::chrono::seconds>(options.timeout).count()));
     }
     if (ran->exit_code != 0 || !looks_like(*kind, ran->out)) {
-        const auto first_line = ran->err.substr(0, ran->err.find('\n', 0));
+        // gnuplot echoes the offending command first and ends with the error itself.
+        std::string_view last_line = ran->err;
+        while (!last_line.empty() && std::isspace(static_cast<unsigned char>(last_line.back()))) {
+            last_line.remove_suffix(1);
+        }
+        if (const auto newline = last_line.rfind('\n'); newline != std::string_view::npos) {
+            last_line.remove_prefix(newline + 1);
+        }
+        while (!last_line.empty() && std::isspace(static_cast<unsigned char>(last_line.front()))) {
+            last_line.remove_prefix(1);
+        }
         return fail(ErrorCode::internal,
                     fmt::format("gnuplot exited {} without an image{}{}", ran->exit_code,
-                                first_line.empty() ? "" : ": ", shorten(first_line, 300)));
+                                last_line.empty() ? "" : ": ",
+                                shorten(std::string(last_line), 300)),
+                    "this is a bug in dljob plot: please report it with the message; "
+                    "--format text still works");
     }
     if (auto error = util::write_file_atomic(options.output, ran->out); !error.empty()) {
         return fail(ErrorCode::io, error);

@@ -571,7 +571,8 @@ TEST_F(Plot, AFailingGnuplotLeavesTheOldImage) {
     const auto a = add_job("alpha", "a");
     write("a/metrics.jsonl", train_line(0, 2, 1));
     // Half an image, then a failure: none of it may reach curves.svg.
-    write("fake-gnuplot", "#!/bin/sh\ncat >/dev/null\nprintf '<svg>'\necho 'line 3: boom' >&2\n"
+    write("fake-gnuplot", "#!/bin/sh\ncat >/dev/null\nprintf '<svg>'\n"
+                          "printf 'plot $x\\n     ^\\n  line 3: boom\\n' >&2\n"
                           "exit 1\n");
     std::filesystem::permissions(dir / "fake-gnuplot", std::filesystem::perms::owner_all);
     write("curves.svg", "old");
@@ -582,11 +583,35 @@ TEST_F(Plot, AFailingGnuplotLeavesTheOldImage) {
     const auto error = plot(options);
     ASSERT_TRUE(error);
     EXPECT_EQ(error->code, ErrorCode::internal);
-    EXPECT_NE(error->message.find("line 3: boom"), std::string::npos) << error->message;
+    // The error is gnuplot's last line, not the command it echoes first.
+    EXPECT_EQ(error->message, "gnuplot exited 1 without an image: line 3: boom");
     EXPECT_EQ(read(dir / "curves.svg"), "old");
     auto files = loose_files();
     std::sort(files.begin(), files.end());
     EXPECT_EQ(files, (std::vector<std::string>{"curves.svg", "fake-gnuplot"}));
+}
+
+TEST_F(Plot, GnuplotOutputThatIsNoImageOrTooLateIsNotWritten) {
+    const auto a = add_job("alpha", "a");
+    write("a/metrics.jsonl", train_line(0, 2, 1));
+    write("cut-gnuplot", "#!/bin/sh\ncat >/dev/null\nprintf '<svg width=1>'\nexit 0\n");
+    write("slow-gnuplot", "#!/bin/sh\ncat >/dev/null\nexec sleep 30\n");
+    for (const auto* fake : {"cut-gnuplot", "slow-gnuplot"}) {
+        std::filesystem::permissions(dir / fake, std::filesystem::perms::owner_all);
+    }
+    PlotOptions options;
+    options.ids = {std::to_string(a)};
+    options.output = dir / "curves.svg";
+    options.gnuplot = (dir / "cut-gnuplot").string();
+    auto error = plot(options);
+    ASSERT_TRUE(error);
+    EXPECT_EQ(error->code, ErrorCode::internal);
+    options.gnuplot = (dir / "slow-gnuplot").string();
+    options.timeout = std::chrono::milliseconds(300);
+    error = plot(options);
+    ASSERT_TRUE(error);
+    EXPECT_EQ(error->code, ErrorCode::timeout);
+    EXPECT_FALSE(std::filesystem::exists(options.output));
 }
 
 TEST_F(Plot, AHugeMetricsFileIsRefusedUnread) {
