@@ -221,16 +221,14 @@ Result<std::vector<Job>> chain_of(JobContext& context, const Job& job) {
         first = **previous;
     }
     std::vector<Job> chain{first};
+    seen = {first.id};
     while (true) {
         auto next = context.store().continuation_of(chain.back().id);
         if (!next) {
             return fail(next.error());
         }
-        if (!next->has_value() || chain.size() > seen.size() + 10000) {
-            break;
-        }
-        if (std::any_of(chain.begin(), chain.end(),
-                        [&](const Job& j) { return j.id == (*next)->id; })) {
+        // A loop cannot come from submit (one continuation per job), only from a damaged store.
+        if (!next->has_value() || !seen.insert((*next)->id).second) {
             break;
         }
         chain.push_back(**next);
@@ -483,6 +481,10 @@ Result<std::vector<PlotSeries>> plot_series(JobContext& context,
         if (!chain) {
             return fail(chain.error());
         }
+        if (chain->front().run_dir.empty()) {
+            // Not the current directory's metrics.jsonl, which an empty path would name.
+            return fail(ErrorCode::not_found, fmt::format("job {} has no run directory", id));
+        }
         const auto run_dir = std::filesystem::path(chain->front().run_dir).lexically_normal();
         if (std::find(run_dirs.begin(), run_dirs.end(), run_dir) != run_dirs.end()) {
             continue; // another attempt of a chain already drawn
@@ -517,7 +519,12 @@ std::string text_summary(const std::vector<PlotSeries>& series) {
     constexpr std::size_t width = 40;
     std::string text;
     for (const auto& s : series) {
-        text += s.label + "\n";
+        // A name is the submitter's text: no escape sequence of it reaches the terminal.
+        std::string label = s.label;
+        std::replace_if(
+            label.begin(), label.end(),
+            [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; }, ' ');
+        text += label + "\n";
         const auto& train = s.curves.train_loss;
         const auto& loss_curve = train.empty() ? s.curves.test_loss : train;
         text += fmt::format("  {} {} loss, iter {}..{}, last {:.4g}", sparkline(loss_curve, width),

@@ -431,6 +431,7 @@ TEST_F(Plot, TwoJobsAreTwoCurvesWhereTheirMetricsPutThem) {
 TEST_F(Plot, AContinuedChainIsOneCurveAgainstIterationOrTime) {
     const auto first = add_job("chain", "c");
     const auto second = add_job("chain", "c", first, 2);
+    const auto third = add_job("chain", "c", second, 3); // pending: nothing written yet
     write("c/metrics.jsonl", chain_metrics);
     std::vector<std::string> warnings;
     const auto curves = parse_metrics(chain_metrics, "c", warnings);
@@ -439,8 +440,9 @@ TEST_F(Plot, AContinuedChainIsOneCurveAgainstIterationOrTime) {
         SCOPED_TRACE(axis == PlotAxis::time ? "time" : "iteration");
         out.str("");
         PlotOptions options;
-        // Either attempt, or both, names the whole chain.
-        options.ids = {std::to_string(second), std::to_string(first)};
+        // Any attempt names the whole chain (the middle one: both directions), and the
+        // others add nothing.
+        options.ids = {std::to_string(second), std::to_string(first), std::to_string(third)};
         options.output = dir / "chain.svg";
         options.axis = axis;
         ASSERT_FALSE(plot(options)) << plot(options)->message;
@@ -448,7 +450,7 @@ TEST_F(Plot, AContinuedChainIsOneCurveAgainstIterationOrTime) {
         const auto items = svg_items(read(options.output));
         // train, test, one legend entry, two style entries; accuracy.
         ASSERT_EQ(items.size(), 6U);
-        EXPECT_EQ(items[2].text, fmt::format("job {}+{} chain", first, second));
+        EXPECT_EQ(items[2].text, fmt::format("job {}+{}+{} chain", first, second, third));
         Placed loss;
         const auto& train = items[0].path;
         ASSERT_EQ(train.size(), curves.train_loss.size());
@@ -496,6 +498,17 @@ TEST_F(Plot, AHostileJobNameIsOnlyText) {
     EXPECT_EQ(items[1].text, fmt::format("job {} a'b\"c <x>&`touch PWNED` @m \\ ", a));
     EXPECT_FALSE(std::filesystem::exists("PWNED"));
     EXPECT_FALSE(std::filesystem::exists(dir / "PWNED"));
+}
+
+TEST_F(Plot, TextLabelsCarryNoControlCharacters) {
+    const auto a = add_job("evil\x1b]0;title\x07\nname", "a");
+    write("a/metrics.jsonl", train_line(0, 2, 1));
+    PlotOptions options;
+    options.ids = {std::to_string(a)};
+    options.format = PlotFormat::text;
+    ASSERT_FALSE(plot(options));
+    EXPECT_EQ(out.str().substr(0, out.str().find('\n') + 1),
+              fmt::format("job {} evil ]0;title  name\n", a));
 }
 
 TEST(PlotGnuplot, StringsAreSingleQuotedLiterals) {
