@@ -280,23 +280,30 @@ TEST(PlotMetrics, AResumedProcessStillBehindTheOldOneDropsWhatItWillRedo) {
 }
 
 TEST(PlotMetrics, MalformedLinesAreSkippedAndNamedByLine) {
-    std::string text = train_line(0, 2.0, 1); // 1
-    text += "not json at all\n";              // 2
-    text += R"({"type":"train","loss":1.0})"
-            "\n";                                          // 3: no iter
-    text += "[1,2,3]\n";                                   // 4
-    text += std::string("\xff\xfe\x00garbage", 10) + "\n"; // 5
-    text += R"({"type":"train","iter":-5,"loss":1})"
-            "\n";                                                    // 6
-    text += std::string(PlotLimits::max_line_bytes + 1, '{') + "\n"; // 7
-    text += R"({"type":"train","iter":100,"loss":{"a":[[[[1]]]]}})"
-            "\n"; // 8: nested
-    text += R"({"no":"type"})"
-            "\n"; // 9
-    text += R"({"type":"checkpointed","iter":100})"
-            "\n";                                // 10: not drawn
-    text += train_line(200, 1.0, 9);             // 11
-    text += R"({"type":"train","iter":300,"lo)"; // 12: being written
+    // Line by line; the malformed are 2-9.
+    const std::vector<std::string> lines{
+        train_line(0, 2.0, 1),
+        "not json at all\n",
+        R"({"type":"train","loss":1.0})"
+        "\n", // no iter
+        "[1,2,3]\n",
+        std::string("\xff\xfe\x00garbage\n", 11),
+        R"({"type":"train","iter":-5,"loss":1})"
+        "\n",
+        std::string(PlotLimits::max_line_bytes + 1, '{') + "\n",
+        R"({"type":"train","iter":100,"loss":{"a":[[[[1]]]]}})"
+        "\n", // nested: dropped while parsing, so no loss
+        R"({"no":"type"})"
+        "\n",
+        R"({"type":"checkpointed","iter":100})"
+        "\n", // a type with nothing to draw
+        train_line(200, 1.0, 9),
+        R"({"type":"train","iter":300,"lo)", // unterminated: still being written
+    };
+    std::string text;
+    for (const auto& line : lines) {
+        text += line;
+    }
     std::vector<std::string> warnings;
     const auto curves = parse_metrics(text, "run/metrics.jsonl", warnings);
     ASSERT_EQ(curves.train_loss.size(), 2U);
