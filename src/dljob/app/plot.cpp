@@ -417,7 +417,7 @@ Result<RunCurves> read_run_curves(const std::filesystem::path& run_dir,
         return fail(ErrorCode::config_invalid,
                     fmt::format("{} is larger than the {} MiB plot reads", path.string(),
                                 PlotLimits::max_metrics_bytes / (1024 * 1024)),
-                    "a training with a smaller `display` interval writes fewer train lines");
+                    "a larger `display` interval in the network config writes fewer train lines");
     case Status::unreadable:
         return fail(ErrorCode::io, fmt::format("cannot read {}: {}", path.string(), read.what));
     }
