@@ -175,18 +175,25 @@ void add_differences(std::vector<PlotSeries>& series,
             keys.insert(key);
         }
     }
+    // A run directory without a readable recipe.yaml says nothing about any value.
+    std::vector<const std::map<std::string, std::string>*> known;
+    for (const auto& v : values) {
+        if (!v.empty()) {
+            known.push_back(&v);
+        }
+    }
+    const auto value_of = [](const std::map<std::string, std::string>& v, const std::string& key) {
+        const auto it = v.find(key);
+        return it == v.end() ? std::string("(unset)") : it->second;
+    };
     std::vector<std::string> differing;
     for (const auto& key : keys) {
-        if (key == "name") {
+        if (key == "name" || known.size() < 2) {
             continue;
         }
-        const auto value_of = [&](const std::map<std::string, std::string>& v) {
-            const auto it = v.find(key);
-            return it == v.end() ? std::string("-") : it->second;
-        };
-        const auto first = value_of(values.front());
-        if (std::any_of(values.begin() + 1, values.end(),
-                        [&](const auto& v) { return value_of(v) != first; })) {
+        const auto first = value_of(*known.front(), key);
+        if (std::any_of(known.begin() + 1, known.end(),
+                        [&](const auto* v) { return value_of(*v, key) != first; })) {
             differing.push_back(key);
         }
     }
@@ -194,13 +201,13 @@ void add_differences(std::vector<PlotSeries>& series,
         differing.resize(max_keys);
     }
     for (std::size_t i = 0; i < series.size(); ++i) {
-        std::string text;
-        for (const auto& key : differing) {
-            const auto it = values[i].find(key);
-            text += fmt::format(" {}={}", key,
-                                shorten(it == values[i].end() ? "-" : it->second, max_value_chars));
+        if (values[i].empty()) {
+            continue;
         }
-        series[i].label += text;
+        for (const auto& key : differing) {
+            series[i].label +=
+                fmt::format(" {}={}", key, shorten(value_of(values[i], key), max_value_chars));
+        }
     }
 }
 

@@ -174,6 +174,9 @@ std::string gnuplot_script(const std::vector<PlotSeries>& series, PlotAxis axis,
                     "$accuracy{} using 1:2 with linespoints lc {} pt 7 ps 0.5 notitle", i, i + 1));
             }
         }
+        // The loss panel's x range, so that one iteration (or minute) is at the same place
+        // in both panels.
+        script += "set xrange [GPVAL_X_MIN:GPVAL_X_MAX]\n";
         script += "unset key\nset title 'test accuracy'\nset ylabel 'accuracy'\n";
         script += "plot " + join(items) + "\n";
     }

@@ -435,6 +435,26 @@ TEST_F(Plot, TwoJobsAreTwoCurvesWhereTheirMetricsPutThem) {
     EXPECT_EQ(loose_files(), std::vector<std::string>{"curves.svg"});
 }
 
+TEST_F(Plot, LabelsNameTheRecipeValuesThatDiffer) {
+    const auto a = add_job("alpha", "a");
+    const auto b = add_job("beta", "b");
+    const auto c = add_job("gamma", "c");
+    for (const auto* run : {"a", "b", "c"}) {
+        write(std::string(run) + "/metrics.jsonl", train_line(0, 2, 1));
+    }
+    write("a/recipe.yaml", "name: alpha\ntrain:\n  lr: 0.1\n  batch: 64\nseed: 1\n");
+    write("b/recipe.yaml", "name: beta\ntrain:\n  lr: 0.1\nseed: 2\n");
+    // c has none: it neither shows values nor makes every value look different.
+    std::vector<std::string> warnings;
+    auto series =
+        plot_series(*context, {std::to_string(a), std::to_string(b), std::to_string(c)}, warnings);
+    ASSERT_TRUE(series) << series.error().message;
+    ASSERT_EQ(series->size(), 3U);
+    EXPECT_EQ((*series)[0].label, fmt::format("job {} alpha seed=1 train.batch=64", a));
+    EXPECT_EQ((*series)[1].label, fmt::format("job {} beta seed=2 train.batch=(unset)", b));
+    EXPECT_EQ((*series)[2].label, fmt::format("job {} gamma", c));
+}
+
 TEST_F(Plot, AContinuedChainIsOneCurveAgainstIterationOrTime) {
     const auto first = add_job("chain", "c");
     const auto second = add_job("chain", "c", first, 2);
