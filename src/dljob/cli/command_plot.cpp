@@ -5,8 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace dljob::cli {
 
@@ -16,8 +17,8 @@ void set_plot_command(CLI::App& app, Context& context) {
     struct Flags {
         std::vector<std::string> ids;
         std::string output;
-        app::PlotAxis axis = app::PlotAxis::iteration;
-        app::PlotFormat format = app::PlotFormat::image;
+        std::string axis = "iter";
+        std::string format = "image";
     };
     auto flags = std::make_shared<Flags>();
     command->add_option("JOB", flags->ids, "Job ids (any attempt of a continued chain)")
@@ -25,15 +26,14 @@ void set_plot_command(CLI::App& app, Context& context) {
     command->add_option("-o,--output", flags->output,
                         "Image to write, .png or .svg by its extension (default curves.png)");
     command->add_option("--x", flags->axis, "Horizontal axis: iter, or time (training wall time)")
-        ->transform(CLI::CheckedTransformer(std::map<std::string, app::PlotAxis>{
-            {"iter", app::PlotAxis::iteration}, {"time", app::PlotAxis::time}}));
+        ->check(CLI::IsMember({"iter", "time"}));
     command
         ->add_option("--format", flags->format,
                      "image (gnuplot), or text: a sparkline per job for a terminal")
-        ->transform(CLI::CheckedTransformer(std::map<std::string, app::PlotFormat>{
-            {"image", app::PlotFormat::image}, {"text", app::PlotFormat::text}}));
+        ->check(CLI::IsMember({"image", "text"}));
     command->callback([flags, &context] {
-        if (flags->format == app::PlotFormat::text && !flags->output.empty()) {
+        const bool text = flags->format == "text";
+        if (text && !flags->output.empty()) {
             throw Failure(ErrorCode::usage, "--format text prints to the terminal; drop -o",
                           "redirect the output to keep it: dljob plot ... --format text > F");
         }
@@ -42,8 +42,8 @@ void set_plot_command(CLI::App& app, Context& context) {
         if (!flags->output.empty()) {
             options.output = flags->output;
         }
-        options.axis = flags->axis;
-        options.format = flags->format;
+        options.axis = flags->axis == "time" ? app::PlotAxis::time : app::PlotAxis::iteration;
+        options.format = text ? app::PlotFormat::text : app::PlotFormat::image;
         auto jobs = app::JobContext::open();
         auto plotted = app::plot_jobs(jobs, options, context.out, context.err);
         if (!plotted) {

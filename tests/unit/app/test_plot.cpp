@@ -715,8 +715,11 @@ TEST_F(Plot, TheVerbMapsErrorsToExitCodes) {
     const auto extension = test::run_shell(env + DLJOB_BINARY + " plot 1 -o x.gif");
     EXPECT_EQ(extension.exit_code, 2) << extension.output;
 
-    const auto axis = test::run_shell(env + DLJOB_BINARY + " plot 1 --x epochs");
-    EXPECT_EQ(axis.exit_code, 2) << axis.output;
+    for (const std::string flags :
+         {"--x epochs", "--x 1", "--format 0", "--format text -o x.svg"}) {
+        const auto usage = test::run_shell(env + DLJOB_BINARY + " plot 1 " + flags);
+        EXPECT_EQ(usage.exit_code, 2) << flags << ": " << usage.output;
+    }
 
     const auto missing =
         test::run_shell(env + "DLJOB_GNUPLOT=/nonexistent/gnuplot " + DLJOB_BINARY + " plot 1");
