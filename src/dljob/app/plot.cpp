@@ -307,6 +307,10 @@ RunCurves parse_metrics(std::string_view text, const std::string& file,
     double offset_s = 0;          // the summed length of the processes before this one
     double process_elapsed_s = 0; // the latest train elapsed_s of this process
     double process_wall_s = -1;   // its final line's wall_s; negative: none yet
+    // The points of this process's latest test, as (curve, index): dltrain tests at iteration
+    // N right before step N, so the train line of N, when it comes, gives their time.
+    std::int64_t pending_iter = -1;
+    std::vector<std::pair<std::vector<CurvePoint>*, std::size_t>> pending;
     std::size_t malformed = 0;
     std::size_t line_number = 0;
     const auto report = [&](const std::string& why) {
@@ -349,6 +353,7 @@ RunCurves parse_metrics(std::string_view text, const std::string& file,
         }
         const auto& type = type_it->get_ref<const std::string&>();
         if (type == "start") {
+            pending.clear();
             offset_s += process_wall_s >= 0 ? process_wall_s : process_elapsed_s;
             process_elapsed_s = 0;
             process_wall_s = -1;
@@ -371,6 +376,12 @@ RunCurves parse_metrics(std::string_view text, const std::string& file,
             if (const auto elapsed = number(json, "elapsed_s")) {
                 process_elapsed_s = std::max(process_elapsed_s, *elapsed);
             }
+            if (*iter == pending_iter) {
+                for (const auto& [curve, index] : pending) {
+                    (*curve)[index].time_s = offset_s + process_elapsed_s;
+                }
+            }
+            pending.clear();
             if (loss) { // null: the loss was NaN, nothing to draw
                 curves.train_loss.push_back({*iter, offset_s + process_elapsed_s, *loss});
             }
@@ -382,10 +393,14 @@ RunCurves parse_metrics(std::string_view text, const std::string& file,
                 report("test line without a valid \"iter\", \"loss\" or \"accuracy\"");
                 continue;
             }
+            pending.clear();
+            pending_iter = *iter;
             if (loss) {
+                pending.emplace_back(&curves.test_loss, curves.test_loss.size());
                 curves.test_loss.push_back({*iter, offset_s + process_elapsed_s, *loss});
             }
             if (accuracy) {
+                pending.emplace_back(&curves.test_accuracy, curves.test_accuracy.size());
                 curves.test_accuracy.push_back({*iter, offset_s + process_elapsed_s, *accuracy});
             }
         } else if (type == "final") {

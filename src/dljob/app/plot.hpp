@@ -54,7 +54,8 @@ struct RunCurves {
 /// - time is continuous across processes: a process's points are offset by the summed length
 ///   of the processes before it, each its `final` line's wall_s, or its last train line's
 ///   elapsed_s when it ended without one (killed). Queue time between attempts is not counted.
-///   A test line has no elapsed_s: it takes the time of its process's latest train line;
+///   A test line has no elapsed_s: dltrain tests at iteration N right before step N, so it
+///   takes the time of its process's train line at N, or, when there is none, of the latest one;
 /// - lines that are not JSON objects, or a train/test line without a numeric iter and value,
 ///   are skipped and reported in `warnings` as "file:line: why"; unknown types are ignored.
 RunCurves parse_metrics(std::string_view text, const std::string& file,

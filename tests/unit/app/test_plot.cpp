@@ -259,7 +259,11 @@ TEST(PlotMetrics, AResumeReplacesTheIterationsItRedoesAndTimeContinues) {
     // The test at 100 is the resumed process's (it dropped the first one's from 100 on).
     ASSERT_EQ(curves.test_accuracy.size(), 3U);
     EXPECT_DOUBLE_EQ(curves.test_accuracy[1].value, 0.55);
-    EXPECT_DOUBLE_EQ(curves.test_accuracy[1].time_s, 20); // the second process's start
+    // A test takes the time of the train line of its iteration in its process (100: 20 + 2),
+    // else of the latest one (300: the test came after the train line of 300).
+    EXPECT_DOUBLE_EQ(curves.test_accuracy[0].time_s, 1);
+    EXPECT_DOUBLE_EQ(curves.test_accuracy[1].time_s, 22);
+    EXPECT_DOUBLE_EQ(curves.test_accuracy[2].time_s, 42);
     EXPECT_DOUBLE_EQ(curves.test_loss[2].value, 0.95);
 }
 
