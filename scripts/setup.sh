@@ -17,7 +17,7 @@ build_packages=(
 )
 test_packages=(
     libgtest-dev clang-format clang-tidy shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod
-    zstd dataset-fashion-mnist
+    zstd dataset-fashion-mnist gnuplot-nox
 )
 bench_packages=(python3-torch python3-numpy hyperfine rsync time)
 

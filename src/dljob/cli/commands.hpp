@@ -45,6 +45,7 @@ void set_status_command(CLI::App& app, Context& context);
 void set_logs_command(CLI::App& app, Context& context);
 void set_cancel_command(CLI::App& app, Context& context);
 void set_show_command(CLI::App& app, Context& context);
+void set_plot_command(CLI::App& app, Context& context);  // command_plot.cpp
 void set_shell_command(CLI::App& app, Context& context); // command_shell.cpp
 
 } // namespace dljob::cli
