@@ -426,7 +426,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         if (!session_started && std::filesystem::exists(run_dir / "job_identity", ec)) {
             session_started = true;
             if (!local) {
-                auto found = (*scheduler)->find_by_token(token);
+                auto found = (*scheduler)->find_by_token(ref);
                 if (found && found->has_value()) {
                     ref.scheduler_id = (*found)->scheduler_id;
                     ref.secondary_id = (*found)->secondary_id;
@@ -464,7 +464,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     std::optional<JobState> seen;
     if (!local) {
         if (ref.scheduler_id.empty()) {
-            auto found = (*scheduler)->find_by_token(token);
+            auto found = (*scheduler)->find_by_token(ref);
             if (found && found->has_value()) {
                 ref.scheduler_id = (*found)->scheduler_id;
                 ref.secondary_id = (*found)->secondary_id;

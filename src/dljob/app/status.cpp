@@ -112,14 +112,38 @@ bool killed_at_walltime(const Job& job, int exit_code) {
     return *ended - *started >= job.walltime_s - slack_s;
 }
 
-// Submissions whose outcome is unknown: find them by token, adopt the id if found.
-void reconcile_submits(JobContext& context, Scheduler& scheduler, const std::vector<Job>& jobs,
+// What `dljob submit` writes into a run directory before the scheduler hears of the job: the
+// script, the recipe's record, and their temporary files while being written.
+bool only_submit_files(const std::filesystem::path& run_dir) {
+    std::error_code error;
+    std::filesystem::directory_iterator entries(run_dir, error);
+    if (error) {
+        return false;
+    }
+    for (const auto& entry : entries) {
+        const std::string name = entry.path().filename().string();
+        const bool ours = name == "job.sh" || name == "job.pbs" || name == "recipe.yaml" ||
+                          (name.front() == '.' && name.find(".tmp") != std::string::npos);
+        if (!ours) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Submissions whose id was never recorded (the scheduler did not answer, or `dljob submit` was
+// interrupted after the row was committed): find them by token and record them as submitted,
+// here in `jobs` too so that the poll that follows reads their state at once. One that is
+// nowhere once the grace period has passed never reached the scheduler: it ends FAILED and
+// leaves the submitting phase (the table and --json then agree, and it is not looked for
+// again); a run directory holding only what submit wrote before that is removed.
+void reconcile_submits(JobContext& context, Scheduler& scheduler, std::vector<Job>& jobs,
                        std::int64_t now, std::vector<std::string>& warnings) {
-    for (const auto& job : jobs) {
+    for (auto& job : jobs) {
         if (job.phase == SubmitPhase::submitted) {
             continue;
         }
-        auto found = scheduler.find_by_token(job.token);
+        auto found = scheduler.find_by_token(job_ref(job));
         if (!found) {
             warnings.push_back(fmt::format("job {}: cannot check its submission: {}", job.id,
                                            found.error().message));
@@ -130,14 +154,32 @@ void reconcile_submits(JobContext& context, Scheduler& scheduler, const std::vec
                                                          (*found)->secondary_id, now);
             if (!marked) {
                 warnings.push_back(marked.error().message);
+                continue;
             }
+            job.phase = SubmitPhase::submitted;
+            job.scheduler_id = (*found)->scheduler_id;
+            job.secondary_id = (*found)->secondary_id;
         } else if (now - job.updated_at > submit_grace_s) {
-            // Not in the queue after the grace period: the submit never reached the scheduler.
             SchedulerStatus lost;
             lost.state = JobState::failed;
             lost.native_state = "not submitted";
-            lost.reason = "the scheduler has no job with this token; submit again";
-            (void)context.store().update_state(job.id, lost, now);
+            lost.reason = "the scheduler never received it; submit again";
+            // State first: interrupted between the two, the next status finds the row still
+            // submitting and comes here again.
+            auto updated = context.store().update_state(job.id, lost, now);
+            auto marked = updated ? context.store().mark_submitted(job.id, "", "", now)
+                                  : Result<void>(fail(updated.error()));
+            if (!marked) {
+                warnings.push_back(marked.error().message);
+                continue;
+            }
+            job.phase = SubmitPhase::submitted;
+            job.state = JobState::failed;
+            const std::filesystem::path run_dir(job.run_dir);
+            if (!job.run_dir.empty() && job.attempt == 1 && only_submit_files(run_dir)) {
+                std::error_code error;
+                std::filesystem::remove_all(run_dir, error);
+            }
         }
     }
 }
@@ -355,10 +397,11 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
 }
 
 std::string state_text(const Job& job) {
-    if (job.phase == SubmitPhase::submitting) {
+    // An ended job shows how it ended in whatever phase its row is, as --json's state does.
+    if (job.phase == SubmitPhase::submitting && !is_terminal(job.state)) {
         return "SUBMITTING";
     }
-    if (job.phase == SubmitPhase::submit_unknown) {
+    if (job.phase == SubmitPhase::submit_unknown && !is_terminal(job.state)) {
         return "SUBMIT?";
     }
     std::string text = to_string(job.state);
@@ -440,10 +483,8 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
 }
 
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
-    // One job at a time, one object per line: with thousands of jobs, building one big array
-    // and pretty-printing it cost more than reading them from the store.
-    out << '[';
-    bool first = true;
+    // JSON Lines: one object per job and line, written as it goes (with thousands of jobs, one
+    // big array cost more than reading them from the store), read line by line by scripts.
     for (const auto& view : jobs) {
         const Job& job = view.job;
         nlohmann::json entry{
@@ -479,10 +520,8 @@ void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
                                 {"images_per_s", optional(m.images_per_s)},
                                 {"final_status", m.final_status}};
         }
-        out << (first ? "\n" : ",\n") << entry.dump();
-        first = false;
+        out << entry.dump() << '\n';
     }
-    out << "\n]\n";
 }
 
 } // namespace dljob::app

@@ -54,8 +54,11 @@ public:
     virtual Result<std::map<std::string, SchedulerStatus>>
     poll(const std::vector<JobRef>& jobs) = 0;
 
-    /// Looks for a job submitted with this token (reconciling a submit that timed out).
-    virtual Result<std::optional<Submission>> find_by_token(const std::string& token) = 0;
+    /// Looks for the job submitted with `job.token` (reconciling a submit that timed out or was
+    /// interrupted before it recorded the id): in the scheduler's own lists, else in the run
+    /// directory `job.run_dir`, where the started job left its identity. `job.scheduler_id` is
+    /// not used. Nothing found is an answer; an error means "cannot tell now".
+    virtual Result<std::optional<Submission>> find_by_token(const JobRef& job) = 0;
 
     virtual Result<void> cancel(const JobRef& job) = 0;
 };

@@ -247,7 +247,12 @@ TEST_F(Continuation, ShowAndStatusTellTheAttemptsApart) {
     EXPECT_NE(table.str().find(" lenet#2 "), std::string::npos) << table.str();
     std::ostringstream json;
     print_status_json(json, {JobView{ended, std::nullopt}, JobView{job, std::nullopt}});
-    const auto rows = nlohmann::json::parse(json.str());
+    std::istringstream lines(json.str());
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(lines, line);) {
+        rows.push_back(nlohmann::json::parse(line));
+    }
+    ASSERT_EQ(rows.size(), 2U) << json.str();
     EXPECT_EQ(rows.at(0).at("attempt"), 1);
     EXPECT_TRUE(rows.at(0).at("continues").is_null());
     EXPECT_EQ(rows.at(1).at("attempt"), 2);

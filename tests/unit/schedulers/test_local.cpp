@@ -64,7 +64,7 @@ TEST_F(LocalAdapter, RunsScriptDetachedAndReportsCompletion) {
     LocalScheduler local(runner, {});
     auto submitted = local.submit(script("echo hello from $DLJOB_JOB_TOKEN; sleep 0.3"));
     ASSERT_TRUE(submitted) << submitted.error().message;
-    JobRef ref{submitted->scheduler_id, "", dir.string(), "tok"};
+    JobRef ref{submitted->scheduler_id, submitted->secondary_id, dir.string(), "tok"};
     auto polled = local.poll({ref});
     ASSERT_TRUE(polled);
     EXPECT_EQ(polled->at(ref.scheduler_id).state, JobState::running);
@@ -90,7 +90,7 @@ TEST_F(LocalAdapter, ASecondSubmitInTheSameRunDirectoryStartsAfresh) {
 
     auto second = local.submit(script("echo second; sleep 0.5"));
     ASSERT_TRUE(second);
-    const JobRef ref{second->scheduler_id, "", dir.string(), "tok"};
+    const JobRef ref{second->scheduler_id, second->secondary_id, dir.string(), "tok"};
     auto polled = local.poll({ref});
     ASSERT_TRUE(polled);
     EXPECT_EQ(polled->at(ref.scheduler_id).state, JobState::running);
@@ -134,6 +134,96 @@ TEST_F(LocalAdapter, CancelKillsTheWholeGroup) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     EXPECT_FALSE(runner.group_alive(pgid));
+}
+
+// The watchdog's sleep (walltime + the grace minute) and anything else the script left in its
+// group end with the job: no process of a finished job is left behind.
+TEST_F(LocalAdapter, NothingOfAFinishedJobOutlivesIt) {
+    LocalScheduler local(runner, {});
+    auto submitted = local.submit(script("(sleep 120) & echo done", 100));
+    ASSERT_TRUE(submitted);
+    const JobRef ref{submitted->scheduler_id, submitted->secondary_id, dir.string(), "tok"};
+    auto end = wait_for_end(local, ref);
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->state, JobState::completed);
+    const int pgid = std::stoi(ref.scheduler_id);
+    for (int i = 0; i < 50 && runner.group_alive(pgid); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_FALSE(runner.group_alive(pgid)) << "a process of the finished job is still running";
+    runner.signal_group(pgid, SIGKILL);
+}
+
+// `dljob submit` killed after it started the job but before it recorded the pid: the job is
+// found by its token, while it runs and after it ended (the wrapper's local_job); another
+// token (an earlier attempt in the same run directory) finds nothing.
+TEST_F(LocalAdapter, FindsAJobWhoseIdWasNeverRecordedByItsToken) {
+    LocalScheduler local(runner, {});
+    auto submitted = local.submit(script("sleep 0.5"));
+    ASSERT_TRUE(submitted);
+    const JobRef lookup{"", "", dir.string(), "tok"};
+    auto found = local.find_by_token(lookup);
+    ASSERT_TRUE(found) << found.error().message;
+    ASSERT_TRUE(found->has_value());
+    EXPECT_EQ((*found)->scheduler_id, submitted->scheduler_id);
+    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), "tok"});
+    ASSERT_TRUE(end.has_value());
+    EXPECT_EQ(end->state, JobState::completed);
+    found = local.find_by_token(lookup);
+    ASSERT_TRUE(found);
+    ASSERT_TRUE(found->has_value());
+    EXPECT_EQ((*found)->scheduler_id, submitted->scheduler_id);
+    found = local.find_by_token({"", "", dir.string(), "other"});
+    ASSERT_TRUE(found);
+    EXPECT_FALSE(found->has_value());
+}
+
+// Before the wrapper has written local_job, a live process with the token in its environment
+// names the job's group.
+TEST_F(LocalAdapter, FindsARunningJobByTheTokenInItsEnvironment) {
+    DetachedRequest request;
+    request.argv = {"sleep", "30"};
+    request.env = {{"DLJOB_JOB_TOKEN", "envtok"}};
+    request.output_path = (dir / "out.log").string();
+    auto pid = runner.spawn_detached(request);
+    ASSERT_TRUE(pid);
+    LocalScheduler local(runner, {});
+    // The pid comes back at fork; the environment is the new one once the child has exec'd.
+    auto found = local.find_by_token({"", "", dir.string(), "envtok"});
+    for (int i = 0; i < 50 && found && !found->has_value(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        found = local.find_by_token({"", "", dir.string(), "envtok"});
+    }
+    runner.signal_group(*pid, SIGKILL);
+    ASSERT_TRUE(found) << found.error().message;
+    ASSERT_TRUE(found->has_value());
+    EXPECT_EQ((*found)->scheduler_id, std::to_string(*pid));
+}
+
+// The stored pid went to another process (the wrapper died, the number was reused): that one
+// is neither reported as the job running nor signalled by a cancel.
+TEST_F(LocalAdapter, AReusedPidIsNeitherRunningNorCancelled) {
+    DetachedRequest request;
+    request.argv = {"sleep", "30"};
+    request.output_path = (dir / "out.log").string();
+    auto stranger = runner.spawn_detached(request);
+    ASSERT_TRUE(stranger);
+    for (int i = 0; i < 50 && !runner.group_alive(*stranger); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100)); // until its setsid
+    }
+    ASSERT_TRUE(runner.group_alive(*stranger));
+    LocalScheduler local(runner, {});
+    for (const std::string& started : {std::string(), std::string("1")}) {
+        const JobRef ref{std::to_string(*stranger), started, dir.string(), "tok"};
+        auto polled = local.poll({ref});
+        ASSERT_TRUE(polled) << polled.error().message;
+        EXPECT_TRUE(polled->empty()) << "an unrelated process read as the job";
+        auto cancelled = local.cancel(ref);
+        ASSERT_FALSE(cancelled);
+        EXPECT_EQ(cancelled.error().code, ErrorCode::not_found);
+        EXPECT_TRUE(runner.group_alive(*stranger)) << "an unrelated process was signalled";
+    }
+    runner.signal_group(*stranger, SIGKILL);
 }
 
 TEST_F(LocalAdapter, VanishedJobIsAbsentNotCompleted) {

@@ -86,7 +86,7 @@ TEST_F(PbsAdapter, PollMatchesByNumericIdAndToleratesUnknownIds) {
 
 TEST_F(PbsAdapter, FindsJobByTokenName) {
     runner.reply("qstat", 0, scheduler_output("pbs-qstat-f-wrapper-running.txt"));
-    auto found = pbs.find_by_token("0123456789");
+    auto found = pbs.find_by_token({"", "", "", "0123456789"});
     ASSERT_TRUE(found && found->has_value());
     EXPECT_EQ((*found)->scheduler_id, "5");
 }
