@@ -11,15 +11,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <future>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -185,12 +184,29 @@ bool BoostProcessRunner::signal_group(int pgid, int signal) {
 
 namespace {
 
+// With read(2), not a stream: a process that exits while it is read makes the read fail with
+// ESRCH, which libstdc++'s filebuf throws as an exception.
 std::optional<std::string> read_proc_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         return std::nullopt;
     }
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    std::string text;
+    std::array<char, 4096> buffer{};
+    while (true) {
+        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            ::close(fd);
+            if (n < 0) {
+                return std::nullopt;
+            }
+            return text;
+        }
+        text.append(buffer.data(), static_cast<std::size_t>(n));
+    }
 }
 
 template <typename Number> bool parse_number(const std::string& text, Number& value) {
