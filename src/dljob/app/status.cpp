@@ -256,6 +256,9 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
 Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                           const StatusOptions& options, std::vector<std::string>& warnings) {
     const std::int64_t now = util::unix_now();
+    // Next attempts recorded by this refresh: looked at in the same call, so a chain the job
+    // continued by itself while nobody watched is followed to its current attempt at once.
+    std::vector<Job> continued;
     std::map<std::string, std::vector<Job>> by_site;
     for (const auto& job : jobs) {
         if (!is_terminal(job.state) || job.phase != SubmitPhase::submitted) {
@@ -302,14 +305,26 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                     observed = it->second;
                 }
             }
-            const auto file = exit_code_file(job.run_dir);
+            // An attempt the job continued itself (the local wrapper) says how it ended in its
+            // continuation record: the run directory's other files are the next attempt's.
+            const auto record = read_continuation_record(job.run_dir, job.token);
+            const auto file =
+                record ? std::optional<int>(record->exit_code) : exit_code_file(job.run_dir);
             if (!polled && !file) {
                 continue; // no news: keep what the store has
             }
             if (!observed && !file && now - job.created_at < submit_grace_s) {
                 continue; // too early to call a missing job UNKNOWN
             }
-            auto status = reconcile(observed, file);
+            auto status = record ? SchedulerStatus{} : reconcile(observed, file);
+            if (record) {
+                status.state = record->exit_code == checkpointed_exit_code ? JobState::timeout
+                                                                           : JobState::failed;
+                status.native_state = record->timeout ? "walltime" : "exited";
+                status.reason = "checkpointed before the walltime";
+                status.exit_code = record->exit_code;
+                status.finished_at = record->ended;
+            }
             if (status.state == JobState::failed && file && killed_at_walltime(job, *file)) {
                 status.state = JobState::timeout;
                 status.reason = "killed at the walltime";
@@ -319,7 +334,7 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             if (status.state == JobState::running || is_terminal(status.state)) {
                 status.started_at = script_started(job).value_or(0);
             }
-            if (is_terminal(status.state) && file) {
+            if (is_terminal(status.state) && file && !record) {
                 status.finished_at = script_ended(job).value_or(0);
             }
             auto updated = context.store().update_state(job.id, status, now);
@@ -336,7 +351,11 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 auto ended = context.store().find(job.id);
                 if (ended && ended->has_value()) {
                     std::string note;
-                    (void)continue_if_checkpointed(context, **ended, *status.exit_code, note);
+                    auto next = continue_if_checkpointed(context, **ended, *status.exit_code, note);
+                    // Looked at now where that costs no scheduler query.
+                    if (next && free) {
+                        continued.push_back(*next);
+                    }
                     if (!note.empty()) {
                         warnings.push_back(note);
                     }
@@ -347,6 +366,9 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             (void)context.store().record_poll(key, changed, !polled, options.min_interval_s,
                                               options.max_interval_s);
         }
+    }
+    if (!continued.empty()) {
+        return refresh_jobs(context, continued, options, warnings);
     }
     return {};
 }
@@ -372,6 +394,16 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
         jobs = std::move(*listed);
     }
     DLJOB_TRY(refresh_jobs(context, jobs, options, warnings));
+    if (options.ids.empty()) {
+        // The refresh may have recorded next attempts (continuations): list them too.
+        JobQuery query;
+        query.active_only = !options.all;
+        auto listed = context.store().list(query);
+        if (!listed) {
+            return fail(listed.error());
+        }
+        jobs = std::move(*listed);
+    }
     auto metrics = context.store().all_metrics();
     if (!metrics) {
         return fail(metrics.error());

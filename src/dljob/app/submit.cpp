@@ -166,6 +166,8 @@ SubmitRequest submit_request(const Job& job) {
     request.token = job.token;
     request.log_path = (std::filesystem::path(job.run_dir) / "job.log").string();
     request.submit_argv = job.submit_argv;
+    request.attempt = job.attempt;
+    request.max_continuations = job.max_continuations;
     if (job.scheduler == "local") {
         // The script warns the training before the walltime itself; the wrapper's watchdog is
         // the hard stop a scheduler would give, one grace minute later.

@@ -24,6 +24,11 @@ struct SubmitRequest {
     /// The rendered submit command (RenderedJob::submit_argv). sqsub takes no directives, so its
     /// adapter submits with these queue options; the others read the script's directives.
     std::vector<std::string> submit_argv;
+    /// The chain this job belongs to (docs/schedulers.md, Continuations): which attempt it is and
+    /// how many times the chain may be submitted again. The local wrapper continues a job that
+    /// exits 75 itself, within these bounds; the other families ignore them.
+    int attempt = 1;
+    int max_continuations = 0;
 };
 
 struct Submission {

@@ -11,7 +11,17 @@
 //     to the whole group (the wrapper survives it through its trap),
 //   - when the script has ended, sends TERM to what is left of its group (the watchdog and its
 //     sleep, anything the script left running), as a scheduler ends a job's processes,
-//   - writes the script's exit status to <run_dir>/local_exit (temp file + rename).
+//   - when the script exits 75 (checkpointed) and was not cancelled, continues the job itself
+//     (issue 25: nobody need run dljob): it creates <run_dir>/continuation.<token> only if
+//     absent (a `dljob status` may have decided first) with this attempt's end and either the
+//     next attempt's token or why not ("limit": attempt > max_continuations; "no progress": no
+//     newer entry in <run_dir>/checkpoints than at its start), then, if continuing, keeps this
+//     attempt's log as job.attempt<N>.log, removes this attempt's end files and starts a new
+//     wrapper (setsid) for the next attempt, and adds its pid to the record. The next
+//     `dljob status` records those attempts (app/continuation.cpp); nothing here writes SQLite,
+//   - writes the script's exit status to <run_dir>/local_exit (temp file + rename), unless it
+//     continued the job (the record holds this attempt's end; local_exit would read as the
+//     next attempt's).
 // All user values reach the wrapper as positional arguments, never inside its code.
 //
 // A pid outlives its process: once the job's group is gone the number is handed out again, and
@@ -42,12 +52,19 @@ namespace dljob::schedulers {
 namespace {
 
 constexpr std::string_view wrapper = R"sh(
-script=$1 run_dir=$2 walltime=$3 token=$4
+script=$1 run_dir=$2 walltime=$3 token=$4 attempt=$5 max_continuations=$6 log=$7
 printf 'pid=%s\ntoken=%s\n' "$$" "$token" >"$run_dir/.local_job.$$" &&
   mv -f "$run_dir/.local_job.$$" "$run_dir/local_job"
+# The newest checkpoint (time, size, name): a continuation needs a newer one than at the start.
+newest_checkpoint() {
+  find "$run_dir/checkpoints" -mindepth 1 -maxdepth 1 -printf '%T@ %s %f\n' 2>/dev/null |
+    sort -n | tail -n 1
+}
+start_mark=$(newest_checkpoint)
 bash "$script" &
 child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM
+terminated=
+trap 'terminated=1; kill -TERM "$child" 2>/dev/null' TERM
 if [ "$walltime" -gt 0 ]; then
   (
     trap 'kill "$nap" 2>/dev/null; exit 0' TERM
@@ -64,7 +81,43 @@ while :; do
 done
 trap '' TERM
 kill -TERM 0 2>/dev/null
-printf '%s\n' "$rc" >"$run_dir/.local_exit.tmp" && mv -f "$run_dir/.local_exit.tmp" "$run_dir/local_exit"
+# Exit 75: checkpointed, to be resumed. Unless cancelled (a TERM that was not the watchdog's),
+# the decision goes into continuation.<token>, created only if absent (one decision per attempt,
+# whether this wrapper or a `dljob status` makes it): the next attempt's token, or why not.
+continued=
+if [ "$rc" -eq 75 ] && { [ -z "$terminated" ] || [ -e "$run_dir/local_timeout" ]; }; then
+  record="exit_code=$rc
+timeout=$([ -e "$run_dir/local_timeout" ] && echo 1 || echo 0)
+ended=$(date +%s)
+attempt=$attempt"
+  next=
+  if [ "$attempt" -gt "$max_continuations" ]; then
+    record="$record
+declined=limit"
+  elif [ "$(newest_checkpoint)" = "$start_mark" ]; then
+    record="$record
+declined=no progress"
+  else
+    next=$(od -An -N5 -tx1 /dev/urandom | tr -d ' \n')
+    record="$record
+next_token=$next"
+  fi
+  if (set -C && printf '%s\n' "$record" >"$run_dir/continuation.$token") 2>/dev/null && [ -n "$next" ]; then
+    # As dljob does for a continuation: this attempt's log under its own name, and nothing of
+    # this attempt's end left where the next one's will be read.
+    mv -f "$log" "$run_dir/job.attempt$attempt.log" 2>/dev/null
+    rm -f "$run_dir/exit_code" "$run_dir/job_identity" "$run_dir/local_exit" "$run_dir/local_timeout"
+    DLJOB_JOB_TOKEN=$next setsid bash -c "$BASH_EXECUTION_STRING" dljob-local "$script" "$run_dir" \
+      "$walltime" "$next" "$((attempt + 1))" "$max_continuations" "$log" </dev/null >>"$log" 2>&1 &
+    printf '%s\npid=%s\n' "$record" "$!" >"$run_dir/.continuation.$token.tmp" &&
+      mv -f "$run_dir/.continuation.$token.tmp" "$run_dir/continuation.$token"
+    continued=1
+  fi
+fi
+# A continued attempt's end is in its continuation record: local_exit would read as the next's.
+if [ -z "$continued" ]; then
+  printf '%s\n' "$rc" >"$run_dir/.local_exit.tmp" && mv -f "$run_dir/.local_exit.tmp" "$run_dir/local_exit"
+fi
 exit "$rc"
 )sh";
 
@@ -143,11 +196,14 @@ Result<Submission> LocalScheduler::submit(const SubmitRequest& request) {
                      request.script_path,
                      request.run_dir,
                      std::to_string(request.walltime_s),
-                     request.token};
+                     request.token,
+                     std::to_string(request.attempt),
+                     std::to_string(request.max_continuations)};
     detached.cwd = request.run_dir;
     detached.output_path = request.log_path.empty()
                                ? (std::filesystem::path(request.run_dir) / log_file).string()
                                : request.log_path;
+    detached.argv.push_back(detached.output_path);
     detached.env = {{"DLJOB_JOB_TOKEN", request.token}, {"DLJOB_RUN_DIR", request.run_dir}};
     auto pid = m_runner.spawn_detached(detached);
     if (!pid) {
