@@ -20,11 +20,13 @@ full_s=$(python3 -c "print(($(date +%s%N) - $start_ns) / 1e9)")
 check "an undisturbed submit prints a job id" 1 "$([ -n "$first" ] && echo 1 || echo 0)"
 echo "one submit takes ${full_s} s here; killing $n submits within $(python3 -c "print(round($full_s * 1.2, 3))") s"
 
+# Drawn beforehand: a python3 start between submit and kill would delay every kill.
+read -r -a delays <<<"$(python3 -c "import random; print(' '.join(str(random.uniform(0, $full_s * 1.2)) for _ in range($n)))")"
 for ((i = 0; i < n; i++)); do
   # shellcheck disable=SC2046
   "$DLJOB" submit "$HERE/recipes/ledger.yaml" $(site_args "$site") >/dev/null 2>&1 &
   pid=$!
-  sleep "$(python3 -c "import random; print(random.uniform(0, $full_s * 1.2))")"
+  sleep "${delays[$i]}"
   kill -s "$( ((i % 2)) && echo TERM || echo KILL)" "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 done

@@ -113,7 +113,8 @@ bool killed_at_walltime(const Job& job, int exit_code) {
 }
 
 // What `dljob submit` writes into a run directory before the scheduler hears of the job: the
-// script, the recipe's record, and their temporary files while being written.
+// script, the recipe's record, their temporary files while being written, and the log the local
+// scheduler opens for the job's output just before starting it (empty: nothing ever ran).
 bool only_submit_files(const std::filesystem::path& run_dir) {
     std::error_code error;
     std::filesystem::directory_iterator entries(run_dir, error);
@@ -122,7 +123,11 @@ bool only_submit_files(const std::filesystem::path& run_dir) {
     }
     for (const auto& entry : entries) {
         const std::string name = entry.path().filename().string();
+        std::error_code size_error;
+        const bool empty_log = (name == "job.log" || name == "local.log") &&
+                               entry.file_size(size_error) == 0 && !size_error;
         const bool ours = name == "job.sh" || name == "job.pbs" || name == "recipe.yaml" ||
+                          empty_log ||
                           (name.front() == '.' && name.find(".tmp") != std::string::npos);
         if (!ours) {
             return false;
