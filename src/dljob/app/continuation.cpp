@@ -161,6 +161,17 @@ std::optional<ContinuationRecord> read_continuation_record(const std::filesystem
     return parse_record(*text);
 }
 
+std::optional<Job> started_continuation(JobContext& context, const Job& ended, std::string& note) {
+    if (auto next = context.store().continuation_of(ended.id); next && next->has_value()) {
+        return **next;
+    }
+    auto record = read_continuation_record(ended.run_dir, ended.token);
+    if (!record || record->next_token.empty()) {
+        return std::nullopt;
+    }
+    return adopt(context, ended, *record, note);
+}
+
 std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ended, int exit_code,
                                             std::string& note) {
     // Only a TIMEOUT: a job cancelled while it checkpointed (scancel sends TERM, dltrain saves

@@ -44,6 +44,11 @@ struct ContinuationRecord {
 std::optional<ContinuationRecord> read_continuation_record(const std::filesystem::path& run_dir,
                                                            const std::string& token);
 
+/// The next attempt of `ended` the job started itself (its continuation record names it),
+/// recorded in the store if it is not yet, or the one already recorded; nullopt when there is
+/// none. `dljob cancel` follows it: a chain continued while nobody looked is cancelled whole.
+std::optional<Job> started_continuation(JobContext& context, const Job& ended, std::string& note);
+
 /// For a job that has just ended (status moved it to its final state, once) with its
 /// exit-code file saying `exit_code`: submits its next attempt when it checkpointed and may be
 /// continued, or records the one the job started itself (its continuation record). Returns

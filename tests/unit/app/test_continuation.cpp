@@ -4,6 +4,7 @@
 #include "unit/schedulers/fake_process_runner.hpp"
 
 #include <dljob/adapters/sqlite_job_store.hpp>
+#include <dljob/app/cancel.hpp>
 #include <dljob/app/continuation.hpp>
 #include <dljob/app/show.hpp>
 #include <dljob/app/status.hpp>
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -361,6 +363,26 @@ TEST_F(UnattendedContinuation, AnAttemptTheJobDeclinedToContinueIsNotContinuedBy
     EXPECT_TRUE(runner_->detached.empty());
     ASSERT_EQ(warnings.size(), 1U);
     EXPECT_NE(warnings[0].find("no progress"), std::string::npos) << warnings[0];
+}
+
+// Cancelling the attempt the store shows running also cancels the one the job started since.
+TEST_F(UnattendedContinuation, CancelReachesTheAttemptTheJobStartedItself) {
+    const Job first = running_local("tokfirst01", 4242);
+    record("tokfirst01", "attempt=1\nnext_token=toksecond2\npid=5001\n");
+    ProcessInfo second;
+    second.pid = 5001;
+    second.pgid = 5001;
+    second.environment = {"DLJOB_JOB_TOKEN=toksecond2"};
+    runner_->processes.push_back(second);
+    runner_->alive_groups.insert(5001);
+    auto cancelled = cancel_job(*context_, std::to_string(first.id));
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[0].state, JobState::cancelled);
+    EXPECT_EQ(jobs[1].token, "toksecond2");
+    EXPECT_EQ(jobs[1].state, JobState::cancelled);
+    EXPECT_EQ(runner_->signals, (std::vector<std::pair<int, int>>{{5001, SIGTERM}}));
 }
 
 // When status gets there first (a scheduler job, or a job started by an older dljob), it
