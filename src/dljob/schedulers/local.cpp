@@ -84,7 +84,7 @@ kill -TERM 0 2>/dev/null
 # Exit 75: checkpointed, to be resumed. Unless cancelled (a TERM that was not the watchdog's),
 # the decision goes into continuation.<token>, created only if absent (one decision per attempt,
 # whether this wrapper or a `dljob status` makes it): the next attempt's token, or why not.
-continued=
+continued= decided_elsewhere=
 if [ "$rc" -eq 75 ] && { [ -z "$terminated" ] || [ -e "$run_dir/local_timeout" ]; }; then
   record="exit_code=$rc
 timeout=$([ -e "$run_dir/local_timeout" ] && echo 1 || echo 0)
@@ -102,7 +102,9 @@ declined=no progress"
     record="$record
 next_token=$next"
   fi
-  if (set -C && printf '%s\n' "$record" >"$run_dir/continuation.$token") 2>/dev/null && [ -n "$next" ]; then
+  if ! (set -C && printf '%s\n' "$record" >"$run_dir/continuation.$token") 2>/dev/null; then
+    decided_elsewhere=1
+  elif [ -n "$next" ]; then
     # As dljob does for a continuation: this attempt's log under its own name, and nothing of
     # this attempt's end left where the next one's will be read.
     mv -f "$log" "$run_dir/job.attempt$attempt.log" 2>/dev/null
@@ -114,8 +116,10 @@ next_token=$next"
     continued=1
   fi
 fi
-# A continued attempt's end is in its continuation record: local_exit would read as the next's.
-if [ -z "$continued" ]; then
+# A continued attempt's end is in its continuation record, and a `dljob status` that decided
+# first (it saw the script's exit_code) may have started the next attempt already: local_exit
+# would read as the next attempt's end.
+if [ -z "$continued" ] && [ -z "$decided_elsewhere" ]; then
   printf '%s\n' "$rc" >"$run_dir/.local_exit.tmp" && mv -f "$run_dir/.local_exit.tmp" "$run_dir/local_exit"
 fi
 exit "$rc"

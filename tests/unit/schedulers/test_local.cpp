@@ -19,6 +19,7 @@ namespace {
 
 class LocalAdapter : public ::testing::Test {
 protected:
+    static std::string exit_file_name() { return LocalScheduler::exit_file; }
     void SetUp() override {
         dir = std::filesystem::temp_directory_path() /
               ("dljob-local-" + std::to_string(::getpid()) + "-" +
@@ -224,6 +225,57 @@ TEST_F(LocalAdapter, AReusedPidIsNeitherRunningNorCancelled) {
         EXPECT_TRUE(runner.group_alive(*stranger)) << "an unrelated process was signalled";
     }
     runner.signal_group(*stranger, SIGKILL);
+}
+
+// Issue 25: the wrapper continues a job that exits 75 after a new checkpoint by itself. The
+// script here checkpoints and exits 75 on its first run, finishes on its second.
+TEST_F(LocalAdapter, TheWrapperContinuesACheckpointedJobItself) {
+    LocalScheduler local(runner, {});
+    SubmitRequest request = script(R"(mkdir -p checkpoints
+if [ -e checkpoints/one ]; then echo second; exit 0; fi
+echo first; : >checkpoints/one; exit 75)");
+    request.log_path = (dir / "job.log").string();
+    request.max_continuations = 3;
+    auto submitted = local.submit(request);
+    ASSERT_TRUE(submitted);
+    for (int i = 0; i < 100 && !std::filesystem::exists(dir / exit_file_name()); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::ifstream exit_file(dir / exit_file_name());
+    std::string code;
+    std::getline(exit_file, code);
+    EXPECT_EQ(code, "0") << "the second attempt's end";
+    std::ifstream record_file(dir / "continuation.tok");
+    std::stringstream record;
+    record << record_file.rdbuf();
+    EXPECT_NE(record.str().find("exit_code=75\n"), std::string::npos) << record.str();
+    EXPECT_NE(record.str().find("next_token="), std::string::npos) << record.str();
+    EXPECT_NE(record.str().find("pid="), std::string::npos) << record.str();
+    std::ifstream first_log(dir / "job.attempt1.log");
+    std::string line;
+    std::getline(first_log, line);
+    EXPECT_EQ(line, "first");
+}
+
+// A `dljob status` that decided first (the record exists): the wrapper starts nothing, and
+// writes no local_exit, which would read as the end of the attempt status started.
+TEST_F(LocalAdapter, TheWrapperFollowsADecisionMadeBeforeIt) {
+    std::ofstream(dir / "continuation.tok") << "exit_code=75\nnext_token=fromstatus\nby=dljob\n";
+    LocalScheduler local(runner, {});
+    SubmitRequest request = script("mkdir -p checkpoints; : >checkpoints/one; echo once; exit 75");
+    request.max_continuations = 3;
+    auto submitted = local.submit(request);
+    ASSERT_TRUE(submitted);
+    const int pgid = std::stoi(submitted->scheduler_id);
+    for (int i = 0; i < 100 && runner.group_alive(pgid); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / exit_file_name()));
+    EXPECT_FALSE(std::filesystem::exists(dir / "job.attempt1.log"));
+    std::ifstream log(dir / LocalScheduler::log_file);
+    std::stringstream text;
+    text << log.rdbuf();
+    EXPECT_EQ(text.str(), "once\n") << "a second attempt ran";
 }
 
 TEST_F(LocalAdapter, VanishedJobIsAbsentNotCompleted) {
