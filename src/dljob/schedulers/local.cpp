@@ -230,14 +230,20 @@ Result<std::map<std::string, SchedulerStatus>>
 LocalScheduler::poll(const std::vector<JobRef>& jobs) {
     std::map<std::string, SchedulerStatus> found;
     std::optional<std::vector<ProcessInfo>> processes; // listed once, when a job needs it
-    for (const auto& job : jobs) {
+    auto ended = [&](const JobRef& job) {
         const std::filesystem::path dir(job.run_dir);
         if (auto text = util::read_file(dir / exit_file)) {
             if (auto code = parse_int(*text)) {
                 found[job.scheduler_id] =
                     map_local_exit(*code, std::filesystem::exists(dir / timeout_file));
-                continue;
+                return true;
             }
+        }
+        return false;
+    };
+    for (const auto& job : jobs) {
+        if (ended(job)) {
+            continue;
         }
         auto pid = parse_int(job.scheduler_id);
         if (!pid) {
@@ -255,6 +261,10 @@ LocalScheduler::poll(const std::vector<JobRef>& jobs) {
             running.state = JobState::running;
             running.native_state = "running";
             found[job.scheduler_id] = running;
+        } else {
+            // Gone from the listing: it may have written local_exit and exited since the first
+            // look, which must not read as a job that vanished without one.
+            (void)ended(job);
         }
     }
     return found;
