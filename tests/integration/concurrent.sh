@@ -18,10 +18,10 @@ done
 check "every submit succeeded" 0 "$failed"
 check "N distinct dljob ids" "$n" "$(cat "$WORK"/id.* | sort -u | grep -c .)"
 "$DLJOB" status --all --json >"$WORK/all.json"
-check "N rows in the store" "$n" "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/all.json")"
-check "N distinct scheduler ids" "$n" "$(python3 -c 'import json,sys; print(len({j["scheduler_id"] for j in json.load(open(sys.argv[1]))}))' "$WORK/all.json")"
+check "N rows in the store" "$n" "$(python3 -c 'import json,sys; print(len([json.loads(l) for l in open(sys.argv[1])]))' "$WORK/all.json")"
+check "N distinct scheduler ids" "$n" "$(python3 -c 'import json,sys; print(len({j["scheduler_id"] for j in [json.loads(l) for l in open(sys.argv[1])]}))' "$WORK/all.json")"
 if [ "$site" != local ]; then
-  tokens=$(python3 -c 'import json,sys; print("\n".join(j["token"] for j in json.load(open(sys.argv[1]))))' "$WORK/all.json")
+  tokens=$(python3 -c 'import json,sys; print("\n".join(j["token"] for j in [json.loads(l) for l in open(sys.argv[1])]))' "$WORK/all.json")
   found=0
   # The token travels in Slurm's comment, elsewhere in the job name dlj-<token>.
   listing=$(squeue -h --me -t all -o '%k %j')

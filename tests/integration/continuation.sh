@@ -20,7 +20,7 @@ done
 # that checkpointed. Continuations queue behind the other tests' jobs on the shared cluster.
 for ((i = 0; i < 240; i++)); do
   active=$("$DLJOB" status --json 2>>"$WORK/warnings" |
-    python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+    python3 -c 'import json,sys; print(len([json.loads(l) for l in sys.stdin]))')
   [ "$active" = 0 ] && break
   sleep 1
 done
@@ -29,7 +29,7 @@ check "every chain ended" 0 "$active"
 chain() { # SITE NAME -> "attempt:state:continues-the-previous:same-run-dir ..." oldest first
   python3 - "$WORK/all.json" "$1" "$2" <<'PY'
 import json, sys
-jobs = [j for j in json.load(open(sys.argv[1])) if j["site"] == sys.argv[2] and j["name"] == sys.argv[3]]
+jobs = [j for j in [json.loads(l) for l in open(sys.argv[1])] if j["site"] == sys.argv[2] and j["name"] == sys.argv[3]]
 jobs.sort(key=lambda j: j["attempt"])
 out = []
 for k, j in enumerate(jobs):
@@ -48,7 +48,7 @@ for site in "$@"; do
     "1:TIMEOUT:1:1 2:TIMEOUT:1:1 3:TIMEOUT:1:1" "$(chain "$site" itest-capped)"
   # Each attempt's own output, by `dljob logs` of that attempt (Torque, Moab and sqsub would
   # overwrite one file: earlier attempts' logs are kept as job.attempt<N>.log).
-  ids=$(python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in sorted((j for j in json.load(open(sys.argv[1])) if j["site"] == sys.argv[2] and j["name"] == "itest-continue"), key=lambda j: j["attempt"])))' "$WORK/all.json" "$site")
+  ids=$(python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in sorted((j for j in [json.loads(l) for l in open(sys.argv[1])] if j["site"] == sys.argv[2] and j["name"] == "itest-continue"), key=lambda j: j["attempt"])))' "$WORK/all.json" "$site")
   logs=
   for id in $ids; do
     logs+="$("$DLJOB" logs "$id" | grep -o 'attempt with [0-9] checkpoints' | paste -sd,)|"

@@ -20,7 +20,7 @@ echo "$out" | grep -v RUNNING
 "$DLJOB" status --all --json >"$WORK/all.json"
 read -r attempts last_state run_dir < <(python3 -c '
 import json, sys
-jobs = sorted(json.load(open(sys.argv[1])), key=lambda j: j["attempt"])
+jobs = sorted([json.loads(l) for l in open(sys.argv[1])], key=lambda j: j["attempt"])
 print(len(jobs), jobs[-1]["state"], jobs[-1]["run_dir"])' "$WORK/all.json")
 check "the chain took more than one job" 1 "$([ "$attempts" -gt 1 ] && echo 1 || echo 0)"
 check "its last attempt COMPLETED" COMPLETED "$last_state"

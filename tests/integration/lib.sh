@@ -10,7 +10,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/dljob-itest.XXXXXX")
 cleanup() {
   local ids
   ids=$("$DLJOB" status --json 2>/dev/null |
-    python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin)))' 2>/dev/null || true)
+    python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in [json.loads(l) for l in sys.stdin]))' 2>/dev/null || true)
   # shellcheck disable=SC2086 # a list of ids
   [ -z "$ids" ] || "$DLJOB" cancel $ids >/dev/null 2>&1 || true
   rm -rf "$WORK" 2>/dev/null || true
@@ -40,7 +40,7 @@ submit() { # SITE RECIPE [more args] -> prints the dljob job id
   "$DLJOB" submit "$HERE/recipes/$recipe.yaml" $(site_args "$site") "$@" | sed -n 's/^submitted job \([0-9]*\) .*/\1/p'
 }
 field() { # JOB FIELD -> a field of `dljob status JOB --json`
-  "$DLJOB" status "$1" --json | python3 -c "import json,sys; v=json.load(sys.stdin)[0]['$2']; print('' if v is None else v)"
+  "$DLJOB" status "$1" --json | python3 -c "import json,sys; v=[json.loads(l) for l in sys.stdin][0]['$2']; print('' if v is None else v)"
 }
 wait_state() { # JOB STATE...: until the job is in one of the states (4 min at most); prints it
   # Patient: the test node is shared by every test running beside this one, so a job may queue

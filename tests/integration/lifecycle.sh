@@ -35,7 +35,7 @@ check "and names the unknown id" 1 "$(grep -c 'job 999999' <<<"$err")"
 check "the jobs around it are cancelled" "CANCELLED CANCELLED" "$(field "$first" state) $(field "$second" state)"
 
 if [ "$site" != local ]; then
-  before=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+  before=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len([json.loads(l) for l in sys.stdin]))')
   dirs_before=$(find "$DLJOB_RUNS_DIR" -mindepth 1 -maxdepth 1 | wc -l)
   set +e
   # shellcheck disable=SC2046
@@ -44,7 +44,7 @@ if [ "$site" != local ]; then
   set -e
   check "rejected submit exits 4" 4 "$rc"
   check "with the scheduler's reason" 1 "$(grep -qi 'partition' <<<"$err" && echo 1 || echo 0)"
-  after=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+  after=$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len([json.loads(l) for l in sys.stdin]))')
   check "and leaves no row" "$before" "$after"
   check "nor a run directory" "$dirs_before" "$(find "$DLJOB_RUNS_DIR" -mindepth 1 -maxdepth 1 | wc -l)"
 fi

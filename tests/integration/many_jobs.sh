@@ -20,7 +20,7 @@ start=$(date +%s%N)
 "$DLJOB" status >"$WORK/active.txt"
 active_ms=$((($(date +%s%N) - start) / 1000000))
 echo "dljob status --all --json with 10000 jobs: ${all_ms} ms; dljob status: ${active_ms} ms"
-check "status --all lists 10000 jobs" 10000 "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/all.json")"
+check "status --all lists 10000 jobs" 10000 "$(python3 -c 'import json,sys; print(len([json.loads(l) for l in open(sys.argv[1])]))' "$WORK/all.json")"
 # The 5 RUNNING rows have no live process and no run dir: not found is UNKNOWN, never COMPLETED.
 check "vanished jobs are UNKNOWN, not COMPLETED" 5 "$(grep -c UNKNOWN "$WORK/active.txt" || true)"
 finish

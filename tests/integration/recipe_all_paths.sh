@@ -28,7 +28,7 @@ done
 # Until every job has ended (5 minutes at most: five trainings share the machine's cores).
 for ((i = 0; i < 300; i++)); do
   "$DLJOB" status --all --json >"$WORK/all.json"
-  active=$(python3 -c 'import json,sys; print(sum(j["state"] not in ("COMPLETED","FAILED","CANCELLED","TIMEOUT","UNKNOWN") for j in json.load(open(sys.argv[1]))))' "$WORK/all.json")
+  active=$(python3 -c 'import json,sys; print(sum(j["state"] not in ("COMPLETED","FAILED","CANCELLED","TIMEOUT","UNKNOWN") for j in [json.loads(l) for l in open(sys.argv[1])]))' "$WORK/all.json")
   [ "$active" = 0 ] && break
   sleep 1
 done
@@ -38,7 +38,7 @@ for site in "${sites[@]}"; do
   id=${job[$site]}
   [ -n "$id" ] || continue
   "$DLJOB" status "$id" --json >"$WORK/job.json"
-  get() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[0]
+  get() { python3 -c 'import json,sys; v=[json.loads(l) for l in open(sys.argv[1])][0]
 for k in sys.argv[2].split("."): v=(v or {}).get(k)
 print("" if v is None else v)' "$WORK/job.json" "$1"; }
   check "$site: fashion-mnist COMPLETED" COMPLETED "$(get state)"

@@ -64,7 +64,7 @@ YAML
 sed -e "s/^name: .*/name: $site-refused/" -e 's/queue: gpu/queue: nosuch/' \
   "$WORK/$site.yaml" >"$WORK/$site-refused.yaml"
 args=(--site "$site" --site-file "$WORK/$site.yaml")
-state() { "$DLJOB" status --all --json | python3 -c "import json,sys; j=json.load(sys.stdin)[0]; print(j['$1'])"; }
+state() { "$DLJOB" status --all --json | python3 -c "import json,sys; j=[json.loads(l) for l in sys.stdin][0]; print(j['$1'])"; }
 
 set +e
 err=$("$DLJOB" shell "${args[@]}" --gpus "$want" --time 2:00:00 2>&1)
@@ -72,7 +72,7 @@ rc=$?
 set -e
 check "over the partition's walltime: exit 3 before asking $family" 3 "$rc"
 check "naming the maximum" 1 "$(grep -q '01:00:00' <<<"$err" && echo 1 || echo 0)"
-check "and leaves no row" 0 "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+check "and leaves no row" 0 "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(len([json.loads(l) for l in sys.stdin]))')"
 
 tmux_start
 tmux_type "\"$DLJOB\" shell --site $site-refused --site-file $WORK/$site-refused.yaml; echo \"REFUSED-EXIT=\$?\""

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shell_lib.sh"
 
-rows() { "$DLJOB" status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+rows() { "$DLJOB" status --all --json | python3 -c 'import json,sys; print(len([json.loads(l) for l in sys.stdin]))'; }
 
 set +e
 err=$("$DLJOB" shell --site local --gpus 99 2>&1)
@@ -38,18 +38,18 @@ check "DLJOB_RUN_DIR is the session's run dir" 1 "$(case $(probe rundir '$DLJOB_
 check "the shell starts in it" 1 "$([ "$(probe pwd '$PWD')" = "$(probe rundir2 '$DLJOB_RUN_DIR')" ] && echo 1 || echo 0)"
 check "the user's ~/.bashrc was sourced" sourced "$(probe bashrc '$DLJOB_TEST_BASHRC')"
 check "DLJOB_CORES_PER_NODE follows --cores" 2 "$(probe cores '$DLJOB_CORES_PER_NODE')"
-check "status lists the session as interactive, RUNNING" "interactive RUNNING" "$("$DLJOB" status --json | python3 -c 'import json,sys; j=json.load(sys.stdin)[0]; print(j["name"], j["state"])')"
+check "status lists the session as interactive, RUNNING" "interactive RUNNING" "$("$DLJOB" status --json | python3 -c 'import json,sys; j=[json.loads(l) for l in sys.stdin][0]; print(j["name"], j["state"])')"
 tmux_type "exit 3"
 wait_for '^DLJOB-EXIT=' 20
 check "dljob exits with the shell's status" 3 "$(screen_text | sed -n 's/^DLJOB-EXIT=//p' | tail -n 1)"
-check "the row ended COMPLETED" COMPLETED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["state"])')"
+check "the row ended COMPLETED" COMPLETED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print([json.loads(l) for l in sys.stdin][0]["state"])')"
 tmux_reset
 tmux_type "\"$DLJOB\" shell --site local; echo \"CANCEL-EXIT=\$?\""
 wait_for '^\[dljob local local-[0-9]+\]' 30
 # The session's own row, by id, once it runs (not whichever row status lists first).
 session=""
 for ((i = 0; i < 150; i++)); do
-  session=$("$DLJOB" status --json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in json.load(sys.stdin) if j["state"] == "RUNNING"))')
+  session=$("$DLJOB" status --json | python3 -c 'import json,sys; print(" ".join(str(j["id"]) for j in [json.loads(l) for l in sys.stdin] if j["state"] == "RUNNING"))')
   [ -n "$session" ] && break
   sleep 0.2
 done
@@ -57,5 +57,5 @@ check "the second session runs" 1 "$([ -n "$session" ] && [ "${session// /}" = "
 "$DLJOB" cancel "$session" >/dev/null
 wait_for '^CANCEL-EXIT=' 20
 check "dljob cancel ends a session" 1 "$(screen_text | grep -q '^CANCEL-EXIT=' && echo 1 || echo 0)"
-check "and the row stays CANCELLED" CANCELLED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(next(j["state"] for j in json.load(sys.stdin) if str(j["id"]) == sys.argv[1]))' "$session")"
+check "and the row stays CANCELLED" CANCELLED "$("$DLJOB" status --all --json | python3 -c 'import json,sys; print(next(j["state"] for j in [json.loads(l) for l in sys.stdin] if str(j["id"]) == sys.argv[1]))' "$session")"
 finish

@@ -5,17 +5,25 @@
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace bp = boost::process;
 
@@ -172,6 +180,103 @@ bool BoostProcessRunner::group_alive(int pgid) {
 
 bool BoostProcessRunner::signal_group(int pgid, int signal) {
     return pgid > 0 && ::kill(-pgid, signal) == 0;
+}
+
+namespace {
+
+// With read(2), not a stream: a process that exits while it is read makes the read fail with
+// ESRCH, which libstdc++'s filebuf throws as an exception.
+std::optional<std::string> read_proc_file(const std::filesystem::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return std::nullopt;
+    }
+    std::string text;
+    std::array<char, 4096> buffer{};
+    while (true) {
+        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            ::close(fd);
+            if (n < 0) {
+                return std::nullopt;
+            }
+            return text;
+        }
+        text.append(buffer.data(), static_cast<std::size_t>(n));
+    }
+}
+
+template <typename Number> bool parse_number(const std::string& text, Number& value) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return error == std::errc() && end == text.data() + text.size();
+}
+
+std::vector<std::string> split_nul(const std::string& text) {
+    std::vector<std::string> parts;
+    std::size_t begin = 0;
+    while (begin < text.size()) {
+        const std::size_t end = text.find('\0', begin);
+        parts.push_back(text.substr(begin, end == std::string::npos ? end : end - begin));
+        if (end == std::string::npos) {
+            break;
+        }
+        begin = end + 1;
+    }
+    return parts;
+}
+
+} // namespace
+
+Result<std::vector<ProcessInfo>> BoostProcessRunner::list_processes() {
+    const std::filesystem::path proc("/proc");
+    std::error_code error;
+    std::filesystem::directory_iterator entries(proc, error);
+    if (error) {
+        return fail(ErrorCode::io, fmt::format("cannot list /proc: {}", error.message()));
+    }
+    const uid_t me = ::getuid();
+    std::vector<ProcessInfo> processes;
+    for (const auto& entry : entries) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+            continue;
+        }
+        struct stat owner {};
+        if (::stat(entry.path().c_str(), &owner) != 0 || owner.st_uid != me) {
+            continue; // gone meanwhile, or another user's (never a job of ours)
+        }
+        // "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+        // utime stime cutime cstime priority nice threads itrealvalue starttime ...": comm may
+        // hold spaces and parentheses, so the fields are counted from its last ')'.
+        const auto stat = read_proc_file(entry.path() / "stat");
+        if (!stat) {
+            continue;
+        }
+        const auto close = stat->rfind(')');
+        if (close == std::string::npos) {
+            continue;
+        }
+        std::istringstream fields(stat->substr(close + 1));
+        std::vector<std::string> after_comm;
+        for (std::string field; fields >> field && after_comm.size() < 20;) {
+            after_comm.push_back(field);
+        }
+        if (after_comm.size() < 20 || after_comm[0] == "Z" || after_comm[0] == "X") {
+            continue; // a zombie runs nothing
+        }
+        ProcessInfo info;
+        if (!parse_number(name, info.pid) || !parse_number(after_comm[2], info.pgid) ||
+            !parse_number(after_comm[19], info.start_ticks)) {
+            continue;
+        }
+        info.environment = split_nul(read_proc_file(entry.path() / "environ").value_or(""));
+        info.command_line = split_nul(read_proc_file(entry.path() / "cmdline").value_or(""));
+        processes.push_back(std::move(info));
+    }
+    return processes;
 }
 
 } // namespace dljob::adapters

@@ -11,6 +11,8 @@ public:
     Result<int> spawn_detached(const DetachedRequest& request) override;
     bool group_alive(int pgid) override;
     bool signal_group(int pgid, int signal) override;
+    /// Reads /proc (Linux): each process's stat (group, start time), environ and cmdline.
+    Result<std::vector<ProcessInfo>> list_processes() override;
 };
 
 } // namespace dljob::adapters

@@ -271,6 +271,17 @@ Result<void> SqliteJobStore::mark_submitted(std::int64_t id, const std::string& 
                                             const std::string& secondary_id, std::int64_t now) {
     return guarded([&]() -> Result<void> {
         Txn txn(*m_db);
+        // An id the scheduler hands out is not in use by any other job: an older row holding
+        // it names a job that no longer exists there (a local pid reused once its group was
+        // gone, a Slurm id after MaxJobId wrapped). That row keeps it as "<id>~<row id>", which
+        // no scheduler lists, so its own exit_code file decides how it ended.
+        if (!scheduler_id.empty()) {
+            auto retire = m_db->prepare(
+                "UPDATE jobs SET scheduler_id = scheduler_id || '~' || id WHERE scheduler_id = ? "
+                "AND id != ? AND site = (SELECT site FROM jobs WHERE id = ?)");
+            retire.bind(scheduler_id).bind(id).bind(id);
+            retire.run();
+        }
         auto update = m_db->prepare("UPDATE jobs SET phase = ?, scheduler_id = ?, "
                                     "secondary_id = ?, updated_at = ? WHERE id = ?");
         update.bind(to_string(SubmitPhase::submitted))

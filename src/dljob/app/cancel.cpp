@@ -1,4 +1,5 @@
 #include <dljob/app/cancel.hpp>
+#include <dljob/app/continuation.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
@@ -34,6 +35,18 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
     auto updated = context.store().update_state(job->id, status, util::unix_now());
     if (!updated) {
         return fail(updated.error());
+    }
+    // A local job may have continued itself (exit 75) before anyone looked: the attempt it
+    // started is this chain's running one, and goes too.
+    std::string note;
+    if (auto next = started_continuation(context, *job, note); next && next->id != job->id) {
+        auto next_cancelled = cancel_job(context, std::to_string(next->id));
+        if (!next_cancelled) {
+            return fail(next_cancelled.error().code,
+                        fmt::format("job {} is cancelled, but its next attempt (job {}): {}", id,
+                                    next->id, next_cancelled.error().message),
+                        next_cancelled.error().hint);
+        }
     }
     return context.find_job(id);
 }

@@ -416,7 +416,17 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     bool id_recorded = false; // phase `submitted` (a refused session gets it too, id empty)
     if (local) {
         ref.scheduler_id = std::to_string(pid);
-        id_recorded = store.mark_submitted(id, ref.scheduler_id, "", util::unix_now()).has_value();
+        // Its start time tells status and cancel that the pid is still this session's (the
+        // local scheduler acts on no group whose number went to another process).
+        if (auto processes = context.runner().list_processes()) {
+            for (const auto& process : *processes) {
+                if (process.pid == pid) {
+                    ref.secondary_id = std::to_string(process.start_ticks);
+                }
+            }
+        }
+        id_recorded = store.mark_submitted(id, ref.scheduler_id, ref.secondary_id, util::unix_now())
+                          .has_value();
     }
 
     std::error_code ec;
@@ -428,7 +438,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         if (!session_started && std::filesystem::exists(run_dir / "job_identity", ec)) {
             session_started = true;
             if (!local) {
-                auto found = (*scheduler)->find_by_token(token);
+                auto found = (*scheduler)->find_by_token(ref);
                 if (found && found->has_value()) {
                     ref.scheduler_id = (*found)->scheduler_id;
                     ref.secondary_id = (*found)->secondary_id;
@@ -466,7 +476,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     std::optional<JobState> seen;
     if (!local) {
         if (ref.scheduler_id.empty()) {
-            auto found = (*scheduler)->find_by_token(token);
+            auto found = (*scheduler)->find_by_token(ref);
             if (found && found->has_value()) {
                 ref.scheduler_id = (*found)->scheduler_id;
                 ref.secondary_id = (*found)->secondary_id;

@@ -112,14 +112,43 @@ bool killed_at_walltime(const Job& job, int exit_code) {
     return *ended - *started >= job.walltime_s - slack_s;
 }
 
-// Submissions whose outcome is unknown: find them by token, adopt the id if found.
-void reconcile_submits(JobContext& context, Scheduler& scheduler, const std::vector<Job>& jobs,
+// What `dljob submit` writes into a run directory before the scheduler hears of the job: the
+// script, the recipe's record, their temporary files while being written, and the log the local
+// scheduler opens for the job's output just before starting it (empty: nothing ever ran).
+bool only_submit_files(const std::filesystem::path& run_dir) {
+    std::error_code error;
+    std::filesystem::directory_iterator entries(run_dir, error);
+    if (error) {
+        return false;
+    }
+    for (const auto& entry : entries) {
+        const std::string name = entry.path().filename().string();
+        std::error_code size_error;
+        const bool empty_log = (name == "job.log" || name == "local.log") &&
+                               entry.file_size(size_error) == 0 && !size_error;
+        const bool ours = name == "job.sh" || name == "job.pbs" || name == "recipe.yaml" ||
+                          empty_log ||
+                          (name.front() == '.' && name.find(".tmp") != std::string::npos);
+        if (!ours) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Submissions whose id was never recorded (the scheduler did not answer, or `dljob submit` was
+// interrupted after the row was committed): find them by token and record them as submitted,
+// here in `jobs` too so that the poll that follows reads their state at once. One that is
+// nowhere once the grace period has passed never reached the scheduler: it ends FAILED and
+// leaves the submitting phase (the table and --json then agree, and it is not looked for
+// again); a run directory holding only what submit wrote before that is removed.
+void reconcile_submits(JobContext& context, Scheduler& scheduler, std::vector<Job>& jobs,
                        std::int64_t now, std::vector<std::string>& warnings) {
-    for (const auto& job : jobs) {
+    for (auto& job : jobs) {
         if (job.phase == SubmitPhase::submitted) {
             continue;
         }
-        auto found = scheduler.find_by_token(job.token);
+        auto found = scheduler.find_by_token(job_ref(job));
         if (!found) {
             warnings.push_back(fmt::format("job {}: cannot check its submission: {}", job.id,
                                            found.error().message));
@@ -130,14 +159,32 @@ void reconcile_submits(JobContext& context, Scheduler& scheduler, const std::vec
                                                          (*found)->secondary_id, now);
             if (!marked) {
                 warnings.push_back(marked.error().message);
+                continue;
             }
+            job.phase = SubmitPhase::submitted;
+            job.scheduler_id = (*found)->scheduler_id;
+            job.secondary_id = (*found)->secondary_id;
         } else if (now - job.updated_at > submit_grace_s) {
-            // Not in the queue after the grace period: the submit never reached the scheduler.
             SchedulerStatus lost;
             lost.state = JobState::failed;
             lost.native_state = "not submitted";
-            lost.reason = "the scheduler has no job with this token; submit again";
-            (void)context.store().update_state(job.id, lost, now);
+            lost.reason = "the scheduler never received it; submit again";
+            // State first: interrupted between the two, the next status finds the row still
+            // submitting and comes here again.
+            auto updated = context.store().update_state(job.id, lost, now);
+            auto marked = updated ? context.store().mark_submitted(job.id, "", "", now)
+                                  : Result<void>(fail(updated.error()));
+            if (!marked) {
+                warnings.push_back(marked.error().message);
+                continue;
+            }
+            job.phase = SubmitPhase::submitted;
+            job.state = JobState::failed;
+            const std::filesystem::path run_dir(job.run_dir);
+            if (!job.run_dir.empty() && job.attempt == 1 && only_submit_files(run_dir)) {
+                std::error_code error;
+                std::filesystem::remove_all(run_dir, error);
+            }
         }
     }
 }
@@ -214,6 +261,9 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
 Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                           const StatusOptions& options, std::vector<std::string>& warnings) {
     const std::int64_t now = util::unix_now();
+    // Next attempts recorded by this refresh: looked at in the same call, so a chain the job
+    // continued by itself while nobody watched is followed to its current attempt at once.
+    std::vector<Job> continued;
     std::map<std::string, std::vector<Job>> by_site;
     for (const auto& job : jobs) {
         if (!is_terminal(job.state) || job.phase != SubmitPhase::submitted) {
@@ -260,14 +310,26 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                     observed = it->second;
                 }
             }
-            const auto file = exit_code_file(job.run_dir);
+            // An attempt the job continued itself (the local wrapper) says how it ended in its
+            // continuation record: the run directory's other files are the next attempt's.
+            const auto record = read_continuation_record(job.run_dir, job.token);
+            const auto file =
+                record ? std::optional<int>(record->exit_code) : exit_code_file(job.run_dir);
             if (!polled && !file) {
                 continue; // no news: keep what the store has
             }
             if (!observed && !file && now - job.created_at < submit_grace_s) {
                 continue; // too early to call a missing job UNKNOWN
             }
-            auto status = reconcile(observed, file);
+            auto status = record ? SchedulerStatus{} : reconcile(observed, file);
+            if (record) {
+                status.state = record->exit_code == checkpointed_exit_code ? JobState::timeout
+                                                                           : JobState::failed;
+                status.native_state = record->timeout ? "walltime" : "exited";
+                status.reason = "checkpointed before the walltime";
+                status.exit_code = record->exit_code;
+                status.finished_at = record->ended;
+            }
             if (status.state == JobState::failed && file && killed_at_walltime(job, *file)) {
                 status.state = JobState::timeout;
                 status.reason = "killed at the walltime";
@@ -277,7 +339,7 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             if (status.state == JobState::running || is_terminal(status.state)) {
                 status.started_at = script_started(job).value_or(0);
             }
-            if (is_terminal(status.state) && file) {
+            if (is_terminal(status.state) && file && !record) {
                 status.finished_at = script_ended(job).value_or(0);
             }
             auto updated = context.store().update_state(job.id, status, now);
@@ -294,7 +356,11 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 auto ended = context.store().find(job.id);
                 if (ended && ended->has_value()) {
                     std::string note;
-                    (void)continue_if_checkpointed(context, **ended, *status.exit_code, note);
+                    auto next = continue_if_checkpointed(context, **ended, *status.exit_code, note);
+                    // Looked at now where that costs no scheduler query.
+                    if (next && free) {
+                        continued.push_back(*next);
+                    }
                     if (!note.empty()) {
                         warnings.push_back(note);
                     }
@@ -305,6 +371,9 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             (void)context.store().record_poll(key, changed, !polled, options.min_interval_s,
                                               options.max_interval_s);
         }
+    }
+    if (!continued.empty()) {
+        return refresh_jobs(context, continued, options, warnings);
     }
     return {};
 }
@@ -330,6 +399,16 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
         jobs = std::move(*listed);
     }
     DLJOB_TRY(refresh_jobs(context, jobs, options, warnings));
+    if (options.ids.empty()) {
+        // The refresh may have recorded next attempts (continuations): list them too.
+        JobQuery query;
+        query.active_only = !options.all;
+        auto listed = context.store().list(query);
+        if (!listed) {
+            return fail(listed.error());
+        }
+        jobs = std::move(*listed);
+    }
     auto metrics = context.store().all_metrics();
     if (!metrics) {
         return fail(metrics.error());
@@ -355,10 +434,11 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
 }
 
 std::string state_text(const Job& job) {
-    if (job.phase == SubmitPhase::submitting) {
+    // An ended job shows how it ended in whatever phase its row is, as --json's state does.
+    if (job.phase == SubmitPhase::submitting && !is_terminal(job.state)) {
         return "SUBMITTING";
     }
-    if (job.phase == SubmitPhase::submit_unknown) {
+    if (job.phase == SubmitPhase::submit_unknown && !is_terminal(job.state)) {
         return "SUBMIT?";
     }
     std::string text = to_string(job.state);
@@ -440,10 +520,8 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
 }
 
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
-    // One job at a time, one object per line: with thousands of jobs, building one big array
-    // and pretty-printing it cost more than reading them from the store.
-    out << '[';
-    bool first = true;
+    // JSON Lines: one object per job and line, written as it goes (with thousands of jobs, one
+    // big array cost more than reading them from the store), read line by line by scripts.
     for (const auto& view : jobs) {
         const Job& job = view.job;
         nlohmann::json entry{
@@ -479,10 +557,8 @@ void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
                                 {"images_per_s", optional(m.images_per_s)},
                                 {"final_status", m.final_status}};
         }
-        out << (first ? "\n" : ",\n") << entry.dump();
-        first = false;
+        out << entry.dump() << '\n';
     }
-    out << "\n]\n";
 }
 
 } // namespace dljob::app

@@ -121,26 +121,41 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         return outcome;
     }
 
-    // Opened (and created on first use) only now, and before the run directory, so that a
-    // submit refused for any reason so far, or by a store it cannot open, leaves nothing.
+    // Opened (and created on first use) only now, so that a submit refused for any reason so
+    // far, or by a store it cannot open, leaves nothing. The row comes before the run
+    // directory: a submit killed at any instant from here on leaves a row that `dljob status`
+    // reconciles by its token (and that removes a directory the job never ran in), never a
+    // directory that nothing records.
     JobStore& store = context.store();
-    auto pending = PendingRunDir::create(run_dir);
-    if (!pending) {
-        return fail(pending.error());
+    auto recorded = record_job(context, outcome.job);
+    if (!recorded) {
+        return fail(recorded.error());
     }
-    DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
-    (void)util::write_file_atomic(run_dir / "recipe.yaml",
-                                  recipe_record(options.recipe, options.overrides));
+    outcome.job = *recorded;
+    auto written = [&]() -> Result<PendingRunDir> {
+        auto pending = PendingRunDir::create(run_dir);
+        if (!pending) {
+            return fail(pending.error());
+        }
+        DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
+        (void)util::write_file_atomic(run_dir / "recipe.yaml",
+                                      recipe_record(options.recipe, options.overrides));
+        return pending;
+    }();
+    if (!written) {
+        (void)store.remove(outcome.job.id);
+        return fail(written.error());
+    }
 
-    auto submitted = record_and_submit(context, outcome.job);
+    auto submitted = submit_recorded(context, outcome.job);
     if (!submitted) {
         // Kept whenever the row is: a submit with no answer may still run the script.
         if (auto row = store.find_by_token(token); row && row->has_value()) {
-            pending->keep();
+            written->keep();
         }
         return fail(submitted.error());
     }
-    pending->keep();
+    written->keep();
     outcome.job = *submitted;
     return outcome;
 }
@@ -153,6 +168,8 @@ SubmitRequest submit_request(const Job& job) {
     request.token = job.token;
     request.log_path = (std::filesystem::path(job.run_dir) / "job.log").string();
     request.submit_argv = job.submit_argv;
+    request.attempt = job.attempt;
+    request.max_continuations = job.max_continuations;
     if (job.scheduler == "local") {
         // The script warns the training before the walltime itself; the wrapper's watchdog is
         // the hard stop a scheduler would give, one grace minute later.
@@ -161,17 +178,14 @@ SubmitRequest submit_request(const Job& job) {
     return request;
 }
 
-Result<Job> record_and_submit(JobContext& context, Job job) {
-    JobStore& store = context.store();
-    // 1. The row, with its token, is committed before the scheduler hears of the job.
+Result<Job> record_job(JobContext& context, Job job) {
     job.created_at = util::unix_now();
-    auto created = store.create(job);
-    if (!created) {
-        return fail(created.error());
-    }
-    job = *created;
+    return context.store().create(job);
+}
 
-    // 2. Submit. No transaction is open while the scheduler command runs.
+Result<Job> submit_recorded(JobContext& context, Job job) {
+    JobStore& store = context.store();
+    // No transaction is open while the scheduler command runs.
     auto scheduler = context.scheduler(job.scheduler);
     if (!scheduler) {
         (void)store.remove(job.id);
@@ -198,6 +212,16 @@ Result<Job> record_and_submit(JobContext& context, Job job) {
     job.secondary_id = submitted->secondary_id;
     job.phase = SubmitPhase::submitted;
     return job;
+}
+
+Result<Job> record_and_submit(JobContext& context, Job job) {
+    // 1. The row, with its token, is committed before the scheduler hears of the job.
+    auto created = record_job(context, std::move(job));
+    if (!created) {
+        return fail(created.error());
+    }
+    // 2. Submit.
+    return submit_recorded(context, *created);
 }
 
 } // namespace dljob::app

@@ -44,9 +44,15 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
 /// The request that submits a recorded job's script (again, for a continuation).
 SubmitRequest submit_request(const Job& job);
 
-/// Steps 1 and 2 of every submission, first or continued: commit the row (phase submitting),
-/// then call the scheduler. A refusal removes the row; no answer (timeout) keeps it as
-/// submit_unknown for reconciliation by token. Returns the job as submitted.
+/// Step 1 of every submission: commit the row (phase submitting, with its token), stamped now.
+Result<Job> record_job(JobContext& context, Job job);
+
+/// Step 2: call the scheduler for a recorded job. A refusal removes the row; no answer
+/// (timeout) keeps it as submit_unknown for reconciliation by token. Returns the job as
+/// submitted.
+Result<Job> submit_recorded(JobContext& context, Job job);
+
+/// Steps 1 and 2, for a job whose run directory is ready (a continuation).
 Result<Job> record_and_submit(JobContext& context, Job job);
 
 } // namespace dljob::app

@@ -6,6 +6,7 @@
 #include <dljob/domain/result.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +39,17 @@ struct DetachedRequest {
     std::string output_path; // stdout and stderr are appended here
 };
 
+/// A live process of this user, as the system lists it (Linux: /proc). A pid alone does not name
+/// a process for long: once its group is gone the number is handed out again, so a job is
+/// recognised by what it carries (its environment, its command line) and its start time.
+struct ProcessInfo {
+    int pid = 0;
+    int pgid = 0;
+    std::uint64_t start_ticks = 0; // since boot: with the pid, names one process until reboot
+    std::vector<std::string> environment; // NAME=VALUE, as it was exec'd
+    std::vector<std::string> command_line;
+};
+
 class ProcessRunner {
 public:
     virtual ~ProcessRunner() = default;
@@ -55,6 +67,12 @@ public:
 
     /// Sends a signal to a whole process group; false when there is no such group.
     virtual bool signal_group(int pgid, int signal) = 0;
+
+    /// This user's live processes (zombies left out). Runners that start nothing locally need
+    /// not list anything: the default says so.
+    virtual Result<std::vector<ProcessInfo>> list_processes() {
+        return fail(ErrorCode::internal, "this process runner cannot list processes");
+    }
 };
 
 } // namespace dljob

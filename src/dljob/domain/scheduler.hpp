@@ -24,6 +24,11 @@ struct SubmitRequest {
     /// The rendered submit command (RenderedJob::submit_argv). sqsub takes no directives, so its
     /// adapter submits with these queue options; the others read the script's directives.
     std::vector<std::string> submit_argv;
+    /// The chain this job belongs to (docs/schedulers.md, Continuations): which attempt it is and
+    /// how many times the chain may be submitted again. The local wrapper continues a job that
+    /// exits 75 itself, within these bounds; the other families ignore them.
+    int attempt = 1;
+    int max_continuations = 0;
 };
 
 struct Submission {
@@ -54,8 +59,11 @@ public:
     virtual Result<std::map<std::string, SchedulerStatus>>
     poll(const std::vector<JobRef>& jobs) = 0;
 
-    /// Looks for a job submitted with this token (reconciling a submit that timed out).
-    virtual Result<std::optional<Submission>> find_by_token(const std::string& token) = 0;
+    /// Looks for the job submitted with `job.token` (reconciling a submit that timed out or was
+    /// interrupted before it recorded the id): in the scheduler's own lists, else in the run
+    /// directory `job.run_dir`, where the started job left its identity. `job.scheduler_id` is
+    /// not used. Nothing found is an answer; an error means "cannot tell now".
+    virtual Result<std::optional<Submission>> find_by_token(const JobRef& job) = 0;
 
     virtual Result<void> cancel(const JobRef& job) = 0;
 };

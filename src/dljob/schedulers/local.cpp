@@ -3,19 +3,39 @@
 // The job script runs under a small bash wrapper started with setsid, so it is a session and
 // process-group leader (its pid is the scheduler id), outlives dljob and the terminal, and a
 // cancel reaches everything it started with one kill(-pgid). The wrapper
+//   - first writes <run_dir>/local_job (its pid and the job's token), so a `dljob submit` killed
+//     after starting it but before recording the pid finds it again (find_by_token),
 //   - runs the script in the background and waits for it (so a TERM reaches the wrapper's trap
 //     at once rather than after the script ends),
 //   - enforces the walltime with a watchdog that marks <run_dir>/local_timeout and sends TERM
 //     to the whole group (the wrapper survives it through its trap),
-//   - writes the script's exit status to <run_dir>/local_exit (temp file + rename).
+//   - when the script has ended, sends TERM to what is left of its group (the watchdog and its
+//     sleep, anything the script left running), as a scheduler ends a job's processes,
+//   - when the script exits 75 (checkpointed) and was not cancelled, continues the job itself
+//     (issue 25: nobody need run dljob): it creates <run_dir>/continuation.<token> only if
+//     absent (a `dljob status` may have decided first) with this attempt's end and either the
+//     next attempt's token or why not ("limit": attempt > max_continuations; "no progress": no
+//     newer entry in <run_dir>/checkpoints than at its start), then, if continuing, keeps this
+//     attempt's log as job.attempt<N>.log, removes this attempt's end files and starts a new
+//     wrapper (setsid) for the next attempt, and adds its pid to the record. The next
+//     `dljob status` records those attempts (app/continuation.cpp); nothing here writes SQLite,
+//   - writes the script's exit status to <run_dir>/local_exit (temp file + rename), unless it
+//     continued the job (the record holds this attempt's end; local_exit would read as the
+//     next attempt's).
 // All user values reach the wrapper as positional arguments, never inside its code.
 //
+// A pid outlives its process: once the job's group is gone the number is handed out again, and
+// a group with that number may be an unrelated one. So a group is taken for the job's only when
+// its leader has the start time recorded at submit (secondary_id), or, without one, when a
+// member carries the job's token (DLJOB_JOB_TOKEN in its environment, or the token as an
+// argument: the wrapper's command line). Neither status nor cancel acts on another group.
+//
 // State table:
-//   wrapper alive, no local_exit                -> RUNNING ("running")
+//   the job's group alive, no local_exit       -> RUNNING ("running")
 //   local_exit = 0                              -> COMPLETED
 //   local_timeout present                       -> TIMEOUT (native "walltime")
 //   local_exit != 0                             -> FAILED (exit code kept)
-//   wrapper gone without local_exit (killed, machine rebooted) -> absent: the job's own
+//   no group of the job's and no local_exit (killed, machine rebooted) -> absent: the job's own
 //     exit_code file or UNKNOWN decides
 // A cancel is recorded by the caller (CANCELLED); the wrapper's later exit is then ignored.
 #include <dljob/schedulers/local.hpp>
@@ -24,6 +44,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 
@@ -31,23 +52,105 @@ namespace dljob::schedulers {
 namespace {
 
 constexpr std::string_view wrapper = R"sh(
-script=$1 run_dir=$2 walltime=$3
+script=$1 run_dir=$2 walltime=$3 token=$4 attempt=$5 max_continuations=$6 log=$7
+printf 'pid=%s\ntoken=%s\n' "$$" "$token" >"$run_dir/.local_job.$$" &&
+  mv -f "$run_dir/.local_job.$$" "$run_dir/local_job"
+# The newest checkpoint (time, size, name): a continuation needs a newer one than at the start.
+newest_checkpoint() {
+  find "$run_dir/checkpoints" -mindepth 1 -maxdepth 1 -printf '%T@ %s %f\n' 2>/dev/null |
+    sort -n | tail -n 1
+}
+start_mark=$(newest_checkpoint)
 bash "$script" &
 child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM
-watchdog=
+terminated=
+trap 'terminated=1; kill -TERM "$child" 2>/dev/null' TERM
 if [ "$walltime" -gt 0 ]; then
-  ( trap - TERM; sleep "$walltime"; : >"$run_dir/local_timeout"; kill -TERM 0 ) </dev/null &
-  watchdog=$!
+  (
+    trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+    sleep "$walltime" &
+    nap=$!
+    wait "$nap" || exit 0
+    : >"$run_dir/local_timeout"
+    kill -TERM 0
+  ) </dev/null &
 fi
 while :; do
   wait "$child"; rc=$?
   kill -0 "$child" 2>/dev/null || break
 done
-[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
-printf '%s\n' "$rc" >"$run_dir/.local_exit.tmp" && mv -f "$run_dir/.local_exit.tmp" "$run_dir/local_exit"
+trap '' TERM
+kill -TERM 0 2>/dev/null
+# Exit 75: checkpointed, to be resumed. Unless cancelled (a TERM that was not the watchdog's),
+# the decision goes into continuation.<token>, created only if absent (one decision per attempt,
+# whether this wrapper or a `dljob status` makes it): the next attempt's token, or why not.
+continued= decided_elsewhere=
+if [ "$rc" -eq 75 ] && { [ -z "$terminated" ] || [ -e "$run_dir/local_timeout" ]; }; then
+  record="exit_code=$rc
+timeout=$([ -e "$run_dir/local_timeout" ] && echo 1 || echo 0)
+ended=$(date +%s)
+attempt=$attempt"
+  next=
+  if [ "$attempt" -gt "$max_continuations" ]; then
+    record="$record
+declined=limit"
+  elif [ "$(newest_checkpoint)" = "$start_mark" ]; then
+    record="$record
+declined=no progress"
+  else
+    next=$(od -An -N5 -tx1 /dev/urandom | tr -d ' \n')
+    record="$record
+next_token=$next"
+  fi
+  if ! (set -C && printf '%s\n' "$record" >"$run_dir/continuation.$token") 2>/dev/null; then
+    decided_elsewhere=1
+  elif [ -n "$next" ]; then
+    # As dljob does for a continuation: this attempt's log under its own name, and nothing of
+    # this attempt's end left where the next one's will be read.
+    mv -f "$log" "$run_dir/job.attempt$attempt.log" 2>/dev/null
+    rm -f "$run_dir/exit_code" "$run_dir/job_identity" "$run_dir/local_exit" "$run_dir/local_timeout"
+    DLJOB_JOB_TOKEN=$next setsid bash -c "$BASH_EXECUTION_STRING" dljob-local "$script" "$run_dir" \
+      "$walltime" "$next" "$((attempt + 1))" "$max_continuations" "$log" </dev/null >>"$log" 2>&1 &
+    printf '%s\npid=%s\n' "$record" "$!" >"$run_dir/.continuation.$token.tmp" &&
+      mv -f "$run_dir/.continuation.$token.tmp" "$run_dir/continuation.$token"
+    continued=1
+  fi
+fi
+# A continued attempt's end is in its continuation record, and a `dljob status` that decided
+# first (it saw the script's exit_code) may have started the next attempt already: local_exit
+# would read as the next attempt's end.
+if [ -z "$continued" ] && [ -z "$decided_elsewhere" ]; then
+  printf '%s\n' "$rc" >"$run_dir/.local_exit.tmp" && mv -f "$run_dir/.local_exit.tmp" "$run_dir/local_exit"
+fi
 exit "$rc"
 )sh";
+
+// Whether a process carries the job's token: in its environment (the wrapper's and everything
+// it starts), or as an argument (the wrapper's command line).
+bool carries_token(const ProcessInfo& process, const std::string& token) {
+    if (token.empty()) {
+        return false;
+    }
+    const std::string entry = "DLJOB_JOB_TOKEN=" + token;
+    return std::find(process.environment.begin(), process.environment.end(), entry) !=
+               process.environment.end() ||
+           std::find(process.command_line.begin(), process.command_line.end(), token) !=
+               process.command_line.end();
+}
+
+// Whether process group `pgid` is the job's (see the top of this file), not a later group that
+// got the same number.
+bool is_job_group(const JobRef& job, int pgid, const std::vector<ProcessInfo>& processes) {
+    // The wrapper itself, found by its pid even in the instant before its setsid.
+    const auto leader = std::find_if(processes.begin(), processes.end(),
+                                     [&](const auto& p) { return p.pid == pgid; });
+    if (leader != processes.end() && !job.secondary_id.empty()) {
+        return std::to_string(leader->start_ticks) == job.secondary_id;
+    }
+    return std::any_of(processes.begin(), processes.end(), [&](const auto& p) {
+        return p.pgid == pgid && carries_token(p, job.token);
+    });
+}
 
 } // namespace
 
@@ -82,7 +185,7 @@ Result<Submission> LocalScheduler::submit(const SubmitRequest& request) {
     }
     // A job submitted again in its run directory (a continuation) must not be read as ended by
     // the previous wrapper's files.
-    for (const auto& stale : {exit_file, timeout_file}) {
+    for (const auto& stale : {exit_file, timeout_file, job_file}) {
         std::filesystem::remove(std::filesystem::path(request.run_dir) / stale, ec);
         if (ec) {
             return fail(ErrorCode::io, fmt::format("cannot remove {} in {}: {}", stale,
@@ -96,45 +199,113 @@ Result<Submission> LocalScheduler::submit(const SubmitRequest& request) {
                      "dljob-local",
                      request.script_path,
                      request.run_dir,
-                     std::to_string(request.walltime_s)};
+                     std::to_string(request.walltime_s),
+                     request.token,
+                     std::to_string(request.attempt),
+                     std::to_string(request.max_continuations)};
     detached.cwd = request.run_dir;
     detached.output_path = request.log_path.empty()
                                ? (std::filesystem::path(request.run_dir) / log_file).string()
                                : request.log_path;
+    detached.argv.push_back(detached.output_path);
     detached.env = {{"DLJOB_JOB_TOKEN", request.token}, {"DLJOB_RUN_DIR", request.run_dir}};
     auto pid = m_runner.spawn_detached(detached);
     if (!pid) {
         return fail(pid.error());
     }
-    return Submission{std::to_string(*pid), ""};
+    // The wrapper's start time makes its pid a name that cannot be reused. A wrapper that has
+    // already ended has none to record; its group is then recognised by the token.
+    std::string started;
+    if (auto processes = m_runner.list_processes()) {
+        for (const auto& process : *processes) {
+            if (process.pid == *pid) {
+                started = std::to_string(process.start_ticks);
+            }
+        }
+    }
+    return Submission{std::to_string(*pid), started};
 }
 
 Result<std::map<std::string, SchedulerStatus>>
 LocalScheduler::poll(const std::vector<JobRef>& jobs) {
     std::map<std::string, SchedulerStatus> found;
-    for (const auto& job : jobs) {
+    std::optional<std::vector<ProcessInfo>> processes; // listed once, when a job needs it
+    auto ended = [&](const JobRef& job) {
         const std::filesystem::path dir(job.run_dir);
         if (auto text = util::read_file(dir / exit_file)) {
             if (auto code = parse_int(*text)) {
                 found[job.scheduler_id] =
                     map_local_exit(*code, std::filesystem::exists(dir / timeout_file));
-                continue;
+                return true;
             }
         }
+        return false;
+    };
+    for (const auto& job : jobs) {
+        if (ended(job)) {
+            continue;
+        }
         auto pid = parse_int(job.scheduler_id);
-        if (pid && m_runner.group_alive(*pid)) {
+        if (!pid) {
+            continue;
+        }
+        if (!processes) {
+            auto listed = m_runner.list_processes();
+            if (!listed) {
+                return fail(listed.error());
+            }
+            processes = std::move(*listed);
+        }
+        if (is_job_group(job, *pid, *processes)) {
             SchedulerStatus running;
             running.state = JobState::running;
             running.native_state = "running";
             found[job.scheduler_id] = running;
+        } else {
+            // Gone from the listing: it may have written local_exit and exited since the first
+            // look, which must not read as a job that vanished without one.
+            (void)ended(job);
         }
     }
     return found;
 }
 
-Result<std::optional<Submission>> LocalScheduler::find_by_token(const std::string& /*token*/) {
-    // Starting a local job cannot time out halfway: there is never anything to find.
-    return std::optional<Submission>{};
+Result<std::optional<Submission>> LocalScheduler::find_by_token(const JobRef& job) {
+    // The wrapper's own record, written before it starts the script: found even after the job
+    // ended. An earlier attempt's in the same run directory has another token.
+    if (auto text = util::read_file(std::filesystem::path(job.run_dir) / job_file)) {
+        std::optional<int> pid;
+        std::string token;
+        for (auto line : split_lines(*text)) {
+            line = trim(line);
+            if (line.rfind("pid=", 0) == 0) {
+                pid = parse_int(line.substr(4));
+            } else if (line.rfind("token=", 0) == 0) {
+                token = std::string(line.substr(6));
+            }
+        }
+        if (pid && *pid > 1 && !job.token.empty() && token == job.token) {
+            return std::optional<Submission>{Submission{std::to_string(*pid), ""}};
+        }
+    }
+    // Started but not yet written it: a live process with the token in its environment. The
+    // wrapper leads the group; any other member names the same group.
+    auto processes = m_runner.list_processes();
+    if (!processes) {
+        return fail(processes.error());
+    }
+    std::optional<Submission> found;
+    for (const auto& process : *processes) {
+        if (!carries_token(process, job.token)) {
+            continue;
+        }
+        if (process.pid == process.pgid) {
+            return std::optional<Submission>{
+                Submission{std::to_string(process.pid), std::to_string(process.start_ticks)}};
+        }
+        found = Submission{std::to_string(process.pgid), ""};
+    }
+    return found;
 }
 
 Result<void> LocalScheduler::cancel(const JobRef& job) {
@@ -142,7 +313,12 @@ Result<void> LocalScheduler::cancel(const JobRef& job) {
     if (!pid || *pid <= 1) {
         return fail(ErrorCode::internal, fmt::format("bad local job id '{}'", job.scheduler_id));
     }
-    if (!m_runner.signal_group(*pid, SIGTERM)) {
+    // Never signal a group that is not the job's: its number may have gone to another.
+    auto processes = m_runner.list_processes();
+    if (!processes) {
+        return fail(processes.error());
+    }
+    if (!is_job_group(job, *pid, *processes) || !m_runner.signal_group(*pid, SIGTERM)) {
         return fail(ErrorCode::not_found,
                     fmt::format("local job {} is no longer running", job.scheduler_id));
     }

@@ -20,13 +20,14 @@ public:
     [[nodiscard]] std::string_view family() const override { return "local"; }
     Result<Submission> submit(const SubmitRequest& request) override;
     Result<std::map<std::string, SchedulerStatus>> poll(const std::vector<JobRef>& jobs) override;
-    Result<std::optional<Submission>> find_by_token(const std::string& token) override;
+    Result<std::optional<Submission>> find_by_token(const JobRef& job) override;
     Result<void> cancel(const JobRef& job) override;
 
     /// Files the wrapper writes into the run directory.
     static constexpr const char* exit_file = "local_exit";
     static constexpr const char* timeout_file = "local_timeout";
     static constexpr const char* log_file = "local.log"; // the wrapper's own output
+    static constexpr const char* job_file = "local_job"; // pid= and token=, written first
 
 private:
     ProcessRunner& m_runner;

@@ -204,24 +204,25 @@ MoabScheduler::poll(const std::vector<JobRef>& jobs) {
     return found;
 }
 
-Result<std::optional<Submission>> MoabScheduler::find_by_token(const std::string& token) {
-    const std::string name = token_job_name(token);
+Result<std::optional<Submission>> MoabScheduler::find_by_token(const JobRef& job) {
+    const std::string name = token_job_name(job.token);
     for (bool completed : {false, true}) {
         auto listed = showq(completed);
         if (!listed) {
             return fail(listed.error());
         }
-        for (const auto& job : *listed) {
-            auto it = job.attributes.find("JobName");
-            if (it != job.attributes.end() && it->second == name) {
-                auto drm = job.attributes.find("DRMJID");
+        for (const auto& listed_job : *listed) {
+            const auto& attributes = listed_job.attributes;
+            auto it = attributes.find("JobName");
+            if (it != attributes.end() && it->second == name) {
+                auto drm = attributes.find("DRMJID");
                 return std::optional<Submission>{
-                    Submission{job.attributes.count("JobID") > 0 ? job.attributes.at("JobID") : "",
-                               drm == job.attributes.end() ? "" : drm->second}};
+                    Submission{attributes.count("JobID") > 0 ? attributes.at("JobID") : "",
+                               drm == attributes.end() ? "" : drm->second}};
             }
         }
     }
-    return std::optional<Submission>{};
+    return identity_submission(job);
 }
 
 Result<void> MoabScheduler::cancel(const JobRef& job) {

@@ -33,7 +33,7 @@ public:
     [[nodiscard]] std::string_view family() const override { return "moab"; }
     Result<Submission> submit(const SubmitRequest& request) override;
     Result<std::map<std::string, SchedulerStatus>> poll(const std::vector<JobRef>& jobs) override;
-    Result<std::optional<Submission>> find_by_token(const std::string& token) override;
+    Result<std::optional<Submission>> find_by_token(const JobRef& job) override;
     Result<void> cancel(const JobRef& job) override;
 
 private:

@@ -183,19 +183,19 @@ Result<std::map<std::string, SchedulerStatus>> PbsScheduler::poll(const std::vec
     return found;
 }
 
-Result<std::optional<Submission>> PbsScheduler::find_by_token(const std::string& token) {
+Result<std::optional<Submission>> PbsScheduler::find_by_token(const JobRef& job) {
     auto records = qstat({});
     if (!records) {
         return fail(records.error());
     }
-    const std::string name = token_job_name(token);
+    const std::string name = token_job_name(job.token);
     for (const auto& record : *records) {
         auto it = record.attributes.find("Job_Name");
         if (it != record.attributes.end() && it->second == name) {
             return std::optional<Submission>{Submission{record.id, ""}};
         }
     }
-    return std::optional<Submission>{};
+    return identity_submission(job);
 }
 
 Result<void> PbsScheduler::cancel(const JobRef& job) {

@@ -223,18 +223,18 @@ SlurmScheduler::poll(const std::vector<JobRef>& jobs) {
     return found;
 }
 
-Result<std::optional<Submission>> SlurmScheduler::find_by_token(const std::string& token) {
+Result<std::optional<Submission>> SlurmScheduler::find_by_token(const JobRef& job) {
     auto queue = list_queue(m_runner, m_options);
     if (!queue) {
         return fail(queue.error());
     }
-    const std::string comment = std::string(comment_prefix) + token;
+    const std::string comment = std::string(comment_prefix) + job.token;
     for (const auto& row : *queue) {
         if (row.comment == comment) {
             return std::optional<Submission>{Submission{row.id, ""}};
         }
     }
-    return std::optional<Submission>{};
+    return identity_submission(job);
 }
 
 Result<void> SlurmScheduler::cancel(const JobRef& job) {

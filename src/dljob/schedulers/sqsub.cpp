@@ -190,7 +190,7 @@ SqsubScheduler::poll(const std::vector<JobRef>& jobs) {
     return found;
 }
 
-Result<std::optional<Submission>> SqsubScheduler::find_by_token(const std::string& token) {
+Result<std::optional<Submission>> SqsubScheduler::find_by_token(const JobRef& job) {
     // sqjobs' default listing has no job name; the long form does ("command:" and the name
     // line vary), so look for the token's job name anywhere in a record.
     auto result =
@@ -198,7 +198,7 @@ Result<std::optional<Submission>> SqsubScheduler::find_by_token(const std::strin
     if (!result) {
         return fail(result.error());
     }
-    const std::string name = token_job_name(token);
+    const std::string name = token_job_name(job.token);
     std::string current_id;
     for (auto line : split_lines(result->out)) {
         auto fields = split_whitespace(line);
@@ -209,7 +209,7 @@ Result<std::optional<Submission>> SqsubScheduler::find_by_token(const std::strin
             return std::optional<Submission>{Submission{current_id, ""}};
         }
     }
-    return std::optional<Submission>{};
+    return identity_submission(job);
 }
 
 Result<void> SqsubScheduler::cancel(const JobRef& job) {

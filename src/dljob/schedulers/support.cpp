@@ -188,6 +188,31 @@ std::optional<int> read_exit_code_file(const std::string& run_dir) {
     return parse_int(*text);
 }
 
+std::optional<Submission> identity_submission(const JobRef& job) {
+    if (job.run_dir.empty() || job.token.empty()) {
+        return std::nullopt;
+    }
+    auto text = util::read_file(std::filesystem::path(job.run_dir) / "job_identity");
+    if (!text) {
+        return std::nullopt;
+    }
+    std::string token;
+    std::string id;
+    for (auto line : split_lines(*text)) {
+        line = trim(line);
+        if (line.rfind("token=", 0) == 0) {
+            token = std::string(line.substr(6));
+        } else if (line.rfind("job_id=", 0) == 0) {
+            id = std::string(line.substr(7));
+        }
+    }
+    // An earlier attempt's identity in the same run directory carries another token.
+    if (token != job.token || id.empty()) {
+        return std::nullopt;
+    }
+    return Submission{id, ""};
+}
+
 std::string current_user(const SchedulerOptions& options) {
     if (!options.user.empty()) {
         return options.user;

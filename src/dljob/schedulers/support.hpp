@@ -47,6 +47,11 @@ std::optional<int> parse_int(std::string_view text);
 /// The integer in <run_dir>/exit_code written by the job's epilogue, if it is there.
 std::optional<int> read_exit_code_file(const std::string& run_dir);
 
+/// The job that left <job.run_dir>/job_identity with `job.token` (its prologue writes it when
+/// it starts): its scheduler id. How a submit whose id was never recorded is recognised once
+/// the scheduler has forgotten the job (squeue's MinJobAge, qstat's keep_completed).
+std::optional<Submission> identity_submission(const JobRef& job);
+
 /// The user whose jobs are listed: options.user, else $USER, else $LOGNAME.
 std::string current_user(const SchedulerOptions& options);
 

@@ -107,6 +107,22 @@ TEST_F(SqliteStore, RecordsSchedulerIdAndStateEvents) {
     EXPECT_EQ(events->at(2).state, JobState::failed);
 }
 
+// A local pid is handed out again once its job's group is gone (so is a Slurm id after
+// MaxJobId): the new job records it, and the older row keeps it marked as no longer its own.
+TEST_F(SqliteStore, AnIdHandedOutAgainGoesToTheNewJob) {
+    auto store = open_store();
+    auto old_job = store->create(new_job("old"));
+    ASSERT_TRUE(store->mark_submitted(old_job->id, "4242", "", 1001));
+    auto new_job_row = store->create(new_job("new"));
+    auto marked = store->mark_submitted(new_job_row->id, "4242", "", 2001);
+    ASSERT_TRUE(marked) << marked.error().message;
+    EXPECT_EQ((*store->find(new_job_row->id))->scheduler_id, "4242");
+    EXPECT_EQ((*store->find(old_job->id))->scheduler_id, "4242~" + std::to_string(old_job->id));
+    // Recorded twice for the same job (submit and a status that found it): nothing changes.
+    ASSERT_TRUE(store->mark_submitted(new_job_row->id, "4242", "", 2002));
+    EXPECT_EQ((*store->find(new_job_row->id))->scheduler_id, "4242");
+}
+
 TEST_F(SqliteStore, NeverOverwritesATerminalState) {
     auto store = open_store();
     auto job = store->create(new_job("t"));

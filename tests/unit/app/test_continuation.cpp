@@ -4,6 +4,7 @@
 #include "unit/schedulers/fake_process_runner.hpp"
 
 #include <dljob/adapters/sqlite_job_store.hpp>
+#include <dljob/app/cancel.hpp>
 #include <dljob/app/continuation.hpp>
 #include <dljob/app/show.hpp>
 #include <dljob/app/status.hpp>
@@ -15,7 +16,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -247,7 +250,12 @@ TEST_F(Continuation, ShowAndStatusTellTheAttemptsApart) {
     EXPECT_NE(table.str().find(" lenet#2 "), std::string::npos) << table.str();
     std::ostringstream json;
     print_status_json(json, {JobView{ended, std::nullopt}, JobView{job, std::nullopt}});
-    const auto rows = nlohmann::json::parse(json.str());
+    std::istringstream lines(json.str());
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(lines, line);) {
+        rows.push_back(nlohmann::json::parse(line));
+    }
+    ASSERT_EQ(rows.size(), 2U) << json.str();
     EXPECT_EQ(rows.at(0).at("attempt"), 1);
     EXPECT_TRUE(rows.at(0).at("continues").is_null());
     EXPECT_EQ(rows.at(1).at("attempt"), 2);
@@ -266,6 +274,140 @@ TEST_F(Continuation, ARefusedContinuationLeavesNoRow) {
     auto found = context_->store().continuation_of(ended.id);
     ASSERT_TRUE(found);
     EXPECT_FALSE(found->has_value());
+}
+
+// Issue 25: a local job that exits 75 is continued by its wrapper, with nobody running dljob;
+// it leaves its decision in continuation.<token>. The next `dljob status` records the attempts
+// the job started (by token, with the id the record names), starts nothing itself, and follows
+// the chain to its current attempt in the same call.
+class UnattendedContinuation : public Continuation {
+protected:
+    Job running_local(const std::string& token, int pid) {
+        Job job;
+        job.token = token;
+        job.name = "lenet";
+        job.site = "local";
+        job.scheduler = "local";
+        job.run_dir = (dir / "run").string();
+        job.script_path = (dir / "run" / "job.sh").string();
+        job.walltime_s = 3600;
+        job.created_at = util::unix_now() - 600;
+        job.max_continuations = 5;
+        auto created = context_->store().create(job);
+        EXPECT_TRUE(created);
+        EXPECT_TRUE(
+            context_->store().mark_submitted(created->id, std::to_string(pid), "", job.created_at));
+        return *context_->store().find(created->id).value();
+    }
+    void record(const std::string& token, const std::string& rest) {
+        std::ofstream(dir / "run" / ("continuation." + token))
+            << "exit_code=75\ntimeout=0\nended=" << util::unix_now() - 60 << "\n"
+            << rest;
+    }
+    std::vector<std::string> status() {
+        StatusOptions options;
+        options.all = true;
+        std::vector<std::string> warnings;
+        auto views = job_status(*context_, options, warnings);
+        EXPECT_TRUE(views) << views.error().message;
+        return warnings;
+    }
+    std::vector<Job> chain() {
+        auto all = context_->store().list(JobQuery{});
+        EXPECT_TRUE(all);
+        std::vector<Job> jobs = *all;
+        std::sort(jobs.begin(), jobs.end(),
+                  [](const Job& a, const Job& b) { return a.attempt < b.attempt; });
+        return jobs;
+    }
+};
+
+TEST_F(UnattendedContinuation, TheAttemptsTheJobStartedAreRecordedAndNothingIsSubmitted) {
+    const Job first = running_local("tokfirst01", 4242);
+    record("tokfirst01", "attempt=1\nnext_token=toksecond2\npid=5001\n");
+    record("toksecond2", "attempt=2\nnext_token=tokthird03\npid=5002\n");
+    ProcessInfo third; // the third attempt's wrapper, running
+    third.pid = 5002;
+    third.pgid = 5002;
+    third.environment = {"DLJOB_JOB_TOKEN=tokthird03"};
+    runner_->processes.push_back(third);
+
+    for (int look = 0; look < 2; ++look) { // a second status changes nothing
+        status();
+        const auto jobs = chain();
+        ASSERT_EQ(jobs.size(), 3U);
+        EXPECT_EQ(jobs[0].id, first.id);
+        EXPECT_EQ(jobs[0].state, JobState::timeout);
+        EXPECT_EQ(jobs[0].exit_code, 75);
+        EXPECT_EQ(jobs[1].token, "toksecond2");
+        EXPECT_EQ(jobs[1].continues, first.id);
+        EXPECT_EQ(jobs[1].scheduler_id, "5001");
+        EXPECT_EQ(jobs[1].state, JobState::timeout);
+        EXPECT_EQ(jobs[2].token, "tokthird03");
+        EXPECT_EQ(jobs[2].attempt, 3);
+        EXPECT_EQ(jobs[2].continues, jobs[1].id);
+        EXPECT_EQ(jobs[2].scheduler_id, "5002");
+        EXPECT_EQ(jobs[2].state, JobState::running);
+    }
+    EXPECT_TRUE(runner_->detached.empty()) << "dljob started an attempt itself";
+}
+
+TEST_F(UnattendedContinuation, AnAttemptTheJobDeclinedToContinueIsNotContinuedByStatus) {
+    running_local("tokstall01", 4242);
+    record("tokstall01", "attempt=1\ndeclined=no progress\n");
+    write_checkpoint("iter_00000100.ckpt"); // status alone would see progress here
+    const auto warnings = status();
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 1U);
+    EXPECT_EQ(jobs[0].state, JobState::timeout);
+    EXPECT_TRUE(runner_->detached.empty());
+    ASSERT_EQ(warnings.size(), 1U);
+    EXPECT_NE(warnings[0].find("no progress"), std::string::npos) << warnings[0];
+}
+
+// Cancelling the attempt the store shows running also cancels the one the job started since.
+TEST_F(UnattendedContinuation, CancelReachesTheAttemptTheJobStartedItself) {
+    const Job first = running_local("tokfirst01", 4242);
+    record("tokfirst01", "attempt=1\nnext_token=toksecond2\npid=5001\n");
+    ProcessInfo second;
+    second.pid = 5001;
+    second.pgid = 5001;
+    second.environment = {"DLJOB_JOB_TOKEN=toksecond2"};
+    runner_->processes.push_back(second);
+    runner_->alive_groups.insert(5001);
+    auto cancelled = cancel_job(*context_, std::to_string(first.id));
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[0].state, JobState::cancelled);
+    EXPECT_EQ(jobs[1].token, "toksecond2");
+    EXPECT_EQ(jobs[1].state, JobState::cancelled);
+    EXPECT_EQ(runner_->signals, (std::vector<std::pair<int, int>>{{5001, SIGTERM}}));
+}
+
+// When status gets there first (a scheduler job, or a job started by an older dljob), it
+// claims the decision before it submits, so the job cannot start a second next attempt; and a
+// decision already made is followed, not made again.
+TEST_F(Continuation, StatusClaimsTheDecisionBeforeSubmittingAndFollowsOneMadeBefore) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    auto claimed = read_continuation_record(dir / "run", ended.token);
+    ASSERT_TRUE(claimed.has_value());
+    EXPECT_EQ(claimed->next_token, next->token);
+
+    const Job other = ended_job(1, 3, "");
+    std::ofstream(dir / "run" / ("continuation." + other.token))
+        << "exit_code=75\nnext_token=madebyjob1\npid=777\n";
+    const auto calls = runner_->calls.size();
+    next = continue_if_checkpointed(*context_, other, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    EXPECT_EQ(next->token, "madebyjob1");
+    EXPECT_EQ(next->scheduler_id, "777");
+    EXPECT_EQ(runner_->calls.size(), calls) << "submitted although the job had";
 }
 
 } // namespace

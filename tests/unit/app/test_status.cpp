@@ -6,8 +6,10 @@
 
 #include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/app/status.hpp>
+#include <dljob/util/files.hpp>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -114,6 +116,129 @@ TEST_F(StatusWalltime, AnIdentityOlderThanTheJobIsAnEarlierJobs) {
     EXPECT_EQ(view.job.state, JobState::failed);
     EXPECT_EQ(view.job.started_at, 1'700'007'300);
     EXPECT_EQ(view.job.finished_at, 1'700'007'300);
+}
+
+// `dljob submit` on local killed after it started the job, before it recorded the pid: the
+// job ran to completion. Status finds it by its token (the wrapper's local_job) and records
+// what really happened; the table and --json say the same.
+class InterruptedSubmit : public StatusWalltime {
+protected:
+    Job recorded(std::int64_t age_s) {
+        Job job;
+        job.token = "0123456789";
+        job.name = "t";
+        job.site = "local";
+        job.scheduler = "local";
+        job.run_dir = (dir / "run").string();
+        job.walltime_s = 600;
+        job.created_at = util::unix_now() - age_s;
+        auto created = context->store().create(job);
+        EXPECT_TRUE(created) << created.error().message;
+        return *created;
+    }
+    JobView status_of(const Job& job) {
+        StatusOptions options;
+        options.ids = {std::to_string(job.id)};
+        std::vector<std::string> warnings;
+        auto views = job_status(*context, options, warnings);
+        EXPECT_TRUE(views) << views.error().message;
+        EXPECT_TRUE(warnings.empty()) << warnings.front();
+        return views->front();
+    }
+    static std::string table_row(const JobView& view) {
+        std::ostringstream out;
+        print_status_table(out, {view}, util::unix_now());
+        return out.str().substr(out.str().find('\n') + 1);
+    }
+    static nlohmann::json json_row(const JobView& view) {
+        std::ostringstream out;
+        print_status_json(out, {view});
+        return nlohmann::json::parse(out.str());
+    }
+};
+
+TEST_F(InterruptedSubmit, AJobThatRanIsFoundByItsTokenAndRecordedAsItEnded) {
+    const Job job = recorded(5);
+    std::ofstream(dir / "run" / "local_job") << "pid=4242\ntoken=0123456789\n";
+    std::ofstream(dir / "run" / "local_exit") << "0\n";
+    std::ofstream(dir / "run" / "exit_code") << "0\n";
+    const auto view = status_of(job);
+    EXPECT_EQ(view.job.phase, SubmitPhase::submitted);
+    EXPECT_EQ(view.job.scheduler_id, "4242");
+    EXPECT_EQ(view.job.state, JobState::completed);
+    EXPECT_EQ(view.job.exit_code, 0);
+    const std::string row = table_row(view);
+    EXPECT_NE(row.find(" COMPLETED "), std::string::npos) << row;
+    EXPECT_EQ(json_row(view).at("state"), "COMPLETED");
+}
+
+TEST_F(InterruptedSubmit, ARunningJobIsFoundByTheTokenInItsEnvironment) {
+    const Job job = recorded(120);
+    ProcessInfo wrapper;
+    wrapper.pid = 5151;
+    wrapper.pgid = 5151;
+    wrapper.start_ticks = 77;
+    wrapper.environment = {"HOME=/home/u", "DLJOB_JOB_TOKEN=0123456789"};
+    fake->processes.push_back(wrapper);
+    const auto view = status_of(job);
+    EXPECT_EQ(view.job.scheduler_id, "5151");
+    EXPECT_EQ(view.job.state, JobState::running);
+    EXPECT_NE(table_row(view).find(" RUNNING "), std::string::npos) << table_row(view);
+    EXPECT_EQ(json_row(view).at("state"), "RUNNING");
+}
+
+// Killed before it started anything (here: while writing the script). Within the grace period
+// the row stays SUBMITTING; after it, FAILED in both views, and the directory that holds only
+// submit's unfinished temporary file is gone.
+TEST_F(InterruptedSubmit, ASubmitThatStartedNothingEndsFailedAndLeavesNoDirectory) {
+    std::ofstream(dir / "run" / ".job.sh.tmp1a2b3c") << "#!/bin/bash\n";
+    std::ofstream(dir / "run" / "job.log"); // opened for the job's output, never written
+    const Job fresh = recorded(5);
+    auto view = status_of(fresh);
+    EXPECT_EQ(view.job.phase, SubmitPhase::submitting);
+    EXPECT_NE(table_row(view).find(" SUBMITTING "), std::string::npos) << table_row(view);
+    EXPECT_TRUE(std::filesystem::exists(dir / "run"));
+    ASSERT_TRUE(context->store().remove(fresh.id));
+
+    const Job old = recorded(120);
+    view = status_of(old);
+    EXPECT_EQ(view.job.state, JobState::failed);
+    EXPECT_EQ(view.job.native_state, "not submitted");
+    const std::string row = table_row(view);
+    EXPECT_NE(row.find(" FAILED "), std::string::npos) << row;
+    EXPECT_EQ(row.find("SUBMITTING"), std::string::npos) << row;
+    EXPECT_EQ(json_row(view).at("state"), "FAILED");
+    EXPECT_FALSE(std::filesystem::exists(dir / "run")) << "the interrupted render's directory";
+}
+
+// A directory the job may have run in is never removed.
+TEST_F(InterruptedSubmit, ADirectoryWithTheJobsOwnFilesIsKept) {
+    std::ofstream(dir / "run" / "job.sh") << "#!/bin/bash\n";
+    std::ofstream(dir / "run" / "job.log") << "output\n";
+    const auto view = status_of(recorded(120));
+    EXPECT_EQ(view.job.state, JobState::failed);
+    EXPECT_TRUE(std::filesystem::exists(dir / "run" / "job.log"));
+}
+
+TEST(StatusJson, OneObjectPerLine) {
+    JobView first;
+    first.job.id = 1;
+    first.job.name = "a";
+    JobView second = first;
+    second.job.id = 2;
+    std::ostringstream out;
+    print_status_json(out, {first, second});
+    std::istringstream lines(out.str());
+    std::vector<std::int64_t> ids;
+    for (std::string line; std::getline(lines, line);) {
+        const auto row = nlohmann::json::parse(line);
+        ASSERT_TRUE(row.is_object()) << line;
+        ids.push_back(row.at("id").get<std::int64_t>());
+    }
+    EXPECT_EQ(ids, (std::vector<std::int64_t>{1, 2})) << out.str();
+    std::ostringstream none;
+    print_status_json(none, {});
+    EXPECT_EQ(none.str(), "");
 }
 
 TEST(StatusTable, AnEndedJobShowsNoEtaAndALongReasonKeepsTheColumnsInLine) {

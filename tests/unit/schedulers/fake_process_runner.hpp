@@ -46,6 +46,16 @@ public:
         calls.push_back(request.argv);
         detached.push_back(request);
         alive_groups.insert(next_pid);
+        // What /proc would show of the started process: its own group, its environment.
+        ProcessInfo started;
+        started.pid = next_pid;
+        started.pgid = next_pid;
+        started.start_ticks = 1000U + static_cast<std::uint64_t>(next_pid);
+        for (const auto& [name, value] : request.env) {
+            started.environment.push_back(name + "=" + value);
+        }
+        started.command_line = request.argv;
+        processes.push_back(started);
         return next_pid++;
     }
 
@@ -53,8 +63,11 @@ public:
 
     bool signal_group(int pgid, int signal) override {
         signals.emplace_back(pgid, signal);
+        std::erase_if(processes, [&](const ProcessInfo& p) { return p.pgid == pgid; });
         return alive_groups.erase(pgid) > 0;
     }
+
+    Result<std::vector<ProcessInfo>> list_processes() override { return processes; }
 
     /// Called with each run() that has a reply, before it returns.
     std::function<void(const ProcessRequest&)> on_run;
@@ -63,6 +76,8 @@ public:
     std::vector<DetachedRequest> detached;
     std::vector<std::pair<int, int>> signals;
     std::set<int> alive_groups;
+    std::vector<ProcessInfo> processes; // what list_processes() shows; tests add others
+
     int next_pid = 4242;
 
 private:

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 namespace dljob::schedulers {
 namespace {
 
@@ -86,9 +91,28 @@ TEST_F(PbsAdapter, PollMatchesByNumericIdAndToleratesUnknownIds) {
 
 TEST_F(PbsAdapter, FindsJobByTokenName) {
     runner.reply("qstat", 0, scheduler_output("pbs-qstat-f-wrapper-running.txt"));
-    auto found = pbs.find_by_token("0123456789");
+    auto found = pbs.find_by_token({"", "", "", "0123456789"});
     ASSERT_TRUE(found && found->has_value());
     EXPECT_EQ((*found)->scheduler_id, "5");
+}
+
+// qstat no longer lists the ended job (keep_completed): the run directory's job_identity, with
+// this job's token, names it; another token's identity (an earlier attempt) does not.
+TEST_F(PbsAdapter, FindsAJobQstatForgotByItsIdentity) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("dljob-pbs-identity-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "job_identity") << "token=0123456789\nscheduler=pbs\njob_id=77.server\n";
+    runner.reply("qstat", 0, "");
+    auto found = pbs.find_by_token({"", "", dir.string(), "0123456789"});
+    ASSERT_TRUE(found) << found.error().message;
+    ASSERT_TRUE(found->has_value());
+    EXPECT_EQ((*found)->scheduler_id, "77.server");
+    runner.reply("qstat", 0, "");
+    found = pbs.find_by_token({"", "", dir.string(), "9999999999"});
+    ASSERT_TRUE(found);
+    EXPECT_FALSE(found->has_value());
+    std::filesystem::remove_all(dir);
 }
 
 } // namespace

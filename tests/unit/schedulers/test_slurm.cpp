@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 namespace dljob::schedulers {
 namespace {
@@ -136,12 +140,33 @@ TEST_F(SlurmAdapter, UnknownNativeStateIsUnknown) {
 
 TEST_F(SlurmAdapter, FindsATimedOutSubmitByItsToken) {
     runner.reply("squeue", 0, scheduler_output("slurm-squeue-all.txt"));
-    auto found = slurm.find_by_token("abc");
+    auto found = slurm.find_by_token({"", "", "", "abc"});
     ASSERT_TRUE(found);
     ASSERT_TRUE(found->has_value());
     EXPECT_EQ((*found)->scheduler_id, "1");
     runner.reply("squeue", 0, scheduler_output("slurm-squeue-all.txt"));
-    EXPECT_FALSE(slurm.find_by_token("zzz")->has_value());
+    EXPECT_FALSE(slurm.find_by_token({"", "", "", "zzz"})->has_value());
+}
+
+// A submit killed after sbatch but before its id was recorded, looked for once squeue has
+// forgotten the ended job (MinJobAge): the run directory's job_identity, written by the job
+// with its token, names it. An earlier attempt's identity there (another token) does not.
+TEST_F(SlurmAdapter, FindsAnInterruptedSubmitSqueueForgotByItsIdentity) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("dljob-slurm-identity-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "job_identity")
+        << "token=0123456789\nscheduler=slurm\njob_id=4711\nhost=n1\nstarted=1\npid=9\n";
+    runner.reply("squeue", 0, scheduler_output("slurm-squeue-all.txt"));
+    auto found = slurm.find_by_token({"", "", dir.string(), "0123456789"});
+    ASSERT_TRUE(found) << found.error().message;
+    ASSERT_TRUE(found->has_value());
+    EXPECT_EQ((*found)->scheduler_id, "4711");
+    runner.reply("squeue", 0, scheduler_output("slurm-squeue-all.txt"));
+    found = slurm.find_by_token({"", "", dir.string(), "9876543210"});
+    ASSERT_TRUE(found);
+    EXPECT_FALSE(found->has_value());
+    std::filesystem::remove_all(dir);
 }
 
 TEST_F(SlurmAdapter, CancelRunsScancel) {
