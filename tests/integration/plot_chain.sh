@@ -17,7 +17,7 @@ iters=400
 "$DLJOB" status --all --json >"$WORK/all.json"
 read -r attempts first last run_dir < <(python3 -c '
 import json, sys
-jobs = sorted(json.load(open(sys.argv[1])), key=lambda j: j["attempt"])
+jobs = sorted((json.loads(l) for l in open(sys.argv[1]) if l.strip()), key=lambda j: j["attempt"])
 print(len(jobs), jobs[0]["id"], jobs[-1]["id"], jobs[-1]["run_dir"])' "$WORK/all.json")
 check "the chain took more than one job" 1 "$([ "$attempts" -gt 1 ] && echo 1 || echo 0)"
 
@@ -62,6 +62,6 @@ check "where their iterations put them" 1 "$iter_fits"
 check "the time plot has the same points" "$expected" "$time_points"
 check "where their time across the attempts puts them" 1 "$time_fits"
 check "the text summary names every attempt" 1 \
-  "$("$DLJOB" plot "$last" --format text | grep -c "^job $first+.*+$last ")"
+  "$("$DLJOB" plot "$last" --format text | grep -cE "^job $first\\+([0-9]+\\+)*$last ")"
 echo "$attempts attempts, $expected training-loss points"
 finish

@@ -26,6 +26,10 @@ protected:
                ::testing::UnitTest::GetInstance()->current_test_info()->name());
         std::filesystem::remove_all(dir);
         std::filesystem::create_directories(dir);
+        // Unique per test: find_by_token also looks through every live process for the token,
+        // and ctest runs these tests side by side.
+        tok = "tok-" + std::to_string(::getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name();
     }
     void TearDown() override { std::filesystem::remove_all(dir); }
 
@@ -35,7 +39,7 @@ protected:
         SubmitRequest request;
         request.script_path = path.string();
         request.run_dir = dir.string();
-        request.token = "tok";
+        request.token = tok;
         request.walltime_s = walltime_s;
         return request;
     }
@@ -58,6 +62,7 @@ protected:
     }
 
     std::filesystem::path dir;
+    std::string tok;
     adapters::BoostProcessRunner runner;
 };
 
@@ -65,7 +70,7 @@ TEST_F(LocalAdapter, RunsScriptDetachedAndReportsCompletion) {
     LocalScheduler local(runner, {});
     auto submitted = local.submit(script("echo hello from $DLJOB_JOB_TOKEN; sleep 0.3"));
     ASSERT_TRUE(submitted) << submitted.error().message;
-    JobRef ref{submitted->scheduler_id, submitted->secondary_id, dir.string(), "tok"};
+    JobRef ref{submitted->scheduler_id, submitted->secondary_id, dir.string(), tok};
     auto polled = local.poll({ref});
     ASSERT_TRUE(polled);
     EXPECT_EQ(polled->at(ref.scheduler_id).state, JobState::running);
@@ -75,7 +80,7 @@ TEST_F(LocalAdapter, RunsScriptDetachedAndReportsCompletion) {
     std::ifstream log(dir / LocalScheduler::log_file);
     std::string line;
     std::getline(log, line);
-    EXPECT_EQ(line, "hello from tok");
+    EXPECT_EQ(line, "hello from " + tok);
 }
 
 // A continuation submits again in the same run directory: the previous attempt's exit (75,
@@ -84,14 +89,14 @@ TEST_F(LocalAdapter, ASecondSubmitInTheSameRunDirectoryStartsAfresh) {
     LocalScheduler local(runner, {});
     auto first = local.submit(script("echo first; exit 75", 30));
     ASSERT_TRUE(first);
-    auto end = wait_for_end(local, {first->scheduler_id, "", dir.string(), "tok"});
+    auto end = wait_for_end(local, {first->scheduler_id, "", dir.string(), tok});
     ASSERT_TRUE(end.has_value());
     EXPECT_EQ(end->exit_code, 75);
     std::ofstream(dir / LocalScheduler::timeout_file) << "";
 
     auto second = local.submit(script("echo second; sleep 0.5"));
     ASSERT_TRUE(second);
-    const JobRef ref{second->scheduler_id, second->secondary_id, dir.string(), "tok"};
+    const JobRef ref{second->scheduler_id, second->secondary_id, dir.string(), tok};
     auto polled = local.poll({ref});
     ASSERT_TRUE(polled);
     EXPECT_EQ(polled->at(ref.scheduler_id).state, JobState::running);
@@ -108,7 +113,7 @@ TEST_F(LocalAdapter, FailingScriptIsFailedWithItsExitCode) {
     LocalScheduler local(runner, {});
     auto submitted = local.submit(script("exit 7"));
     ASSERT_TRUE(submitted);
-    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), "tok"});
+    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), tok});
     ASSERT_TRUE(end.has_value());
     EXPECT_EQ(end->state, JobState::failed);
     EXPECT_EQ(end->exit_code, 7);
@@ -118,7 +123,7 @@ TEST_F(LocalAdapter, WalltimeWatchdogMakesATimeout) {
     LocalScheduler local(runner, {});
     auto submitted = local.submit(script("sleep 60", 1));
     ASSERT_TRUE(submitted);
-    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), "tok"});
+    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), tok});
     ASSERT_TRUE(end.has_value());
     EXPECT_EQ(end->state, JobState::timeout);
 }
@@ -127,7 +132,7 @@ TEST_F(LocalAdapter, CancelKillsTheWholeGroup) {
     LocalScheduler local(runner, {});
     auto submitted = local.submit(script("sleep 60 & sleep 60; wait"));
     ASSERT_TRUE(submitted);
-    JobRef ref{submitted->scheduler_id, "", dir.string(), "tok"};
+    JobRef ref{submitted->scheduler_id, "", dir.string(), tok};
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     ASSERT_TRUE(local.cancel(ref));
     const int pgid = std::stoi(ref.scheduler_id);
@@ -143,7 +148,7 @@ TEST_F(LocalAdapter, NothingOfAFinishedJobOutlivesIt) {
     LocalScheduler local(runner, {});
     auto submitted = local.submit(script("(sleep 120) & echo done", 100));
     ASSERT_TRUE(submitted);
-    const JobRef ref{submitted->scheduler_id, submitted->secondary_id, dir.string(), "tok"};
+    const JobRef ref{submitted->scheduler_id, submitted->secondary_id, dir.string(), tok};
     auto end = wait_for_end(local, ref);
     ASSERT_TRUE(end.has_value());
     EXPECT_EQ(end->state, JobState::completed);
@@ -162,12 +167,12 @@ TEST_F(LocalAdapter, FindsAJobWhoseIdWasNeverRecordedByItsToken) {
     LocalScheduler local(runner, {});
     auto submitted = local.submit(script("sleep 0.5"));
     ASSERT_TRUE(submitted);
-    const JobRef lookup{"", "", dir.string(), "tok"};
+    const JobRef lookup{"", "", dir.string(), tok};
     auto found = local.find_by_token(lookup);
     ASSERT_TRUE(found) << found.error().message;
     ASSERT_TRUE(found->has_value());
     EXPECT_EQ((*found)->scheduler_id, submitted->scheduler_id);
-    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), "tok"});
+    auto end = wait_for_end(local, {submitted->scheduler_id, "", dir.string(), tok});
     ASSERT_TRUE(end.has_value());
     EXPECT_EQ(end->state, JobState::completed);
     found = local.find_by_token(lookup);
@@ -215,7 +220,7 @@ TEST_F(LocalAdapter, AReusedPidIsNeitherRunningNorCancelled) {
     ASSERT_TRUE(runner.group_alive(*stranger));
     LocalScheduler local(runner, {});
     for (const std::string& started : {std::string(), std::string("1")}) {
-        const JobRef ref{std::to_string(*stranger), started, dir.string(), "tok"};
+        const JobRef ref{std::to_string(*stranger), started, dir.string(), tok};
         auto polled = local.poll({ref});
         ASSERT_TRUE(polled) << polled.error().message;
         EXPECT_TRUE(polled->empty()) << "an unrelated process read as the job";
@@ -245,7 +250,7 @@ echo first; : >checkpoints/one; exit 75)");
     std::string code;
     std::getline(exit_file, code);
     EXPECT_EQ(code, "0") << "the second attempt's end";
-    std::ifstream record_file(dir / "continuation.tok");
+    std::ifstream record_file(dir / ("continuation." + tok));
     std::stringstream record;
     record << record_file.rdbuf();
     EXPECT_NE(record.str().find("exit_code=75\n"), std::string::npos) << record.str();
@@ -260,7 +265,8 @@ echo first; : >checkpoints/one; exit 75)");
 // A `dljob status` that decided first (the record exists): the wrapper starts nothing, and
 // writes no local_exit, which would read as the end of the attempt status started.
 TEST_F(LocalAdapter, TheWrapperFollowsADecisionMadeBeforeIt) {
-    std::ofstream(dir / "continuation.tok") << "exit_code=75\nnext_token=fromstatus\nby=dljob\n";
+    std::ofstream(dir / ("continuation." + tok))
+        << "exit_code=75\nnext_token=fromstatus\nby=dljob\n";
     LocalScheduler local(runner, {});
     SubmitRequest request = script("mkdir -p checkpoints; : >checkpoints/one; echo once; exit 75");
     request.max_continuations = 3;
@@ -281,7 +287,7 @@ TEST_F(LocalAdapter, TheWrapperFollowsADecisionMadeBeforeIt) {
 TEST_F(LocalAdapter, VanishedJobIsAbsentNotCompleted) {
     dljob::testing::FakeProcessRunner fake;
     LocalScheduler local(fake, {});
-    auto polled = local.poll({{"999999", "", dir.string(), "tok"}});
+    auto polled = local.poll({{"999999", "", dir.string(), tok}});
     ASSERT_TRUE(polled);
     EXPECT_TRUE(polled->empty());
 }
