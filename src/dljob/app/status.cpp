@@ -389,7 +389,10 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
             }
             jobs.push_back(*job);
         }
-    } else {
+    }
+    // Without ids: the store's jobs, listed again after the refresh, which may have recorded
+    // next attempts (continuations).
+    const auto list_store = [&]() -> Result<void> {
         JobQuery query;
         query.active_only = !options.all;
         auto listed = context.store().list(query);
@@ -397,17 +400,14 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
             return fail(listed.error());
         }
         jobs = std::move(*listed);
+        return {};
+    };
+    if (options.ids.empty()) {
+        DLJOB_TRY(list_store());
     }
     DLJOB_TRY(refresh_jobs(context, jobs, options, warnings));
     if (options.ids.empty()) {
-        // The refresh may have recorded next attempts (continuations): list them too.
-        JobQuery query;
-        query.active_only = !options.all;
-        auto listed = context.store().list(query);
-        if (!listed) {
-            return fail(listed.error());
-        }
-        jobs = std::move(*listed);
+        DLJOB_TRY(list_store());
     }
     auto metrics = context.store().all_metrics();
     if (!metrics) {
