@@ -1,7 +1,9 @@
 #!/bin/sh
-# LeNet on Fashion-MNIST on one GPU: dltrain's CUDA backend against PyTorch eager running the same
+# LeNet on Fashion-MNIST on one GPU: dltrain's CUDA backend against PyTorch running the same
 # network, initialisation, solver (Caffe's SGD rule and inv policy, not torch.optim.SGD) and data
-# order (bench/lenet_cpu/lenet_torch.py --device cuda), at batch 64 and batch 256, in one run.
+# order (bench/lenet_cpu/lenet_torch.py --device cuda), at batch 64 and batch 256, in one run, in
+# two forms: PyTorch eager, and PyTorch with the whole step captured in one CUDA graph (--graph,
+# the strongest form a PyTorch user could write for this network).
 # Prints the GPU, images/s of both and the ratio, training time and wall time of the whole job,
 # and test accuracy.
 #
@@ -59,6 +61,9 @@ for batch in $batches; do
         echo "pytorch: batch $batch, $iters iterations on $device"
         "$python" "$root/bench/lenet_cpu/lenet_torch.py" --device "$device" --iters "$iters" \
             --batch-size "$batch" "$order" --data-dir "$data_dir" > "$work/torch_$batch.jsonl"
+        echo "pytorch, step in one CUDA graph: batch $batch, $iters iterations on $device"
+        "$python" "$root/bench/lenet_cpu/lenet_torch.py" --device "$device" --iters "$iters" \
+            --batch-size "$batch" "$order" --data-dir "$data_dir" --graph > "$work/graph_$batch.jsonl"
     fi
 done
 
@@ -81,10 +86,14 @@ for b in batches:
     waits = [l["data_wait_fraction"] for l in lines if l["type"] == "train" and "data_wait_fraction" in l]
     print(f"{b:>6} {'dltrain':10} {d['train_images_per_s']:12.0f} {d_train:9.2f} {d['wall_s']:8.2f} {d['test_accuracy']:9.4f}"
           f"   data wait: mean {sum(waits) / max(len(waits), 1):.2e}, max {max(waits, default=0):.2e} of step time")
-    if t:
-        print(f"{b:>6} {'pytorch':10} {t['train_images_per_s']:12.0f} {t['train_s']:9.2f} {t['wall_s']:8.2f} {t['test_accuracy']:9.4f}")
-        print(f"{b:>6} ratio dltrain/pytorch images/s: {d['train_images_per_s'] / t['train_images_per_s']:.2f}"
-              f"   (pytorch on {t['device']}, torch {t['torch']})")
-    else:
+    g = final(f"{work}/graph_{b}.jsonl")
+    for name, r in (("pytorch", t), ("pt graph", g)):
+        if r:
+            print(f"{b:>6} {name:10} {r['train_images_per_s']:12.0f} {r['train_s']:9.2f} {r['wall_s']:8.2f} {r['test_accuracy']:9.4f}")
+    for name, r in (("eager", t), ("CUDA-graph", g)):
+        if r:
+            print(f"{b:>6} ratio dltrain/pytorch {name} images/s: {d['train_images_per_s'] / r['train_images_per_s']:.2f}"
+                  f"   (pytorch on {r['device']}, torch {r['torch']})")
+    if not t:
         print(f"{b:>6} {'pytorch':10} not measured: {torch_status}")
 PY
