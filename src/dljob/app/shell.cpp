@@ -347,6 +347,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     files.dljob_binary = default_dljob_binary().string();
     files.stage = !options.recipe.empty() && recipe->data.stage_to != "none" &&
                   site->find_storage(recipe->data.stage_to) != nullptr;
+    files.keep_staged = files.stage && recipe->data.keep_staged;
     files.notes = plan->notes;
     auto rc = schedulers::session_rc(files, rendered->script);
     if (!rc) {

@@ -220,20 +220,44 @@ Result<std::string> session_rc(const SessionFiles& files, const std::string& ren
     }
     if (files.stage) {
         add("");
+        const std::string dljob = render::shell_quote(files.dljob_binary);
         add("# The recipe stages its data (data.stage_to) as its batch job does: a pack through");
-        add("# `dljob stage-data` (cached per node; $DLJOB_DATA_DIR becomes a link to it), any");
-        add("# other tree copied.");
+        add("# `dljob stage-data` (cached per node, this shell registered as one of its users;");
+        add("# $DLJOB_DATA_DIR becomes a link to it), any other tree copied. Behind a launcher");
+        add("# (aprun) this shell's PID is not on the node that checks it, so there the cached");
+        add("# copy counts as unused by the session.");
         add("dljob_step='stage data'");
+        add("dljob_data_link='' dljob_data_copy=''");
         add(R"sh(if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then)sh");
         add(R"sh(    rm -f -- "$DLJOB_DATA_DIR")sh");
         add(fmt::format(
-            R"sh(    dljob_staged=$($DLJOB_LAUNCH {} stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")") &&)sh",
-            render::shell_quote(files.dljob_binary)));
-        add(R"sh(        ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR")sh");
+            R"sh(    dljob_staged=$($DLJOB_LAUNCH {} stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" {}) &&)sh",
+            dljob, files.keep_staged ? "--keep" : "--user-pid $$"));
+        add(R"sh(        ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1)sh");
         add("else");
+        add("    dljob_data_copy=1");
         add(R"sh(    $DLJOB_LAUNCH /bin/bash -c 'mkdir -p -- "$2" && cp -R -- "$1/." "$2/"' _ "$DLJOB_DATA_SOURCE" "$DLJOB_DATA_DIR")sh");
         add("fi || dljob_fail $?");
         add("export DLJOB_DATA_DIR");
+        if (!files.keep_staged) {
+            // As the batch job's end does (templates/prologue.mustache): node-local disks and
+            // RAM disks belong to whoever comes next, and on Big Red II the ramdisk is RAM.
+            add("# The staged data goes when the session ends (data.keep_staged keeps it).");
+            add("dljob_unstage() {");
+            add(R"sh(    if [ -n "$dljob_data_link" ]; then)sh");
+            add(R"sh(        rm -f -- "$DLJOB_DATA_DIR")sh");
+            add(fmt::format(
+                R"sh(        $DLJOB_LAUNCH {} stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||)sh",
+                dljob));
+            add(R"sh(            echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2)sh");
+            add("    fi");
+            add(R"sh(    if [ -n "$dljob_data_copy" ]; then)sh");
+            add(R"sh(        $DLJOB_LAUNCH rm -rf -- "$DLJOB_DATA_DIR" ||)sh");
+            add(R"sh(            echo "dljob: warning: could not remove the copy $DLJOB_DATA_DIR of $DLJOB_DATA_SOURCE" >&2)sh");
+            add("    fi");
+            add("}");
+            add("trap dljob_unstage EXIT");
+        }
     }
     add("");
     add("# The recipe's command as the batch job runs it: `dljob_run` (extra arguments appended).");

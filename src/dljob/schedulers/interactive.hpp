@@ -73,6 +73,7 @@ struct SessionFiles {
     std::string launch;             // DLJOB_LAUNCH
     std::string dljob_binary;       // for `dljob stage-data`
     bool stage = false;             // the recipe stages its data (data.stage_to)
+    bool keep_staged = false;       // data.keep_staged: the staged data outlives the session
     std::vector<std::string> notes; // printed when the shell starts
 };
 

@@ -255,8 +255,9 @@ TEST(Interactive, SessionRcRunsInBash) {
 }
 
 // With a recipe that stages to node-local storage, the session copies a plain data tree where
-// the batch job would ($TMPDIR is the generic Slurm site's node-local tier).
-TEST(Interactive, SessionRcStagesTheRecipesData) {
+// the batch job would ($TMPDIR is the generic Slurm site's node-local tier) and, as the batch
+// job does at its end, removes the copy when the session ends unless data.keep_staged.
+void stage_in_a_session(bool keep_staged) {
     const auto dir = std::filesystem::temp_directory_path() /
                      ("dljob-shell-stage-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
@@ -268,6 +269,7 @@ TEST(Interactive, SessionRcStagesTheRecipesData) {
     request.recipe.needs.clear();
     request.recipe.data.source = (dir / "source").string();
     request.recipe.data.stage_to = "node-local";
+    request.recipe.data.keep_staged = keep_staged;
     request.run_dir = dir / "run";
     auto templates = test::builtin_templates();
     auto rendered = render::render_job(request, templates);
@@ -277,22 +279,37 @@ TEST(Interactive, SessionRcStagesTheRecipesData) {
     files.scheduler = SchedulerKind::slurm;
     files.token = request.job_token;
     files.stage = true;
+    files.keep_staged = keep_staged;
     files.dljob_binary = "/nonexistent/dljob"; // a plain tree never calls it
     auto rc = schedulers::session_rc(files, rendered->script);
     ASSERT_TRUE(rc);
     ASSERT_EQ(util::write_file_atomic(dir / "session.rc", *rc), "");
     const std::string out_file = (dir / "out.txt").string();
-    const std::string command = "HOME='" + (dir / "home").string() + "' TMPDIR='" +
-                                (dir / "node").string() + "' /bin/bash --rcfile '" +
-                                (dir / "session.rc").string() +
-                                "' -i -c 'echo \"DATA=$DLJOB_DATA_DIR\"' >'" + out_file + "' 2>&1";
+    const std::string command =
+        "HOME='" + (dir / "home").string() + "' TMPDIR='" + (dir / "node").string() +
+        "' /bin/bash --rcfile '" + (dir / "session.rc").string() +
+        "' -i -c 'echo \"DATA=$DLJOB_DATA_DIR\"; cat \"$DLJOB_DATA_DIR/sub/a.bin\"; echo' >'" +
+        out_file + "' 2>&1";
     ASSERT_EQ(std::system(command.c_str()), 0); // NOLINT(cert-env33-c,concurrency-mt-unsafe)
     const auto staged = dir / "node" / "dljob-0123456789";
-    EXPECT_EQ(util::read_file(staged / "sub" / "a.bin").value_or(""), "data");
     const auto out = util::read_file(out_file).value_or("");
-    EXPECT_NE(out.find("DATA=" + staged.string()), std::string::npos) << out;
+    EXPECT_NE(out.find("DATA=" + staged.string() + "\ndata\n"), std::string::npos) << out;
     EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+    if (keep_staged) {
+        EXPECT_EQ(util::read_file(staged / "sub" / "a.bin").value_or(""), "data");
+    } else {
+        EXPECT_FALSE(std::filesystem::exists(staged)) << "the copy outlived the session";
+    }
+    EXPECT_TRUE(std::filesystem::exists(dir / "source" / "sub" / "a.bin"));
     std::filesystem::remove_all(dir);
+}
+
+TEST(Interactive, SessionRcStagesTheRecipesDataAndRemovesItAtTheEnd) {
+    stage_in_a_session(false);
+}
+
+TEST(Interactive, SessionRcKeepsStagedDataWhenTheRecipeSaysSo) {
+    stage_in_a_session(true);
 }
 
 } // namespace
