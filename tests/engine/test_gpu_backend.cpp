@@ -24,6 +24,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -471,6 +472,9 @@ TEST_F(GpuTraining, CheckpointsMoveBetweenGpuAndCpu) {
     }
     TrainingState state;
     state.iteration = gpu.solver.iteration();
+    std::ostringstream rng_text;
+    rng_text << gpu.net.rng();
+    state.rng_state = rng_text.str(); // as dltrain writes it: a checkpoint without one is refused
     const fs::path written_on_gpu =
         write_checkpoint(dir.path() / "gpu", state, gpu.net, gpu.solver, 2);
 
