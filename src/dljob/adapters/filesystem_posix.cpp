@@ -589,7 +589,21 @@ Result<void> TreeWriter::make_directories(const std::string& relative) const {
 }
 
 Result<UniqueFd> TreeWriter::create_file(const std::string& relative, std::uint32_t mode) const {
-    const int fd = openat(m_fd.get(), relative.c_str(),
+    return create_file_in(m_fd.get(), relative, 0, mode);
+}
+
+Result<UniqueFd> TreeWriter::open_directory(const std::string& relative) const {
+    const int fd = openat(m_fd.get(), relative.empty() ? "." : relative.c_str(),
+                          O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        return fail(system_error("cannot open directory", m_root + "/" + relative, errno));
+    }
+    return UniqueFd(fd);
+}
+
+Result<UniqueFd> TreeWriter::create_file_in(int dir_fd, const std::string& relative,
+                                            std::size_t name_offset, std::uint32_t mode) const {
+    const int fd = openat(dir_fd, relative.c_str() + name_offset,
                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) {
         Error error = system_error("cannot create", m_root + "/" + relative, errno);

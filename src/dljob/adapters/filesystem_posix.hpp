@@ -137,6 +137,12 @@ public:
     Result<void> make_directories(const std::string& relative) const;
     /// Creates a new file (fails if the path exists) and returns its descriptor.
     Result<UniqueFd> create_file(const std::string& relative, std::uint32_t mode) const;
+    /// A descriptor (O_PATH) of a directory made by make_directories; "" is the root.
+    Result<UniqueFd> open_directory(const std::string& relative) const;
+    /// create_file of `relative`, whose directory is `dir_fd` (from open_directory) and whose
+    /// last component starts at `name_offset`: the kernel looks up one name, not the path.
+    Result<UniqueFd> create_file_in(int dir_fd, const std::string& relative,
+                                    std::size_t name_offset, std::uint32_t mode) const;
     Result<void> make_symlink(const std::string& relative, const std::string& target) const;
     [[nodiscard]] const std::string& root() const { return m_root; }
 
