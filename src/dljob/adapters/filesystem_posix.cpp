@@ -1,4 +1,5 @@
 #include <dljob/adapters/filesystem_posix.hpp>
+#include <dljob/util/filesystem_types.hpp>
 
 #include <fmt/format.h>
 #include <sys/file.h>
@@ -22,42 +23,6 @@
 
 namespace dljob::adapters {
 namespace {
-
-// statfs f_type magic numbers (linux/magic.h and the vendors' headers, which are not
-// installed everywhere).
-constexpr long tmpfs_magic = 0x01021994;
-constexpr long ramfs_magic = 0x858458f6;
-
-struct FsName {
-    long magic;
-    const char* name;
-    bool network;
-};
-constexpr std::array<FsName, 14> filesystem_names{{
-    {0xEF53, "ext4", false},
-    {0x58465342, "xfs", false},
-    {0x9123683E, "btrfs", false},
-    {tmpfs_magic, "tmpfs", false},
-    {ramfs_magic, "ramfs", false},
-    {0x794c7630, "overlayfs", false},
-    {0x6969, "nfs", true},
-    {0x0BD00BD0, "lustre", true},
-    {0x47504653, "gpfs", true},
-    {0x19830326, "beegfs", true},
-    {0x00C36400, "cephfs", true},
-    {static_cast<long>(0xFF534D42), "cifs", true},
-    {static_cast<long>(0xFE534D42), "smb2", true},
-    {static_cast<long>(0xAAD7AAEA), "panfs", true},
-}};
-
-const FsName* lookup_filesystem(long magic) {
-    for (const FsName& entry : filesystem_names) {
-        if (entry.magic == magic) {
-            return &entry;
-        }
-    }
-    return nullptr;
-}
 
 Result<void> remove_below(int dir_fd, const std::string& shown) {
     DIR* dir = fdopendir(dup(dir_fd));
@@ -499,10 +464,9 @@ Result<FilesystemSpace> filesystem_space(const std::string& path) {
     space.inodes_reported = vfs.f_files != 0;
     space.type_name = "unknown";
     if (statfs(path.c_str(), &fs) == 0) {
-        const auto magic = static_cast<long>(fs.f_type);
-        space.ram_disk = magic == tmpfs_magic || magic == ramfs_magic;
-        if (const FsName* name = lookup_filesystem(magic)) {
-            space.type_name = name->name;
+        if (const auto* type = util::find_filesystem_type(static_cast<std::uint64_t>(fs.f_type))) {
+            space.type_name = type->name;
+            space.ram_disk = type->ram_disk;
         }
     }
     return space;
@@ -514,9 +478,9 @@ bool is_network_filesystem(const std::string& path, std::string& type_name) {
     if (statfs(path.c_str(), &fs) != 0) {
         return false;
     }
-    const FsName* name = lookup_filesystem(static_cast<long>(fs.f_type));
-    type_name = name != nullptr ? name->name : fmt::format("0x{:x}", fs.f_type);
-    return name != nullptr && name->network;
+    const auto* type = util::find_filesystem_type(static_cast<std::uint64_t>(fs.f_type));
+    type_name = type != nullptr ? type->name : fmt::format("0x{:x}", fs.f_type);
+    return type != nullptr && type->shared;
 }
 
 Result<FileLock> FileLock::acquire(const std::string& path, const std::function<void()>& on_wait) {

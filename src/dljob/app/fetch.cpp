@@ -1,5 +1,6 @@
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_nettle.hpp>
+#include <dljob/adapters/http_curl.hpp>
 #include <dljob/app/fetch.hpp>
 
 #include <fmt/format.h>
@@ -744,6 +745,12 @@ Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings&
         result.files.push_back(*fetched);
     }
     return result;
+}
+
+Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,
+                               const GetEnv& getenv, const FetchCallbacks& callbacks) {
+    adapters::CurlHttpClient http;
+    return fetch_data(request, settings, getenv, http, callbacks);
 }
 
 } // namespace dljob::app

@@ -90,6 +90,9 @@ struct FetchCallbacks {
 Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,
                                const GetEnv& getenv, HttpClient& http,
                                const FetchCallbacks& callbacks);
+/// fetch_data over the real network (libcurl): what the CLI runs.
+Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,
+                               const GetEnv& getenv, const FetchCallbacks& callbacks);
 
 /// The part file beside DIR/NAME that a download writes to.
 std::string part_path(const std::string& directory, const std::string& name);

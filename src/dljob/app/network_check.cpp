@@ -1,5 +1,5 @@
 #include <dljob/app/network_check.hpp>
-#include <dljob/schedulers/support.hpp>
+#include <dljob/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -41,7 +41,7 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
         return notes;
     }
     if (ran->exit_code == 3) {
-        std::string_view message = schedulers::trim(ran->err);
+        std::string_view message = util::trim(ran->err);
         constexpr std::string_view prefix = "dltrain: error: ";
         if (message.substr(0, prefix.size()) == prefix) {
             message.remove_prefix(prefix.size());
@@ -62,7 +62,7 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
         return notes;
     }
     constexpr std::string_view unchecked = "dltrain: not checked: ";
-    for (const auto line : schedulers::split_lines(ran->out)) {
+    for (const auto line : util::split_lines(ran->out)) {
         if (line.substr(0, unchecked.size()) == unchecked) {
             notes.emplace_back(line.substr(unchecked.size()));
         }

@@ -334,6 +334,7 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         return fail(ErrorCode::scheduler_rejected, plan->refusal, plan->alternative);
     }
     outcome.argv = plan->argv;
+    outcome.command_line = render::command_line(plan->argv);
     outcome.notes = rendered->notes;
     outcome.notes.insert(outcome.notes.end(), plan->notes.begin(), plan->notes.end());
     outcome.rc_path = plan_request.rc_path;

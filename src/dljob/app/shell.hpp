@@ -55,6 +55,7 @@ std::unique_ptr<SessionTerminal> make_posix_terminal();
 
 struct ShellOutcome {
     std::vector<std::string> argv; // the command run (or, for --dry-run, that would be)
+    std::string command_line;      // argv quoted for a shell, as printed
     std::string rc_text;           // the session's rc file
     std::string rc_path;
     std::vector<std::string> notes;

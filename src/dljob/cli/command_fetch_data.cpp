@@ -1,4 +1,3 @@
-#include <dljob/adapters/http_curl.hpp>
 #include <dljob/app/fetch.hpp>
 #include <dljob/app/stage.hpp>
 #include <dljob/cli/commands.hpp>
@@ -61,8 +60,7 @@ void set_fetch_data_command(CLI::App& app, Context& context) {
                             << std::flush;
             };
         }
-        adapters::CurlHttpClient http;
-        auto result = app::fetch_data(*request, app::fetch_settings(env), env, http, callbacks);
+        auto result = app::fetch_data(*request, app::fetch_settings(env), env, callbacks);
         if (show_progress) {
             context.err << "\r\033[K" << std::flush;
         }

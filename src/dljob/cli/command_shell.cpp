@@ -2,7 +2,6 @@
 #include <dljob/app/shell.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
-#include <dljob/render/job_script.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -46,7 +45,7 @@ void set_shell_command(CLI::App& app, Context& context) {
             for (const auto& note : planned->notes) {
                 context.err << "dljob: note: " << note << '\n';
             }
-            context.out << render::command_line(planned->argv) << '\n';
+            context.out << planned->command_line << '\n';
             context.out << fmt::format("# site {}, partition {} ({}); nothing was allocated or "
                                        "written. {} would hold:\n",
                                        planned->site, planned->partition, planned->scheduler,

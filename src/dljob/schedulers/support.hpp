@@ -1,10 +1,11 @@
 #pragma once
 // What every scheduler adapter shares: running one command with a deadline and turning its
-// failure into a typed error, lenient text helpers, and the job-side exit-code files.
+// failure into a typed error, the job-side exit-code files (text helpers: util/text.hpp).
 
 #include <dljob/domain/process_runner.hpp>
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/scheduler.hpp>
+#include <dljob/util/text.hpp>
 
 #include <functional>
 #include <optional>
@@ -37,12 +38,13 @@ bool is_transient_error(std::string_view text);
 /// scheduler_rejected, with the command's own message (first lines of stderr, else stdout).
 Error command_error(std::string_view program, const ProcessResult& result);
 
-std::vector<std::string_view> split_lines(std::string_view text);
-std::vector<std::string_view> split(std::string_view text, char separator);
-std::vector<std::string_view> split_whitespace(std::string_view text);
-std::string_view trim(std::string_view text);
-bool all_digits(std::string_view text);
-std::optional<int> parse_int(std::string_view text);
+// The scheduler parsers use util's text helpers unqualified.
+using util::all_digits;
+using util::parse_int;
+using util::split;
+using util::split_lines;
+using util::split_whitespace;
+using util::trim;
 
 /// The integer in <run_dir>/exit_code written by the job's epilogue, if it is there.
 std::optional<int> read_exit_code_file(const std::string& run_dir);
