@@ -146,7 +146,8 @@ private:
 
 // ----------------------------------------------------------------- request --
 
-Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& site) {
+Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& site,
+                              std::vector<std::string>& notes) {
     Recipe recipe;
     if (!options.recipe.empty()) {
         auto loaded = config::load_recipe(options.recipe);
@@ -165,6 +166,22 @@ Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& si
             return fail(ErrorCode::usage, fmt::format("--gpus {}: not a GPU count", *options.gpus));
         }
         want.gpus = *options.gpus;
+    }
+    if (options.nodes) {
+        if (*options.nodes < 1) {
+            return fail(ErrorCode::usage, fmt::format("--nodes {}: at least 1", *options.nodes));
+        }
+        want.nodes = *options.nodes;
+    }
+    // --gpus counts GPUs, not GPUs per node: where a node has fewer (Big Red II's XK7 nodes
+    // have one K20 each), the session gets as many nodes as it takes, as a user would ask
+    // with -l nodes=4. Uneven splits are left to resolve_resources to refuse with its hint.
+    const Partition* partition = site.find_partition(options.partition);
+    if (options.gpus && !want.nodes && partition != nullptr && partition->node.gpus > 0 &&
+        want.gpus > partition->node.gpus && want.gpus % partition->node.gpus == 0) {
+        want.nodes = want.gpus / partition->node.gpus;
+        notes.push_back(fmt::format("{} GPUs on nodes of {} GPU(s) each: {} nodes", want.gpus,
+                                    partition->node.gpus, *want.nodes));
     }
     if (options.cores) {
         if (*options.cores < 1) {
@@ -283,7 +300,8 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     if (!site) {
         return fail(site.error());
     }
-    auto recipe = session_recipe(options, *site);
+    std::vector<std::string> recipe_notes;
+    auto recipe = session_recipe(options, *site, recipe_notes);
     if (!recipe) {
         return fail(recipe.error());
     }
@@ -335,7 +353,8 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     }
     outcome.argv = plan->argv;
     outcome.command_line = render::command_line(plan->argv);
-    outcome.notes = rendered->notes;
+    outcome.notes = recipe_notes;
+    outcome.notes.insert(outcome.notes.end(), rendered->notes.begin(), rendered->notes.end());
     outcome.notes.insert(outcome.notes.end(), plan->notes.begin(), plan->notes.end());
     outcome.rc_path = plan_request.rc_path;
 

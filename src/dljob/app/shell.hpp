@@ -26,7 +26,8 @@ struct ShellOptions {
     std::vector<std::filesystem::path> site_files;
     std::string partition;
     std::string account;
-    std::optional<int> gpus;
+    std::optional<int> gpus; // in all; spread over nodes where one node has fewer
+    std::optional<int> nodes;
     std::optional<int> cores;     // per node; with GPUs, split evenly over them
     std::string memory;           // "16G"; empty: the recipe's or the scheduler's default
     std::string time;             // walltime; empty: the recipe's or the partition's default

@@ -22,7 +22,10 @@ void set_shell_command(CLI::App& app, Context& context) {
                         "Also read this site profile (repeatable)");
     command->add_option("--partition", options->partition, "Partition of the site");
     command->add_option("--account", options->account, "Scheduler account");
-    command->add_option("--gpus", options->gpus, "GPUs (on one node unless the recipe says)");
+    command->add_option("--gpus", options->gpus,
+                        "GPUs in all (on one node where it has them, else on as many nodes as "
+                        "it takes)");
+    command->add_option("--nodes", options->nodes, "Nodes (default: the recipe's, else 1)");
     command->add_option("--cores", options->cores,
                         "CPU cores per node (with GPUs: shared evenly by them)");
     command->add_option("--mem", options->memory, "Memory per node, e.g. 16G");

@@ -272,5 +272,62 @@ TEST_F(ShellSession, DryRunPlansAndChangesNothing) {
     EXPECT_FALSE(std::filesystem::exists(m_dir / "runs"));
 }
 
+// Big Red II's shape: one GPU per node. --gpus 4 is four nodes (as `qsub -l nodes=4` asks),
+// not a refusal that says to ask for nodes: 4; --nodes is there as on recipes.
+TEST_F(ShellSession, GpusSpreadOverNodesOfOneGpuEach) {
+    ASSERT_EQ(util::write_file_atomic(m_dir / "one-gpu.yaml", R"(name: one-gpu
+modules:
+  system: none
+default_partition: gpu
+partitions:
+  gpu:
+    queue: gpu
+    scheduler: slurm
+    launcher: srun
+    node: {cores: 16, memory: 32G, gpus: 1}
+    max_nodes: 8
+    walltime: {default: "01:00:00", max: "02:00:00"}
+)"),
+              "");
+    options.site = "one-gpu";
+    options.site_files = {m_dir / "one-gpu.yaml"};
+    options.dry_run = true;
+    options.gpus = 4;
+    auto outcome = app::open_shell(*context, options, terminal, err);
+    ASSERT_TRUE(outcome) << outcome.error().message;
+    const auto has = [&](const std::string& option) {
+        return std::find(outcome->argv.begin(), outcome->argv.end(), option) != outcome->argv.end();
+    };
+    EXPECT_TRUE(has("--nodes=4")) << outcome->command_line;
+    EXPECT_TRUE(has("--gpus-per-node=1")) << outcome->command_line;
+    EXPECT_NE(std::find(outcome->notes.begin(), outcome->notes.end(),
+                        "4 GPUs on nodes of 1 GPU(s) each: 4 nodes"),
+              outcome->notes.end());
+
+    options.gpus = 2;
+    options.nodes = 2;
+    outcome = app::open_shell(*context, options, terminal, err);
+    ASSERT_TRUE(outcome) << outcome.error().message;
+    EXPECT_TRUE(has("--nodes=2")) << outcome->command_line;
+
+    options.nodes = 0;
+    outcome = app::open_shell(*context, options, terminal, err);
+    ASSERT_FALSE(outcome);
+    EXPECT_EQ(outcome.error().code, ErrorCode::usage);
+    EXPECT_TRUE(terminal.argv.empty());
+    EXPECT_TRUE(slurm->calls.empty());
+    EXPECT_FALSE(std::filesystem::exists(m_dir / "runs"));
+}
+
+// Where the GPUs do not divide over whole nodes, the refusal still says what to ask for.
+TEST_F(ShellSession, AnUnevenGpuCountIsRefusedWithItsHint) {
+    options.gpus = 6; // nodes of 4 GPUs
+    options.dry_run = true;
+    auto outcome = app::open_shell(*context, options, terminal, err);
+    ASSERT_FALSE(outcome);
+    EXPECT_EQ(outcome.error().code, ErrorCode::config_invalid);
+    EXPECT_NE(outcome.error().hint.find("nodes"), std::string::npos) << outcome.error().hint;
+}
+
 } // namespace
 } // namespace dljob
