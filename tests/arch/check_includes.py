@@ -68,12 +68,12 @@ def check(root, rules_path):
 def self_test(rules_path):
     """Each case plants one file in an empty tree; the checker must flag exactly the bad ones."""
     cases = [
-        ("src/dljob/app/submit.cpp", "#include <sqlite3.h>", True),
+        ("src/dljob/app/jobs/submit.cpp", "#include <sqlite3.h>", True),
         ("src/dljob/adapters/sqlite_db.cpp", "#include <sqlite3.h>", False),
         ("src/dljob/adapters/other.cpp", "#include <archive.h>", True),
         ("src/dljob/config/recipe.cpp", '#include "yaml-cpp/yaml.h"', True),
-        ("src/dljob/app/status.cpp", "#include <boost/process.hpp>", True),
-        ("src/dljob/app/fetch.cpp", "  #  include <curl/curl.h>", True),
+        ("src/dljob/app/jobs/status.cpp", "#include <boost/process.hpp>", True),
+        ("src/dljob/app/data/fetch.cpp", "  #  include <curl/curl.h>", True),
         ("src/dljob/app/x.cpp", "#include <CLI/CLI.hpp>", True),
         ("engine/src/cpu/conv.cpp", "#include <cudnn.h>", True),
         ("engine/src/cuda/conv.cu", "#include <cudnn.h>", False),
@@ -82,18 +82,18 @@ def self_test(rules_path):
         ("engine/src/core/net.cpp", "#include <dljob/domain/error.hpp>", True),
         ("src/dljob/domain/job.hpp", "#include <dljob/adapters/sqlite_db.hpp>", True),
         ("src/dljob/domain/job.hpp", "#include <dljob/domain/error.hpp>", False),
-        ("src/dljob/app/submit.cpp", "#include <dljob/cli/cli.hpp>", True),
-        ("src/dljob/cli/command_submit.cpp", "#include <dljob/app/submit.hpp>", False),
+        ("src/dljob/app/jobs/submit.cpp", "#include <dljob/cli/cli.hpp>", True),
+        ("src/dljob/cli/command_submit.cpp", "#include <dljob/app/jobs/submit.hpp>", False),
         ("src/dljob/schedulers/slurm.cpp", "#include <dljob/adapters/process_boost.hpp>", True),
         ("engine/src/core/net.cpp", "#include <dlfcn.h>", True),
         ("engine/src/core/cuda_loader.cpp", "#include <dlfcn.h>", False),
-        ("src/dljob/app/pack.cpp", "#include <zstd.h>", True),
+        ("src/dljob/app/data/pack.cpp", "#include <zstd.h>", True),
         ("engine/src/data/pack_reader.cpp", "#include <zstd.h>", True),
         ("src/dljob/adapters/compress_zstd.cpp", "#include <zstd.h>", False),
         ("engine/src/data/pack_zstd.cpp", "#include <zstd.h>", False),
         ("engine/src/core/train.cpp", '#include "cuda/cuda_backend.hpp"', True),
         ("engine/src/core/cuda_loader.hpp", '#include "cuda/cuda_plugin.hpp"', False),
-        ("src/dljob/app/stage_read.cpp", "#include <csetjmp>", True),
+        ("src/dljob/app/data/stage_read.cpp", "#include <csetjmp>", True),
         ("src/dljob/adapters/filesystem_posix.cpp", "#include <csetjmp>", False),
     ]
     failures = []

@@ -1,4 +1,4 @@
-#include <dljob/app/audit.hpp>
+#include <dljob/app/data/audit.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

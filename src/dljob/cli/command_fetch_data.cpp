@@ -1,5 +1,5 @@
-#include <dljob/app/fetch.hpp>
-#include <dljob/app/stage.hpp>
+#include <dljob/app/data/fetch.hpp>
+#include <dljob/app/data/stage.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

@@ -1,5 +1,5 @@
-#include <dljob/app/job_context.hpp>
-#include <dljob/app/logs.hpp>
+#include <dljob/app/jobs/job_context.hpp>
+#include <dljob/app/jobs/logs.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

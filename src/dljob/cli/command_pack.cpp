@@ -1,4 +1,4 @@
-#include <dljob/app/pack.hpp>
+#include <dljob/app/data/pack.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 #include <dljob/domain/stage.hpp>

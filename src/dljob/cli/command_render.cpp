@@ -1,4 +1,4 @@
-#include <dljob/app/render_service.hpp>
+#include <dljob/app/jobs/render_service.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

@@ -1,4 +1,4 @@
-#include <dljob/app/sites_service.hpp>
+#include <dljob/app/sites/sites_service.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

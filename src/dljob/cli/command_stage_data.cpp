@@ -1,4 +1,4 @@
-#include <dljob/app/stage.hpp>
+#include <dljob/app/data/stage.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 #include <dljob/domain/stage.hpp>

@@ -1,4 +1,4 @@
-#include <dljob/app/validate_service.hpp>
+#include <dljob/app/jobs/validate_service.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

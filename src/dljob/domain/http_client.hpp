@@ -1,6 +1,6 @@
 #pragma once
 // HttpClient: one GET, streamed to callbacks, optionally from a byte offset. The interface is
-// small so `fetch-data` (app/fetch.cpp) does resuming, retries, verification and the atomic
+// small so `fetch-data` (app/data/fetch.cpp) does resuming, retries, verification and the atomic
 // rename itself, whatever library moves the bytes (adapters/http_curl.cpp).
 
 #include <dljob/domain/result.hpp>

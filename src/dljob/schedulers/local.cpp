@@ -18,7 +18,8 @@
 //     newer entry in <run_dir>/checkpoints than at its start), then, if continuing, keeps this
 //     attempt's log as job.attempt<N>.log, removes this attempt's end files and starts a new
 //     wrapper (setsid) for the next attempt, and adds its pid to the record. The next
-//     `dljob status` records those attempts (app/continuation.cpp); nothing here writes SQLite,
+//     `dljob status` records those attempts (app/jobs/continuation.cpp); nothing here writes
+//     SQLite,
 //   - writes the script's exit status to <run_dir>/local_exit (temp file + rename), unless it
 //     continued the job (the record holds this attempt's end; local_exit would read as the
 //     next attempt's).

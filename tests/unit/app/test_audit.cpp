@@ -1,7 +1,7 @@
 #include "support/run_process.hpp"
 #include "unit/data/data_test_support.hpp"
 
-#include <dljob/app/audit.hpp>
+#include <dljob/app/data/audit.hpp>
 
 #include <gtest/gtest.h>
 

@@ -4,10 +4,10 @@
 #include "unit/schedulers/fake_process_runner.hpp"
 
 #include <dljob/adapters/sqlite_job_store.hpp>
-#include <dljob/app/cancel.hpp>
-#include <dljob/app/continuation.hpp>
-#include <dljob/app/show.hpp>
-#include <dljob/app/status.hpp>
+#include <dljob/app/jobs/cancel.hpp>
+#include <dljob/app/jobs/continuation.hpp>
+#include <dljob/app/jobs/show.hpp>
+#include <dljob/app/jobs/status.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>

@@ -2,7 +2,7 @@
 #include "unit/data/data_test_support.hpp"
 
 #include <dljob/adapters/compress_zstd.hpp>
-#include <dljob/app/pack.hpp>
+#include <dljob/app/data/pack.hpp>
 #include <dljob/domain/dataset.hpp>
 
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
 #include "unit/data/data_test_support.hpp"
 
-#include <dljob/app/render_service.hpp>
-#include <dljob/app/run_dir.hpp>
-#include <dljob/app/site_catalog.hpp>
+#include <dljob/app/jobs/render_service.hpp>
+#include <dljob/app/jobs/run_dir.hpp>
+#include <dljob/app/sites/site_catalog.hpp>
 #include <dljob/util/paths.hpp>
 
 #include <gtest/gtest.h>

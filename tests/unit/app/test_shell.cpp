@@ -2,7 +2,7 @@
 // scripted Slurm (squeue/scancel replies from a small state machine) and a scripted terminal:
 // the row, the allocation found by token and released whatever way the session ends.
 #include <dljob/adapters/sqlite_job_store.hpp>
-#include <dljob/app/shell.hpp>
+#include <dljob/app/jobs/shell.hpp>
 #include <dljob/util/files.hpp>
 
 #include <gtest/gtest.h>

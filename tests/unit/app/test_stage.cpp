@@ -1,8 +1,8 @@
 #include "support/run_process.hpp"
 #include "unit/data/data_test_support.hpp"
 
-#include <dljob/app/pack.hpp>
-#include <dljob/app/stage.hpp>
+#include <dljob/app/data/pack.hpp>
+#include <dljob/app/data/stage.hpp>
 #include <dljob/domain/dataset.hpp>
 
 #include <gtest/gtest.h>

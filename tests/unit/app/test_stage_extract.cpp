@@ -2,7 +2,7 @@
 #include "unit/data/data_test_support.hpp"
 
 #include <dljob/adapters/archive_libarchive.hpp>
-#include <dljob/app/stage_extract.hpp>
+#include <dljob/app/data/stage_extract.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

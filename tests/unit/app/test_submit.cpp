@@ -5,8 +5,8 @@
 #include "unit/schedulers/fake_process_runner.hpp"
 
 #include <dljob/adapters/sqlite_job_store.hpp>
-#include <dljob/app/render_service.hpp>
-#include <dljob/app/submit.hpp>
+#include <dljob/app/jobs/render_service.hpp>
+#include <dljob/app/jobs/submit.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 #include "support/run_process.hpp"
 #include "unit/data/data_test_support.hpp"
 
-#include <dljob/app/data_check.hpp>
+#include <dljob/app/data/data_check.hpp>
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 
 #include <dljob/adapters/hash_nettle.hpp>
 #include <dljob/adapters/http_curl.hpp>
-#include <dljob/app/fetch.hpp>
+#include <dljob/app/data/fetch.hpp>
 
 #include <gtest/gtest.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include <dljob/app/pack.hpp>
+#include <dljob/app/data/pack.hpp>
 
 #include <gtest/gtest.h>
 

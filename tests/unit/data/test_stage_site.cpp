@@ -1,7 +1,7 @@
 #include "unit/data/data_test_support.hpp"
 
-#include <dljob/app/pack.hpp>
-#include <dljob/app/stage.hpp>
+#include <dljob/app/data/pack.hpp>
+#include <dljob/app/data/stage.hpp>
 #include <dljob/domain/site_profile.hpp>
 
 #include <gtest/gtest.h>

@@ -1,0 +1,756 @@
+#include <dljob/adapters/filesystem_posix.hpp>
+#include <dljob/adapters/hash_nettle.hpp>
+#include <dljob/adapters/http_curl.hpp>
+#include <dljob/app/data/fetch.hpp>
+
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+namespace dljob::app {
+namespace {
+
+// Published checksums: MNIST and Fashion-MNIST MD5s are torchvision's `resources` lists (also
+// the authors' pages); CIFAR-10's is on its authors' page (the binary version, which C++ reads
+// without a pickle parser); its SHA-256 and size are as recorded by several projects that pin it.
+//
+// Debian's dataset-fashion-mnist (0.0~git20200523.55506a9-1) recompressed the files: its gzip
+// headers lack the original file name (each file is exactly name+NUL bytes shorter than the
+// published size, consistent with only the header differing), so their MD5s differ from the
+// published ones. The package's files are pinned here by their own SHA-256.
+std::vector<CatalogDataset> build_catalog() {
+    return {
+        {"mnist",
+         "MNIST handwritten digits (LeCun, Cortes, Burges), 60,000 + 10,000 28x28 images, IDX",
+         "",
+         "",
+         {
+             {"train-images-idx3-ubyte.gz",
+              {"https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz",
+               "http://yann.lecun.com/exdb/mnist/train-images-idx3-ubyte.gz"},
+              "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+              "",
+              9912422,
+              ""},
+             {"train-labels-idx1-ubyte.gz",
+              {"https://ossci-datasets.s3.amazonaws.com/mnist/train-labels-idx1-ubyte.gz",
+               "http://yann.lecun.com/exdb/mnist/train-labels-idx1-ubyte.gz"},
+              "d53e105ee54ea40749a09fcbcd1e9432",
+              "",
+              28881,
+              ""},
+             {"t10k-images-idx3-ubyte.gz",
+              {"https://ossci-datasets.s3.amazonaws.com/mnist/t10k-images-idx3-ubyte.gz",
+               "http://yann.lecun.com/exdb/mnist/t10k-images-idx3-ubyte.gz"},
+              "9fb629c4189551a2d022fa330f9573f3",
+              "",
+              1648877,
+              ""},
+             {"t10k-labels-idx1-ubyte.gz",
+              {"https://ossci-datasets.s3.amazonaws.com/mnist/t10k-labels-idx1-ubyte.gz",
+               "http://yann.lecun.com/exdb/mnist/t10k-labels-idx1-ubyte.gz"},
+              "ec29112dd5afa0611ce80d1b7f02629c",
+              "",
+              4542,
+              ""},
+         }},
+        {"fashion-mnist",
+         "Fashion-MNIST (Zalando), 60,000 + 10,000 28x28 clothing images, IDX",
+         "dataset-fashion-mnist",
+         "fashion-mnist",
+         {
+             {"train-images-idx3-ubyte.gz",
+              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+               "train-images-idx3-ubyte.gz",
+               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
+               "train-images-idx3-ubyte.gz"},
+              "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+              "",
+              26421880,
+              "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7"},
+             {"train-labels-idx1-ubyte.gz",
+              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+               "train-labels-idx1-ubyte.gz",
+               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
+               "train-labels-idx1-ubyte.gz"},
+              "25c81989df183df01b3e8a0aad5dffbe",
+              "",
+              29515,
+              "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056"},
+             {"t10k-images-idx3-ubyte.gz",
+              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+               "t10k-images-idx3-ubyte.gz",
+               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
+               "t10k-images-idx3-ubyte.gz"},
+              "bef4ecab320f06d8554ea6380940ec79",
+              "",
+              4422102,
+              "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"},
+             {"t10k-labels-idx1-ubyte.gz",
+              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+               "t10k-labels-idx1-ubyte.gz",
+               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
+               "t10k-labels-idx1-ubyte.gz"},
+              "bb300cfdad3c16e7a12a480ee83cd310",
+              "",
+              5148,
+              "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"},
+         }},
+        {"cifar-10",
+         "CIFAR-10 (Krizhevsky), 50,000 + 10,000 32x32 colour images, binary version",
+         "",
+         "",
+         {
+             {"cifar-10-binary.tar.gz",
+              {"https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"},
+              "c32a1d4ab5d03f1284b67883e8d87530",
+              "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
+              170052171,
+              ""},
+         }},
+    };
+}
+
+struct Checksums {
+    std::string md5;
+    std::string sha256;
+    [[nodiscard]] bool any() const { return !md5.empty() || !sha256.empty(); }
+};
+
+struct Digests {
+    std::string md5;
+    std::string sha256;
+    std::uint64_t bytes = 0;
+};
+
+Result<Digests> digest_file(const std::string& path) {
+    auto fd = adapters::open_for_reading(path);
+    if (!fd) {
+        return fail(fd.error());
+    }
+    adapters::Digest md5(adapters::DigestKind::md5);
+    adapters::Digest sha256(adapters::DigestKind::sha256);
+    std::vector<char> buffer(std::size_t{1} << 20U);
+    Digests out;
+    while (true) {
+        auto n = adapters::read_full(fd->get(), buffer.data(), buffer.size(), path);
+        if (!n) {
+            return fail(n.error());
+        }
+        if (*n == 0) {
+            break;
+        }
+        md5.update(buffer.data(), *n);
+        sha256.update(buffer.data(), *n);
+        out.bytes += *n;
+    }
+    out.md5 = md5.hex_final();
+    out.sha256 = sha256.hex_final();
+    return out;
+}
+
+/// Empty when the digests match what is known; otherwise "expected sha256 X, actual Y".
+std::string mismatch(const Checksums& expected, const Digests& actual) {
+    if (!expected.sha256.empty() && expected.sha256 != actual.sha256) {
+        return fmt::format("expected sha256 {}, actual {}", expected.sha256, actual.sha256);
+    }
+    if (!expected.md5.empty() && expected.md5 != actual.md5) {
+        return fmt::format("expected md5 {}, actual {}", expected.md5, actual.md5);
+    }
+    return {};
+}
+
+Result<void> fsync_directory(const std::string& directory) {
+    const adapters::UniqueFd fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd || ::fsync(fd.get()) != 0) {
+        return fail(adapters::system_error("fsync", directory, errno));
+    }
+    return {};
+}
+
+// Publishes a verified file: fsync its bytes, rename over nothing (the final name is free,
+// checked before), fsync the directory so the rename survives a crash.
+Result<void> publish(int fd, const std::string& from, const std::string& to,
+                     const std::string& directory) {
+    if (::fsync(fd) != 0) {
+        return fail(adapters::system_error("fsync", from, errno));
+    }
+    DLJOB_TRY(adapters::rename_path(from, to));
+    return fsync_directory(directory);
+}
+
+struct Source {
+    std::string url;
+    Checksums expected;
+    std::uint64_t size = 0; // 0: unknown
+};
+
+class Downloader {
+public:
+    Downloader(const FetchSettings& settings, HttpClient& http, const FetchCallbacks& callbacks)
+        : m_settings(settings), m_http(http), m_callbacks(callbacks) {}
+
+    /// Downloads `name` into `directory` from the first mirror that works.
+    Result<FetchedFile> fetch(const std::string& directory, const std::string& name,
+                              const std::vector<std::string>& urls, const Checksums& expected,
+                              std::uint64_t size);
+
+private:
+    void notice(const std::string& line) const {
+        if (m_callbacks.notice) {
+            m_callbacks.notice(line);
+        }
+    }
+    struct Attempt {
+        bool done = false;
+        bool not_found = false;
+        bool stalled = false;
+        std::string failure;
+    };
+    Attempt from_mirror(int fd, const std::string& part, const std::string& name,
+                        const std::string& url, std::uint64_t size, Error& write_error);
+
+    const FetchSettings& m_settings;
+    HttpClient& m_http;
+    const FetchCallbacks& m_callbacks;
+};
+
+Downloader::Attempt Downloader::from_mirror(int fd, const std::string& part,
+                                            const std::string& name, const std::string& url,
+                                            std::uint64_t size, Error& write_error) {
+    Attempt result;
+    auto delay = m_settings.backoff;
+    for (int attempt = 1;; ++attempt) {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            write_error = adapters::system_error("stat", part, errno);
+            return result;
+        }
+        auto offset = static_cast<std::uint64_t>(st.st_size);
+        if (size > 0 && offset > size) { // not the file we know: start over
+            if (::ftruncate(fd, 0) != 0) {
+                write_error = adapters::system_error("truncate", part, errno);
+                return result;
+            }
+            offset = 0;
+        }
+        if (size > 0 && offset == size) {
+            result.done = true;
+            return result;
+        }
+        if (offset > 0) {
+            notice(fmt::format("{}: resuming at {} from {}", name, human_bytes(offset), url));
+        }
+        std::uint64_t position = offset;
+        bool io_failed = false;
+        HttpCallbacks callbacks;
+        callbacks.head = [&](const HttpHead& head) {
+            if (offset > 0 && !head.ranged) { // the server ignored Range: take it from the start
+                if (::ftruncate(fd, 0) != 0) {
+                    write_error = adapters::system_error("truncate", part, errno);
+                    io_failed = true;
+                    return false;
+                }
+                position = 0;
+            }
+            return true;
+        };
+        callbacks.body = [&](std::string_view bytes) {
+            const char* data = bytes.data();
+            std::size_t left = bytes.size();
+            while (left > 0) {
+                const ssize_t n = ::pwrite(fd, data, left, static_cast<off_t>(position));
+                if (n < 0) {
+                    if (errno == EINTR) {
+                        continue;
+                    }
+                    write_error = adapters::system_error("write", part, errno);
+                    io_failed = true;
+                    return false;
+                }
+                data += n;
+                left -= static_cast<std::size_t>(n);
+                position += static_cast<std::uint64_t>(n);
+            }
+            return true;
+        };
+        callbacks.progress = [&](std::uint64_t received, std::optional<std::uint64_t> total) {
+            if (m_callbacks.progress) {
+                const std::uint64_t base = position >= received ? position - received : 0;
+                std::optional<std::uint64_t> whole =
+                    size > 0 ? std::optional<std::uint64_t>(size)
+                             : (total ? std::optional<std::uint64_t>(*total + base) : total);
+                m_callbacks.progress(name, base + received, whole);
+            }
+        };
+        HttpGet get;
+        get.url = url;
+        get.offset = offset;
+        get.stall_seconds = m_settings.stall_seconds;
+        auto outcome = m_http.get(get, callbacks);
+        if (!outcome) {
+            write_error = outcome.error();
+            return result;
+        }
+        if (io_failed) {
+            return result;
+        }
+        if (outcome->complete) {
+            result.done = true;
+            return result;
+        }
+        const long status = outcome->head.status;
+        result.failure = outcome->failure;
+        result.stalled = outcome->stalled;
+        if (status == 404 || status == 410) {
+            result.not_found = true;
+            return result;
+        }
+        if (status == 416) { // the part is not a prefix the server knows: start over
+            if (::ftruncate(fd, 0) != 0) {
+                write_error = adapters::system_error("truncate", part, errno);
+                return result;
+            }
+        } else if (status >= 400 && status < 500 && status != 408 && status != 429) {
+            return result; // 401, 403...: this mirror will not serve it
+        }
+        if (attempt >= m_settings.attempts) {
+            return result;
+        }
+        notice(fmt::format("{}: {} from {}; retrying in {:.1f} s (attempt {} of {})", name,
+                           result.failure, url, static_cast<double>(delay.count()) / 1000.0,
+                           attempt + 1, m_settings.attempts));
+        std::this_thread::sleep_for(delay);
+        delay = std::min(delay * 2, m_settings.max_backoff);
+    }
+}
+
+/// Removes the part file when the fetch fails with nothing in it: the part is kept only for
+/// its bytes, which a rerun resumes from. Armed once the part's lock is held, and destroyed
+/// before the descriptor closes, so it never removes another fetch's part.
+class EmptyPartRemover {
+public:
+    EmptyPartRemover(const std::string& path, int fd) : m_path(path), m_fd(fd) {}
+    ~EmptyPartRemover() {
+        struct stat st {};
+        if (m_armed && ::fstat(m_fd, &st) == 0 && st.st_size == 0) {
+            ::unlink(m_path.c_str());
+        }
+    }
+    EmptyPartRemover(const EmptyPartRemover&) = delete;
+    EmptyPartRemover& operator=(const EmptyPartRemover&) = delete;
+    EmptyPartRemover(EmptyPartRemover&&) = delete;
+    EmptyPartRemover& operator=(EmptyPartRemover&&) = delete;
+    void disarm() { m_armed = false; }
+
+private:
+    const std::string& m_path;
+    int m_fd;
+    bool m_armed = true;
+};
+
+Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::string& name,
+                                      const std::vector<std::string>& urls,
+                                      const Checksums& expected, std::uint64_t size) {
+    const std::string final_path = directory + "/" + name;
+    const std::string part = part_path(directory, name);
+    FetchedFile fetched;
+    fetched.path = final_path;
+
+    const adapters::UniqueFd fd(
+        ::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!fd) {
+        return fail(adapters::system_error("create", part, errno));
+    }
+    // Many NFS and Lustre mounts refuse flock (ENOLCK, EOPNOTSUPP): download unlocked there
+    // rather than not at all; only "held by someone else" stops us.
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        return fail(ErrorCode::io,
+                    fmt::format("{} is being downloaded by another dljob fetch-data", final_path),
+                    fmt::format("wait for it, or remove {} if no fetch is running", part));
+    }
+    EmptyPartRemover remove_if_empty(part, fd.get());
+    // Another fetch may have finished while this one waited for nothing: check again, locked.
+    if (adapters::path_exists(final_path)) {
+        ::unlink(part.c_str());
+        return fail(ErrorCode::io, fmt::format("{} appeared while fetching", final_path),
+                    "run the command again to verify it");
+    }
+
+    std::vector<std::string> not_found;
+    std::string last_failure;
+    bool stalled = false;
+    bool done = false;
+    std::string used_url;
+    for (const auto& url : urls) {
+        Error write_error;
+        write_error.code = ErrorCode::internal;
+        const Attempt attempt = from_mirror(fd.get(), part, name, url, size, write_error);
+        if (!write_error.message.empty()) {
+            return fail(write_error);
+        }
+        if (attempt.done) {
+            done = true;
+            used_url = url;
+            break;
+        }
+        if (attempt.not_found) {
+            not_found.push_back(url);
+            notice(fmt::format("{}: {} at {}", name, attempt.failure, url));
+        } else {
+            last_failure = fmt::format("{} ({})", url, attempt.failure);
+            stalled = attempt.stalled;
+            if (urls.size() > 1) {
+                notice(fmt::format("{}: giving up on {} ({})", name, url, attempt.failure));
+            }
+        }
+    }
+    if (!done) {
+        if (not_found.size() == urls.size()) {
+            ::unlink(part.c_str());
+            std::string list;
+            for (const auto& url : not_found) {
+                list += (list.empty() ? "" : ", ") + url;
+            }
+            return fail(ErrorCode::not_found,
+                        fmt::format("{} not found (HTTP 404): {}", name, list),
+                        "check the URL; nothing was written");
+        }
+        return fail(stalled ? ErrorCode::timeout : ErrorCode::io,
+                    fmt::format("could not download {}: {}", name, last_failure),
+                    fmt::format("the bytes received so far are kept in {}; run the same command "
+                                "again to resume",
+                                part));
+    }
+
+    auto digests = digest_file(part);
+    if (!digests) {
+        return fail(digests.error());
+    }
+    if (const std::string wrong = mismatch(expected, *digests); !wrong.empty()) {
+        ::unlink(part.c_str());
+        return fail(ErrorCode::io,
+                    fmt::format("checksum mismatch for {} from {}: {}", name, used_url, wrong),
+                    "the download was deleted; run again to retry, or check the checksum");
+    }
+    DLJOB_TRY(publish(fd.get(), part, final_path, directory));
+    remove_if_empty.disarm();
+    fetched.origin = used_url;
+    fetched.bytes = digests->bytes;
+    fetched.sha256 = digests->sha256;
+    fetched.verified = expected.any();
+    return fetched;
+}
+
+// A file already at the final path was put there verified (by us) or by the user: check it.
+Result<std::optional<FetchedFile>> existing_file(const std::string& path, const Checksums& expected,
+                                                 const std::string& what) {
+    if (!adapters::path_exists(path)) {
+        return std::optional<FetchedFile>{};
+    }
+    auto digests = digest_file(path);
+    if (!digests) {
+        return fail(digests.error());
+    }
+    if (const std::string wrong = mismatch(expected, *digests); !wrong.empty()) {
+        return fail(ErrorCode::io, fmt::format("{} exists but is not {}: {}", path, what, wrong),
+                    "remove it and run the command again");
+    }
+    FetchedFile file;
+    file.path = path;
+    file.origin = path;
+    file.already_present = true;
+    file.bytes = digests->bytes;
+    file.sha256 = digests->sha256;
+    file.verified = expected.any();
+    return std::optional<FetchedFile>(file);
+}
+
+// Copies a Debian package's file into the target, verified as it is read, through the same
+// part-then-rename path as a download.
+Result<FetchedFile> copy_verified(const std::string& from, const std::string& directory,
+                                  const std::string& name, const Checksums& expected) {
+    const std::string final_path = directory + "/" + name;
+    const std::string part = part_path(directory, name);
+    auto in = adapters::open_for_reading(from);
+    if (!in) {
+        return fail(in.error());
+    }
+    ::unlink(part.c_str());
+    auto out = adapters::create_file(part);
+    if (!out) {
+        return fail(out.error());
+    }
+    adapters::Digest sha256(adapters::DigestKind::sha256);
+    std::vector<char> buffer(std::size_t{1} << 20U);
+    std::uint64_t bytes = 0;
+    while (true) {
+        auto n = adapters::read_full(in->get(), buffer.data(), buffer.size(), from);
+        if (!n) {
+            ::unlink(part.c_str());
+            return fail(n.error());
+        }
+        if (*n == 0) {
+            break;
+        }
+        sha256.update(buffer.data(), *n);
+        if (auto w = adapters::write_all(out->get(), buffer.data(), *n, part); !w) {
+            ::unlink(part.c_str());
+            return fail(w.error());
+        }
+        bytes += *n;
+    }
+    const std::string actual = sha256.hex_final();
+    if (actual != expected.sha256) {
+        ::unlink(part.c_str());
+        return fail(ErrorCode::io,
+                    fmt::format("checksum mismatch for {}: expected sha256 {}, actual {}", from,
+                                expected.sha256, actual),
+                    "the installed package's file is damaged: reinstall it (apt-get install "
+                    "--reinstall), or pass --no-debian to download");
+    }
+    DLJOB_TRY(publish(out->get(), part, final_path, directory));
+    FetchedFile file;
+    file.path = final_path;
+    file.origin = from;
+    file.bytes = bytes;
+    file.sha256 = actual;
+    file.verified = true;
+    return file;
+}
+
+bool is_url(const std::string& text) {
+    return text.find("://") != std::string::npos;
+}
+
+// The last path component of a URL, without query or fragment.
+std::string url_file_name(const std::string& url) {
+    std::string path = url.substr(url.find("://") + 3);
+    path = path.substr(0, path.find_first_of("?#"));
+    const auto slash = path.find('/');
+    if (slash == std::string::npos) {
+        return {};
+    }
+    path = path.substr(slash);
+    return path.substr(path.rfind('/') + 1);
+}
+
+bool is_hex(const std::string& text, std::size_t length) {
+    return text.size() == length &&
+           std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) != 0; });
+}
+
+std::string lower(std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](char c) { return static_cast<char>(std::tolower(c)); });
+    return text;
+}
+
+template <class T> T env_number(const GetEnv& getenv, const char* name, T fallback) {
+    const auto text = getenv(name);
+    if (!text) {
+        return fallback;
+    }
+    T value{};
+    const auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+    return ec == std::errc{} && ptr == text->data() + text->size() && value > 0 ? value : fallback;
+}
+
+Result<void> make_directories(const std::string& directory) {
+    std::error_code ec;
+    std::filesystem::create_directories(directory, ec);
+    if (ec || !adapters::is_directory(directory)) {
+        return fail(ErrorCode::io, fmt::format("cannot create {}: {}", directory,
+                                               ec ? ec.message() : std::string("not a directory")));
+    }
+    return {};
+}
+
+} // namespace
+
+const std::vector<CatalogDataset>& dataset_catalog() {
+    static const std::vector<CatalogDataset> catalog = build_catalog();
+    return catalog;
+}
+
+const CatalogDataset* find_catalog_dataset(const std::string& name) {
+    const std::string wanted = lower(name);
+    const auto& catalog = dataset_catalog();
+    for (const auto& dataset : catalog) {
+        if (dataset.name == wanted) {
+            return &dataset;
+        }
+    }
+    // Common spellings: fashion_mnist, fmnist, cifar10.
+    if (wanted == "fashion_mnist" || wanted == "fmnist" || wanted == "fashionmnist") {
+        return &catalog[1];
+    }
+    if (wanted == "cifar10" || wanted == "cifar_10") {
+        return &catalog[2];
+    }
+    return nullptr;
+}
+
+std::string part_path(const std::string& directory, const std::string& name) {
+    return directory + "/." + name + ".part";
+}
+
+FetchSettings fetch_settings(const GetEnv& getenv) {
+    FetchSettings settings;
+    settings.stall_seconds =
+        env_number(getenv, "DLJOB_FETCH_STALL_SECONDS", settings.stall_seconds);
+    settings.attempts = env_number(getenv, "DLJOB_FETCH_ATTEMPTS", settings.attempts);
+    settings.backoff = std::chrono::milliseconds(
+        env_number<long>(getenv, "DLJOB_FETCH_BACKOFF_MS", settings.backoff.count()));
+    if (const auto root = getenv("DLJOB_FETCH_DEBIAN_ROOT")) {
+        settings.debian_root = *root;
+    }
+    if (const auto mirror = getenv("DLJOB_FETCH_MIRROR")) {
+        settings.mirror = *mirror;
+        while (!settings.mirror.empty() && settings.mirror.back() == '/') {
+            settings.mirror.pop_back();
+        }
+    }
+    return settings;
+}
+
+Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,
+                               const GetEnv& getenv, HttpClient& http,
+                               const FetchCallbacks& callbacks) {
+    FetchResult result;
+    Downloader downloader(settings, http, callbacks);
+    const auto notice = [&](const std::string& line) {
+        if (callbacks.notice) {
+            callbacks.notice(line);
+        }
+    };
+
+    if (is_url(request.what)) {
+        // libcurl is allowed these and no other (adapters/http_curl.cpp): say so before
+        // anything is created, rather than after an empty part file.
+        const std::string scheme = lower(request.what.substr(0, request.what.find("://")));
+        if (scheme != "http" && scheme != "https" && scheme != "ftp" && scheme != "ftps") {
+            return fail(ErrorCode::usage,
+                        fmt::format("{}: a {}:// URL (expected http, https, ftp or ftps)",
+                                    request.what, scheme),
+                        scheme == "file" ? "for a local file, use `dljob pack` on it or copy it"
+                                         : "give an http://, https://, ftp:// or ftps:// URL");
+        }
+        const std::string name = url_file_name(request.what);
+        if (name.empty() || name == "." || name == "..") {
+            return fail(ErrorCode::usage,
+                        fmt::format("{}: the URL names no file to save", request.what),
+                        "give a URL that ends in a file name");
+        }
+        Checksums expected;
+        if (!request.sha256.empty()) {
+            expected.sha256 = lower(request.sha256);
+            if (!is_hex(expected.sha256, 64)) {
+                return fail(
+                    ErrorCode::usage,
+                    fmt::format("--sha256 {}: not a SHA-256 (64 hex digits)", request.sha256));
+            }
+        }
+        result.directory = request.to.empty() ? std::string(".") : request.to;
+        DLJOB_TRY(make_directories(result.directory));
+        auto present = existing_file(result.directory + "/" + name, expected, "the expected file");
+        if (!present) {
+            return fail(present.error());
+        }
+        if (*present) {
+            result.files.push_back(**present);
+            return result;
+        }
+        auto file = downloader.fetch(result.directory, name, {request.what}, expected, 0);
+        if (!file) {
+            return fail(file.error());
+        }
+        result.files.push_back(*file);
+        return result;
+    }
+
+    const CatalogDataset* dataset = find_catalog_dataset(request.what);
+    if (dataset == nullptr) {
+        std::string names;
+        for (const auto& d : dataset_catalog()) {
+            names += (names.empty() ? "" : ", ") + d.name;
+        }
+        return fail(ErrorCode::not_found, fmt::format("unknown dataset '{}'", request.what),
+                    fmt::format("known datasets: {}; or give a URL", names));
+    }
+    if (!request.sha256.empty()) {
+        return fail(ErrorCode::usage,
+                    "--sha256 is for URLs; catalog datasets have known checksums");
+    }
+    if (request.to.empty()) {
+        const auto home = getenv("HOME");
+        if (!home || home->empty()) {
+            return fail(ErrorCode::usage, "HOME is not set", "give --to DIR");
+        }
+        result.directory = *home + "/data/" + dataset->name;
+    } else {
+        result.directory = request.to;
+    }
+    DLJOB_TRY(make_directories(result.directory));
+
+    // A Debian package that ships every file: no network at all.
+    bool from_debian = false;
+    const std::string debian_dir = settings.debian_root + "/" + dataset->debian_dir;
+    if (!request.no_debian && !dataset->debian_package.empty()) {
+        from_debian = std::all_of(dataset->files.begin(), dataset->files.end(), [&](const auto& f) {
+            return adapters::path_exists(debian_dir + "/" + f.name);
+        });
+        if (from_debian) {
+            notice(fmt::format("{}: using Debian's {} ({}), no download", dataset->name,
+                               dataset->debian_package, debian_dir));
+        }
+    }
+    for (const auto& file : dataset->files) {
+        const std::string final_path = result.directory + "/" + file.name;
+        Checksums published{file.md5, file.sha256};
+        Checksums debian{"", file.debian_sha256};
+        // A file already in place may be the published one or Debian's recompressed copy.
+        auto present = existing_file(final_path, published, "the published file");
+        if (!present && !file.debian_sha256.empty()) {
+            present = existing_file(final_path, debian, "Debian's copy");
+        }
+        if (!present) {
+            return fail(present.error());
+        }
+        if (*present) {
+            result.files.push_back(**present);
+            continue;
+        }
+        std::vector<std::string> urls = file.urls;
+        if (!settings.mirror.empty()) {
+            urls.insert(urls.begin(), settings.mirror + "/" + dataset->name + "/" + file.name);
+        }
+        auto fetched =
+            from_debian
+                ? copy_verified(debian_dir + "/" + file.name, result.directory, file.name, debian)
+                : downloader.fetch(result.directory, file.name, urls, published, file.size);
+        if (!fetched) {
+            return fail(fetched.error());
+        }
+        result.files.push_back(*fetched);
+    }
+    return result;
+}
+
+Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,
+                               const GetEnv& getenv, const FetchCallbacks& callbacks) {
+    adapters::CurlHttpClient http;
+    return fetch_data(request, settings, getenv, http, callbacks);
+}
+
+} // namespace dljob::app

@@ -1,0 +1,73 @@
+#include <dljob/app/jobs/network_check.hpp>
+#include <dljob/util/text.hpp>
+
+#include <fmt/format.h>
+
+#include <string_view>
+
+namespace dljob::app {
+
+Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Recipe& recipe,
+                                               const std::filesystem::path& dltrain) {
+    std::vector<std::string> notes;
+    if (recipe.kind != RecipeKind::train) {
+        return notes;
+    }
+    std::error_code ec;
+    if (!std::filesystem::exists(dltrain, ec)) {
+        notes.push_back(fmt::format("network config {} not checked here: no dltrain at {}",
+                                    recipe.train.config.string(), dltrain.string()));
+        return notes;
+    }
+    ProcessRequest request;
+    request.argv = {dltrain.string(), "check", "--config", recipe.train.config.string()};
+    // Data read in place from a path this machine has: its headers give the shapes a config
+    // without `shape` keys needs. A $VARIABLE or ~ source is the job's to expand.
+    const std::string& source = recipe.data.source;
+    if (!source.empty() && source.front() == '/' && std::filesystem::is_directory(source, ec)) {
+        request.argv.insert(request.argv.end(), {"--data-dir", source});
+    }
+    // dltrain refuses a net whose tensors need more memory than its limit (exit 3, naming the
+    // layer). Its default is this machine's memory; the job gets what the recipe asks for.
+    if (recipe.resources.memory && recipe.resources.memory->mib() > 0) {
+        request.argv.insert(request.argv.end(),
+                            {"--max-memory", fmt::format("{}M", recipe.resources.memory->mib())});
+    }
+    request.timeout = std::chrono::seconds(60);
+    auto ran = runner.run(request);
+    if (!ran) {
+        notes.push_back(fmt::format("network config {} not checked here: {}",
+                                    recipe.train.config.string(), ran.error().message));
+        return notes;
+    }
+    if (ran->exit_code == 3) {
+        std::string_view message = util::trim(ran->err);
+        constexpr std::string_view prefix = "dltrain: error: ";
+        if (message.substr(0, prefix.size()) == prefix) {
+            message.remove_prefix(prefix.size());
+        }
+        // dltrain names the network file and line; the recipe key that chose that file leads.
+        const auto origin = recipe.origins.find("train.config");
+        return fail(ErrorCode::config_invalid,
+                    origin == recipe.origins.end()
+                        ? std::string(message)
+                        : fmt::format("{}: train.config: {}", origin->second, message),
+                    "fix the network config (docs/engine.md); `dltrain check --config FILE` "
+                    "checks it alone");
+    }
+    if (ran->exit_code != 0) {
+        notes.push_back(fmt::format("network config {} not checked here: {} check exited {}",
+                                    recipe.train.config.string(), dltrain.string(),
+                                    ran->exit_code));
+        return notes;
+    }
+    constexpr std::string_view unchecked = "dltrain: not checked: ";
+    for (const auto line : util::split_lines(ran->out)) {
+        if (line.substr(0, unchecked.size()) == unchecked) {
+            notes.emplace_back(line.substr(unchecked.size()));
+        }
+    }
+    return notes;
+}
+
+} // namespace dljob::app

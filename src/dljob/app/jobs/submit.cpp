@@ -1,0 +1,227 @@
+#include <dljob/app/data/data_check.hpp>
+#include <dljob/app/data/stage.hpp>
+#include <dljob/app/jobs/network_check.hpp>
+#include <dljob/app/jobs/render_service.hpp>
+#include <dljob/app/jobs/run_dir.hpp>
+#include <dljob/app/jobs/submit.hpp>
+#include <dljob/app/sites/site_catalog.hpp>
+#include <dljob/config/recipe_loader.hpp>
+#include <dljob/util/files.hpp>
+#include <dljob/util/paths.hpp>
+
+#include <fmt/format.h>
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <array>
+
+namespace dljob::app {
+
+namespace {
+
+// The recipe as submitted: the file's text, then the --set overrides that won over it, so
+// `dljob show` tells what the job really ran with.
+std::string recipe_record(const std::filesystem::path& recipe,
+                          const std::vector<std::string>& overrides) {
+    std::string text = util::read_file(recipe).value_or("");
+    if (overrides.empty()) {
+        return text;
+    }
+    if (!text.empty() && text.back() != '\n') {
+        text += '\n';
+    }
+    text += "# ---- dljob submit --set, applied in this order over the values above:\n";
+    for (const auto& assignment : overrides) {
+        std::string line;
+        for (const char c : assignment) {
+            line.push_back(c == '\n' || c == '\r' ? ' ' : c);
+        }
+        text += "# --set " + line + "\n";
+    }
+    return text;
+}
+
+} // namespace
+
+std::string detect_site(const std::vector<std::filesystem::path>& site_files,
+                        const std::string& hostname) {
+    // One pass over the profiles: each is loaded (and validated) once by list().
+    for (const auto& entry : SiteCatalog(site_files).list()) {
+        if (!entry.error.empty()) {
+            continue;
+        }
+        for (const auto& pattern : entry.hostnames) {
+            if (::fnmatch(pattern.c_str(), hostname.c_str(), FNM_CASEFOLD) == 0) {
+                return entry.name;
+            }
+        }
+    }
+    return default_site_name;
+}
+
+Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
+    std::string site = options.site;
+    if (site.empty()) {
+        std::string hostname = options.hostname;
+        if (hostname.empty()) {
+            std::array<char, 256> host{};
+            ::gethostname(host.data(), host.size() - 1);
+            hostname = host.data();
+        }
+        site = detect_site(options.site_files, hostname);
+    }
+    const std::string token = util::random_hex(10);
+    const std::string stem = options.recipe.stem().string();
+    const auto run_dir = std::filesystem::absolute(
+        default_runs_root(options.site_files, site, process_environment()).path /
+        (stem + "-" + token));
+
+    RenderOptions render;
+    render.recipe = options.recipe;
+    render.site = site;
+    render.site_files = options.site_files;
+    render.partition = options.partition;
+    render.account = options.account;
+    render.run_dir = run_dir;
+    render.job_token = token;
+    render.overrides = options.overrides;
+    auto rendered = render_recipe(render);
+    if (!rendered) {
+        return fail(rendered.error());
+    }
+    SubmitOutcome outcome{Job{}, *rendered};
+    // Data that is missing or slow to read in place, a network config dltrain would refuse:
+    // say so before the job waits in a queue.
+    if (auto recipe = config::load_recipe(options.recipe, options.overrides)) {
+        for (auto& note :
+             data_notes({recipe->data.source, recipe->data.stage_to}, process_environment())) {
+            outcome.rendered.notes.push_back(std::move(note));
+        }
+        auto network = check_network(context.runner(), *recipe, default_dltrain_binary());
+        if (!network) {
+            return fail(network.error());
+        }
+        for (auto& note : *network) {
+            outcome.rendered.notes.push_back(std::move(note));
+        }
+        outcome.job.max_continuations =
+            recipe->checkpoint.resume ? recipe->checkpoint.max_continuations : 0;
+    }
+    outcome.job.name = rendered->scheduler_job_name;
+    outcome.job.site = site;
+    outcome.job.scheduler = to_string(rendered->scheduler);
+    outcome.job.run_dir = run_dir.string();
+    outcome.job.script_path = (run_dir / rendered->script_name).string();
+    outcome.job.recipe_path = std::filesystem::absolute(options.recipe).string();
+    outcome.job.walltime_s = rendered->resources.walltime.seconds();
+    outcome.job.token = token;
+    outcome.job.submit_argv = rendered->submit_argv;
+    if (options.dry_run) {
+        return outcome;
+    }
+
+    // Opened (and created on first use) only now, so that a submit refused for any reason so
+    // far, or by a store it cannot open, leaves nothing. The row comes before the run
+    // directory: a submit killed at any instant from here on leaves a row that `dljob status`
+    // reconciles by its token (and that removes a directory the job never ran in), never a
+    // directory that nothing records.
+    JobStore& store = context.store();
+    auto recorded = record_job(context, outcome.job);
+    if (!recorded) {
+        return fail(recorded.error());
+    }
+    outcome.job = *recorded;
+    auto written = [&]() -> Result<PendingRunDir> {
+        auto pending = PendingRunDir::create(run_dir);
+        if (!pending) {
+            return fail(pending.error());
+        }
+        DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
+        (void)util::write_file_atomic(run_dir / "recipe.yaml",
+                                      recipe_record(options.recipe, options.overrides));
+        return pending;
+    }();
+    if (!written) {
+        (void)store.remove(outcome.job.id);
+        return fail(written.error());
+    }
+
+    auto submitted = submit_recorded(context, outcome.job);
+    if (!submitted) {
+        // Kept whenever the row is: a submit with no answer may still run the script.
+        if (auto row = store.find_by_token(token); row && row->has_value()) {
+            written->keep();
+        }
+        return fail(submitted.error());
+    }
+    written->keep();
+    outcome.job = *submitted;
+    return outcome;
+}
+
+SubmitRequest submit_request(const Job& job) {
+    SubmitRequest request;
+    request.script_path = job.script_path;
+    request.run_dir = job.run_dir;
+    request.name = job.name;
+    request.token = job.token;
+    request.log_path = (std::filesystem::path(job.run_dir) / "job.log").string();
+    request.submit_argv = job.submit_argv;
+    request.attempt = job.attempt;
+    request.max_continuations = job.max_continuations;
+    if (job.scheduler == "local") {
+        // The script warns the training before the walltime itself; the wrapper's watchdog is
+        // the hard stop a scheduler would give, one grace minute later.
+        request.walltime_s = job.walltime_s + 60;
+    }
+    return request;
+}
+
+Result<Job> record_job(JobContext& context, Job job) {
+    job.created_at = util::unix_now();
+    return context.store().create(job);
+}
+
+Result<Job> submit_recorded(JobContext& context, Job job) {
+    JobStore& store = context.store();
+    // No transaction is open while the scheduler command runs.
+    auto scheduler = context.scheduler(job.scheduler);
+    if (!scheduler) {
+        (void)store.remove(job.id);
+        return fail(scheduler.error());
+    }
+    auto submitted = (*scheduler)->submit(submit_request(job));
+    const std::int64_t now = util::unix_now();
+    if (!submitted) {
+        const Error& error = submitted.error();
+        if (error.code == ErrorCode::scheduler_rejected) {
+            (void)store.remove(job.id); // no orphan row
+            return fail(error);
+        }
+        // Timed out or unreachable: the job may exist. Keep the row for reconciliation.
+        (void)store.mark_submit_unknown(job.id, now);
+        return fail(error.code,
+                    fmt::format("{} (job {} recorded; its submission is checked by token)",
+                                error.message, job.id),
+                    "run 'dljob status' later: it finds the job if the scheduler took it, and "
+                    "never submits it twice");
+    }
+    DLJOB_TRY(store.mark_submitted(job.id, submitted->scheduler_id, submitted->secondary_id, now));
+    job.scheduler_id = submitted->scheduler_id;
+    job.secondary_id = submitted->secondary_id;
+    job.phase = SubmitPhase::submitted;
+    return job;
+}
+
+Result<Job> record_and_submit(JobContext& context, Job job) {
+    // 1. The row, with its token, is committed before the scheduler hears of the job.
+    auto created = record_job(context, std::move(job));
+    if (!created) {
+        return fail(created.error());
+    }
+    // 2. Submit.
+    return submit_recorded(context, *created);
+}
+
+} // namespace dljob::app

@@ -1,0 +1,58 @@
+#pragma once
+// `dljob submit`: render the recipe for a site, record the job (with a unique token) in the store
+// BEFORE calling the scheduler, submit, and record the outcome. A submit that times out is left
+// to reconciliation by token (`dljob status`), never repeated blindly; a rejected one leaves no
+// row behind.
+
+#include <dljob/app/jobs/job_context.hpp>
+#include <dljob/domain/job.hpp>
+#include <dljob/domain/render_request.hpp>
+#include <dljob/domain/scheduler.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dljob::app {
+
+struct SubmitOptions {
+    std::filesystem::path recipe;
+    std::string site;     // empty: the site whose hostname pattern matches this host, else local
+    std::string hostname; // the host `site` is detected for; empty: this machine's (tests set it)
+    std::vector<std::filesystem::path> site_files;
+    std::string partition;
+    std::string account;
+    bool dry_run = false;
+    /// `--set KEY=VALUE`: dotted recipe keys, validated like the file's values and recorded
+    /// under the copy of the recipe in the run directory (what `dljob show` prints).
+    std::vector<std::string> overrides;
+};
+
+struct SubmitOutcome {
+    Job job; // id 0 for a dry run
+    RenderedJob rendered;
+};
+
+/// The site to use when none is named: the first (by name) whose hostname globs match
+/// `hostname` (case-insensitive, as host names are), else "local". Profiles that do not load
+/// are skipped here; naming one with --site shows its error.
+std::string detect_site(const std::vector<std::filesystem::path>& site_files,
+                        const std::string& hostname);
+
+Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options);
+
+/// The request that submits a recorded job's script (again, for a continuation).
+SubmitRequest submit_request(const Job& job);
+
+/// Step 1 of every submission: commit the row (phase submitting, with its token), stamped now.
+Result<Job> record_job(JobContext& context, Job job);
+
+/// Step 2: call the scheduler for a recorded job. A refusal removes the row; no answer
+/// (timeout) keeps it as submit_unknown for reconciliation by token. Returns the job as
+/// submitted.
+Result<Job> submit_recorded(JobContext& context, Job job);
+
+/// Steps 1 and 2, for a job whose run directory is ready (a continuation).
+Result<Job> record_and_submit(JobContext& context, Job job);
+
+} // namespace dljob::app
