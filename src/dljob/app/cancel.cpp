@@ -24,6 +24,10 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
     if (!scheduler) {
         return fail(scheduler.error());
     }
+    // Decided before the scheduler hears of it: the job, checkpointing on the cancel's signal
+    // (or warned by the walltime at the same moment), then finds its record taken and submits
+    // no next attempt. Taken already: the job continued itself, followed below.
+    (void)claim_cancelled(*job);
     auto cancelled = (*scheduler)->cancel(job_ref(*job));
     if (!cancelled && cancelled.error().code != ErrorCode::not_found) {
         return fail(cancelled.error());

@@ -127,7 +127,7 @@ bool only_submit_files(const std::filesystem::path& run_dir) {
         const bool empty_log = (name == "job.log" || name == "local.log") &&
                                entry.file_size(size_error) == 0 && !size_error;
         const bool ours = name == "job.sh" || name == "job.pbs" || name == "recipe.yaml" ||
-                          empty_log ||
+                          name == "chain.json" || empty_log ||
                           (name.front() == '.' && name.find(".tmp") != std::string::npos);
         if (!ours) {
             return false;
@@ -310,9 +310,13 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                     observed = it->second;
                 }
             }
-            // An attempt the job continued itself (the local wrapper) says how it ended in its
-            // continuation record: the run directory's other files are the next attempt's.
-            const auto record = read_continuation_record(job.run_dir, job.token);
+            // An attempt the job continued itself (the local wrapper, a batch job's epilogue)
+            // says how it ended in its continuation record: the run directory's other files are
+            // the next attempt's. A cancel's claim says nothing of the end.
+            auto record = read_continuation_record(job.run_dir, job.token);
+            if (record && record->by == "cancel") {
+                record.reset();
+            }
             const auto file =
                 record ? std::optional<int>(record->exit_code) : exit_code_file(job.run_dir);
             if (!polled && !file) {
@@ -337,7 +341,9 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             // The job's own times, so that one that ran between two looks (or overnight) shows
             // how long it ran, not when dljob noticed.
             if (status.state == JobState::running || is_terminal(status.state)) {
-                status.started_at = script_started(job).value_or(0);
+                // job_identity is the newest attempt's once the job continued itself.
+                status.started_at = record && record->started > 0 ? record->started
+                                                                  : script_started(job).value_or(0);
             }
             if (is_terminal(status.state) && file && !record) {
                 status.finished_at = script_ended(job).value_or(0);
@@ -357,8 +363,11 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 if (ended && ended->has_value()) {
                     std::string note;
                     auto next = continue_if_checkpointed(context, **ended, *status.exit_code, note);
-                    // Looked at now where that costs no scheduler query.
-                    if (next && free) {
+                    // Looked at now where that costs no scheduler query, or where the job
+                    // started it itself (it may have ended too, long ago: one status shows the
+                    // whole chain).
+                    const bool job_started = record && !record->next_token.empty();
+                    if (next && (free || job_started)) {
                         continued.push_back(*next);
                     }
                     if (!note.empty()) {
@@ -373,7 +382,10 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
         }
     }
     if (!continued.empty()) {
-        return refresh_jobs(context, continued, options, warnings);
+        // Recorded just now: their scheduler is asked at once, whatever the poll interval.
+        StatusOptions now_options = options;
+        now_options.force = true;
+        return refresh_jobs(context, continued, now_options, warnings);
     }
     return {};
 }

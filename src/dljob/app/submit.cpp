@@ -1,3 +1,4 @@
+#include <dljob/app/continuation.hpp>
 #include <dljob/app/data_check.hpp>
 #include <dljob/app/network_check.hpp>
 #include <dljob/app/render_service.hpp>
@@ -140,6 +141,8 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
         (void)util::write_file_atomic(run_dir / "recipe.yaml",
                                       recipe_record(options.recipe, options.overrides));
+        // For the job to submit its own next attempt (continuations, issue 25).
+        DLJOB_TRY(write_chain_file(outcome.job));
         return pending;
     }();
     if (!written) {
