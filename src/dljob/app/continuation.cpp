@@ -398,10 +398,14 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
     if (next_token.empty()) {
         return false;
     }
-    // As status does for a continuation: this attempt's log under its own name (Torque, Moab
-    // and sqsub overwrite the output file of a job submitted again). The running job's output
-    // still reaches it: the scheduler holds the file open.
+    // As status does for a continuation: nothing of this attempt's end where the next one's
+    // will be read (its end is in the record now), and this attempt's log under its own name
+    // (Torque, Moab and sqsub overwrite the output file of a job submitted again). The running
+    // job's output still reaches it: the scheduler holds the file open.
     std::error_code moved;
+    for (const char* name : {"exit_code", "job_identity"}) {
+        std::filesystem::remove(attempt.run_dir / name, moved);
+    }
     std::filesystem::rename(attempt.run_dir / "job.log",
                             attempt.run_dir / attempt_log_name(attempt.attempt), moved);
     Job next = *chain;

@@ -465,9 +465,11 @@ TEST_F(JobSideContinuation, TheJobSubmitsItsNextAttemptWithItsOwnTokenAndStatusR
     const Job first = running_slurm("tokfirst01");
     write_checkpoint("iter_00000100.ckpt");
     std::ofstream(dir / "run" / "job.log") << "attempt 1\n";
+    std::ofstream(dir / "run" / "exit_code") << "75\n"; // left by whatever, read as attempt 2's
     runner_->reply("sbatch", 0, "4001\n");
     std::string note;
     ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    EXPECT_FALSE(fs::exists(dir / "run" / "exit_code"));
     auto record = read_continuation_record(dir / "run", "tokfirst01");
     ASSERT_TRUE(record.has_value());
     EXPECT_EQ(record->by, "job");
@@ -567,7 +569,8 @@ TEST_F(JobSideContinuation, CancelFollowsTheAttemptTheJobSubmitted) {
     runner_->reply("sbatch", 0, "4001\n");
     std::string note;
     ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
-    runner_->reply("scancel", 0, "");
+    // The user cancels the chain by the id submit printed; that attempt has ended (Slurm's
+    // scancel would refuse it), the one its job submitted is the one to cancel.
     runner_->reply("scancel", 0, "");
     auto cancelled = cancel_job(*context_, std::to_string(first.id));
     ASSERT_TRUE(cancelled) << cancelled.error().message;
@@ -576,6 +579,28 @@ TEST_F(JobSideContinuation, CancelFollowsTheAttemptTheJobSubmitted) {
     EXPECT_EQ(jobs[1].scheduler_id, "4001");
     EXPECT_EQ(jobs[1].state, JobState::cancelled);
     EXPECT_EQ(runner_->calls.back(), (std::vector<std::string>{"scancel", "4001"}));
+    EXPECT_EQ(std::count(runner_->calls.begin(), runner_->calls.end(),
+                         std::vector<std::string>{"scancel", "4000"}),
+              0);
+    // And the attempt it cancelled does not continue itself either.
+    EXPECT_EQ(read_continuation_record(dir / "run", jobs[1].token)->declined, "cancelled");
+}
+
+// The user cancels the chain by the id submit printed, after a status has seen that attempt
+// end and continued it: the chain's running attempt is cancelled.
+TEST_F(Continuation, CancellingAnEndedAttemptCancelsTheChainsRunningOne) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    runner_->reply("scancel", 0, "");
+    auto cancelled = cancel_job(*context_, std::to_string(ended.id));
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    EXPECT_EQ(cancelled->state, JobState::timeout); // how it ended stays
+    EXPECT_EQ(runner_->calls.back(), (std::vector<std::string>{"scancel", "4242"}));
+    EXPECT_EQ(context_->store().find(next->id).value()->state, JobState::cancelled);
 }
 
 TEST_F(JobSideContinuation, ARefusedSubmitLeavesTheRecordSayingSo) {
