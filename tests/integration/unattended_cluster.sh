@@ -17,24 +17,6 @@
 [ $# -gt 0 ] || set -- test-slurm
 command -v squeue >/dev/null || { echo "SKIP: no squeue (the test cluster is not running)"; exit 77; }
 
-# This test's jobs the scheduler lists in STATES (work directory under $WORK/runs/...).
-queued() { # STATES [RUN_DIR]
-  squeue -h --me -t "$1" -o '%Z' 2>/dev/null | grep -c "^${2:-$WORK/}" || true
-}
-wait_queue_empty() { # until the scheduler holds no pending or running job of this test
-  local i empty=0
-  for ((i = 0; i < 1200; i++)); do
-    if [ "$(queued PD,R,CG,CF,S)" = 0 ]; then
-      # Twice in a row: a job submitting its next attempt is still listed while it does.
-      empty=$((empty + 1))
-      [ "$empty" -ge 2 ] && return 0
-    else
-      empty=0
-    fi
-    sleep 0.25
-  done
-  return 1
-}
 jobs_run() { # RUN_DIR -> how many jobs the scheduler ever ran there (MinJobAge keeps them)
   squeue -h --me -t all -o '%Z' 2>/dev/null | grep -c "^$1\$" || true
 }
