@@ -55,6 +55,13 @@ std::string progress_mark(const std::filesystem::path& run_dir) {
 
 namespace {
 
+// The size of metrics.jsonl now, -1 when there is none: where the ended attempt's lines end.
+std::int64_t metrics_size(const std::filesystem::path& run_dir) {
+    std::error_code error;
+    const auto size = std::filesystem::file_size(run_dir / "metrics.jsonl", error);
+    return error ? -1 : static_cast<std::int64_t>(size);
+}
+
 std::filesystem::path record_path(const std::filesystem::path& run_dir, const std::string& token) {
     return run_dir / ("continuation." + token);
 }
@@ -96,6 +103,8 @@ ContinuationRecord parse_record(const std::string& text) {
             record.progress = value;
         } else if (key == "by") {
             record.by = value;
+        } else if (key == "metrics_bytes") {
+            number(record.metrics_bytes);
         }
     }
     return record;
@@ -248,10 +257,10 @@ std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ende
     // Claimed before anything changes: a job deciding at the same instant, or another dljob,
     // then finds the decision made and starts nothing.
     const std::string token = util::random_hex(10);
-    if (!claim_record(
-            record_path(run_dir, ended.token),
-            fmt::format("exit_code={}\nattempt={}\nnext_token={}\nprogress={}\nby=dljob\n",
-                        exit_code, ended.attempt, token, mark))) {
+    if (!claim_record(record_path(run_dir, ended.token),
+                      fmt::format("exit_code={}\nattempt={}\nnext_token={}\nprogress={}\n"
+                                  "metrics_bytes={}\nby=dljob\n",
+                                  exit_code, ended.attempt, token, mark, metrics_size(run_dir)))) {
         const int error = errno;
         if (auto record = read_continuation_record(run_dir, ended.token)) {
             return decided(*record);
@@ -373,8 +382,9 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
     }
     const std::string mark = progress_mark(attempt.run_dir);
     std::string record =
-        fmt::format("exit_code={}\ntimeout=0\nended={}\nstarted={}\nattempt={}\n",
-                    attempt.exit_code, util::unix_now(), attempt.started, attempt.attempt);
+        fmt::format("exit_code={}\ntimeout=0\nended={}\nstarted={}\nattempt={}\nmetrics_bytes={}\n",
+                    attempt.exit_code, util::unix_now(), attempt.started, attempt.attempt,
+                    metrics_size(attempt.run_dir));
     std::string next_token;
     if (!chain) {
         record += "declined=" + note + "\n";

@@ -45,6 +45,7 @@ struct ContinuationRecord {
     std::int64_t started = 0; // when the ended attempt's script started, 0 if not said
     std::string progress;     // progress_mark() when decided: the next attempt's starting mark
     std::string by;           // who decided: "dljob" (status), "job" (the job script), "cancel"
+    std::int64_t metrics_bytes = -1; // metrics.jsonl's size when decided: this attempt's lines
 };
 
 /// Why `dljob cancel` claimed an attempt's record: no continuation after a cancel.

@@ -203,7 +203,8 @@ std::int64_t default_poll_interval() {
     return 30;
 }
 
-std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
+std::optional<JobMetrics> read_metrics(const std::string& run_dir,
+                                       std::optional<std::int64_t> limit) {
     std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
     if (!in) {
         return std::nullopt;
@@ -211,7 +212,12 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
     JobMetrics metrics;
     bool any = false;
     std::string line;
+    std::int64_t consumed = 0;
     while (std::getline(in, line)) {
+        consumed += static_cast<std::int64_t>(line.size()) + 1;
+        if (limit && consumed > *limit) {
+            break;
+        }
         auto json = nlohmann::json::parse(line, nullptr, false);
         if (json.is_discarded() || !json.is_object()) {
             continue; // a line being written, or noise
@@ -353,7 +359,10 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 return fail(updated.error());
             }
             changed = changed || *updated;
-            if (auto metrics = read_metrics(job.run_dir)) {
+            const auto metrics_limit = record && record->metrics_bytes >= 0
+                                           ? std::optional<std::int64_t>(record->metrics_bytes)
+                                           : std::nullopt;
+            if (auto metrics = read_metrics(job.run_dir, metrics_limit)) {
                 (void)context.store().update_metrics(job.id, *metrics);
             }
             // Only the dljob process whose update ended the job (the store's compare-and-swap

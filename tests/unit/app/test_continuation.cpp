@@ -511,6 +511,46 @@ TEST_F(JobSideContinuation, TheJobSubmitsItsNextAttemptWithItsOwnTokenAndStatusR
     EXPECT_EQ(sbatch_calls(), 1U) << "status submitted although the job had";
 }
 
+// A chain recorded after it ended: each attempt's row shows its own training progress, not the
+// last attempt's (metrics.jsonl is shared; the record says where the attempt's lines end).
+TEST_F(JobSideContinuation, EachAttemptOfAChainRecordedLateKeepsItsOwnMetrics) {
+    const Job first = running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    const auto metrics = dir / "run" / "metrics.jsonl";
+    std::ofstream(metrics)
+        << R"({"type":"start","iter":0})"
+        << "\n"
+        << R"({"type":"train","iter":100,"max_iter":300,"loss":1.5})"
+        << "\n"
+        << R"({"type":"final","iter":100,"max_iter":300,"status":"checkpointed"})"
+        << "\n";
+    runner_->reply("sbatch", 0, "4001\n");
+    std::string note;
+    ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    std::ofstream(metrics, std::ios::app)
+        << R"({"type":"start","iter":100})"
+        << "\n"
+        << R"({"type":"train","iter":300,"max_iter":300,"loss":0.5})"
+        << "\n"
+        << R"({"type":"final","iter":300,"max_iter":300,"status":"completed"})"
+        << "\n";
+    std::ofstream(dir / "run" / "exit_code") << "0\n";
+    const auto next = read_continuation_record(dir / "run", "tokfirst01")->next_token;
+    runner_->reply("squeue", 0, "4000|COMPLETED|None|dljob:tokfirst01\n");
+    runner_->reply("squeue", 0, "4001|COMPLETED|None|dljob:" + next + "\n");
+    status();
+    const auto all = context_->store().all_metrics();
+    ASSERT_TRUE(all);
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[1].state, JobState::completed);
+    ASSERT_EQ(all->count(first.id), 1U);
+    EXPECT_EQ(all->at(first.id).iter, 100);
+    EXPECT_EQ(all->at(first.id).final_status, "checkpointed");
+    EXPECT_EQ(all->at(jobs[1].id).iter, 300);
+    EXPECT_EQ(all->at(jobs[1].id).final_status, "completed");
+}
+
 TEST_F(JobSideContinuation, TheJobKeepsTheBoundsLimitAndNoProgress) {
     write_checkpoint("iter_00000100.ckpt");
     std::string note;
