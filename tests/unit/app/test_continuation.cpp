@@ -643,6 +643,32 @@ TEST_F(Continuation, CancellingAnEndedAttemptCancelsTheChainsRunningOne) {
     EXPECT_EQ(context_->store().find(next->id).value()->state, JobState::cancelled);
 }
 
+// sbatch gave no answer: the attempt may exist. The record keeps its token, and the next status
+// records it and finds its id by that token, as for an interrupted `dljob submit`.
+TEST_F(JobSideContinuation, ASubmitWithNoAnswerIsFoundByItsToken) {
+    const Job first = running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply_timeout("sbatch");
+    std::string note;
+    EXPECT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note));
+    EXPECT_NE(note.find("gave no answer"), std::string::npos) << note;
+    const auto record = read_continuation_record(dir / "run", "tokfirst01");
+    ASSERT_TRUE(record && !record->next_token.empty());
+    EXPECT_TRUE(record->next_id.empty());
+    const std::string listed =
+        "4000|RUNNING|None|dljob:tokfirst01\n4001|RUNNING|None|dljob:" + record->next_token + "\n";
+    runner_->reply("squeue", 0, listed); // the first attempt's poll
+    runner_->reply("squeue", 0, listed); // the next attempt found by its token
+    runner_->reply("squeue", 0, listed); // and polled
+    status();
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[1].continues, first.id);
+    EXPECT_EQ(jobs[1].scheduler_id, "4001");
+    EXPECT_EQ(jobs[1].phase, SubmitPhase::submitted);
+    EXPECT_EQ(jobs[1].state, JobState::running);
+}
+
 TEST_F(JobSideContinuation, ARefusedSubmitLeavesTheRecordSayingSo) {
     write_checkpoint("iter_00000100.ckpt");
     std::ofstream(dir / "run" / "job.log") << "attempt 1\n";
