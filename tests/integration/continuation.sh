@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # continuation.sh SITE...: a job that checkpoints and exits 75 is submitted again by dljob, in
 # its own run directory, as a new row that continues it (docs/schedulers.md, Continuations); on
-# every site given, all at once. dljob is not a daemon: `dljob status` drives the chain here as
-# a user's (or `submit --wait`'s) would. Per site:
+# every site given, all at once. Here `dljob status` runs all along, as a user's (or `submit
+# --wait`'s) would: the jobs continue themselves (issue 25; unattended_cluster.sh checks that
+# with no dljob running) and status records and reports their attempts. Per site:
 # - continue: exits 75 twice, each time with one more checkpoint, then 0: three attempts, the
 #   last COMPLETED, each continuing the one before, all in one run directory.
 # - stall: exits 75 without a new checkpoint: not submitted again (no progress).

@@ -57,6 +57,25 @@ wait_state() { # JOB STATE...: until the job is in one of the states (4 min at m
   done
   echo "$state"
 }
+# Issue 25's tests wait on the scheduler's own queue, not on dljob: this test's jobs that squeue
+# lists in STATES (their work directory is a run directory under $WORK).
+queued() { # STATES [RUN_DIR]
+  squeue -h --me -t "$1" -o '%Z' 2>/dev/null | grep -c "^${2:-$WORK/}" || true
+}
+wait_queue_empty() { # [SECONDS]: until the scheduler holds no pending or running job of this test
+  local i empty=0
+  for ((i = 0; i < ${1:-300} * 4; i++)); do
+    if [ "$(queued PD,R,CG,CF,S)" = 0 ]; then
+      # Twice in a row: a job submitting its next attempt is still listed while it does.
+      empty=$((empty + 1))
+      [ "$empty" -ge 2 ] && return 0
+    else
+      empty=0
+    fi
+    sleep 0.25
+  done
+  return 1
+}
 finish() {
   if [ "$failures" -gt 0 ]; then
     echo "$failures check(s) failed"

@@ -17,10 +17,11 @@ namespace {
 // added here, one line, when the issue that implements it lands; there are no placeholders.
 const std::vector<SetCommand>& commands() {
     static const std::vector<SetCommand> table{
-        set_fetch_data_command, set_pack_command,   set_stage_data_command, set_audit_data_command,
-        set_sites_command,      set_render_command, set_validate_command,   set_submit_command,
-        set_status_command,     set_logs_command,   set_cancel_command,     set_show_command,
-        set_plot_command,       set_shell_command,
+        set_fetch_data_command, set_pack_command,   set_stage_data_command,
+        set_audit_data_command, set_sites_command,  set_render_command,
+        set_validate_command,   set_submit_command, set_status_command,
+        set_logs_command,       set_cancel_command, set_show_command,
+        set_plot_command,       set_shell_command,  set_continue_job_command,
     };
     return table;
 }

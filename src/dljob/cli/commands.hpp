@@ -48,4 +48,7 @@ void set_show_command(CLI::App& app, Context& context);
 void set_plot_command(CLI::App& app, Context& context);  // command_plot.cpp
 void set_shell_command(CLI::App& app, Context& context); // command_shell.cpp
 
+/// Run by job scripts, not people (command_continue_job.cpp).
+void set_continue_job_command(CLI::App& app, Context& context);
+
 } // namespace dljob::cli

@@ -609,6 +609,13 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
         return refuse("dljob binary", req.dljob_binary.string(), "an absolute path");
     }
     data.set("dljob_binary", shell_quote(req.dljob_binary.string()));
+    // A batch job that checkpointed submits its next attempt itself through `dljob
+    // continue-job` (the local wrapper does so for `local`); without a usable dljob path the
+    // next `dljob status` continues it instead.
+    data.set("continue_job", partition->scheduler != SchedulerKind::local &&
+                                 req.dljob_binary.is_absolute() &&
+                                 !has_nul(req.dljob_binary.string()) &&
+                                 req.dljob_binary.string().find('\n') == std::string::npos);
 
     auto command = training_command(req, data_dir_expr);
     if (!command) {

@@ -90,7 +90,8 @@ if [ "$rc" -eq 75 ] && { [ -z "$terminated" ] || [ -e "$run_dir/local_timeout" ]
   record="exit_code=$rc
 timeout=$([ -e "$run_dir/local_timeout" ] && echo 1 || echo 0)
 ended=$(date +%s)
-attempt=$attempt"
+attempt=$attempt
+metrics_bytes=$(stat -c %s "$run_dir/metrics.jsonl" 2>/dev/null || echo -1)"
   next=
   if [ "$attempt" -gt "$max_continuations" ]; then
     record="$record

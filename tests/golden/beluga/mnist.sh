@@ -48,8 +48,15 @@ dljob_write() {
     printf '%s\n' "$2" >"$DLJOB_RUN_DIR/.$1.$$" && mv -f -- "$DLJOB_RUN_DIR/.$1.$$" "$DLJOB_RUN_DIR/$1"
 }
 
-# Forwards a signal to the running child (training, or the launcher that runs it).
+# Forwards a signal to the running child (training, or the launcher that runs it). Any signal
+# but the walltime warning (a cancel, the walltime's own kill) means the job must not continue
+# itself; dljob status decides then, from what the scheduler says.
+dljob_stopped=''
+# shellcheck disable=SC2034 # dljob_stopped is read by the batch families' epilogue
 dljob_forward() {
+    if [ "$1" != "$DLJOB_WARNING_SIGNAL" ]; then
+        dljob_stopped=$1
+    fi
     if [ -n "$dljob_child" ]; then
         kill -s "$1" "$dljob_child" 2>/dev/null || true
     fi
@@ -142,6 +149,22 @@ rm -f -- "$DLJOB_RUN_DIR/exit_code" "$DLJOB_RUN_DIR/failed_command"
 if [ ! -r "$DLJOB_SCRIPT" ]; then
     DLJOB_SCRIPT=$0 # rendered with -o elsewhere: the compute side runs this copy
 fi
+# This attempt's own token and number: the script was rendered with the first attempt's token,
+# and whoever continued the job (the job itself, dljob status) named the next attempt's token in
+# continuation.<token> before submitting it, so the last link of that chain is this attempt.
+DLJOB_ATTEMPT=1
+dljob_previous_token=''
+# shellcheck disable=SC2034 # dljob_previous_token is read by the batch families' epilogue
+while [ "$DLJOB_ATTEMPT" -lt 100000 ]; do
+    dljob_next=$(sed -n 's/^next_token=//p' "$DLJOB_RUN_DIR/continuation.$DLJOB_JOB_TOKEN" 2>/dev/null | tail -n 1)
+    case "$dljob_next" in
+    '' | *[!A-Za-z0-9._-]*) break ;;
+    esac
+    dljob_previous_token=$DLJOB_JOB_TOKEN
+    DLJOB_JOB_TOKEN=$dljob_next
+    DLJOB_ATTEMPT=$((DLJOB_ATTEMPT + 1))
+done
+export DLJOB_JOB_TOKEN DLJOB_ATTEMPT
 DLJOB_JOB_ID="${SLURM_JOB_ID:-}"
 DLJOB_JOB_START=$(date +%s)
 export DLJOB_JOB_ID DLJOB_JOB_START
@@ -152,7 +175,10 @@ host=$(hostname 2>/dev/null || echo unknown)
 started=$DLJOB_JOB_START
 pid=$$"
 
-# Ends the job: records the failing step (if any), then exit_code last (readers rely on it).
+# Ends the job: records the failing step (if any), then exit_code last (readers rely on it);
+# none when a next attempt is named (continuation.<token> holds this attempt's end, and an
+# exit_code would read as the next attempt's).
+dljob_continued=''
 dljob_finish() {
     trap - TERM INT HUP USR1 USR2
     if [ -n "${dljob_timer:-}" ]; then
@@ -161,7 +187,9 @@ dljob_finish() {
     if [ "$1" -ne 0 ] && [ "$1" -ne 75 ] && [ ! -e "$DLJOB_RUN_DIR/failed_command" ]; then
         dljob_write failed_command "$dljob_step"
     fi
-    dljob_write exit_code "$1"
+    if [ -z "$dljob_continued" ]; then
+        dljob_write exit_code "$1"
+    fi
     exit "$1"
 }
 dljob_fail() {
@@ -200,5 +228,14 @@ dljob_rc=$?
 
 # ---- epilogue -------------------------------------------------------------------------------
 # exit_code: 0 finished, 75 checkpointed before the walltime (resume me), anything else failed.
+# Checkpointed before the walltime (warned, not cancelled): the job submits its next attempt
+# itself, so the chain goes on with nobody running dljob (docs/schedulers.md, Continuations).
+if [ "$dljob_rc" -eq 75 ] && [ -z "$dljob_stopped" ]; then
+    dljob_step='continue the job'
+    if '/opt/dljob/bin/dljob' continue-job "$DLJOB_RUN_DIR" --token "$DLJOB_JOB_TOKEN" \
+        --attempt "$DLJOB_ATTEMPT" --previous "$dljob_previous_token" --started "$DLJOB_JOB_START"; then
+        dljob_continued=1
+    fi
+fi
 dljob_finish "$dljob_rc"
 

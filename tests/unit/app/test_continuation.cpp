@@ -410,5 +410,278 @@ TEST_F(Continuation, StatusClaimsTheDecisionBeforeSubmittingAndFollowsOneMadeBef
     EXPECT_EQ(runner_->calls.size(), calls) << "submitted although the job had";
 }
 
+// Issue 25 on the batch families: the job script's epilogue runs `dljob continue-job` when the
+// training exits 75 (continue_from_job), on the compute node, without the store: it decides
+// within the same bounds, claims the same record as status, submits the next attempt with its
+// own token and adds that attempt's id to the record; the next status records it.
+class JobSideContinuation : public UnattendedContinuation {
+protected:
+    void SetUp() override {
+        UnattendedContinuation::SetUp();
+        Job chain;
+        chain.name = "lenet";
+        chain.site = "cluster";
+        chain.scheduler = "slurm";
+        chain.run_dir = (dir / "run").string();
+        chain.script_path = (dir / "run" / "job.sh").string();
+        chain.walltime_s = 3600;
+        chain.max_continuations = 3;
+        chain.submit_argv = {"sbatch", chain.script_path};
+        ASSERT_TRUE(write_chain_file(chain));
+    }
+    Job running_slurm(const std::string& token) {
+        Job job;
+        job.token = token;
+        job.name = "lenet";
+        job.site = "cluster";
+        job.scheduler = "slurm";
+        job.run_dir = (dir / "run").string();
+        job.script_path = (dir / "run" / "job.sh").string();
+        job.walltime_s = 3600;
+        job.created_at = util::unix_now() - 600;
+        job.max_continuations = 3;
+        auto created = context_->store().create(job);
+        EXPECT_TRUE(created);
+        EXPECT_TRUE(context_->store().mark_submitted(created->id, "4000", "", job.created_at));
+        return *context_->store().find(created->id).value();
+    }
+    JobSideAttempt attempt(const std::string& token, int number, const std::string& previous = "") {
+        JobSideAttempt a;
+        a.run_dir = dir / "run";
+        a.token = token;
+        a.attempt = number;
+        a.previous_token = previous;
+        a.started = util::unix_now() - 300;
+        return a;
+    }
+    std::size_t sbatch_calls() const {
+        return static_cast<std::size_t>(
+            std::count_if(runner_->calls.begin(), runner_->calls.end(),
+                          [](const auto& argv) { return argv.front() == "sbatch"; }));
+    }
+};
+
+TEST_F(JobSideContinuation, TheJobSubmitsItsNextAttemptWithItsOwnTokenAndStatusRecordsIt) {
+    const Job first = running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    std::ofstream(dir / "run" / "job.log") << "attempt 1\n";
+    std::ofstream(dir / "run" / "exit_code") << "75\n"; // left by whatever, read as attempt 2's
+    runner_->reply("sbatch", 0, "4001\n");
+    std::string note;
+    ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    EXPECT_FALSE(fs::exists(dir / "run" / "exit_code"));
+    auto record = read_continuation_record(dir / "run", "tokfirst01");
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->by, "job");
+    EXPECT_EQ(record->next_id, "4001");
+    EXPECT_EQ(record->progress, progress_mark(dir / "run"));
+    ASSERT_FALSE(record->next_token.empty());
+    EXPECT_NE(record->next_token, "tokfirst01");
+    // The next attempt carries its own token where find_by_token looks for it.
+    ASSERT_EQ(sbatch_calls(), 1U);
+    const auto& argv = runner_->calls.back();
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--comment=dljob:" + record->next_token),
+              argv.end());
+    EXPECT_EQ(argv.back(), first.script_path);
+    EXPECT_TRUE(fs::exists(dir / "run" / "job.attempt1.log"));
+    EXPECT_FALSE(fs::exists(dir / "run" / "job.log"));
+
+    // A second call (the epilogue run twice) changes nothing.
+    ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    EXPECT_EQ(sbatch_calls(), 1U);
+
+    runner_->reply("squeue", 0,
+                   "4000|RUNNING|None|dljob:tokfirst01\n"
+                   "4001|PENDING|Priority|dljob:" +
+                       record->next_token + "\n");
+    runner_->reply("squeue", 0, "4001|PENDING|Priority|dljob:" + record->next_token + "\n");
+    status();
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[0].state, JobState::timeout);
+    EXPECT_EQ(jobs[0].exit_code, 75);
+    EXPECT_GT(record->started, 0);
+    EXPECT_EQ(jobs[0].started_at, record->started); // job_identity is the next attempt's
+    EXPECT_EQ(jobs[1].token, record->next_token);
+    EXPECT_EQ(jobs[1].continues, first.id);
+    EXPECT_EQ(jobs[1].attempt, 2);
+    EXPECT_EQ(jobs[1].scheduler_id, "4001");
+    EXPECT_EQ(jobs[1].state, JobState::pending);
+    EXPECT_EQ(jobs[1].progress_mark, record->progress);
+    EXPECT_EQ(sbatch_calls(), 1U) << "status submitted although the job had";
+}
+
+// A chain recorded after it ended: each attempt's row shows its own training progress, not the
+// last attempt's (metrics.jsonl is shared; the record says where the attempt's lines end).
+TEST_F(JobSideContinuation, EachAttemptOfAChainRecordedLateKeepsItsOwnMetrics) {
+    const Job first = running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    const auto metrics = dir / "run" / "metrics.jsonl";
+    std::ofstream(metrics)
+        << R"({"type":"start","iter":0})"
+        << "\n"
+        << R"({"type":"train","iter":100,"max_iter":300,"loss":1.5})"
+        << "\n"
+        << R"({"type":"final","iter":100,"max_iter":300,"status":"checkpointed"})"
+        << "\n";
+    runner_->reply("sbatch", 0, "4001\n");
+    std::string note;
+    ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    std::ofstream(metrics, std::ios::app)
+        << R"({"type":"start","iter":100})"
+        << "\n"
+        << R"({"type":"train","iter":300,"max_iter":300,"loss":0.5})"
+        << "\n"
+        << R"({"type":"final","iter":300,"max_iter":300,"status":"completed"})"
+        << "\n";
+    std::ofstream(dir / "run" / "exit_code") << "0\n";
+    const auto next = read_continuation_record(dir / "run", "tokfirst01")->next_token;
+    runner_->reply("squeue", 0, "4000|COMPLETED|None|dljob:tokfirst01\n");
+    runner_->reply("squeue", 0, "4001|COMPLETED|None|dljob:" + next + "\n");
+    status();
+    const auto all = context_->store().all_metrics();
+    ASSERT_TRUE(all);
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[1].state, JobState::completed);
+    ASSERT_EQ(all->count(first.id), 1U);
+    EXPECT_EQ(all->at(first.id).iter, 100);
+    EXPECT_EQ(all->at(first.id).final_status, "checkpointed");
+    EXPECT_EQ(all->at(jobs[1].id).iter, 300);
+    EXPECT_EQ(all->at(jobs[1].id).final_status, "completed");
+}
+
+TEST_F(JobSideContinuation, TheJobKeepsTheBoundsLimitAndNoProgress) {
+    write_checkpoint("iter_00000100.ckpt");
+    std::string note;
+    EXPECT_FALSE(continue_from_job(*context_, attempt("toklimit04", 4, "tokthird03"), note));
+    EXPECT_EQ(read_continuation_record(dir / "run", "toklimit04")->declined, "limit");
+    // The mark its predecessor recorded is where it started: nothing newer, no progress.
+    record("tokfirst01", "next_token=tokstall02\nprogress=" + progress_mark(dir / "run") + "\n");
+    EXPECT_FALSE(continue_from_job(*context_, attempt("tokstall02", 2, "tokfirst01"), note));
+    EXPECT_EQ(read_continuation_record(dir / "run", "tokstall02")->declined, "no progress");
+    EXPECT_NE(note.find("no progress"), std::string::npos) << note;
+    EXPECT_EQ(sbatch_calls(), 0U);
+}
+
+// Whichever claims continuation.<token> first decides; the other starts nothing, and the job
+// then writes no exit_code (the record names a next attempt).
+TEST_F(JobSideContinuation, StatusAndTheJobRacingGiveExactlyOneNextAttempt) {
+    // Status first (it saw the end on the scheduler before the epilogue ran).
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    ASSERT_TRUE(continue_if_checkpointed(*context_, ended, 75, note).has_value()) << note;
+    EXPECT_TRUE(continue_from_job(*context_, attempt(ended.token, 1), note)) << note;
+    EXPECT_EQ(sbatch_calls(), 1U);
+
+    // The job first: status follows its decision.
+    const Job other = ended_job(1, 3, "");
+    write_checkpoint("iter_00000200.ckpt");
+    runner_->reply("sbatch", 0, "4243\n");
+    ASSERT_TRUE(continue_from_job(*context_, attempt(other.token, 1), note)) << note;
+    auto next = continue_if_checkpointed(*context_, other, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    EXPECT_EQ(next->scheduler_id, "4243");
+    EXPECT_EQ(sbatch_calls(), 2U);
+}
+
+TEST_F(JobSideContinuation, ACancelledAttemptDoesNotContinueItself) {
+    const Job job = running_slurm("tokcancel1");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("scancel", 0, "");
+    auto cancelled = cancel_job(*context_, std::to_string(job.id));
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    // The training checkpoints on the cancel's TERM and exits 75; the job asks to continue.
+    std::string note;
+    EXPECT_FALSE(continue_from_job(*context_, attempt("tokcancel1", 1), note));
+    EXPECT_EQ(sbatch_calls(), 0U);
+    EXPECT_EQ(read_continuation_record(dir / "run", "tokcancel1")->declined, "cancelled");
+    status();
+    ASSERT_EQ(chain().size(), 1U);
+    EXPECT_EQ(chain()[0].state, JobState::cancelled);
+}
+
+TEST_F(JobSideContinuation, CancelFollowsTheAttemptTheJobSubmitted) {
+    const Job first = running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4001\n");
+    std::string note;
+    ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    // The user cancels the chain by the id submit printed; that attempt has ended (Slurm's
+    // scancel would refuse it), the one its job submitted is the one to cancel.
+    runner_->reply("scancel", 0, "");
+    auto cancelled = cancel_job(*context_, std::to_string(first.id));
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[1].scheduler_id, "4001");
+    EXPECT_EQ(jobs[1].state, JobState::cancelled);
+    EXPECT_EQ(runner_->calls.back(), (std::vector<std::string>{"scancel", "4001"}));
+    EXPECT_EQ(std::count(runner_->calls.begin(), runner_->calls.end(),
+                         std::vector<std::string>{"scancel", "4000"}),
+              0);
+    // And the attempt it cancelled does not continue itself either.
+    EXPECT_EQ(read_continuation_record(dir / "run", jobs[1].token)->declined, "cancelled");
+}
+
+// The user cancels the chain by the id submit printed, after a status has seen that attempt
+// end and continued it: the chain's running attempt is cancelled.
+TEST_F(Continuation, CancellingAnEndedAttemptCancelsTheChainsRunningOne) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    runner_->reply("scancel", 0, "");
+    auto cancelled = cancel_job(*context_, std::to_string(ended.id));
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    EXPECT_EQ(cancelled->state, JobState::timeout); // how it ended stays
+    EXPECT_EQ(runner_->calls.back(), (std::vector<std::string>{"scancel", "4242"}));
+    EXPECT_EQ(context_->store().find(next->id).value()->state, JobState::cancelled);
+}
+
+// sbatch gave no answer: the attempt may exist. The record keeps its token, and the next status
+// records it and finds its id by that token, as for an interrupted `dljob submit`.
+TEST_F(JobSideContinuation, ASubmitWithNoAnswerIsFoundByItsToken) {
+    const Job first = running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply_timeout("sbatch");
+    std::string note;
+    EXPECT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note));
+    EXPECT_NE(note.find("gave no answer"), std::string::npos) << note;
+    const auto record = read_continuation_record(dir / "run", "tokfirst01");
+    ASSERT_TRUE(record && !record->next_token.empty());
+    EXPECT_TRUE(record->next_id.empty());
+    const std::string listed =
+        "4000|RUNNING|None|dljob:tokfirst01\n4001|RUNNING|None|dljob:" + record->next_token + "\n";
+    runner_->reply("squeue", 0, listed); // the first attempt's poll
+    runner_->reply("squeue", 0, listed); // the next attempt found by its token
+    runner_->reply("squeue", 0, listed); // and polled
+    status();
+    const auto jobs = chain();
+    ASSERT_EQ(jobs.size(), 2U);
+    EXPECT_EQ(jobs[1].continues, first.id);
+    EXPECT_EQ(jobs[1].scheduler_id, "4001");
+    EXPECT_EQ(jobs[1].phase, SubmitPhase::submitted);
+    EXPECT_EQ(jobs[1].state, JobState::running);
+}
+
+TEST_F(JobSideContinuation, ARefusedSubmitLeavesTheRecordSayingSo) {
+    write_checkpoint("iter_00000100.ckpt");
+    std::ofstream(dir / "run" / "job.log") << "attempt 1\n";
+    runner_->reply("sbatch", 1, "", "sbatch: error: QOSMaxSubmitJobPerUserLimit\n");
+    std::string note;
+    EXPECT_FALSE(continue_from_job(*context_, attempt("tokfirst01", 1), note));
+    EXPECT_NE(note.find("QOSMaxSubmitJobPerUserLimit"), std::string::npos) << note;
+    auto record = read_continuation_record(dir / "run", "tokfirst01");
+    ASSERT_TRUE(record.has_value());
+    EXPECT_TRUE(record->next_token.empty());
+    EXPECT_EQ(record->declined, "submit failed");
+    EXPECT_TRUE(fs::exists(dir / "run" / "job.log")); // still this attempt's
+}
+
 } // namespace
 } // namespace dljob::app

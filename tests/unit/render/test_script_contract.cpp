@@ -169,6 +169,71 @@ TEST_P(ScriptContract, CommandRecipeGetsItsArgvAndEnvironmentVerbatim) {
     EXPECT_NE(env.find("DLJOB_RUN_DIR=" + req.run_dir.string() + "\n"), std::string::npos);
 }
 
+// Issue 25: a batch job that exits 75 after the walltime warning continues itself through
+// `dljob continue-job` (a stand-in here that records its arguments); each attempt knows its own
+// token and number from the continuation records, though the script has the first one's baked
+// in; a continued attempt writes no exit_code (it would read as the next attempt's end).
+TEST_P(ScriptContract, ACheckpointedBatchJobContinuesItselfAsItsOwnAttempt) {
+    const bool local = GetParam() == "local";
+    for (const int dljob_rc : {0, 1}) {
+        auto req = request();
+        const auto job = render(req);
+        std::filesystem::create_directories(req.run_dir);
+        // Attempt 1 (golden-token) was continued as tok2: this run is attempt 2.
+        write_text(req.run_dir / "continuation.golden-token", "exit_code=75\nnext_token=tok2\n");
+        write_text(m_sandbox.bin / "dljob",
+                   "#!/bin/bash\nprintf '%s\\n' \"$*\" >\"$SANDBOX/dljob.args\"\nexit "
+                   "\"$FAKE_DLJOB_RC\"\n",
+                   true);
+        const auto result =
+            m_sandbox.run(req, job, fmt::format("FAKE_TRAIN_RC=75 FAKE_DLJOB_RC={}", dljob_rc));
+        EXPECT_EQ(result.exit_code, 75) << result.output;
+        EXPECT_NE(read_text(req.run_dir / "job_identity").find("token=tok2\n"), std::string::npos);
+        if (local) { // the local wrapper continues it, not the script
+            EXPECT_FALSE(std::filesystem::exists(m_sandbox.root / "dljob.args"));
+            EXPECT_EQ(run_file(req, "exit_code"), "75");
+            continue;
+        }
+        const std::string identity = read_text(req.run_dir / "job_identity");
+        const auto at = identity.find("started=") + 8;
+        const std::string started = identity.substr(at, identity.find('\n', at) - at);
+        EXPECT_EQ(trimmed(read_text(m_sandbox.root / "dljob.args")),
+                  fmt::format("continue-job {} --token tok2 --attempt 2 --previous golden-token "
+                              "--started {}",
+                              req.run_dir.string(), started));
+        // Continued (status 0): no exit_code; not continued (1): this attempt's end as always.
+        EXPECT_EQ(std::filesystem::exists(req.run_dir / "exit_code"), dljob_rc != 0);
+        std::filesystem::remove(m_sandbox.root / "dljob.args");
+    }
+    EXPECT_FALSE(std::filesystem::exists(m_sandbox.root / "scheduler-called"));
+}
+
+// Cancelled (scancel, qdel: TERM to the batch shell) while it checkpointed: it exits 75 too,
+// but must not continue itself.
+TEST_P(ScriptContract, ACancelledJobDoesNotContinueItself) {
+    auto req = request();
+    const auto job = render(req);
+    std::filesystem::create_directories(req.run_dir);
+    write_text(m_sandbox.bin / "dljob", "#!/bin/bash\n: >\"$SANDBOX/dljob.called\"\n", true);
+    const auto started = req.run_dir / "train.started";
+    const auto script = req.run_dir / job.script_name;
+    write_text(script, job.script, true);
+    const std::string command = fmt::format(
+        "cd {0} && env -i SANDBOX={0} HOME={1} USER=tester PATH={2}:/usr/bin:/bin "
+        "SLURM_TMPDIR={0}/local LSCRATCH={0}/local RAMDISK={0}/local TMPDIR={0}/local "
+        "FAKE_TRAIN_WAIT=1 /bin/bash {3} & pid=$!; "
+        "for _ in $(seq 1 400); do [ -e {4} ] && break; sleep 0.05; done; "
+        "kill -TERM $pid; wait $pid",
+        ScriptSandbox::quote(m_sandbox.root.string()),
+        ScriptSandbox::quote(m_sandbox.home.string()), ScriptSandbox::quote(m_sandbox.bin.string()),
+        ScriptSandbox::quote(script.string()), ScriptSandbox::quote(started.string()));
+    const auto result = run_shell(command);
+    EXPECT_EQ(result.exit_code, 75) << result.output;
+    EXPECT_EQ(run_file(req, "train.signal"), "TERM");
+    EXPECT_EQ(run_file(req, "exit_code"), "75");
+    EXPECT_FALSE(std::filesystem::exists(m_sandbox.root / "dljob.called"));
+}
+
 INSTANTIATE_TEST_SUITE_P(EverySchedulerFamily, ScriptContract,
                          ::testing::Values("local", "graham", "bigred2", "helios", "sharcnet"),
                          [](const auto& param_info) { return param_info.param; });

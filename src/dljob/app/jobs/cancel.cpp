@@ -12,6 +12,15 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
         return fail(job.error());
     }
     if (is_terminal(job->state) && job->phase == SubmitPhase::submitted) {
+        // An ended attempt that was continued (by status or by the job itself): cancelling it
+        // by the id submit printed cancels the chain, i.e. its running attempt.
+        std::string note;
+        if (auto next = started_continuation(context, *job, note); next && next->id != job->id) {
+            auto next_cancelled = cancel_job(context, std::to_string(next->id));
+            if (!next_cancelled) {
+                return fail(next_cancelled.error());
+            }
+        }
         return *job;
     }
     if (job->scheduler_id.empty()) {
@@ -24,9 +33,20 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
     if (!scheduler) {
         return fail(scheduler.error());
     }
-    auto cancelled = (*scheduler)->cancel(job_ref(*job));
-    if (!cancelled && cancelled.error().code != ErrorCode::not_found) {
-        return fail(cancelled.error());
+    // Decided before the scheduler hears of it: the job, checkpointing on the cancel's signal
+    // (or warned by the walltime at the same moment), then finds its record taken and submits
+    // no next attempt. Taken already with a next attempt: this one has ended (Slurm would
+    // refuse to cancel it) and the chain goes on in the attempt followed below.
+    bool continued_itself = false;
+    if (!claim_cancelled(*job)) {
+        const auto record = read_continuation_record(job->run_dir, job->token);
+        continued_itself = record && !record->next_token.empty();
+    }
+    if (!continued_itself) {
+        auto cancelled = (*scheduler)->cancel(job_ref(*job));
+        if (!cancelled && cancelled.error().code != ErrorCode::not_found) {
+            return fail(cancelled.error());
+        }
     }
     SchedulerStatus status;
     status.state = JobState::cancelled;

@@ -3,6 +3,7 @@
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <system_error>
+#include <thread>
 
 namespace dljob::app {
 
@@ -53,6 +55,13 @@ std::string progress_mark(const std::filesystem::path& run_dir) {
 
 namespace {
 
+// The size of metrics.jsonl now, -1 when there is none: where the ended attempt's lines end.
+std::int64_t metrics_size(const std::filesystem::path& run_dir) {
+    std::error_code error;
+    const auto size = std::filesystem::file_size(run_dir / "metrics.jsonl", error);
+    return error ? -1 : static_cast<std::int64_t>(size);
+}
+
 std::filesystem::path record_path(const std::filesystem::path& run_dir, const std::string& token) {
     return run_dir / ("continuation." + token);
 }
@@ -86,8 +95,16 @@ ContinuationRecord parse_record(const std::string& text) {
             record.next_token = value;
         } else if (key == "declined") {
             record.declined = value;
-        } else if (key == "pid") {
-            record.next_id = value;
+        } else if (key == "pid" || key == "id") {
+            record.next_id = value; // the local wrapper's pid, a batch job's scheduler id
+        } else if (key == "started") {
+            number(record.started);
+        } else if (key == "progress") {
+            record.progress = value;
+        } else if (key == "by") {
+            record.by = value;
+        } else if (key == "metrics_bytes") {
+            number(record.metrics_bytes);
         }
     }
     return record;
@@ -127,7 +144,10 @@ Job next_attempt(const Job& ended, std::string token, std::string mark) {
 // (else the next `dljob status` finds it by its token).
 std::optional<Job> adopt(JobContext& context, const Job& ended, const ContinuationRecord& record,
                          std::string& note) {
-    Job next = next_attempt(ended, record.next_token, progress_mark(ended.run_dir));
+    // The mark when the job decided: the next attempt may have checkpointed since.
+    Job next =
+        next_attempt(ended, record.next_token,
+                     record.progress.empty() ? progress_mark(ended.run_dir) : record.progress);
     next.created_at = util::unix_now();
     auto created = context.store().create(next);
     if (!created) {
@@ -166,6 +186,14 @@ std::optional<Job> started_continuation(JobContext& context, const Job& ended, s
         return **next;
     }
     auto record = read_continuation_record(ended.run_dir, ended.token);
+    // A job script that has claimed its record is submitting the next attempt: its id comes in
+    // a moment (the submit command's own timeout bounds it), and cancel needs it.
+    for (int waited = 0; record && record->by == "job" && !record->next_token.empty() &&
+                         record->next_id.empty() && waited < 60;
+         ++waited) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        record = read_continuation_record(ended.run_dir, ended.token);
+    }
     if (!record || record->next_token.empty()) {
         return std::nullopt;
     }
@@ -230,7 +258,9 @@ std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ende
     // then finds the decision made and starts nothing.
     const std::string token = util::random_hex(10);
     if (!claim_record(record_path(run_dir, ended.token),
-                      fmt::format("exit_code={}\nnext_token={}\nby=dljob\n", exit_code, token))) {
+                      fmt::format("exit_code={}\nattempt={}\nnext_token={}\nprogress={}\n"
+                                  "metrics_bytes={}\nby=dljob\n",
+                                  exit_code, ended.attempt, token, mark, metrics_size(run_dir)))) {
         const int error = errno;
         if (auto record = read_continuation_record(run_dir, ended.token)) {
             return decided(*record);
@@ -262,6 +292,174 @@ std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ende
         return std::nullopt;
     }
     return *submitted;
+}
+
+namespace {
+
+constexpr std::string_view chain_file = "chain.json";
+
+// The job as chain.json describes it: what submit_request() needs for its next attempt.
+std::optional<Job> read_chain_file(const std::filesystem::path& run_dir, std::string& note) {
+    auto text = util::read_file(run_dir / chain_file);
+    if (!text) {
+        note = fmt::format("{} cannot be read: the job cannot continue itself",
+                           (run_dir / chain_file).string());
+        return std::nullopt;
+    }
+    const auto json = nlohmann::json::parse(*text, nullptr, false);
+    if (json.is_discarded() || !json.is_object()) {
+        note = fmt::format("{} is not a JSON object: the job cannot continue itself",
+                           (run_dir / chain_file).string());
+        return std::nullopt;
+    }
+    try {
+        Job job;
+        job.name = json.at("name").get<std::string>();
+        job.site = json.at("site").get<std::string>();
+        job.scheduler = json.at("scheduler").get<std::string>();
+        job.script_path = json.at("script_path").get<std::string>();
+        job.walltime_s = json.at("walltime_s").get<std::int64_t>();
+        job.max_continuations = json.at("max_continuations").get<int>();
+        job.submit_argv = json.at("submit_argv").get<std::vector<std::string>>();
+        job.run_dir = run_dir.string();
+        return job;
+    } catch (const nlohmann::json::exception& error) {
+        note = fmt::format("{}: {}: the job cannot continue itself",
+                           (run_dir / chain_file).string(), error.what());
+        return std::nullopt;
+    }
+}
+
+// Replaces the record (temporary file, then rename: a reader sees the old or the new whole).
+bool rewrite_record(const std::filesystem::path& path, const std::string& text) {
+    return util::write_file_atomic(path, text).empty();
+}
+
+} // namespace
+
+Result<void> write_chain_file(const Job& job) {
+    const nlohmann::json json{
+        {"name", job.name},
+        {"site", job.site},
+        {"scheduler", job.scheduler},
+        {"script_path", job.script_path},
+        {"walltime_s", job.walltime_s},
+        {"max_continuations", job.max_continuations},
+        {"submit_argv", job.submit_argv},
+    };
+    const auto path = std::filesystem::path(job.run_dir) / chain_file;
+    if (auto error = util::write_file_atomic(path, json.dump(2) + "\n"); !error.empty()) {
+        return fail(ErrorCode::io, fmt::format("cannot write {}: {}", path.string(), error));
+    }
+    return {};
+}
+
+bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::string& note) {
+    const auto path = record_path(attempt.run_dir, attempt.token);
+    // Whoever decided first (a status that saw the end early, a cancel) decides for everyone.
+    const auto decided_elsewhere = [&] {
+        auto record = read_continuation_record(attempt.run_dir, attempt.token);
+        if (!record) {
+            return false;
+        }
+        note = !record->next_token.empty()
+                   ? fmt::format("already continued (by {}) as {}", record->by, record->next_token)
+                   : fmt::format("not continued: {}",
+                                 record->declined.empty() ? "decided elsewhere" : record->declined);
+        return !record->next_token.empty();
+    };
+    if (attempt.exit_code != checkpointed_exit_code || attempt.token.empty()) {
+        return decided_elsewhere();
+    }
+    auto chain = read_chain_file(attempt.run_dir, note);
+    // Where the chain stood when this attempt started: the mark its predecessor's decision
+    // recorded; none before the first attempt (its run directory was new).
+    std::string start_mark;
+    if (!attempt.previous_token.empty()) {
+        if (auto previous = read_continuation_record(attempt.run_dir, attempt.previous_token)) {
+            start_mark = previous->progress;
+        }
+    }
+    const std::string mark = progress_mark(attempt.run_dir);
+    std::string record =
+        fmt::format("exit_code={}\ntimeout=0\nended={}\nstarted={}\nattempt={}\nmetrics_bytes={}\n",
+                    attempt.exit_code, util::unix_now(), attempt.started, attempt.attempt,
+                    metrics_size(attempt.run_dir));
+    std::string next_token;
+    if (!chain) {
+        record += "declined=" + note + "\n";
+    } else if (attempt.attempt > chain->max_continuations) {
+        record += "declined=limit\n";
+        note = fmt::format("not continued: attempt {} reached checkpoint.max_continuations ({})",
+                           attempt.attempt, chain->max_continuations);
+    } else if (mark == start_mark) {
+        record += "declined=no progress\n";
+        note = fmt::format("not continued: {} has no newer checkpoint than when this attempt "
+                           "started (no progress)",
+                           (attempt.run_dir / "checkpoints").string());
+    } else {
+        next_token = util::random_hex(10);
+        record += fmt::format("next_token={}\nprogress={}\n", next_token, mark);
+    }
+    record += "by=job\n";
+    if (!claim_record(path, record)) {
+        return decided_elsewhere();
+    }
+    if (next_token.empty()) {
+        return false;
+    }
+    // As status does for a continuation: nothing of this attempt's end where the next one's
+    // will be read (its end is in the record now), and this attempt's log under its own name
+    // (Torque, Moab and sqsub overwrite the output file of a job submitted again). The running
+    // job's output still reaches it: the scheduler holds the file open.
+    std::error_code moved;
+    for (const char* name : {"exit_code", "job_identity"}) {
+        std::filesystem::remove(attempt.run_dir / name, moved);
+    }
+    std::filesystem::rename(attempt.run_dir / "job.log",
+                            attempt.run_dir / attempt_log_name(attempt.attempt), moved);
+    Job next = *chain;
+    next.token = next_token;
+    next.attempt = attempt.attempt + 1;
+    auto scheduler = context.scheduler(next.scheduler);
+    auto submitted = scheduler ? (*scheduler)->submit(submit_request(next))
+                               : Result<Submission>(fail(scheduler.error()));
+    if (!submitted) {
+        if (submitted.error().code != ErrorCode::scheduler_rejected) {
+            // It may have reached the scheduler: the next `dljob status` looks for it by token.
+            note = fmt::format("submitting attempt {} (token {}) gave no answer: {}", next.attempt,
+                               next_token, submitted.error().message);
+            return true;
+        }
+        note = fmt::format("submitting attempt {} failed: {}", next.attempt,
+                           submitted.error().message);
+        // The record then says why there is no next attempt (a status that read the token in
+        // between records that attempt, which it then finds nowhere).
+        std::string declined = record;
+        declined.replace(declined.find("next_token="), std::string::npos,
+                         "declined=submit failed\nby=job\n");
+        (void)rewrite_record(path, declined);
+        std::filesystem::rename(attempt.run_dir / attempt_log_name(attempt.attempt),
+                                attempt.run_dir / "job.log", moved);
+        return false;
+    }
+    if (!rewrite_record(path, record + fmt::format("id={}\n", submitted->scheduler_id))) {
+        note = fmt::format("attempt {} is job {}, but {} cannot be rewritten (the next dljob "
+                           "status finds it by its token)",
+                           next.attempt, submitted->scheduler_id, path.string());
+    } else {
+        note =
+            fmt::format("continued as attempt {}: job {}", next.attempt, submitted->scheduler_id);
+    }
+    return true;
+}
+
+bool claim_cancelled(const Job& job) {
+    if (job.token.empty() || job.run_dir.empty()) {
+        return false;
+    }
+    return claim_record(record_path(job.run_dir, job.token),
+                        fmt::format("declined={}\nby=cancel\n", declined_cancelled));
 }
 
 } // namespace dljob::app

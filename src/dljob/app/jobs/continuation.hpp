@@ -5,16 +5,20 @@
 // engine then resumes its own newest checkpoint (`--resume auto`). Bounded twice, so that no
 // job resubmits forever: at most the recipe's checkpoint.max_continuations, and never after an
 // attempt that left the newest entry of <run_dir>/checkpoints as it found it (no progress).
-// On `local` the wrapper decides and starts the next attempt itself (ContinuationRecord);
-// status then only records what the job did.
+// The job itself continues where nobody runs dljob (issue 25): on `local` its wrapper, on the
+// batch families the job script's epilogue through `dljob continue-job` (continue_from_job), each
+// deciding and starting the next attempt itself (ContinuationRecord); status then only records
+// what the job did.
 
 #include <dljob/app/jobs/job_context.hpp>
 #include <dljob/domain/job.hpp>
+#include <dljob/domain/result.hpp>
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dljob::app {
 
@@ -33,12 +37,24 @@ std::string progress_mark(const std::filesystem::path& run_dir);
 /// compute node; the next `dljob status` records what the job decided.
 struct ContinuationRecord {
     int exit_code = checkpointed_exit_code;
-    bool timeout = false;   // the walltime watchdog ended the attempt
-    std::int64_t ended = 0; // when the attempt ended (epoch seconds), 0 if not said
-    std::string next_token; // the next attempt's token; empty: not continued
-    std::string declined;   // why not ("limit", "no progress")
-    std::string next_id;    // the next attempt's scheduler id, once it was started
+    bool timeout = false;     // the walltime watchdog ended the attempt
+    std::int64_t ended = 0;   // when the attempt ended (epoch seconds), 0 if not said
+    std::string next_token;   // the next attempt's token; empty: not continued
+    std::string declined;     // why not ("limit", "no progress")
+    std::string next_id;      // the next attempt's scheduler id, once it was started
+    std::int64_t started = 0; // when the ended attempt's script started, 0 if not said
+    std::string progress;     // progress_mark() when decided: the next attempt's starting mark
+    std::string by;           // who decided: "dljob" (status), "job" (the job script), "cancel"
+    std::int64_t metrics_bytes = -1; // metrics.jsonl's size when decided: this attempt's lines
 };
+
+/// Why `dljob cancel` claimed an attempt's record: no continuation after a cancel.
+inline constexpr std::string_view declined_cancelled = "cancelled";
+
+/// <run_dir>/chain.json: what submitting the job again needs (family, script, name, submit
+/// command, max_continuations), written by `dljob submit` so that the job can continue itself
+/// without the job store.
+Result<void> write_chain_file(const Job& job);
 
 /// <run_dir>/continuation.<token>, when there is one.
 std::optional<ContinuationRecord> read_continuation_record(const std::filesystem::path& run_dir,
@@ -57,5 +73,30 @@ std::optional<Job> started_continuation(JobContext& context, const Job& ended, s
 /// submitting, and the store takes one continuation per job.
 std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ended, int exit_code,
                                             std::string& note);
+
+/// What the job script tells `dljob continue-job` about the attempt that just ended.
+struct JobSideAttempt {
+    std::filesystem::path run_dir;
+    std::string token;          // this attempt's own token
+    int attempt = 1;            // this attempt's number in the chain
+    std::string previous_token; // the attempt before, whose record holds this one's start mark
+    std::int64_t started = 0;   // when this attempt's script started
+    int exit_code = checkpointed_exit_code;
+};
+
+/// Job side (the batch families' epilogue, on the compute or MOM node): decides, within the
+/// same bounds as status, whether the attempt that exited 75 goes on, claims its record (one
+/// decision per attempt, whoever comes first: this job, a `dljob status`, a `dljob cancel`) and,
+/// continuing, submits the next attempt with its own token and adds its scheduler id to the
+/// record. Never opens the job store. True when the record names a next attempt (by this call
+/// or by whoever decided first): the script then writes no exit_code, which would read as that
+/// attempt's end. Why not, or what failed, goes to `note`.
+bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::string& note);
+
+/// `dljob cancel`: claims the attempt's record as cancelled before it is cancelled, so that the
+/// job, warned at the same moment, does not continue it. False when the record was there
+/// already (the job or a status decided first; started_continuation then finds the attempt it
+/// started).
+bool claim_cancelled(const Job& job);
 
 } // namespace dljob::app

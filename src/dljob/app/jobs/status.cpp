@@ -127,7 +127,7 @@ bool only_submit_files(const std::filesystem::path& run_dir) {
         const bool empty_log = (name == "job.log" || name == "local.log") &&
                                entry.file_size(size_error) == 0 && !size_error;
         const bool ours = name == "job.sh" || name == "job.pbs" || name == "recipe.yaml" ||
-                          empty_log ||
+                          name == "chain.json" || empty_log ||
                           (name.front() == '.' && name.find(".tmp") != std::string::npos);
         if (!ours) {
             return false;
@@ -203,7 +203,8 @@ std::int64_t default_poll_interval() {
     return 30;
 }
 
-std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
+std::optional<JobMetrics> read_metrics(const std::string& run_dir,
+                                       std::optional<std::int64_t> limit) {
     std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
     if (!in) {
         return std::nullopt;
@@ -211,7 +212,12 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir) {
     JobMetrics metrics;
     bool any = false;
     std::string line;
+    std::int64_t consumed = 0;
     while (std::getline(in, line)) {
+        consumed += static_cast<std::int64_t>(line.size()) + 1;
+        if (limit && consumed > *limit) {
+            break;
+        }
         auto json = nlohmann::json::parse(line, nullptr, false);
         if (json.is_discarded() || !json.is_object()) {
             continue; // a line being written, or noise
@@ -310,9 +316,13 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                     observed = it->second;
                 }
             }
-            // An attempt the job continued itself (the local wrapper) says how it ended in its
-            // continuation record: the run directory's other files are the next attempt's.
-            const auto record = read_continuation_record(job.run_dir, job.token);
+            // An attempt the job continued itself (the local wrapper, a batch job's epilogue)
+            // says how it ended in its continuation record: the run directory's other files are
+            // the next attempt's. A cancel's claim says nothing of the end.
+            auto record = read_continuation_record(job.run_dir, job.token);
+            if (record && record->by == "cancel") {
+                record.reset();
+            }
             const auto file =
                 record ? std::optional<int>(record->exit_code) : exit_code_file(job.run_dir);
             if (!polled && !file) {
@@ -337,7 +347,9 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
             // The job's own times, so that one that ran between two looks (or overnight) shows
             // how long it ran, not when dljob noticed.
             if (status.state == JobState::running || is_terminal(status.state)) {
-                status.started_at = script_started(job).value_or(0);
+                // job_identity is the newest attempt's once the job continued itself.
+                status.started_at = record && record->started > 0 ? record->started
+                                                                  : script_started(job).value_or(0);
             }
             if (is_terminal(status.state) && file && !record) {
                 status.finished_at = script_ended(job).value_or(0);
@@ -347,7 +359,10 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 return fail(updated.error());
             }
             changed = changed || *updated;
-            if (auto metrics = read_metrics(job.run_dir)) {
+            const auto metrics_limit = record && record->metrics_bytes >= 0
+                                           ? std::optional<std::int64_t>(record->metrics_bytes)
+                                           : std::nullopt;
+            if (auto metrics = read_metrics(job.run_dir, metrics_limit)) {
                 (void)context.store().update_metrics(job.id, *metrics);
             }
             // Only the dljob process whose update ended the job (the store's compare-and-swap
@@ -357,8 +372,11 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                 if (ended && ended->has_value()) {
                     std::string note;
                     auto next = continue_if_checkpointed(context, **ended, *status.exit_code, note);
-                    // Looked at now where that costs no scheduler query.
-                    if (next && free) {
+                    // Looked at now where that costs no scheduler query, or where the job
+                    // started it itself (it may have ended too, long ago: one status shows the
+                    // whole chain).
+                    const bool job_started = record && !record->next_token.empty();
+                    if (next && (free || job_started)) {
                         continued.push_back(*next);
                     }
                     if (!note.empty()) {
@@ -373,7 +391,10 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
         }
     }
     if (!continued.empty()) {
-        return refresh_jobs(context, continued, options, warnings);
+        // Recorded just now: their scheduler is asked at once, whatever the poll interval.
+        StatusOptions now_options = options;
+        now_options.force = true;
+        return refresh_jobs(context, continued, now_options, warnings);
     }
     return {};
 }

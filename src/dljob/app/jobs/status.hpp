@@ -38,8 +38,11 @@ std::int64_t default_poll_interval();
 Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                           const StatusOptions& options, std::vector<std::string>& warnings);
 
-/// Reads <run_dir>/metrics.jsonl: the last train and test lines and the final line.
-std::optional<JobMetrics> read_metrics(const std::string& run_dir);
+/// Reads <run_dir>/metrics.jsonl: the last train and test lines and the final line; only its
+/// first `limit` bytes when given (an attempt that was continued: the lines after are the next
+/// attempt's, which share the file).
+std::optional<JobMetrics> read_metrics(const std::string& run_dir,
+                                       std::optional<std::int64_t> limit = std::nullopt);
 
 /// Selects, refreshes and returns the jobs to show.
 Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions& options,

@@ -1,5 +1,6 @@
 #include <dljob/app/data/data_check.hpp>
 #include <dljob/app/data/stage.hpp>
+#include <dljob/app/jobs/continuation.hpp>
 #include <dljob/app/jobs/network_check.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/jobs/run_dir.hpp>
@@ -140,6 +141,8 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
         (void)util::write_file_atomic(run_dir / "recipe.yaml",
                                       recipe_record(options.recipe, options.overrides));
+        // For the job to submit its own next attempt (continuations, issue 25).
+        DLJOB_TRY(write_chain_file(outcome.job));
         return pending;
     }();
     if (!written) {
