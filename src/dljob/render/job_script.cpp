@@ -363,6 +363,14 @@ Result<std::vector<std::string>> training_command(const RenderRequest& req,
             words.insert(words.end(),
                          {"--weights", shell_word_with_variables(recipe.train.weights)});
         }
+        for (const auto& [key, value] : recipe.train.solver) {
+            DLJOB_TRY(require(fmt::format("train.{}", key), value, R"([A-Za-z0-9.,+\[\]-]{1,128})",
+                              "a number, a word or a list of numbers"));
+            const std::string assignment = fmt::format("{}={}", key, value);
+            words.insert(words.end(), {"--solver", matches(assignment, option_value_re)
+                                                       ? assignment
+                                                       : shell_quote(assignment)});
+        }
         return words;
     }
     if (recipe.command.argv.empty()) {

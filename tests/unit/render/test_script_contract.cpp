@@ -104,6 +104,21 @@ TEST_P(ScriptContract, FineTuneWeightsReachDltrainExpandedByTheJob) {
     EXPECT_EQ(*(at + 1), req.run_dir.string() + "/pre trained's.ckpt");
 }
 
+TEST_P(ScriptContract, RecipeSolverValuesReachDltrainAsSolverOverrides) {
+    auto req = request();
+    req.recipe.train.solver = {{"base_lr", "0.01"}, {"stepvalue", "[100,200]"}};
+    const auto result = m_sandbox.run(req, render(req));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto argv = read_nul_separated(req.run_dir / "train.argv");
+    std::vector<std::string> solver;
+    for (auto at = argv.begin(); at != argv.end(); ++at) {
+        if (*at == "--solver" && at + 1 != argv.end()) {
+            solver.push_back(*(at + 1));
+        }
+    }
+    EXPECT_EQ(solver, (std::vector<std::string>{"base_lr=0.01", "stepvalue=[100,200]"}));
+}
+
 TEST_P(ScriptContract, MissingModuleFailsLoudlyBeforeTraining) {
     auto req = request();
     if (req.site.modules.flavor == ModuleFlavor::none) {
