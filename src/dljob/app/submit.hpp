@@ -26,6 +26,9 @@ struct SubmitOptions {
     /// `--set KEY=VALUE`: dotted recipe keys, validated like the file's values and recorded
     /// under the copy of the recipe in the run directory (what `dljob show` prints).
     std::vector<std::string> overrides;
+    /// `--after ID[:ok|any]`: a dljob job id this one waits for (ok, the default: and only if
+    /// it completed); empty: none.
+    std::string after;
 };
 
 struct SubmitOutcome {

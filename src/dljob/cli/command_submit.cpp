@@ -33,6 +33,9 @@ void set_submit_command(CLI::App& app, Context& context) {
                      "Override a recipe value, KEY=VALUE with a dotted key "
                      "(--set train.max_iter=200); repeatable, validated like the recipe")
         ->allow_extra_args(false);
+    command->add_option("--after", options->after,
+                        "Start only after dljob job ID has ended: ID or ID:ok (only if it "
+                        "completed), ID:any (however it ended)");
     command->add_flag("--dry-run", options->dry_run, "Print the job script; submit nothing");
     command->add_flag("--wait", *wait,
                       "Wait for the job to end, showing its progress; exit 1 unless it "

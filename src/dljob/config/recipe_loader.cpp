@@ -284,9 +284,14 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
         if (!v) {
             return fail(v.error());
         }
+        // "@ID": the checkpoint of the dljob job this one waits for (submit --after ID).
+        if (v->front() == '@' && !std::regex_match(*v, std::regex{"@[1-9][0-9]{0,17}"})) {
+            return invalid(weights->mark, "train.weights",
+                           fmt::format("'{}': expected @ and a dljob job id, like @12", *v));
+        }
         // ~ and $VARIABLE are the job's to expand (the cluster's home, $SCRATCH); a relative
         // path is the recipe's neighbour, like train.config.
-        const bool for_the_job = v->front() == '~' || v->front() == '$';
+        const bool for_the_job = v->front() == '~' || v->front() == '$' || v->front() == '@';
         std::filesystem::path file{*v};
         if (!for_the_job && file.is_relative()) {
             file = base_dir / file;

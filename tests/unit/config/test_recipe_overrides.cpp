@@ -106,6 +106,18 @@ TEST(RecipeOverrides, BadSolverValuesNameTheArgumentColumnAndKey) {
     EXPECT_EQ(typo.error().hint, "did you mean 'base_lr'?");
 }
 
+TEST(RecipeOverrides, WeightsOfAnotherJobAreKeptForSubmitAndMustNameAJobId) {
+    auto recipe = load_recipe(fashion, {"train.weights=\"@12\""});
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    EXPECT_EQ(recipe->train.weights, "@12"); // resolved by submit --after 12, not as a path
+    for (const std::string bad : {"@", "@x", "@0", "@12/iter_1.ckpt"}) {
+        auto refused = load_recipe(fashion, {"train.weights=\"" + bad + "\""});
+        ASSERT_FALSE(refused) << bad;
+        EXPECT_NE(refused.error().message.find("expected @ and a dljob job id"), std::string::npos)
+            << refused.error().message;
+    }
+}
+
 TEST(RecipeOverrides, MalformedAssignmentsAreRefused) {
     for (const std::string bad : {"train.max_iter", "=3", "train..max_iter=3", ".x=1", "a b=1"}) {
         auto recipe = load_recipe(fashion, {bad});
