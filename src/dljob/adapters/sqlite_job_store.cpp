@@ -76,10 +76,12 @@ ALTER TABLE jobs ADD COLUMN progress_mark TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX jobs_continues ON jobs(continues) WHERE continues != 0;
 ALTER TABLE metrics ADD COLUMN start_iter INTEGER NOT NULL DEFAULT 0;
 )sql",
-    // 3: dependencies (submit --after ID[:ok|any]).
+    // 3: dependencies (submit --after ID[:ok|any]) and sweeps (submit --sweep).
     R"sql(
 ALTER TABLE jobs ADD COLUMN after_job INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN after_ok INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE jobs ADD COLUMN sweep TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN sweep_point TEXT NOT NULL DEFAULT '[]';
 )sql",
 };
 
@@ -102,7 +104,7 @@ constexpr std::string_view job_columns =
     "id, token, name, site, scheduler, scheduler_id, secondary_id, run_dir, script_path, "
     "recipe_path, phase, state, native_state, reason, exit_code, walltime_s, created_at, "
     "started_at, finished_at, updated_at, attempt, continues, max_continuations, submit_argv, "
-    "progress_mark, after_job, after_ok";
+    "progress_mark, after_job, after_ok, sweep, sweep_point";
 
 // The submit command as a JSON array of strings: any byte but NUL survives, in one column.
 std::string encode_argv(const std::vector<std::string>& argv) {
@@ -153,6 +155,8 @@ Job read_job(const Stmt& stmt) {
     job.progress_mark = stmt.text(24);
     job.after = stmt.int64(25);
     job.after_ok = stmt.int64(26) != 0;
+    job.sweep = stmt.text(27);
+    job.sweep_point = decode_argv(stmt.text(28));
     return job;
 }
 
@@ -236,8 +240,8 @@ Result<Job> SqliteJobStore::create(const Job& job) {
         auto insert = m_db->prepare(
             "INSERT INTO jobs (token, name, site, scheduler, run_dir, script_path, recipe_path, "
             "phase, state, walltime_s, created_at, updated_at, attempt, continues, "
-            "max_continuations, submit_argv, progress_mark, after_job, after_ok) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+            "max_continuations, submit_argv, progress_mark, after_job, after_ok, sweep, "
+            "sweep_point) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
         insert.bind(job.token)
             .bind(job.name)
             .bind(job.site)
@@ -256,7 +260,9 @@ Result<Job> SqliteJobStore::create(const Job& job) {
             .bind(encode_argv(job.submit_argv))
             .bind(job.progress_mark)
             .bind(job.after)
-            .bind(static_cast<std::int64_t>(job.after_ok ? 1 : 0));
+            .bind(static_cast<std::int64_t>(job.after_ok ? 1 : 0))
+            .bind(job.sweep)
+            .bind(encode_argv(job.sweep_point));
         insert.run();
         Job created = job;
         created.id = m_db->last_insert_id();

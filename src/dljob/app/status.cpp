@@ -590,6 +590,9 @@ void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
             {"finished_at", job.finished_at},
             {"attempt", job.attempt},
             {"continues", job.continues == 0 ? nlohmann::json() : nlohmann::json(job.continues)},
+            {"after", job.after == 0 ? nlohmann::json() : nlohmann::json(job.after)},
+            {"sweep", job.sweep},
+            {"sweep_point", job.sweep_point},
         };
         if (view.metrics) {
             const auto& m = *view.metrics;

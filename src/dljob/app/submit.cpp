@@ -186,6 +186,8 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     outcome.job.walltime_s = rendered->resources.walltime.seconds();
     outcome.job.token = token;
     outcome.job.submit_argv = rendered->submit_argv;
+    outcome.job.sweep = options.sweep;
+    outcome.job.sweep_point = options.sweep_point;
     if (render.after && !render.after->scheduler_id.empty()) {
         outcome.job.after = render.after->job_id;
         outcome.job.after_ok = render.after->ok;

@@ -29,6 +29,10 @@ struct SubmitOptions {
     /// `--after ID[:ok|any]`: a dljob job id this one waits for (ok, the default: and only if
     /// it completed); empty: none.
     std::string after;
+    /// A point of a sweep (app/sweep.hpp): the sweep's id and the point's assignments (also in
+    /// `overrides`), recorded with the job.
+    std::string sweep;
+    std::vector<std::string> sweep_point;
 };
 
 struct SubmitOutcome {

@@ -48,5 +48,6 @@ void set_show_command(CLI::App& app, Context& context);
 void set_plot_command(CLI::App& app, Context& context);   // command_plot.cpp
 void set_shell_command(CLI::App& app, Context& context);  // command_shell.cpp
 void set_doctor_command(CLI::App& app, Context& context); // command_doctor.cpp
+void set_sweep_command(CLI::App& app, Context& context);  // command_sweep.cpp
 
 } // namespace dljob::cli

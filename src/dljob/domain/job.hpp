@@ -51,6 +51,10 @@ struct Job {
     /// (afterok) or only ended (afterany).
     std::int64_t after = 0;
     bool after_ok = true;
+    /// `submit --sweep`: the sweep this job is a point of ("" if none) and the point's values,
+    /// as the `--set KEY=VALUE` assignments that made it.
+    std::string sweep;
+    std::vector<std::string> sweep_point;
 };
 
 /// A state change, kept so `dljob show` can tell a job's history.

@@ -298,8 +298,9 @@ TEST_F(SqliteStore, AVersionOneStoreIsUpgradedKeepingItsJobs) {
     {
         Db db(path.string(), JournalMode::wal, 1000);
         db.exec("DROP INDEX jobs_continues");
-        for (const char* column : {"attempt", "continues", "max_continuations", "submit_argv",
-                                   "progress_mark", "after_job", "after_ok"}) {
+        for (const char* column :
+             {"attempt", "continues", "max_continuations", "submit_argv", "progress_mark",
+              "after_job", "after_ok", "sweep", "sweep_point"}) {
             db.exec(std::string("ALTER TABLE jobs DROP COLUMN ") + column);
         }
         db.exec("ALTER TABLE metrics DROP COLUMN start_iter");
