@@ -89,6 +89,11 @@ int main(int argc, char** argv) {
         "refuse a net whose tensors need more than SIZE bytes (64G, 512M; 'none'); default: "
         "DLTRAIN_MAX_MEMORY, else this machine's physical memory";
     train_cmd->add_option("--max-memory", train.max_memory, memory_help);
+    const char* solver_help =
+        "KEY=VALUE over the config's solver (base_lr, momentum, weight_decay, lr_policy, gamma, "
+        "stepsize, power, stepvalue, random_seed...) or batch_size of the train Data layers; "
+        "repeatable";
+    train_cmd->add_option("--solver", train.solver_overrides, solver_help);
     train_cmd->callback([&] {
         if (!data_dir.empty()) {
             train.data_dir = data_dir;
@@ -138,12 +143,15 @@ int main(int argc, char** argv) {
     check_cmd->add_option("--data-dir", check_data_dir, "where relative data sources resolve");
     std::string check_max_memory;
     check_cmd->add_option("--max-memory", check_max_memory, memory_help);
+    std::vector<std::string> check_solver;
+    check_cmd->add_option("--solver", check_solver, solver_help);
     check_cmd->callback([&] {
         std::optional<std::filesystem::path> dir;
         if (!check_data_dir.empty()) {
             dir = check_data_dir;
         }
-        const auto unchecked = dl::check_config(check_config_file, dir, check_max_memory);
+        const auto unchecked =
+            dl::check_config(check_config_file, dir, check_max_memory, check_solver);
         for (const auto& note : unchecked) {
             std::cout << "dltrain: not checked: " << note << '\n';
         }

@@ -363,5 +363,40 @@ TEST(ConfigErrors, ResolvedConfigReadsBackToTheSameNet) {
     EXPECT_EQ(again.solver.max_iter, 100);
 }
 
+TEST(SolverOverrides, ReplaceTheConfigsSolverKeysAndTheTrainBatchSize) {
+    const NetConfig config =
+        parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml",
+                     {"base_lr=0.002", "lr_policy=step", "stepsize=30", "gamma=0.5",
+                      "random_seed=11", "batch_size=4", "weight_decay=0"});
+    EXPECT_FLOAT_EQ(config.solver.base_lr, 0.002F);
+    EXPECT_EQ(config.solver.lr_policy, "step");
+    EXPECT_EQ(config.solver.stepsize, 30);
+    EXPECT_FLOAT_EQ(config.solver.gamma, 0.5F);
+    EXPECT_EQ(config.solver.random_seed, 11U);
+    EXPECT_FLOAT_EQ(config.solver.weight_decay, 0.0F);
+    EXPECT_FLOAT_EQ(config.solver.momentum, 0.9F); // not overridden: the file's
+    EXPECT_EQ(config.layers[0].batch_size, 4);     // the train Data layer
+    EXPECT_EQ(config.layers[1].batch_size, 10);    // the test one keeps its own
+}
+
+TEST(SolverOverrides, AreValidatedLikeTheFileAndUnknownKeysListTheValidOnes) {
+    try {
+        parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml", {"lr_policy=stepp"});
+        ADD_FAILURE() << "a bad lr_policy was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("fixed, step, multistep"), std::string::npos)
+            << e.what();
+    }
+    try {
+        parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml", {"base_rl=0.1"});
+        ADD_FAILURE() << "an unknown key was accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::usage);
+        EXPECT_NE(std::string(e.what()).find("base_lr"), std::string::npos) << e.what();
+    }
+    // A step policy without a stepsize is refused whether the policy came from the file or here.
+    EXPECT_THROW(parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml", {"lr_policy=step"}), Error);
+}
+
 } // namespace
 } // namespace dl

@@ -92,8 +92,12 @@ struct NetConfig {
 };
 
 /// Reads and validates a config; throws dl::Error(config) naming file, line, key and choices.
-NetConfig load_config(const std::filesystem::path& file);
-NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages);
+/// `overrides` are `KEY=VALUE` (dltrain --solver): a solver key, or batch_size for the
+/// train-phase Data layers; each replaces the file's value before validation.
+NetConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides = {});
+NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
+                       const std::vector<std::string>& overrides = {});
 /// The config with every default written out, as dltrain stores it in the run directory.
 std::string to_yaml(const NetConfig& config);
 

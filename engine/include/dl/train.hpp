@@ -20,6 +20,8 @@ struct TrainOptions {
     std::string device; // "cpu", "cuda", "cuda:N"; empty: default_device()
     std::string build;  // how this binary was built ("Release -O3 -DNDEBUG"), for the start line
     std::string max_memory; // --max-memory: "64G", "none"; empty: DLTRAIN_MAX_MEMORY, else RAM
+    /// --solver KEY=VALUE: solver keys (and batch_size) over the config's (dl::load_config).
+    std::vector<std::string> solver_overrides;
 };
 
 /// Returns exit_code::finished or exit_code::checkpointed; throws dl::Error otherwise.
@@ -52,7 +54,8 @@ int time_net(const TimeOptions& options);
 /// Throws dl::Error(config) as train would; returns what it could not check (empty: all).
 std::vector<std::string> check_config(const std::filesystem::path& config,
                                       const std::optional<std::filesystem::path>& data_dir,
-                                      const std::string& max_memory = "");
+                                      const std::string& max_memory = "",
+                                      const std::vector<std::string>& solver_overrides = {});
 
 /// Seconds from now until the walltime deadline minus the safety margin, or nothing.
 /// spec: "" or "auto" read SLURM_JOB_END_TIME (epoch seconds) or PBS_WALLTIME (seconds from

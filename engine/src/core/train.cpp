@@ -407,7 +407,7 @@ int train(const TrainOptions& options) {
                     "the run has no checkpoint of its own");
     }
     Nets nets;
-    nets.config = load_config(options.config);
+    nets.config = load_config(options.config, options.solver_overrides);
     NetConfig& config = nets.config;
     if (options.max_iter) {
         config.solver.max_iter = *options.max_iter;
@@ -733,8 +733,9 @@ int test(const TestOptions& options) {
 }
 
 std::vector<std::string> check_config(const fs::path& file, const std::optional<fs::path>& data_dir,
-                                      const std::string& max_memory) {
-    NetConfig config = load_config(file);
+                                      const std::string& max_memory,
+                                      const std::vector<std::string>& solver_overrides) {
+    NetConfig config = load_config(file, solver_overrides);
     const MemoryLimit memory = memory_limit(max_memory);
     const fs::path base = data_dir ? *data_dir : file.parent_path();
     std::vector<std::string> unchecked;

@@ -489,7 +489,66 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node) {
 
 } // namespace
 
-NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages) {
+namespace {
+
+// `dltrain train --solver base_lr=0.01`: each value replaces the solver key in the document
+// before it is read, so it is validated exactly as if the file said it; `batch_size` is the
+// train-phase Data layers' (a sweep over it should not need a copy of the network).
+void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
+                     const std::filesystem::path& file) {
+    for (const auto& assignment : overrides) {
+        const auto equals = assignment.find('=');
+        const std::string key = assignment.substr(0, equals);
+        const auto& keys = solver_keys();
+        if (equals == std::string::npos ||
+            (key != "batch_size" && std::find(keys.begin(), keys.end(), key) == keys.end())) {
+            std::string valid = "batch_size";
+            for (const auto& k : keys) {
+                valid += ", " + k;
+            }
+            throw Error(ErrorKind::usage,
+                        fmt::format("--solver '{}': expected KEY=VALUE with KEY one of {}",
+                                    assignment, valid));
+        }
+        YAML::Node value;
+        try {
+            value = YAML::Load(assignment.substr(equals + 1));
+        } catch (const YAML::ParserException& e) {
+            throw Error(ErrorKind::usage, fmt::format("--solver '{}': {}", assignment, e.msg));
+        }
+        if (key != "batch_size") {
+            if (!root["solver"]) {
+                root["solver"] = YAML::Node(YAML::NodeType::Map);
+            }
+            root["solver"][key] = value;
+            continue;
+        }
+        bool found = false;
+        if (root["layers"] && root["layers"].IsSequence()) {
+            for (auto layer : root["layers"]) {
+                const bool data =
+                    layer.IsMap() && layer["type"] && layer["type"].as<std::string>("") == "Data";
+                const bool test_only =
+                    layer.IsMap() && layer["phase"] && layer["phase"].as<std::string>("") == "test";
+                if (data && !test_only) {
+                    layer["batch_size"] = value;
+                    found = true;
+                }
+            }
+        }
+        if (!found) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{}: --solver batch_size: the config has no train-phase Data "
+                                    "layer to give it to",
+                                    file.string()));
+        }
+    }
+}
+
+} // namespace
+
+NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
+                       const std::vector<std::string>& overrides) {
     const Reader reader(file_for_messages);
     if (text.size() > k_max_config_bytes) {
         throw Error(ErrorKind::config,
@@ -509,6 +568,7 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
                     fmt::format("{}:1: the config must be a map with 'layers' and 'solver'",
                                 file_for_messages.string()));
     }
+    apply_overrides(root, overrides, file_for_messages);
     NetConfig config;
     config.file = file_for_messages;
     try {
@@ -542,7 +602,8 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
     return config;
 }
 
-NetConfig load_config(const std::filesystem::path& file) {
+NetConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides) {
     // An ifstream opens a directory and reads nothing, which would read as an empty config.
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) {
@@ -555,7 +616,7 @@ NetConfig load_config(const std::filesystem::path& file) {
     // A FIFO or /dev/zero is refused at once, and no file is read past the size limit.
     const std::vector<char> text =
         io::RegularFile(file, "config file").read_all(k_max_config_bytes);
-    return parse_config(std::string(text.begin(), text.end()), file);
+    return parse_config(std::string(text.begin(), text.end()), file, overrides);
 }
 
 namespace {

@@ -17,7 +17,7 @@ namespace {
 constexpr std::int64_t application_id = 0x444A4F42;
 
 // Each entry moves the schema from version i to i+1; never edit a released entry, add one.
-constexpr std::array<std::string_view, 2> migrations{
+constexpr std::array<std::string_view, 3> migrations{
     R"sql(
 CREATE TABLE jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -76,6 +76,13 @@ ALTER TABLE jobs ADD COLUMN progress_mark TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX jobs_continues ON jobs(continues) WHERE continues != 0;
 ALTER TABLE metrics ADD COLUMN start_iter INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 3: dependencies (submit --after ID[:ok|any]) and sweeps (submit --sweep).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN after_job INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN after_ok INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE jobs ADD COLUMN sweep TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN sweep_point TEXT NOT NULL DEFAULT '[]';
+)sql",
 };
 
 // The adapter's one error boundary. Db/Stmt/Txn (sqlite_db.cpp) throw Failure because
@@ -97,7 +104,7 @@ constexpr std::string_view job_columns =
     "id, token, name, site, scheduler, scheduler_id, secondary_id, run_dir, script_path, "
     "recipe_path, phase, state, native_state, reason, exit_code, walltime_s, created_at, "
     "started_at, finished_at, updated_at, attempt, continues, max_continuations, submit_argv, "
-    "progress_mark";
+    "progress_mark, after_job, after_ok, sweep, sweep_point";
 
 // The submit command as a JSON array of strings: any byte but NUL survives, in one column.
 std::string encode_argv(const std::vector<std::string>& argv) {
@@ -146,6 +153,10 @@ Job read_job(const Stmt& stmt) {
     job.max_continuations = static_cast<int>(stmt.int64(22));
     job.submit_argv = decode_argv(stmt.text(23));
     job.progress_mark = stmt.text(24);
+    job.after = stmt.int64(25);
+    job.after_ok = stmt.int64(26) != 0;
+    job.sweep = stmt.text(27);
+    job.sweep_point = decode_argv(stmt.text(28));
     return job;
 }
 
@@ -229,8 +240,8 @@ Result<Job> SqliteJobStore::create(const Job& job) {
         auto insert = m_db->prepare(
             "INSERT INTO jobs (token, name, site, scheduler, run_dir, script_path, recipe_path, "
             "phase, state, walltime_s, created_at, updated_at, attempt, continues, "
-            "max_continuations, submit_argv, progress_mark) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+            "max_continuations, submit_argv, progress_mark, after_job, after_ok, sweep, "
+            "sweep_point) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
         insert.bind(job.token)
             .bind(job.name)
             .bind(job.site)
@@ -247,7 +258,11 @@ Result<Job> SqliteJobStore::create(const Job& job) {
             .bind(job.continues)
             .bind(static_cast<std::int64_t>(job.max_continuations))
             .bind(encode_argv(job.submit_argv))
-            .bind(job.progress_mark);
+            .bind(job.progress_mark)
+            .bind(job.after)
+            .bind(static_cast<std::int64_t>(job.after_ok ? 1 : 0))
+            .bind(job.sweep)
+            .bind(encode_argv(job.sweep_point));
         insert.run();
         Job created = job;
         created.id = m_db->last_insert_id();

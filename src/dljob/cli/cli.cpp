@@ -22,6 +22,7 @@ const std::vector<SetCommand>& commands() {
         set_validate_command,   set_submit_command, set_status_command,
         set_logs_command,       set_cancel_command, set_show_command,
         set_plot_command,       set_shell_command,  set_continue_job_command,
+        set_doctor_command,     set_sweep_command,
     };
     return table;
 }

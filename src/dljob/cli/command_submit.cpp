@@ -1,12 +1,14 @@
 #include <dljob/app/jobs/job_context.hpp>
 #include <dljob/app/jobs/status.hpp>
 #include <dljob/app/jobs/submit.hpp>
+#include <dljob/app/jobs/sweep.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 #include <dljob/util/files.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <memory>
@@ -21,6 +23,8 @@ void set_submit_command(CLI::App& app, Context& context) {
                   "this host, else local)");
     auto options = std::make_shared<app::SubmitOptions>();
     auto wait = std::make_shared<bool>(false);
+    auto sweeps = std::make_shared<std::vector<std::string>>();
+    auto sweep_limit = std::make_shared<int>(0);
     command->add_option("RECIPE", options->recipe, "Recipe file (YAML)")->required();
     command->add_option("--site", options->site,
                         "Site profile name (default: by hostname, else local)");
@@ -33,12 +37,46 @@ void set_submit_command(CLI::App& app, Context& context) {
                      "Override a recipe value, KEY=VALUE with a dotted key "
                      "(--set train.max_iter=200); repeatable, validated like the recipe")
         ->allow_extra_args(false);
+    command->add_option("--after", options->after,
+                        "Start only after dljob job ID has ended: ID or ID:ok (only if it "
+                        "completed), ID:any (however it ended)");
+    command
+        ->add_option("--sweep", *sweeps,
+                     "Submit one job per value: KEY=V1,V2,... or KEY=A..B (whole numbers); "
+                     "repeatable, the cartesian product of all")
+        ->allow_extra_args(false);
+    command->add_option("--sweep-limit", *sweep_limit,
+                        "At most N points of the sweep run at once (0: no limit)");
     command->add_flag("--dry-run", options->dry_run, "Print the job script; submit nothing");
     command->add_flag("--wait", *wait,
                       "Wait for the job to end, showing its progress; exit 1 unless it "
                       "COMPLETED");
-    command->callback([options, wait, &context] {
+    command->callback([options, wait, sweeps, sweep_limit, &context] {
         auto jobs = app::JobContext::open();
+        if (!sweeps->empty()) {
+            if (*wait) {
+                throw Failure(ErrorCode::usage, "--wait follows one job, not a sweep",
+                              "follow the sweep with: dljob sweep ID");
+            }
+            auto swept = app::submit_sweep(jobs, *options, *sweeps, *sweep_limit);
+            if (!swept) {
+                throw Failure(swept.error());
+            }
+            for (const auto& point : swept->points) {
+                const Job& job = point.job;
+                if (options->dry_run) {
+                    context.out << fmt::format("# point: {}\n", fmt::join(job.sweep_point, " "));
+                    continue;
+                }
+                context.out << fmt::format("submitted job {} ({}) as {} {}: {}\n", job.id, job.name,
+                                           job.scheduler, job.scheduler_id,
+                                           fmt::join(job.sweep_point, " "));
+            }
+            context.out << fmt::format("sweep {}: {} points{}\n", swept->sweep,
+                                       swept->points.size(),
+                                       options->dry_run ? " (dry run: nothing submitted)" : "");
+            return;
+        }
         auto outcome = app::submit_recipe(jobs, *options);
         if (!outcome) {
             throw Failure(outcome.error());

@@ -45,8 +45,10 @@ void set_status_command(CLI::App& app, Context& context);
 void set_logs_command(CLI::App& app, Context& context);
 void set_cancel_command(CLI::App& app, Context& context);
 void set_show_command(CLI::App& app, Context& context);
-void set_plot_command(CLI::App& app, Context& context);  // command_plot.cpp
-void set_shell_command(CLI::App& app, Context& context); // command_shell.cpp
+void set_plot_command(CLI::App& app, Context& context);   // command_plot.cpp
+void set_shell_command(CLI::App& app, Context& context);  // command_shell.cpp
+void set_doctor_command(CLI::App& app, Context& context); // command_doctor.cpp
+void set_sweep_command(CLI::App& app, Context& context);  // command_sweep.cpp
 
 /// Run by job scripts, not people (command_continue_job.cpp).
 void set_continue_job_command(CLI::App& app, Context& context);

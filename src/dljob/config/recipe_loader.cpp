@@ -139,9 +139,104 @@ Result<void> read_data(const YamlNode& node, Recipe& recipe) {
     return {};
 }
 
+std::string number_text(double value) {
+    return fmt::format("{}", value);
+}
+
+// One recipe key over the config's solver: checked here, with the file:line:column of the
+// recipe, so a bad value never waits in a queue to be refused by dltrain.
+Result<std::string> read_solver_value(const YamlNode& node, const std::string& key,
+                                      const std::string& key_path) {
+    const auto number = [&](double min, double max) -> Result<std::string> {
+        auto v = read_number(node, key_path, min, max);
+        if (!v) {
+            return fail(v.error());
+        }
+        return number_text(*v);
+    };
+    const auto integer = [&](int min, int max) -> Result<std::string> {
+        auto v = read_int(node, key_path, min, max);
+        if (!v) {
+            return fail(v.error());
+        }
+        return std::to_string(*v);
+    };
+    if (key == "base_lr") {
+        auto v = read_number(node, key_path, 0, 100);
+        if (v && *v <= 0) {
+            return invalid(node.mark, key_path, "expected a learning rate above 0");
+        }
+        return v ? Result<std::string>{number_text(*v)} : fail(v.error());
+    }
+    if (key == "momentum") {
+        return number(0, 1);
+    }
+    if (key == "weight_decay") {
+        return number(0, 1);
+    }
+    if (key == "gamma") {
+        return number(0, 1000);
+    }
+    if (key == "power") {
+        return number(0, 100);
+    }
+    if (key == "random_seed") {
+        return integer(0, 2'147'483'647);
+    }
+    if (key == "batch_size") {
+        return integer(1, 1'000'000);
+    }
+    if (key == "stepsize") {
+        return integer(1, 1'000'000'000);
+    }
+    if (key == "lr_policy") {
+        return read_choice(node, key_path, {"fixed", "step", "multistep", "exp", "inv", "poly"});
+    }
+    if (key == "solver") {
+        return read_choice(node, key_path, {"SGD", "Nesterov", "Adam"});
+    }
+    // stepvalue: multistep's iterations, increasing.
+    if (!node.is_sequence() || node.items.empty()) {
+        return invalid(node.mark, key_path,
+                       "expected a list of increasing iterations, like [5000, 8000]");
+    }
+    std::string text;
+    int previous = 0;
+    for (std::size_t i = 0; i < node.items.size(); ++i) {
+        const std::string item_path = fmt::format("{}[{}]", key_path, i);
+        auto v = read_int(node.items[i], item_path, 1, 1'000'000'000);
+        if (!v) {
+            return fail(v.error());
+        }
+        if (*v <= previous) {
+            return invalid(node.items[i].mark, item_path,
+                           fmt::format("expected an iteration above {}, the one before", previous));
+        }
+        previous = *v;
+        text += (text.empty() ? "[" : ",") + std::to_string(*v);
+    }
+    return text + "]";
+}
+
 Result<void> read_train(const YamlNode& node, Recipe& recipe,
                         const std::filesystem::path& base_dir) {
-    DLJOB_TRY(check_mapping(node, "train", {"config", "threads", "max_iter", "weights"}));
+    std::vector<std::string> allowed = {"config", "threads", "max_iter", "weights"};
+    allowed.insert(allowed.end(), solver_override_keys.begin(), solver_override_keys.end());
+    DLJOB_TRY(check_mapping(node, "train", allowed));
+    for (const auto key : solver_override_keys) {
+        const auto* value = node.find(key);
+        if (value == nullptr) {
+            continue;
+        }
+        const std::string key_path = join_key("train", key);
+        auto text = read_solver_value(*value, std::string(key), key_path);
+        if (!text) {
+            return fail(text.error());
+        }
+        // dltrain calls the solver's type `type`; in a recipe that word would be ambiguous.
+        recipe.train.solver.emplace_back(key == "solver" ? "type" : std::string(key), *text);
+        record(recipe, key_path, value->mark);
+    }
     const auto* config = node.find("config");
     if (config == nullptr) {
         return invalid(node.mark, "train.config",
@@ -189,9 +284,14 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
         if (!v) {
             return fail(v.error());
         }
+        // "@ID": the checkpoint of the dljob job this one waits for (submit --after ID).
+        if (v->front() == '@' && !std::regex_match(*v, std::regex{"@[1-9][0-9]{0,17}"})) {
+            return invalid(weights->mark, "train.weights",
+                           fmt::format("'{}': expected @ and a dljob job id, like @12", *v));
+        }
         // ~ and $VARIABLE are the job's to expand (the cluster's home, $SCRATCH); a relative
         // path is the recipe's neighbour, like train.config.
-        const bool for_the_job = v->front() == '~' || v->front() == '$';
+        const bool for_the_job = v->front() == '~' || v->front() == '$' || v->front() == '@';
         std::filesystem::path file{*v};
         if (!for_the_job && file.is_relative()) {
             file = base_dir / file;

@@ -47,6 +47,14 @@ struct Job {
     /// The newest entry of <run_dir>/checkpoints when this attempt was submitted ("" if none):
     /// an attempt that ends with the same one made no progress and is not continued.
     std::string progress_mark;
+    /// `--after`: the job this one waits for (0: none), and whether it must have completed
+    /// (afterok) or only ended (afterany).
+    std::int64_t after = 0;
+    bool after_ok = true;
+    /// `submit --sweep`: the sweep this job is a point of ("" if none) and the point's values,
+    /// as the `--set KEY=VALUE` assignments that made it.
+    std::string sweep;
+    std::vector<std::string> sweep_point;
 };
 
 /// A state change, kept so `dljob show` can tell a job's history.

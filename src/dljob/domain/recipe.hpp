@@ -30,7 +30,7 @@ struct DataSpec {
 
 /// `train:` runs the bundled engine:
 ///   dltrain train --config <config> --run-dir <run_dir> --data-dir <data> --resume auto
-///                 [--threads N] [--max-iter N]
+///                 [--threads N] [--max-iter N] [--solver KEY=VALUE...]
 struct TrainSpec {
     std::filesystem::path config; // network+solver config, absolute (resolved against the recipe)
     std::optional<int> threads;   // --threads; unset: the engine decides
@@ -40,6 +40,14 @@ struct TrainSpec {
     /// --weights: fine-tune from this dltrain checkpoint (absolute, or starting with ~ or
     /// $VARIABLE, expanded by the job's shell); empty: train from the fillers.
     std::string weights;
+    /// `train.weights: "@ID"` resolved by submit --after ID: that job's run directory; the job
+    /// script passes the newest completed checkpoint there as --weights when it starts.
+    std::filesystem::path weights_from_run;
+    /// Solver values over the network config's (`train.base_lr: 0.01`), in the order of
+    /// config::solver_override_keys, as `dltrain train --solver KEY=VALUE`: the key as dltrain
+    /// names it and the value as YAML text. Validated by the recipe loader, so a sweep over
+    /// them needs no copy of the network config.
+    std::vector<std::pair<std::string, std::string>> solver;
 };
 
 /// `command:` runs any program (PyTorch, Torch7, Theano scripts...) with the same treatment:

@@ -3,9 +3,11 @@
 // the request, render/ turns it into the script text and the exact command that submits it.
 
 #include <dljob/domain/recipe.hpp>
+#include <dljob/domain/scheduler.hpp>
 #include <dljob/domain/site_profile.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@ struct RenderRequest {
     std::filesystem::path run_dir;        // absolute, chosen by submit; exists before submit
     std::filesystem::path dljob_binary;   // absolute path of dljob (for future in-job helpers)
     std::filesystem::path dltrain_binary; // absolute path of dltrain for `train:` recipes
+    std::optional<JobDependency> after;   // submit --after: wait for that job first
 };
 
 struct RenderedJob {
@@ -34,6 +37,9 @@ struct RenderedJob {
     /// scheduler options for qsub/msub/sqsub repeat the directives (CLI flags win, legacy §5.5).
     /// local: {"/bin/bash", "<run_dir>/job.sh"}.
     std::vector<std::string> submit_argv;
+    /// The words of submit_argv that make the job wait (`--after`): for this submission only,
+    /// so they are left out of the command kept for continuations.
+    std::vector<std::string> dependency_options;
     std::string scheduler_job_name; // the name the scheduler sees, after mapping
     SchedulerKind scheduler = SchedulerKind::local;
     ResolvedResources resources;

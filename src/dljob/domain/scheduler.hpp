@@ -14,6 +14,15 @@
 
 namespace dljob {
 
+/// `dljob submit --after ID[:ok|any]`: start only once another job has ended (`ok`: and only
+/// if it completed). Each family renders its own form (render::dependency_options).
+struct JobDependency {
+    std::int64_t job_id = 0;  // dljob's id of the job waited on
+    std::string scheduler_id; // the scheduler's id of that job (its latest attempt)
+    std::string run_dir;      // its run directory (local: where its end is written)
+    bool ok = true;           // afterok; false: afterany
+};
+
 struct SubmitRequest {
     std::string script_path;
     std::string run_dir;
@@ -29,6 +38,8 @@ struct SubmitRequest {
     /// exits 75 itself, within these bounds; the other families ignore them.
     int attempt = 1;
     int max_continuations = 0;
+    /// Wait for this job first; only ever set on a chain's first attempt.
+    std::optional<JobDependency> after;
 };
 
 struct Submission {

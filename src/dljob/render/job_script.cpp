@@ -363,6 +363,27 @@ Result<std::vector<std::string>> training_command(const RenderRequest& req,
             words.insert(words.end(),
                          {"--weights", shell_word_with_variables(recipe.train.weights)});
         }
+        if (!recipe.train.weights_from_run.empty()) {
+            const std::string dir = (recipe.train.weights_from_run / "checkpoints").string();
+            if (has_nul(dir) || !recipe.train.weights_from_run.is_absolute()) {
+                return refuse("train.weights", dir, "an absolute run directory");
+            }
+            // iter_<8 digits>.done markers sort by iteration; a checkpoint counts only with
+            // its marker (docs/engine.md). None: ".ckpt", which dltrain refuses by name.
+            words.insert(
+                words.end(),
+                {"--weights", fmt::format(R"sh("$(f=$(ls -1 {}/iter_*.done 2>/dev/null | sort | )sh"
+                                          R"sh(tail -n 1); printf %s "${{f%.done}}")".ckpt)sh",
+                                          shell_quote(dir))});
+        }
+        for (const auto& [key, value] : recipe.train.solver) {
+            DLJOB_TRY(require(fmt::format("train.{}", key), value, R"([A-Za-z0-9.,+\[\]-]{1,128})",
+                              "a number, a word or a list of numbers"));
+            const std::string assignment = fmt::format("{}={}", key, value);
+            words.insert(words.end(), {"--solver", matches(assignment, option_value_re)
+                                                       ? assignment
+                                                       : shell_quote(assignment)});
+        }
         return words;
     }
     if (recipe.command.argv.empty()) {
@@ -379,6 +400,25 @@ Result<std::vector<std::string>> training_command(const RenderRequest& req,
 }
 
 } // namespace
+
+std::vector<std::string> dependency_options(SchedulerKind kind, const JobDependency& after) {
+    const char* const condition = after.ok ? "afterok" : "afterany";
+    switch (kind) {
+    case SchedulerKind::slurm:
+        return {fmt::format("--dependency={}:{}", condition, after.scheduler_id)};
+    case SchedulerKind::pbs:
+    case SchedulerKind::moab:
+        // Torque's qsub, PBS Pro's and Moab's msub all take the PBS form.
+        return {"-W", fmt::format("depend={}:{}", condition, after.scheduler_id)};
+    case SchedulerKind::sqsub:
+        // sqsub -w waits for the job to end, however it ends; for `ok` dljob status cancels
+        // a dependant whose job failed before it could start.
+        return {"-w", after.scheduler_id};
+    case SchedulerKind::local:
+        return {}; // the local wrapper waits (schedulers/local.cpp)
+    }
+    return {};
+}
 
 std::string scheduler_job_name(const std::string& wanted, const SchedulerBehaviour& behaviour) {
     bool ok = !wanted.empty() && wanted.size() <= behaviour.job_name_max &&
@@ -515,6 +555,20 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     case SchedulerKind::local:
         plan.submit_argv = {"/bin/bash", script};
         break;
+    }
+    if (req.after && !req.after->scheduler_id.empty()) {
+        DLJOB_TRY(require("--after", req.after->scheduler_id, token_re, "a scheduler job id"));
+        out.dependency_options = dependency_options(partition->scheduler, *req.after);
+        // Options go before the script; sqsub's before --nompirun and the command.
+        auto at = std::find(plan.submit_argv.begin(), plan.submit_argv.end(), "--nompirun");
+        if (partition->scheduler != SchedulerKind::sqsub) {
+            at = plan.submit_argv.end() - 1;
+        }
+        plan.submit_argv.insert(at, out.dependency_options.begin(), out.dependency_options.end());
+        plan.notes.push_back(
+            fmt::format("starts after job {} ({} {}) has ended{}", req.after->job_id,
+                        to_string(partition->scheduler), req.after->scheduler_id,
+                        req.after->ok ? ", and only if it completed" : ", however it ended"));
     }
     out.submit_argv = plan.submit_argv;
     out.notes = plan.notes;

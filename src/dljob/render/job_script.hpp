@@ -8,6 +8,7 @@
 #include <dljob/domain/template_engine.hpp>
 
 #include <string>
+#include <vector>
 
 namespace dljob::render {
 
@@ -23,5 +24,10 @@ std::string scheduler_job_name(const std::string& wanted, const SchedulerBehavio
 /// One line of shell that prints as the argv (each element shell-quoted), for comments and
 /// `dljob render`.
 std::string command_line(const std::vector<std::string>& argv);
+
+/// The submit options that make a job wait for `after` in `kind`'s own form (Slurm
+/// --dependency=afterok:ID, PBS/Torque/Moab -W depend=afterok:ID, sqsub -w ID; local: none,
+/// its wrapper waits). Rendered into RenderedJob::submit_argv and added by each adapter.
+std::vector<std::string> dependency_options(SchedulerKind kind, const JobDependency& after);
 
 } // namespace dljob::render

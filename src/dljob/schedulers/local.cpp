@@ -5,6 +5,12 @@
 // cancel reaches everything it started with one kill(-pgid). The wrapper
 //   - first writes <run_dir>/local_job (its pid and the job's token), so a `dljob submit` killed
 //     after starting it but before recording the pid finds it again (find_by_token),
+//   - with --after, first waits (like a queue, so the walltime watchdog is not yet started) for
+//     the other job's wrapper to write its local_exit, marking <run_dir>/local_waiting
+//     meanwhile. The wait is bounded by the other job: when no wrapper of it has been alive
+//     for 5 looks 2 s apart and it wrote no end (killed, machine rebooted), it counts as
+//     failed. An afterok dependant of a job that did not exit 0 writes local_never_ran (the
+//     other's exit status) and ends with 125 without running the script,
 //   - runs the script in the background and waits for it (so a TERM reaches the wrapper's trap
 //     at once rather than after the script ends),
 //   - enforces the walltime with a watchdog that marks <run_dir>/local_timeout and sends TERM
@@ -33,6 +39,8 @@
 //
 // State table:
 //   the job's group alive, no local_exit       -> RUNNING ("running")
+//   the job's group alive, local_waiting        -> PENDING ("waiting", reason "dependency")
+//   local_never_ran present                     -> CANCELLED ("dependency never satisfied")
 //   local_exit = 0                              -> COMPLETED
 //   local_timeout present                       -> TIMEOUT (native "walltime")
 //   local_exit != 0                             -> FAILED (exit code kept)
@@ -54,8 +62,25 @@ namespace {
 
 constexpr std::string_view wrapper = R"sh(
 script=$1 run_dir=$2 walltime=$3 token=$4 attempt=$5 max_continuations=$6 log=$7
+after_dir=${8:-} after_ok=${9:-}
 printf 'pid=%s\ntoken=%s\n' "$$" "$token" >"$run_dir/.local_job.$$" &&
   mv -f "$run_dir/.local_job.$$" "$run_dir/local_job"
+if [ -n "$after_dir" ]; then
+  : >"$run_dir/local_waiting"
+  gone=0
+  while [ ! -e "$after_dir/local_exit" ] && [ "$gone" -lt 5 ]; do
+    other=$(sed -n 's/^pid=//p' "$after_dir/local_job" 2>/dev/null)
+    if [ -n "$other" ] && kill -0 "$other" 2>/dev/null; then gone=0; else gone=$((gone + 1)); fi
+    sleep 2
+  done
+  after_rc=$(cat "$after_dir/local_exit" 2>/dev/null)
+  rm -f "$run_dir/local_waiting"
+  if [ "$after_ok" = 1 ] && [ "$after_rc" != 0 ]; then
+    printf '%s\n' "${after_rc:-none}" >"$run_dir/local_never_ran"
+    printf '125\n' >"$run_dir/.local_exit.tmp" && mv -f "$run_dir/.local_exit.tmp" "$run_dir/local_exit"
+    exit 125
+  fi
+fi
 # The newest checkpoint (time, size, name): a continuation needs a newer one than at the start.
 newest_checkpoint() {
   find "$run_dir/checkpoints" -mindepth 1 -maxdepth 1 -printf '%T@ %s %f\n' 2>/dev/null |
@@ -187,7 +212,7 @@ Result<Submission> LocalScheduler::submit(const SubmitRequest& request) {
     }
     // A job submitted again in its run directory (a continuation) must not be read as ended by
     // the previous wrapper's files.
-    for (const auto& stale : {exit_file, timeout_file, job_file}) {
+    for (const auto& stale : {exit_file, timeout_file, job_file, waiting_file, never_ran_file}) {
         std::filesystem::remove(std::filesystem::path(request.run_dir) / stale, ec);
         if (ec) {
             return fail(ErrorCode::io, fmt::format("cannot remove {} in {}: {}", stale,
@@ -210,6 +235,10 @@ Result<Submission> LocalScheduler::submit(const SubmitRequest& request) {
                                ? (std::filesystem::path(request.run_dir) / log_file).string()
                                : request.log_path;
     detached.argv.push_back(detached.output_path);
+    if (request.after) {
+        detached.argv.insert(detached.argv.end(),
+                             {request.after->run_dir, request.after->ok ? "1" : "0"});
+    }
     detached.env = {{"DLJOB_JOB_TOKEN", request.token}, {"DLJOB_RUN_DIR", request.run_dir}};
     auto pid = m_runner.spawn_detached(detached);
     if (!pid) {
@@ -234,6 +263,16 @@ LocalScheduler::poll(const std::vector<JobRef>& jobs) {
     std::optional<std::vector<ProcessInfo>> processes; // listed once, when a job needs it
     auto ended = [&](const JobRef& job) {
         const std::filesystem::path dir(job.run_dir);
+        if (auto other = util::read_file(dir / never_ran_file)) {
+            SchedulerStatus never;
+            never.state = JobState::cancelled;
+            never.native_state = "dependency";
+            never.reason = fmt::format("dependency never satisfied (the job it waited for ended "
+                                       "with exit {})",
+                                       trim(*other));
+            found[job.scheduler_id] = never;
+            return true;
+        }
         if (auto text = util::read_file(dir / exit_file)) {
             if (auto code = parse_int(*text)) {
                 found[job.scheduler_id] =
@@ -262,6 +301,11 @@ LocalScheduler::poll(const std::vector<JobRef>& jobs) {
             SchedulerStatus running;
             running.state = JobState::running;
             running.native_state = "running";
+            if (std::filesystem::exists(std::filesystem::path(job.run_dir) / waiting_file)) {
+                running.state = JobState::pending;
+                running.native_state = "waiting";
+                running.reason = "dependency";
+            }
             found[job.scheduler_id] = running;
         } else {
             // Gone from the listing: it may have written local_exit and exited since the first

@@ -28,6 +28,10 @@ public:
     static constexpr const char* timeout_file = "local_timeout";
     static constexpr const char* log_file = "local.log"; // the wrapper's own output
     static constexpr const char* job_file = "local_job"; // pid= and token=, written first
+    /// --after: present while the wrapper waits for the other job (PENDING); never_ran_file
+    /// holds the other job's end when an afterok dependant was not run (CANCELLED).
+    static constexpr const char* waiting_file = "local_waiting";
+    static constexpr const char* never_ran_file = "local_never_ran";
 
 private:
     ProcessRunner& m_runner;

@@ -19,6 +19,7 @@
 // Quirks: the text form of showq has no DRMJID and varies by version, so --xml is parsed with a
 // lenient attribute scanner; completed jobs are asked for (showq -c) only when a job is missing
 // from the first query.
+#include <dljob/render/job_script.hpp>
 #include <dljob/schedulers/moab.hpp>
 #include <dljob/schedulers/support.hpp>
 
@@ -154,6 +155,10 @@ Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
     }
     if (!request.log_path.empty()) {
         argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
+    }
+    if (request.after) {
+        const auto wait = render::dependency_options(SchedulerKind::moab, *request.after);
+        argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.push_back(request.script_path);
     return submit_command(m_runner, std::move(argv), m_options, request.run_dir,

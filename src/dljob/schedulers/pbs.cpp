@@ -19,6 +19,7 @@
 //   keep_completed): the records printed are used whatever the exit status.
 // - `qstat -x` (XML) is Torque-only (the wrappers reject it), so the text form is parsed.
 // - qdel of an unknown or finished job fails; that is reported.
+#include <dljob/render/job_script.hpp>
 #include <dljob/schedulers/pbs.hpp>
 #include <dljob/schedulers/support.hpp>
 
@@ -138,6 +139,10 @@ Result<Submission> PbsScheduler::submit(const SubmitRequest& request) {
         // The Torque wrappers pass their own -o/-e to sbatch, overriding #PBS -o: only the
         // command line reliably names the log.
         argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
+    }
+    if (request.after) {
+        const auto wait = render::dependency_options(SchedulerKind::pbs, *request.after);
+        argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.push_back(request.script_path);
     return submit_command(m_runner, std::move(argv), m_options, request.run_dir,

@@ -22,6 +22,7 @@
 //   default window starts at midnight: it is asked only for jobs squeue no longer shows, with an
 //   explicit --starttime, and its failure is not an error (the exit_code file still decides).
 // - scancel prints nothing and returns 0 even for unknown ids.
+#include <dljob/render/job_script.hpp>
 #include <dljob/schedulers/slurm.hpp>
 #include <dljob/schedulers/support.hpp>
 
@@ -173,6 +174,10 @@ Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
     }
     if (!request.log_path.empty()) {
         argv.push_back("--output=" + request.log_path);
+    }
+    if (request.after) {
+        const auto wait = render::dependency_options(SchedulerKind::slurm, *request.after);
+        argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.push_back(request.script_path);
     return submit_command(m_runner, std::move(argv), m_options, request.run_dir,

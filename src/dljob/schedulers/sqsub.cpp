@@ -14,6 +14,7 @@
 // minutes; the id is best taken from --idfile, else "submitted as jobid N" (stdout and stderr
 // are mixed); the job name (-j) carries the token; `sqjobs <id>` exits 1 once a job is done,
 // so the user's whole list is read instead, and columns are never indexed blindly.
+#include <dljob/render/job_script.hpp>
 #include <dljob/schedulers/sqsub.hpp>
 #include <dljob/schedulers/support.hpp>
 #include <dljob/util/files.hpp>
@@ -143,6 +144,10 @@ std::vector<std::string> sqsub_argv(const SubmitRequest& request, std::filesyste
     }
     if (!has_idfile) {
         argv.push_back("--idfile=" + idfile.string());
+    }
+    if (request.after) {
+        const auto wait = render::dependency_options(SchedulerKind::sqsub, *request.after);
+        argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.insert(argv.end(), request.submit_argv.begin() + static_cast<std::ptrdiff_t>(i),
                 request.submit_argv.end());

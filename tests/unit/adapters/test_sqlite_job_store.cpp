@@ -299,7 +299,8 @@ TEST_F(SqliteStore, AVersionOneStoreIsUpgradedKeepingItsJobs) {
         Db db(path.string(), JournalMode::wal, 1000);
         db.exec("DROP INDEX jobs_continues");
         for (const char* column :
-             {"attempt", "continues", "max_continuations", "submit_argv", "progress_mark"}) {
+             {"attempt", "continues", "max_continuations", "submit_argv", "progress_mark",
+              "after_job", "after_ok", "sweep", "sweep_point"}) {
             db.exec(std::string("ALTER TABLE jobs DROP COLUMN ") + column);
         }
         db.exec("ALTER TABLE metrics DROP COLUMN start_iter");
@@ -312,10 +313,29 @@ TEST_F(SqliteStore, AVersionOneStoreIsUpgradedKeepingItsJobs) {
     EXPECT_EQ((*job)->continues, 0);
     EXPECT_EQ((*job)->max_continuations, 0);
     EXPECT_TRUE((*job)->submit_argv.empty());
+    EXPECT_EQ((*job)->after, 0);
     Db check(path.string(), JournalMode::wal, 1000);
     auto version = check.prepare("PRAGMA user_version");
     ASSERT_TRUE(version.step());
     EXPECT_EQ(version.int64(0), SqliteJobStore::schema_version());
+}
+
+TEST_F(SqliteStore, KeepsTheDependencyOfAJob) {
+    auto store = open_store();
+    auto first = store->create(new_job("first"));
+    ASSERT_TRUE(first);
+    Job second = new_job("second");
+    second.after = first->id;
+    second.after_ok = false;
+    ASSERT_TRUE(store->create(second));
+    auto found = store->find_by_token("second");
+    ASSERT_TRUE(found && found->has_value());
+    EXPECT_EQ((*found)->after, first->id);
+    EXPECT_FALSE((*found)->after_ok);
+    auto plain = store->find(first->id);
+    ASSERT_TRUE(plain && plain->has_value());
+    EXPECT_EQ((*plain)->after, 0);
+    EXPECT_TRUE((*plain)->after_ok);
 }
 
 TEST_F(SqliteStore, KeepsTheContinuationFieldsAndOneContinuationPerJob) {

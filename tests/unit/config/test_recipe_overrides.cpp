@@ -67,6 +67,57 @@ TEST(RecipeOverrides, BadValuesAreCheckedLikeTheFilesOwn) {
     EXPECT_NE(both.error().message.find("exactly one of train"), std::string::npos);
 }
 
+TEST(RecipeOverrides, SolverValuesOverrideTheNetworkConfigInDltrainsOrderAndNames) {
+    auto recipe = load_recipe(fashion, {"train.random_seed=3", "train.base_lr=0.01",
+                                        "train.lr_policy=multistep", "train.stepvalue=[100, 200]",
+                                        "train.solver=Adam", "train.batch_size=32"});
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    EXPECT_EQ(recipe->train.solver,
+              (std::vector<std::pair<std::string, std::string>>{{"type", "Adam"},
+                                                                {"base_lr", "0.01"},
+                                                                {"lr_policy", "multistep"},
+                                                                {"stepvalue", "[100,200]"},
+                                                                {"batch_size", "32"},
+                                                                {"random_seed", "3"}}));
+    EXPECT_EQ(recipe->origins.at("train.base_lr"), "--set:2:15");
+    auto plain = load_recipe(fashion);
+    ASSERT_TRUE(plain);
+    EXPECT_TRUE(plain->train.solver.empty());
+}
+
+TEST(RecipeOverrides, BadSolverValuesNameTheArgumentColumnAndKey) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"train.base_lr=0", "--set:1:15: train.base_lr: expected a learning rate above 0"},
+        {"train.base_lr=fast", "--set:1:15: train.base_lr: expected a number from 0 to 100"},
+        {"train.momentum=1.5", "--set:1:16: train.momentum: expected a number from 0 to 1"},
+        {"train.lr_policy=stepp", "--set:1:17: train.lr_policy: expected one of"},
+        {"train.batch_size=0", "--set:1:18: train.batch_size: expected a whole number"},
+        {"train.stepvalue=[200, 100]", "--set:1:23: train.stepvalue[1]: expected an iteration "
+                                       "above 200"},
+        {"train.stepvalue=100", "--set:1:17: train.stepvalue: expected a list"},
+    };
+    for (const auto& [assignment, message] : cases) {
+        auto recipe = load_recipe(fashion, {assignment});
+        ASSERT_FALSE(recipe) << assignment;
+        EXPECT_EQ(recipe.error().message.rfind(message, 0), 0U) << recipe.error().message;
+    }
+    auto typo = load_recipe(fashion, {"train.base_rl=0.1"});
+    ASSERT_FALSE(typo);
+    EXPECT_EQ(typo.error().hint, "did you mean 'base_lr'?");
+}
+
+TEST(RecipeOverrides, WeightsOfAnotherJobAreKeptForSubmitAndMustNameAJobId) {
+    auto recipe = load_recipe(fashion, {"train.weights=\"@12\""});
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    EXPECT_EQ(recipe->train.weights, "@12"); // resolved by submit --after 12, not as a path
+    for (const std::string bad : {"@", "@x", "@0", "@12/iter_1.ckpt"}) {
+        auto refused = load_recipe(fashion, {"train.weights=\"" + bad + "\""});
+        ASSERT_FALSE(refused) << bad;
+        EXPECT_NE(refused.error().message.find("expected @ and a dljob job id"), std::string::npos)
+            << refused.error().message;
+    }
+}
+
 TEST(RecipeOverrides, MalformedAssignmentsAreRefused) {
     for (const std::string bad : {"train.max_iter", "=3", "train..max_iter=3", ".x=1", "a b=1"}) {
         auto recipe = load_recipe(fashion, {bad});

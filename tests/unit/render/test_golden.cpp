@@ -5,6 +5,7 @@
 
 #include "render_support.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace dljob::test {
@@ -43,6 +44,59 @@ INSTANTIATE_TEST_SUITE_P(EverySiteAndRecipe, GoldenScripts,
                          ::testing::Combine(::testing::ValuesIn(builtin_sites()),
                                             ::testing::ValuesIn(builtin_recipes())),
                          golden_name);
+
+// submit --after: each family's own dependency on the submit command (shown in the script's
+// header), before the script (sqsub: before the command it runs); local has none (its wrapper
+// waits).
+class DependencyForms : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DependencyForms, RenderEachFamilysOwnDependency) {
+    for (const bool ok : {true, false}) {
+        RenderRequest req = golden_request(GetParam(), "mnist");
+        req.after = JobDependency{7, "4242", "/scratch/dljob/runs/first", ok};
+        auto templates = builtin_templates();
+        auto rendered = render::render_job(req, templates);
+        ASSERT_TRUE(rendered) << rendered.error().message;
+        const std::string condition = ok ? "afterok" : "afterany";
+        std::vector<std::string> expected;
+        switch (rendered->scheduler) {
+        case SchedulerKind::slurm:
+            expected = {"--dependency=" + condition + ":4242"};
+            break;
+        case SchedulerKind::pbs:
+        case SchedulerKind::moab:
+            expected = {"-W", "depend=" + condition + ":4242"};
+            break;
+        case SchedulerKind::sqsub:
+            expected = {"-w", "4242"};
+            break;
+        case SchedulerKind::local:
+            break;
+        }
+        EXPECT_EQ(rendered->dependency_options, expected);
+        const auto& argv = rendered->submit_argv;
+        if (!expected.empty()) {
+            const auto at = std::search(argv.begin(), argv.end(), expected.begin(), expected.end());
+            ASSERT_NE(at, argv.end()) << render::command_line(argv);
+            const auto next = at + static_cast<std::ptrdiff_t>(expected.size());
+            ASSERT_NE(next, argv.end());
+            EXPECT_EQ(*next, rendered->scheduler == SchedulerKind::sqsub
+                                 ? std::string("--nompirun")
+                                 : (req.run_dir / rendered->script_name).string());
+            EXPECT_NE(rendered->script.find(render::command_line(argv)), std::string::npos);
+        }
+        EXPECT_NE(rendered->script.find("starts after job 7"), std::string::npos);
+        // Without --after, nothing of it.
+        RenderRequest plain = golden_request(GetParam(), "mnist");
+        auto without = render::render_job(plain, templates);
+        ASSERT_TRUE(without);
+        EXPECT_TRUE(without->dependency_options.empty());
+        EXPECT_EQ(without->submit_argv.size() + expected.size(), argv.size());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySite, DependencyForms, ::testing::ValuesIn(builtin_sites()),
+                         [](const auto& param) { return param.param; });
 
 } // namespace
 } // namespace dljob::test

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
 
 namespace dljob::test {
 namespace {
@@ -102,6 +103,41 @@ TEST_P(ScriptContract, FineTuneWeightsReachDltrainExpandedByTheJob) {
     ASSERT_NE(at, argv.end());
     ASSERT_NE(at + 1, argv.end());
     EXPECT_EQ(*(at + 1), req.run_dir.string() + "/pre trained's.ckpt");
+}
+
+TEST_P(ScriptContract, RecipeSolverValuesReachDltrainAsSolverOverrides) {
+    auto req = request();
+    req.recipe.train.solver = {{"base_lr", "0.01"}, {"stepvalue", "[100,200]"}};
+    const auto result = m_sandbox.run(req, render(req));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto argv = read_nul_separated(req.run_dir / "train.argv");
+    std::vector<std::string> solver;
+    for (auto at = argv.begin(); at != argv.end(); ++at) {
+        if (*at == "--solver" && at + 1 != argv.end()) {
+            solver.push_back(*(at + 1));
+        }
+    }
+    EXPECT_EQ(solver, (std::vector<std::string>{"base_lr=0.01", "stepvalue=[100,200]"}));
+}
+
+// train.weights: "@ID" with --after ID: the newest completed checkpoint of that run when the
+// job starts (only one with its .done marker counts).
+TEST_P(ScriptContract, WeightsOfTheJobWaitedForAreItsNewestCompletedCheckpoint) {
+    auto req = request();
+    const auto other = m_sandbox.root / "first run";
+    std::filesystem::create_directories(other / "checkpoints");
+    for (const char* name : {"iter_00000100.ckpt", "iter_00000100.done", "iter_00000900.ckpt",
+                             "iter_00000900.done", "iter_00001000.ckpt"}) {
+        std::ofstream(other / "checkpoints" / name) << "x";
+    }
+    req.recipe.train.weights_from_run = other;
+    const auto result = m_sandbox.run(req, render(req));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto argv = read_nul_separated(req.run_dir / "train.argv");
+    const auto at = std::find(argv.begin(), argv.end(), "--weights");
+    ASSERT_NE(at, argv.end());
+    ASSERT_NE(at + 1, argv.end());
+    EXPECT_EQ(*(at + 1), (other / "checkpoints" / "iter_00000900.ckpt").string());
 }
 
 TEST_P(ScriptContract, MissingModuleFailsLoudlyBeforeTraining) {

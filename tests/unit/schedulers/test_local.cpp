@@ -3,6 +3,7 @@
 #include <dljob/adapters/process_boost.hpp>
 #include <dljob/schedulers/local.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 namespace dljob::schedulers {
 namespace {
@@ -290,6 +292,62 @@ TEST_F(LocalAdapter, VanishedJobIsAbsentNotCompleted) {
     auto polled = local.poll({{"999999", "", dir.string(), tok}});
     ASSERT_TRUE(polled);
     EXPECT_TRUE(polled->empty());
+}
+
+// --after on local: the dependant waits (PENDING, "dependency") while the other job runs, then
+// runs if it may; an afterok dependant of a failed job never runs its script.
+TEST_F(LocalAdapter, AfterWaitsForTheOtherJobAndAnOkDependantOfAFailureNeverRuns) {
+    LocalScheduler local(runner, {});
+    for (const auto& [first_exit, ok, runs] : std::vector<std::tuple<int, bool, bool>>{
+             {0, true, true}, {1, true, false}, {1, false, true}}) {
+        const auto first_dir = dir / fmt::format("first-{}-{}", first_exit, ok);
+        const auto second_dir = dir / fmt::format("second-{}-{}", first_exit, ok);
+        std::filesystem::create_directories(first_dir);
+        std::filesystem::create_directories(second_dir);
+        SubmitRequest first = script(fmt::format(
+            "while [ ! -e {}/go ]; do sleep 0.1; done; exit {}", first_dir.string(), first_exit));
+        first.run_dir = first_dir.string();
+        first.token = tok + "-a";
+        auto a = local.submit(first);
+        ASSERT_TRUE(a) << a.error().message;
+        const auto second_script = second_dir / "job.sh";
+        std::ofstream(second_script) << "#!/bin/bash\ntouch " << second_dir.string() << "/ran\n";
+        SubmitRequest second;
+        second.script_path = second_script.string();
+        second.run_dir = second_dir.string();
+        second.token = tok + "-b";
+        second.after = JobDependency{1, a->scheduler_id, first_dir.string(), ok};
+        auto b = local.submit(second);
+        ASSERT_TRUE(b) << b.error().message;
+        JobRef ref{b->scheduler_id, b->secondary_id, second_dir.string(), second.token};
+        std::optional<SchedulerStatus> waiting;
+        for (int i = 0; i < 100 && (!waiting || waiting->state != JobState::pending); ++i) {
+            auto polled = local.poll({ref});
+            ASSERT_TRUE(polled);
+            if (polled->count(ref.scheduler_id) != 0) {
+                waiting = polled->at(ref.scheduler_id);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        ASSERT_TRUE(waiting);
+        EXPECT_EQ(waiting->state, JobState::pending);
+        EXPECT_EQ(waiting->reason, "dependency");
+        EXPECT_FALSE(std::filesystem::exists(second_dir / "ran"));
+        std::ofstream(first_dir / "go") << "";
+        auto end = wait_for_end(local, ref);
+        for (int i = 0; i < 100 && end && end->state == JobState::pending; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            end = wait_for_end(local, ref);
+        }
+        ASSERT_TRUE(end.has_value());
+        EXPECT_EQ(std::filesystem::exists(second_dir / "ran"), runs) << first_exit << ok;
+        EXPECT_EQ(end->state, runs ? JobState::completed : JobState::cancelled)
+            << first_exit << ok << " " << end->reason;
+        if (!runs) {
+            EXPECT_NE(end->reason.find("dependency never satisfied"), std::string::npos)
+                << end->reason;
+        }
+    }
 }
 
 TEST_F(LocalAdapter, MissingScriptIsRejected) {

@@ -33,6 +33,11 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
         request.argv.insert(request.argv.end(),
                             {"--max-memory", fmt::format("{}M", recipe.resources.memory->mib())});
     }
+    // The recipe's solver values are checked together with the config's (a step policy
+    // needs a stepsize from one or the other).
+    for (const auto& [key, value] : recipe.train.solver) {
+        request.argv.insert(request.argv.end(), {"--solver", fmt::format("{}={}", key, value)});
+    }
     request.timeout = std::chrono::seconds(60);
     auto ran = runner.run(request);
     if (!ran) {

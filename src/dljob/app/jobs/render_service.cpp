@@ -73,6 +73,25 @@ Result<RenderedJob> render_recipe(const RenderOptions& options) {
     request.run_dir = std::filesystem::absolute(request.run_dir, ec).lexically_normal();
     request.dltrain_binary = options.dltrain.empty() ? default_dltrain_binary() : options.dltrain;
     request.dljob_binary = options.dljob.empty() ? default_dljob_binary() : options.dljob;
+    request.after = options.after;
+    // `train.weights: "@ID"`: the checkpoint job ID ends with, which exists only once it has
+    // ended, so only for the job this one waits for; the script picks its newest at start.
+    if (const std::string& weights = request.recipe.train.weights;
+        !weights.empty() && weights.front() == '@') {
+        if (!options.after || weights.substr(1) != std::to_string(options.after->job_id)) {
+            return fail(
+                ErrorCode::config_invalid,
+                fmt::format("{}: train.weights: '{}' names the checkpoint of job {}, which "
+                            "only exists once that job has ended",
+                            recipe->origins.count("train.weights") != 0
+                                ? recipe->origins.at("train.weights")
+                                : options.recipe.string(),
+                            weights, weights.substr(1)),
+                fmt::format("submit with --after {} (the job waits for it)", weights.substr(1)));
+        }
+        request.recipe.train.weights.clear();
+        request.recipe.train.weights_from_run = options.after->run_dir;
+    }
     auto rendered = render_request(request);
     if (!rendered) {
         return rendered;

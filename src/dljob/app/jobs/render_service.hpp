@@ -22,6 +22,7 @@ struct RenderOptions {
     std::filesystem::path dltrain; // empty: found next to dljob, else "dltrain" in the build
     std::filesystem::path dljob;
     std::vector<std::string> overrides; // `--set KEY=VALUE` applied to the recipe
+    std::optional<JobDependency> after; // submit --after; also what `train.weights: "@ID"` names
 };
 
 /// Loads the recipe and site, builds the RenderRequest and renders it with templates/.

@@ -399,6 +399,51 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
     return {};
 }
 
+namespace {
+
+// `submit --after`: a dependant that has not started says what it waits for, and one whose
+// job ended otherwise than completed while it waited for an `ok` never runs: it is cancelled
+// (Slurm keeps such a job pending as DependencyNeverSatisfied unless kill_invalid_depend is
+// set; sqsub -w has no `ok` at all) and says why.
+void explain_dependency(JobContext& context, Job& job, std::vector<std::string>& warnings) {
+    // A cancelled one explains itself only if its script never started (the store gives a job
+    // that never ran its end as start).
+    if (job.after == 0 || job.attempt != 1 ||
+        (job.state != JobState::pending &&
+         (job.state != JobState::cancelled || script_started(job).has_value()))) {
+        return;
+    }
+    const char* const condition = job.after_ok ? "afterok" : "afterany";
+    auto other = context.store().find(job.after);
+    const bool failed = other && other->has_value() && is_terminal((*other)->state) &&
+                        (*other)->state != JobState::completed;
+    if (!job.after_ok || !failed) {
+        if (job.state == JobState::pending) {
+            job.reason = fmt::format("waiting on job {} ({})", job.after, condition);
+        }
+        return;
+    }
+    const std::string never = fmt::format("never runs: job {} it waited on ({}) ended {}",
+                                          job.after, condition, to_string((*other)->state));
+    if (job.state == JobState::pending && job.phase == SubmitPhase::submitted) {
+        if (auto scheduler = context.scheduler(job.scheduler)) {
+            (void)(*scheduler)->cancel(job_ref(job));
+        }
+        SchedulerStatus status;
+        status.state = JobState::cancelled;
+        status.native_state = "dependency";
+        status.reason = never;
+        if (auto updated = context.store().update_state(job.id, status, util::unix_now());
+            updated && *updated) {
+            warnings.push_back(fmt::format("job {} {}; cancelled", job.id, never));
+        }
+        job.state = JobState::cancelled;
+    }
+    job.reason = never;
+}
+
+} // namespace
+
 Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions& options,
                                         std::vector<std::string>& warnings) {
     std::vector<Job> jobs;
@@ -449,6 +494,7 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
         if (auto it = metrics->find(job.id); it != metrics->end()) {
             view.metrics = it->second;
         }
+        explain_dependency(context, view.job, warnings);
         views.push_back(std::move(view));
     }
     return views;
@@ -565,6 +611,9 @@ void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
             {"finished_at", job.finished_at},
             {"attempt", job.attempt},
             {"continues", job.continues == 0 ? nlohmann::json() : nlohmann::json(job.continues)},
+            {"after", job.after == 0 ? nlohmann::json() : nlohmann::json(job.after)},
+            {"sweep", job.sweep},
+            {"sweep_point", job.sweep_point},
         };
         if (view.metrics) {
             const auto& m = *view.metrics;

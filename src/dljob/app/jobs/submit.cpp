@@ -15,6 +15,7 @@
 #include <fnmatch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 
 namespace dljob::app {
@@ -41,6 +42,63 @@ std::string recipe_record(const std::filesystem::path& recipe,
         text += "# --set " + line + "\n";
     }
     return text;
+}
+
+// `--after ID[:ok|any]` against the store: the chain's latest attempt (a continued job ends
+// with its last one), on the same site and scheduler. A job that has already ended needs no
+// dependency (the scheduler may have forgotten its id); one that failed refuses an `ok`.
+Result<std::optional<JobDependency>> resolve_after(JobContext& context, const std::string& after,
+                                                   const std::string& site,
+                                                   std::vector<std::string>& notes) {
+    const auto colon = after.find(':');
+    const std::string id = after.substr(0, colon);
+    const std::string kind = colon == std::string::npos ? "ok" : after.substr(colon + 1);
+    if (kind != "ok" && kind != "any") {
+        return fail(ErrorCode::usage,
+                    fmt::format("--after {}: expected ID, ID:ok or ID:any, got ':{}'", after, kind),
+                    "ok: start only if that job completed; any: start however it ended");
+    }
+    auto job = context.find_job(id);
+    if (!job) {
+        return fail(job.error());
+    }
+    for (int hops = 0; hops < 10000; ++hops) {
+        auto next = context.store().continuation_of(job->id);
+        if (!next) {
+            return fail(next.error());
+        }
+        if (!next->has_value()) {
+            break;
+        }
+        *job = **next;
+    }
+    if (job->site != site) {
+        return fail(ErrorCode::usage,
+                    fmt::format("--after {}: job {} runs on site {}, this one on {}", after,
+                                job->id, job->site, site),
+                    "a scheduler can only make a job wait for one of its own");
+    }
+    if (is_terminal(job->state)) {
+        if (kind == "ok" && job->state != JobState::completed) {
+            return fail(ErrorCode::usage,
+                        fmt::format("--after {}: job {} has ended {}, so a job waiting for it to "
+                                    "complete would never run",
+                                    after, job->id, to_string(job->state)),
+                        fmt::format("use --after {}:any to start it anyway", id));
+        }
+        notes.push_back(fmt::format("job {} has already ended {}: this one starts without waiting",
+                                    job->id, to_string(job->state)));
+        return std::optional<JobDependency>{
+            JobDependency{job->id, "", job->run_dir, kind == "ok"}}; // for train.weights @ID
+    }
+    if (job->phase != SubmitPhase::submitted || job->scheduler_id.empty()) {
+        return fail(ErrorCode::usage,
+                    fmt::format("--after {}: job {} has no scheduler id yet ({})", after, job->id,
+                                to_string(job->phase)),
+                    "run 'dljob status' until it is submitted");
+    }
+    return std::optional<JobDependency>{
+        JobDependency{job->id, job->scheduler_id, job->run_dir, kind == "ok"}};
 }
 
 } // namespace
@@ -87,11 +145,22 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     render.run_dir = run_dir;
     render.job_token = token;
     render.overrides = options.overrides;
+    std::vector<std::string> after_notes;
+    if (!options.after.empty()) {
+        auto after = resolve_after(context, options.after, site, after_notes);
+        if (!after) {
+            return fail(after.error());
+        }
+        render.after = *after;
+    }
     auto rendered = render_recipe(render);
     if (!rendered) {
         return fail(rendered.error());
     }
     SubmitOutcome outcome{Job{}, *rendered};
+    for (auto& note : after_notes) {
+        outcome.rendered.notes.push_back(std::move(note));
+    }
     // Data that is missing or slow to read in place, a network config dltrain would refuse:
     // say so before the job waits in a queue.
     if (auto recipe = config::load_recipe(options.recipe, options.overrides)) {
@@ -118,6 +187,22 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
     outcome.job.walltime_s = rendered->resources.walltime.seconds();
     outcome.job.token = token;
     outcome.job.submit_argv = rendered->submit_argv;
+    outcome.job.sweep = options.sweep;
+    outcome.job.sweep_point = options.sweep_point;
+    if (render.after && !render.after->scheduler_id.empty()) {
+        outcome.job.after = render.after->job_id;
+        outcome.job.after_ok = render.after->ok;
+        // Kept for continuations, which must not wait again (the job they would wait for
+        // may be long forgotten by the scheduler): the command without the dependency.
+        auto& argv = outcome.job.submit_argv;
+        const auto& words = rendered->dependency_options;
+        if (!words.empty()) {
+            const auto at = std::search(argv.begin(), argv.end(), words.begin(), words.end());
+            if (at != argv.end()) {
+                argv.erase(at, at + static_cast<std::ptrdiff_t>(words.size()));
+            }
+        }
+    }
     if (options.dry_run) {
         return outcome;
     }
@@ -194,7 +279,16 @@ Result<Job> submit_recorded(JobContext& context, Job job) {
         (void)store.remove(job.id);
         return fail(scheduler.error());
     }
-    auto submitted = (*scheduler)->submit(submit_request(job));
+    SubmitRequest request = submit_request(job);
+    // Only the first attempt waits: a continuation starts when its predecessor ended.
+    if (job.after != 0 && job.attempt == 1) {
+        auto other = store.find(job.after);
+        if (other && other->has_value()) {
+            request.after =
+                JobDependency{job.after, (*other)->scheduler_id, (*other)->run_dir, job.after_ok};
+        }
+    }
+    auto submitted = (*scheduler)->submit(request);
     const std::int64_t now = util::unix_now();
     if (!submitted) {
         const Error& error = submitted.error();

@@ -26,6 +26,13 @@ struct SubmitOptions {
     /// `--set KEY=VALUE`: dotted recipe keys, validated like the file's values and recorded
     /// under the copy of the recipe in the run directory (what `dljob show` prints).
     std::vector<std::string> overrides;
+    /// `--after ID[:ok|any]`: a dljob job id this one waits for (ok, the default: and only if
+    /// it completed); empty: none.
+    std::string after;
+    /// A point of a sweep (app/jobs/sweep.hpp): the sweep's id and the point's assignments (also in
+    /// `overrides`), recorded with the job.
+    std::string sweep;
+    std::vector<std::string> sweep_point;
 };
 
 struct SubmitOutcome {

@@ -1,0 +1,235 @@
+#include <dljob/app/jobs/sweep.hpp>
+#include <dljob/util/files.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+namespace dljob::app {
+namespace {
+
+Unexpected bad_sweep(std::size_t index, const std::string& sweep, const std::string& why) {
+    return fail(ErrorCode::usage, fmt::format("--sweep {} ('{}'): {}", index + 1, sweep, why),
+                "e.g. --sweep train.base_lr=0.1,0.01,0.001 or --sweep train.random_seed=1..5");
+}
+
+std::optional<long long> whole(std::string_view text) {
+    long long value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+// The point's value of `key` ("" if the point does not set it).
+std::string value_of(const std::vector<std::string>& point, const std::string& key) {
+    for (const auto& assignment : point) {
+        if (assignment.rfind(key + "=", 0) == 0) {
+            return assignment.substr(key.size() + 1);
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std::string>& sweeps,
+                                                           std::size_t max_points) {
+    std::vector<std::vector<std::string>> points{{}};
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < sweeps.size(); ++i) {
+        const std::string& sweep = sweeps[i];
+        const auto equals = sweep.find('=');
+        if (equals == std::string::npos || equals == 0) {
+            return bad_sweep(i, sweep, "expected KEY=V1,V2,... or KEY=A..B");
+        }
+        const std::string key = sweep.substr(0, equals);
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+            return bad_sweep(i, sweep, fmt::format("{} is swept twice", key));
+        }
+        keys.push_back(key);
+        const std::string spec = sweep.substr(equals + 1);
+        std::vector<std::string> values;
+        if (const auto dots = spec.find(".."); dots != std::string::npos) {
+            const auto from = whole(std::string_view(spec).substr(0, dots));
+            const auto to = whole(std::string_view(spec).substr(dots + 2));
+            if (!from || !to || *from > *to) {
+                return bad_sweep(i, sweep, "a range is A..B with whole numbers A <= B");
+            }
+            if (static_cast<unsigned long long>(*to - *from) >= max_points) {
+                return bad_sweep(i, sweep, fmt::format("more than {} values", max_points));
+            }
+            for (long long v = *from; v <= *to; ++v) {
+                values.push_back(std::to_string(v));
+            }
+        } else {
+            std::size_t start = 0;
+            while (true) {
+                const auto comma = spec.find(',', start);
+                values.push_back(spec.substr(start, comma - start));
+                if (values.back().empty()) {
+                    return bad_sweep(i, sweep, "an empty value");
+                }
+                if (comma == std::string::npos) {
+                    break;
+                }
+                start = comma + 1;
+            }
+        }
+        if (points.size() * values.size() > max_points) {
+            return bad_sweep(i, sweep,
+                             fmt::format("{} points, more than the {} a sweep may have",
+                                         points.size() * values.size(), max_points));
+        }
+        std::vector<std::vector<std::string>> next;
+        for (const auto& point : points) {
+            for (const auto& value : values) {
+                auto extended = point;
+                extended.push_back(key + "=" + value);
+                next.push_back(std::move(extended));
+            }
+        }
+        points = std::move(next);
+    }
+    return points;
+}
+
+Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& options,
+                                  const std::vector<std::string>& sweeps, int limit) {
+    auto points = sweep_points(sweeps);
+    if (!points) {
+        return fail(points.error());
+    }
+    if (limit < 0) {
+        return fail(ErrorCode::usage, "--sweep-limit: expected 0 (no limit) or more");
+    }
+    SweepOutcome outcome;
+    outcome.sweep = fmt::format("sw-{}", util::random_hex(6));
+    for (std::size_t i = 0; i < points->size(); ++i) {
+        SubmitOptions point = options;
+        point.overrides.insert(point.overrides.end(), (*points)[i].begin(), (*points)[i].end());
+        point.sweep = outcome.sweep;
+        point.sweep_point = (*points)[i];
+        // The concurrency limit as dependencies: point i starts once point i - limit has ended,
+        // so at most `limit` run at once (on a laptop's `local` too), whatever the scheduler.
+        if (limit > 0 && i >= static_cast<std::size_t>(limit) && !options.dry_run) {
+            point.after = fmt::format("{}:any", outcome.points[i - limit].job.id);
+        }
+        auto submitted = submit_recipe(context, point);
+        if (!submitted) {
+            Error error = submitted.error();
+            std::string done;
+            for (const auto& p : outcome.points) {
+                done += fmt::format("{}{}", done.empty() ? "" : " ", p.job.id);
+            }
+            error.message = fmt::format("sweep {} point {} of {}: {}{}", outcome.sweep, i + 1,
+                                        points->size(), error.message,
+                                        done.empty() ? std::string()
+                                                     : fmt::format(" (submitted: jobs {})", done));
+            return fail(error);
+        }
+        outcome.points.push_back(std::move(*submitted));
+    }
+    return outcome;
+}
+
+Result<std::vector<SweepRow>> sweep_table(JobContext& context, const std::string& id,
+                                          std::vector<std::string>& warnings) {
+    JobQuery query;
+    auto listed = context.store().list(query);
+    if (!listed) {
+        return fail(listed.error());
+    }
+    StatusOptions status;
+    for (const auto& job : *listed) {
+        if (job.sweep != id) {
+            continue;
+        }
+        // The point's latest attempt: a continued point goes on in other rows.
+        Job latest = job;
+        for (int hops = 0; hops < 10000; ++hops) {
+            auto next = context.store().continuation_of(latest.id);
+            if (!next || !next->has_value()) {
+                break;
+            }
+            latest = **next;
+        }
+        status.ids.push_back(std::to_string(latest.id));
+    }
+    if (status.ids.empty()) {
+        return fail(ErrorCode::not_found, fmt::format("no sweep {} in the job store", id),
+                    "dljob submit ... --sweep KEY=V1,V2 prints the sweep id");
+    }
+    auto views = job_status(context, status, warnings);
+    if (!views) {
+        return fail(views.error());
+    }
+    std::map<std::int64_t, std::vector<std::string>> values; // by the point's first row
+    for (const auto& job : *listed) {
+        if (job.sweep == id) {
+            values[job.id] = job.sweep_point;
+        }
+    }
+    std::vector<SweepRow> rows;
+    for (auto& view : *views) {
+        // The first attempt's row holds the values; a continuation names it through `continues`.
+        std::int64_t first = view.job.id;
+        for (int hops = 0; hops < 10000 && values.count(first) == 0; ++hops) {
+            auto row = context.store().find(first);
+            if (!row || !row->has_value() || (*row)->continues == 0) {
+                break;
+            }
+            first = (*row)->continues;
+        }
+        rows.push_back(SweepRow{std::move(view), values[first]});
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const SweepRow& a, const SweepRow& b) {
+        const auto& ma = a.latest.metrics;
+        const auto& mb = b.latest.metrics;
+        const auto acc = [](const std::optional<JobMetrics>& m) {
+            return m && m->accuracy ? *m->accuracy : -1.0;
+        };
+        const auto loss = [](const std::optional<JobMetrics>& m) {
+            return m && m->loss ? *m->loss : std::numeric_limits<double>::infinity();
+        };
+        if (acc(ma) != acc(mb)) {
+            return acc(ma) > acc(mb);
+        }
+        return loss(ma) < loss(mb);
+    });
+    return rows;
+}
+
+void print_sweep_table(std::ostream& out, const std::vector<SweepRow>& rows) {
+    std::vector<std::string> keys;
+    for (const auto& row : rows) {
+        for (const auto& assignment : row.values) {
+            const std::string key = assignment.substr(0, assignment.find('='));
+            if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+                keys.push_back(key);
+            }
+        }
+    }
+    std::string header = fmt::format("{:<6} {:<22}", "ID", "STATE");
+    for (const auto& key : keys) {
+        header += fmt::format(" {:<18}", key);
+    }
+    out << header << fmt::format(" {:>10} {:>10} {:>10}\n", "ITER", "LOSS", "ACCURACY");
+    for (const auto& row : rows) {
+        const Job& job = row.latest.job;
+        std::string line = fmt::format("{:<6} {:<22}", job.id, state_text(job).substr(0, 22));
+        for (const auto& key : keys) {
+            line += fmt::format(" {:<18}", value_of(row.values, key));
+        }
+        const auto& m = row.latest.metrics;
+        line += fmt::format(" {:>10} {:>10} {:>10}\n", m ? std::to_string(m->iter) : "-",
+                            m && m->loss ? fmt::format("{:.4f}", *m->loss) : "-",
+                            m && m->accuracy ? fmt::format("{:.4f}", *m->accuracy) : "-");
+        out << line;
+    }
+}
+
+} // namespace dljob::app
