@@ -529,6 +529,12 @@ int train(const TrainOptions& options) {
     // The device before anything is written: a bad --device leaves no run directory behind.
     nets.backend = make_backend(rank_device(options.device, rank_env, ranks), options.threads);
     Backend& backend = *nets.backend;
+    if (comm_kind == "nccl" && backend.host_accessible()) {
+        throw Error(ErrorKind::usage,
+                    fmt::format("DLTRAIN_COMM=nccl sums GPU memory, and this run is on {}: train "
+                                "with --device cuda, or leave DLTRAIN_COMM unset",
+                                backend.device_name()));
+    }
 
     Net net(config, Phase::train, backend, config.solver.random_seed);
     const bool has_test = nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0;

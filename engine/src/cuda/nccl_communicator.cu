@@ -136,6 +136,7 @@ public:
             m_comm = nullptr;
         }
         m_bootstrap.abort(exit_code);
+        std::_Exit(exit_code); // not reached; the compiler does not carry [[noreturn]] through
     }
 
 private:
