@@ -49,7 +49,7 @@ config 32 "$work/two.yaml"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-echo "machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "dltrain: $("$dltrain" --version); $iters steps of a global batch of 64; $(mpirun.openmpi --version | head -1)"
 round=1
 while [ "$round" -le "$rounds" ]; do
@@ -61,6 +61,12 @@ while [ "$round" -le "$rounds" ]; do
     round=$((round + 1))
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The sum alone, between barriers (no rank's compute or preemption in it): the model's check.
+timer=$(dirname "$dltrain")/dltrain-allreduce-time
+if [ -x "$timer" ]; then
+    mpirun.openmpi --oversubscribe --bind-to none -n 2 "$timer"
+    if command -v mpiexec.mpich >/dev/null; then mpiexec.mpich -n 2 "$timer"; fi
+fi
 
 /usr/bin/python3 - "$work" "$rounds" "$iters" <<'PY'
 import json, sys

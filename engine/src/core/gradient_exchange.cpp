@@ -47,6 +47,9 @@ bool GradientExchange::run(bool stop_here, int iteration) {
         stops = flat[m_count];
     } else {
         m_backend.upload(flat + m_count, &flag, sizeof(float));
+        // A CUDA-aware MPI reads the buffer outside the backend's stream: the packing copies
+        // (and a small upload, which may still be in flight) must be done first.
+        m_backend.synchronize();
         m_comm.allreduce_sum(flat, m_count + 1, what);
         m_backend.download(&stops, flat + m_count, sizeof(float));
     }

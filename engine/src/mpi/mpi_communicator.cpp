@@ -246,13 +246,14 @@ private:
     }
 
     // Polls until every request completes. `peers[i]`, when given, is whom request i waits
-    // for, so that a timeout names the ranks that did not answer. Polling backs off to a
-    // millisecond: ranks that share cores (oversubscribed) must not steal them from the rank
-    // still computing.
+    // for, so that a timeout names the ranks that did not answer. MPI moves a large message in
+    // fragments, each only when both sides call into it: the first 20 ms poll without pause
+    // (yielding the core, as MPI's own blocking wait does when oversubscribed), and only a wait
+    // longer than that (a peer still computing, testing or writing a checkpoint) backs off to
+    // 50 us naps.
     void wait(std::vector<MPI_Request> requests, const std::vector<int>& peers,
               const std::string& what) {
         const auto start = Clock::now();
-        auto pause = std::chrono::microseconds(0);
         std::vector<bool> done(requests.size(), false);
         std::size_t left = requests.size();
         while (left > 0) {
@@ -291,10 +292,11 @@ private:
                     what, missing.empty() ? std::string("from every rank") : "from rank " + missing,
                     m_timeout_s, missing.empty() ? "a rank" : "rank " + missing));
             }
-            if (pause < std::chrono::microseconds(1000)) {
-                pause += std::chrono::microseconds(20);
+            if (waited < k_spin_s) {
+                std::this_thread::yield();
+            } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
             }
-            std::this_thread::sleep_for(pause);
         }
     }
 
@@ -307,6 +309,7 @@ private:
         abort(1);
     }
 
+    static constexpr double k_spin_s = 0.020;
     static constexpr int k_tag_scatter = 4101;
     static constexpr int k_tag_gather = 4102;
     MPI_Comm m_comm = MPI_COMM_NULL;
