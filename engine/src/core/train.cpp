@@ -354,7 +354,7 @@ std::string describe(const WeightsCopy& copy, const fs::path& file) {
 /// becomes the local rank's GPU among the visible ones, so N ranks on a node of N GPUs use one
 /// each, and ranks that each see one GPU (Slurm's per-task binding) all use their own cuda:0.
 std::string rank_device(const std::string& asked, const RankEnv& env, int ranks) {
-    const std::string device = asked.empty() ? default_device() : asked;
+    std::string device = asked.empty() ? default_device() : asked;
     if (ranks <= 1 || !(device == "cuda" || (asked.empty() && device == "cuda:0"))) {
         return device;
     }
