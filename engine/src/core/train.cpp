@@ -557,12 +557,18 @@ int train(const TrainOptions& options) {
     }
     if (resume_from) {
         state = read_checkpoint(*resume_from, net, &solver);
-        std::cerr << fmt::format("dltrain: resuming from {} (iteration {}){}\n",
-                                 resume_from->string(), state.iteration,
-                                 options.weights ? "; --weights not used" : "");
+        // Once for the set of ranks: every rank reads the same checkpoint (the agreement checks).
+        if (root) {
+            std::cerr << fmt::format("dltrain: resuming from {} (iteration {}){}\n",
+                                     resume_from->string(), state.iteration,
+                                     options.weights ? "; --weights not used" : "");
+        }
     } else if (options.weights) {
         // A requeued job runs the same command line: its own checkpoints win (above).
-        std::cerr << describe(copy_weights(*options.weights, net), *options.weights) << '\n';
+        const std::string copied = describe(copy_weights(*options.weights, net), *options.weights);
+        if (root) {
+            std::cerr << copied << '\n';
+        }
     }
 
     leave_if_asked("while the nets were built");
