@@ -195,6 +195,23 @@ TEST_F(DataParallel, RanksMatchOneRankOfTheGlobalBatchAndRepeatBitForBit) {
     EXPECT_TRUE(train_line->contains("allreduce_ms")) << train_line->dump();
     EXPECT_EQ(lines.back()["status"], "completed");
     expect_equivalent(weights(per2, checkpoint(a, steps)), reference, "2 ranks x 32 (Open MPI)");
+    // The loss reported is the global batch's (the ranks' mean), the one rank of 64 reports.
+    const auto losses = [](const std::vector<nlohmann::json>& all) {
+        std::vector<double> values;
+        for (const auto& line : all) {
+            if (line["type"] == "train") {
+                values.push_back(line["loss"].get<double>());
+            }
+        }
+        return values;
+    };
+    const auto one_rank = losses(metrics(ref));
+    const auto two_ranks = losses(lines);
+    ASSERT_EQ(one_rank.size(), static_cast<std::size_t>(steps));
+    ASSERT_EQ(two_ranks.size(), one_rank.size());
+    for (std::size_t i = 0; i < one_rank.size(); ++i) {
+        EXPECT_NEAR(two_ranks[i], one_rank[i], 1e-5 * one_rank[i]) << "step " << i;
+    }
 
     const fs::path b = m_dir.path() / "b";
     ASSERT_EQ(run_shell(launcher("openmpi", 2) + train(per2, b)).exit_code, 0);

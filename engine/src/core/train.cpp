@@ -792,8 +792,11 @@ int train(const TrainOptions& options) {
             }
         }
         bool all_stop = false;
+        std::optional<float> global_loss;
         if (exchange) {
-            all_stop = exchange->run(must_leave(), iter);
+            const auto outcome = exchange->run(must_leave(), iter);
+            all_stop = outcome.stop;
+            global_loss = outcome.loss;
             solver.enqueue_update();
         }
         solver.advance();
@@ -811,9 +814,10 @@ int train(const TrainOptions& options) {
         const bool display_now = s.display > 0 && iter % s.display == 0;
         const bool snapshot_now = s.snapshot > 0 && solver.iteration() % s.snapshot == 0;
         float loss = std::nanf("");
-        if (backend.host_accessible() || display_now || snapshot_now || stop_requested() ||
-            solver.iteration() >= s.max_iter) {
-            loss = net.read_loss();
+        // With several ranks the global batch's loss came with the gradients, every step.
+        if (global_loss || backend.host_accessible() || display_now || snapshot_now ||
+            stop_requested() || solver.iteration() >= s.max_iter) {
+            loss = global_loss ? *global_loss : net.read_loss();
             if (!std::isfinite(loss)) {
                 throw Error(ErrorKind::training,
                             fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
@@ -842,7 +846,7 @@ int train(const TrainOptions& options) {
                                    {"data_wait_fraction", window_wait_s / window_s},
                                    {"elapsed_s", seconds_since(wall_start)}};
             if (exchange) {
-                // Rank 0's own loss (of its slice); the time each step spent summing.
+                // The time each step spent summing (waiting for the slowest rank included).
                 const double exchange_s = exchange->take_seconds();
                 total_exchange_s += exchange_s;
                 line["allreduce_ms"] = 1000.0 * exchange_s / std::max(window_steps, 1);
