@@ -162,6 +162,17 @@ TEST_F(GpuDataParallel, TwoRanksShareOneGpuThroughHostStaging) {
     std::cout << "2 ranks x 8 on one GPU against 1 x 16, 30 steps: largest weight difference "
               << difference << " of the largest weight\n";
     EXPECT_LE(difference, 1e-4);
+    // NCCL cannot share the GPU: refused by name before NCCL starts (every rank, exit 2).
+    const auto nccl =
+        run_shell("DLTRAIN_COMM=nccl OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                  "OMPI_MCA_btl_vader_single_copy_mechanism=none MPIEXEC_TIMEOUT=120 " +
+                  mpirun + " -x DLTRAIN_COMM --oversubscribe --bind-to none -n 2 " +
+                  train_command(config_one, m_dir.path() / "nccl", "--device cuda"));
+    if (nccl.output.find("NCCL did not load") == std::string::npos) {
+        EXPECT_NE(nccl.exit_code, 0) << nccl.output;
+        EXPECT_NE(nccl.output.find("NCCL needs one GPU per rank"), std::string::npos)
+            << nccl.output;
+    }
 }
 
 } // namespace

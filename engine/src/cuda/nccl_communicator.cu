@@ -15,12 +15,16 @@
 #include <dl/error.hpp>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dl::cuda {
 namespace {
@@ -78,6 +82,7 @@ public:
                       "." + std::to_string(version % 100)
                 : std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 100) +
                       "." + std::to_string(version % 100);
+        refuse_shared_gpus();
         ncclUniqueId id{};
         if (bootstrap.rank() == 0) {
             check(m_nccl.GetUniqueId(&id), "ncclGetUniqueId");
@@ -140,6 +145,40 @@ public:
     }
 
 private:
+    // NCCL refuses two ranks on one device with an opaque "invalid usage" (or hangs, in old
+    // versions): every rank publishes a hash of its host and GPU, and a duplicate is refused by
+    // name before NCCL starts.
+    void refuse_shared_gpus() {
+        char bus[32] = {};
+        int device = 0;
+        DL_CUDA_CHECK(cudaGetDevice(&device));
+        DL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device));
+        char host[256] = {};
+        ::gethostname(host, sizeof(host) - 1);
+        const std::string where = std::string(host) + " " + bus;
+        // FNV-1a, 62 bits: positive, and 0 means "not this rank's slot".
+        std::uint64_t hash = 1469598103934665603ULL;
+        for (const char c : where) {
+            hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+        }
+        const int n = m_bootstrap.size();
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(n), 0);
+        ids[static_cast<std::size_t>(m_bootstrap.rank())] =
+            static_cast<std::int64_t>((hash >> 2U) | 1U);
+        m_bootstrap.allreduce_max(ids.data(), ids.size(), "the GPU of every rank");
+        for (int r = 0; r < n; ++r) {
+            if (r != m_bootstrap.rank() && ids[static_cast<std::size_t>(r)] ==
+                                               ids[static_cast<std::size_t>(m_bootstrap.rank())]) {
+                throw Error(ErrorKind::usage,
+                            "DLTRAIN_COMM=nccl: ranks " + std::to_string(std::min(r, rank())) +
+                                " and " + std::to_string(std::max(r, rank())) +
+                                " are both on GPU " + bus + " of " + host +
+                                ": NCCL needs one GPU per rank; to share a GPU, leave "
+                                "DLTRAIN_COMM unset (MPI with host staging)");
+            }
+        }
+    }
+
     void check(ncclResult_t result, const char* call) {
         if (result != ncclSuccess) {
             throw Error(ErrorKind::device,
