@@ -174,3 +174,42 @@ TEST(RunDirLock, ASecondDltrainOnABusyRunDirectoryIsRefusedAndTheFirstGoesOn) {
 }
 
 } // namespace
+
+namespace {
+
+std::string tiny_train(const dl_test::TempDir& dir, const std::string& run) {
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 3);
+    return std::string(DLTRAIN_BINARY) + " train --device cpu --threads 1 --deadline none " +
+           "--config " + config.string() + " --run-dir " + (dir.path() / run).string();
+}
+
+// One rank never maps an MPI library: a node without MPI, or with a broken module, trains as
+// it always did.
+TEST(MpiPlugin, OneRankLoadsNoMpi) {
+    const dl_test::TempDir dir;
+    const auto run = dljob::test::run_shell("LD_DEBUG=files " + tiny_train(dir, "run"));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    for (const char* library : {"libdltrain-mpi", "libmpi", "libmpich"}) {
+        EXPECT_EQ(run.output.find(std::string("file=") + library), std::string::npos)
+            << library << " was loaded by a one-rank run";
+    }
+}
+
+// Ranks asked for by the environment but no plugin to join them: exit 2 naming what was tried,
+// before anything is written, instead of N trainings of one rank on one run directory.
+TEST(MpiPlugin, RanksWithoutAPluginAreRefusedSayingWhatWasTried) {
+    const dl_test::TempDir dir;
+    const auto missing = dir.path() / "libdltrain-mpi-nowhere.so";
+    const auto run = dljob::test::run_shell(
+        "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 DLTRAIN_MPI_PLUGIN=" + missing.string() +
+        " " + tiny_train(dir, "run"));
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    EXPECT_NE(run.output.find("the launcher started 2 ranks (OMPI_COMM_WORLD_RANK=0 "
+                              "OMPI_COMM_WORLD_SIZE=2) but no MPI plugin of dltrain loads"),
+              std::string::npos)
+        << run.output;
+    EXPECT_NE(run.output.find(missing.string() + ": not there"), std::string::npos) << run.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "run")) << "nothing written";
+}
+
+} // namespace

@@ -242,6 +242,23 @@ TEST_F(DataParallel, MpichRanksMatchOneRankOfTheGlobalBatch) {
                       "2 ranks x 32 (MPICH)");
 }
 
+// MPICH's library under Open MPI's launcher starts each process as a world of its own: two
+// separate trainings of one rank on one run directory, unless dltrain compares MPI's world with
+// the launcher's and refuses.
+TEST_F(DataParallel, AnMpiThatDoesNotKnowTheLauncherIsRefused) {
+    need("openmpi");
+    need("mpich");
+    const auto per2 = config(32, 3);
+    const fs::path run = m_dir.path() / "run";
+    const auto result = run_shell("DLTRAIN_MPI=mpich " + launcher("openmpi", 2) +
+                                  "-x DLTRAIN_MPI " + train(per2, run));
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find("the launcher started 2 ranks"), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("sees a world of 1"), std::string::npos) << result.output;
+    EXPECT_FALSE(fs::exists(run / "metrics.jsonl")) << result.output;
+}
+
 TEST_F(DataParallel, AResumeAcrossRanksIsBitIdenticalToAnUnbrokenRun) {
     need("openmpi");
     const auto per2 = config(32, 6, 3);
