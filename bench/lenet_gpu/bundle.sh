@@ -40,7 +40,7 @@ cp "$build/engine/libdltrain-cuda.so" "$stage/$name/engine/"
 # The MPI plugins (docs/data-parallel.md) without their libraries: the ranks must use the GPU
 # machine's own Open MPI (libmpi.so.40), the one its mpirun starts them with.
 for plugin in "$build"/engine/libdltrain-mpi-*.so; do
-    [ -f "$plugin" ] && cp "$plugin" "$stage/$name/engine/"
+    if [ -f "$plugin" ]; then cp "$plugin" "$stage/$name/engine/"; fi
 done
 cp "$build/tests/dl_engine_tests" "$stage/$name/tests/"
 # dljob itself, for on_gpu.sh job (submit through the local site on the GPU machine).
