@@ -18,6 +18,9 @@ build_packages=(
 test_packages=(
     libgtest-dev clang-format clang-tidy shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod
     zstd dataset-fashion-mnist gnuplot-nox
+    # dltrain's MPI plugins and the data-parallel tests (called as mpirun.openmpi and
+    # mpiexec.mpich: slurm-wlm-torque owns the plain names).
+    openmpi-bin libopenmpi-dev mpich libmpich-dev
 )
 bench_packages=(python3-torch python3-numpy hyperfine rsync time)
 

@@ -37,6 +37,11 @@ mkdir -p "$stage/$name/engine" "$stage/$name/tests" "$stage/$name/lib"
 cp "$build/engine/dltrain" "$stage/$name/engine/dltrain.bin"
 # The CUDA backend is a plugin found next to the real binary (engine/src/core/cuda_loader.hpp).
 cp "$build/engine/libdltrain-cuda.so" "$stage/$name/engine/"
+# The MPI plugins (docs/data-parallel.md) without their libraries: the ranks must use the GPU
+# machine's own Open MPI (libmpi.so.40), the one its mpirun starts them with.
+for plugin in "$build"/engine/libdltrain-mpi-*.so; do
+    if [ -f "$plugin" ]; then cp "$plugin" "$stage/$name/engine/"; fi
+done
 cp "$build/tests/dl_engine_tests" "$stage/$name/tests/"
 # dljob itself, for on_gpu.sh job (submit through the local site on the GPU machine).
 mkdir -p "$stage/$name/src"

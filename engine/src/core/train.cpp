@@ -2,12 +2,16 @@
 // test_interval (and at iteration 0), one forward/backward/update per iteration, display every
 // `display` iterations, snapshot every `snapshot`; plus leaving early on a signal or deadline.
 
+#include "core/cuda_loader.hpp"
+#include "core/gradient_exchange.hpp"
 #include "core/memory_plan.hpp"
+#include "core/run_dir_lock.hpp"
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/checkpoint.hpp>
+#include <dl/communicator.hpp>
 #include <dl/config.hpp>
 #include <dl/error.hpp>
 #include <dl/net.hpp>
@@ -21,8 +25,10 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -63,12 +69,15 @@ struct Source {
 
 /// A Data layer's reader from stream position `cursor`: in file order, or in a fresh order
 /// every epoch drawn from the solver's seed when the layer has `shuffle: true`.
+/// Data parallel: `rank` of `ranks` reads its slice of every global batch (BatchReader).
 std::unique_ptr<data::BatchReader> make_reader(const Source& source, const LayerConfig& layer,
-                                               const SolverConfig& solver, std::uint64_t cursor) {
+                                               const SolverConfig& solver, std::uint64_t cursor,
+                                               int rank = 0, int ranks = 1) {
     const std::optional<std::uint32_t> seed =
         layer.shuffle ? std::optional<std::uint32_t>(solver.random_seed) : std::nullopt;
     return std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale,
-                                               data::SampleOrder(source.set.count, seed), cursor);
+                                               data::SampleOrder(source.set.count, seed), cursor, 4,
+                                               rank, ranks);
 }
 
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
@@ -132,7 +141,13 @@ std::string progress_text(const nlohmann::json& line) {
         std::string text =
             fmt::format("dltrain: training from iteration {} to {} on {}", line.value("iter", 0),
                         line.value("max_iter", 0), line.value("device", ""));
-        text += fmt::format(", batch {}", line.value("batch_size", 0));
+        if (const int ranks = line.value("ranks", 1); ranks > 1) {
+            text +=
+                fmt::format(", {} ranks x batch {} = {} ({})", ranks, line.value("batch_size", 0),
+                            line.value("global_batch_size", 0), line.value("communicator", ""));
+        } else {
+            text += fmt::format(", batch {}", line.value("batch_size", 0));
+        }
         if (const std::string build = line.value("build", ""); !build.empty()) {
             text += fmt::format(", {} build", build);
         }
@@ -145,10 +160,14 @@ std::string progress_text(const nlohmann::json& line) {
         return text;
     }
     if (type == "train") {
-        return fmt::format("{}  loss {:.4f}  lr {:.6g}  {:.0f} img/s  data wait {:.2f}%", iter,
-                           line.value("loss", 0.0), line.value("lr", 0.0),
-                           line.value("images_per_s", 0.0),
-                           100.0 * line.value("data_wait_fraction", 0.0));
+        std::string text = fmt::format(
+            "{}  loss {:.4f}  lr {:.6g}  {:.0f} img/s  data wait {:.2f}%", iter,
+            line.value("loss", 0.0), line.value("lr", 0.0), line.value("images_per_s", 0.0),
+            100.0 * line.value("data_wait_fraction", 0.0));
+        if (line.contains("allreduce_ms")) {
+            text += fmt::format("  allreduce {:.2f} ms/step", line.value("allreduce_ms", 0.0));
+        }
+        return text;
     }
     if (type == "test") {
         return fmt::format("{}  test accuracy {:.4f}  loss {:.4f}", iter,
@@ -331,6 +350,38 @@ std::string describe(const WeightsCopy& copy, const fs::path& file) {
     return text;
 }
 
+/// The device of this rank: an explicit cuda:N is taken as given; "cuda" (or the default GPU)
+/// becomes the local rank's GPU among the visible ones, so N ranks on a node of N GPUs use one
+/// each, and ranks that each see one GPU (Slurm's per-task binding) all use their own cuda:0.
+std::string rank_device(const std::string& asked, const RankEnv& env, int ranks) {
+    std::string device = asked.empty() ? default_device() : asked;
+    if (ranks <= 1 || !(device == "cuda" || (asked.empty() && device == "cuda:0"))) {
+        return device;
+    }
+    std::string why;
+    const auto* plugin = cuda_loader::load(why);
+    const int visible = plugin != nullptr ? plugin->visible_gpu_count() : 0;
+    if (visible <= 0) {
+        return device; // make_backend says why there is no GPU
+    }
+    return fmt::format("cuda:{}", env.local_rank % visible);
+}
+
+/// FNV-1a over every parameter's bytes: equal on every rank after the start-up, or the ranks
+/// would train different models.
+std::int64_t parameter_hash(const Net& net) {
+    std::uint64_t hash = 1469598103934665603ULL;
+    for (const auto& param : net.params()) {
+        for (const float value : param.tensor->read_data()) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &value, sizeof(bits));
+            hash = (hash ^ bits) * 1099511628211ULL;
+        }
+    }
+    // 62 bits: the agreement negates it (max of -h is -min), which must not overflow.
+    return static_cast<std::int64_t>(hash >> 2U);
+}
+
 } // namespace
 
 void install_stop_signals() {
@@ -417,10 +468,47 @@ int train(const TrainOptions& options) {
     const auto must_leave = [&] {
         return stop_requested() || (deadline && seconds_since(wall_start) >= *deadline);
     };
+    // How gradients are summed: "mpi" (the default; host staging for a GPU unless the MPI is
+    // CUDA-aware) or "nccl".
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
+    const char* comm_env = std::getenv("DLTRAIN_COMM");
+    const std::string comm_kind = comm_env != nullptr ? comm_env : "";
+    if (!comm_kind.empty() && comm_kind != "mpi" && comm_kind != "nccl") {
+        throw Error(ErrorKind::usage,
+                    fmt::format("DLTRAIN_COMM='{}': expected mpi or nccl", comm_kind));
+    }
+    // The ranks, from the launcher's environment: one rank loads no MPI at all.
+    const RankEnv rank_env = detect_rank_env();
+    const std::unique_ptr<Communicator> comm = make_communicator(rank_env);
+    const int ranks = comm->size();
+    const bool root = comm->rank() == 0;
+    const bool distributed = ranks > 1;
+    // Rank 0 owns the run directory for the set of ranks; a second training is refused. With
+    // several ranks, rank 0's refusal reaches the others through the start-up agreement.
+    std::unique_ptr<RunDirLock> lock;
+    std::string lock_error;
+    const auto lock_run_dir = [&] {
+        if (!root || lock || !lock_error.empty()) {
+            return;
+        }
+        try {
+            lock = std::make_unique<RunDirLock>(options.run_dir);
+        } catch (const Error& e) {
+            if (!distributed) {
+                throw;
+            }
+            lock_error = e.what();
+        }
+    };
+    // Held before the run directory's checkpoints are read, when it exists already.
+    if (std::error_code ec; fs::is_directory(options.run_dir, ec)) {
+        lock_run_dir();
+    }
     // Before the first step there is nothing to save: the run leaves with exit 75 and a resume
-    // starts where its newest checkpoint (if any) is.
+    // starts where its newest checkpoint (if any) is. Ranks leave together, through the
+    // start-up agreement, not each on its own.
     const auto leave_if_asked = [&](const char* during) {
-        if (must_leave()) {
+        if (!distributed && must_leave()) {
             throw Error(ErrorKind::stopped,
                         fmt::format("stopped by a signal or the deadline {}, before the first "
                                     "step: nothing new to checkpoint; resume with --resume auto "
@@ -439,9 +527,14 @@ int train(const TrainOptions& options) {
     check_memory(config, nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0,
                  memory);
     // The device before anything is written: a bad --device leaves no run directory behind.
-    nets.backend =
-        make_backend(options.device.empty() ? default_device() : options.device, options.threads);
+    nets.backend = make_backend(rank_device(options.device, rank_env, ranks), options.threads);
     Backend& backend = *nets.backend;
+    if (comm_kind == "nccl" && backend.host_accessible()) {
+        throw Error(ErrorKind::usage,
+                    fmt::format("DLTRAIN_COMM=nccl sums GPU memory, and this run is on {}: train "
+                                "with --device cuda, or leave DLTRAIN_COMM unset",
+                                backend.device_name()));
+    }
 
     Net net(config, Phase::train, backend, config.solver.random_seed);
     const bool has_test = nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0;
@@ -464,44 +557,123 @@ int train(const TrainOptions& options) {
     }
     if (resume_from) {
         state = read_checkpoint(*resume_from, net, &solver);
-        std::cerr << fmt::format("dltrain: resuming from {} (iteration {}){}\n",
-                                 resume_from->string(), state.iteration,
-                                 options.weights ? "; --weights not used" : "");
+        // Once for the set of ranks: every rank reads the same checkpoint (the agreement checks).
+        if (root) {
+            std::cerr << fmt::format("dltrain: resuming from {} (iteration {}){}\n",
+                                     resume_from->string(), state.iteration,
+                                     options.weights ? "; --weights not used" : "");
+        }
     } else if (options.weights) {
         // A requeued job runs the same command line: its own checkpoints win (above).
-        std::cerr << describe(copy_weights(*options.weights, net), *options.weights) << '\n';
+        const std::string copied = describe(copy_weights(*options.weights, net), *options.weights);
+        if (root) {
+            std::cerr << copied << '\n';
+        }
     }
 
     leave_if_asked("while the nets were built");
     // Written only now: a bad --resume or --weights leaves no run directory behind.
-    fs::create_directories(options.run_dir);
-    {
+    if (root) {
+        fs::create_directories(options.run_dir);
+        lock_run_dir();
+    }
+    std::unique_ptr<GradientExchange> exchange;
+    if (distributed) {
+        // The start-up agreement, one collective: rank 0 holds the run directory, nobody was
+        // asked to stop, and every rank starts from the same iteration and the same weights
+        // (the same checkpoint, or the same fillers from the same seed).
+        const std::int64_t hash = parameter_hash(net);
+        const std::int64_t iter = solver.iteration();
+        std::int64_t agree[] = {
+            lock_error.empty() ? 0 : 1, must_leave() ? 1 : 0, iter, -iter, hash, -hash};
+        // Ranks load data and build nets at their own pace: the first wait is a long one.
+        comm->set_timeout(3.0 * collective_timeout_seconds());
+        comm->allreduce_max(agree, std::size(agree), "the start-up agreement");
+        comm->set_timeout(collective_timeout_seconds());
+        if (agree[0] != 0) {
+            throw Error(ErrorKind::usage,
+                        root ? lock_error
+                             : fmt::format("rank 0 could not lock the run directory {} (its "
+                                           "message says who holds it)",
+                                           options.run_dir.string()));
+        }
+        if (agree[2] != -agree[3] || agree[4] != -agree[5]) {
+            throw Error(ErrorKind::training,
+                        fmt::format("the ranks start from different {} (this rank, {}: iteration "
+                                    "{}): do they all see the same run directory and "
+                                    "checkpoint?",
+                                    agree[2] != -agree[3] ? "iterations" : "weights", comm->rank(),
+                                    iter));
+        }
+        if (agree[1] != 0) {
+            throw Error(ErrorKind::stopped,
+                        fmt::format("stopped by a signal or the deadline on a rank before the "
+                                    "first step: nothing new to checkpoint; resume with --resume "
+                                    "auto (exit {})",
+                                    exit_code::checkpointed));
+        }
+    }
+    // DLTRAIN_COMM=nccl: the sum on the GPUs through NCCL (one GPU per rank), bootstrapped over
+    // the MPI ranks; even one rank then sums through it, which is how one GPU checks the path.
+    std::unique_ptr<Communicator> nccl;
+    if (comm_kind == "nccl") {
+        std::string why;
+        const auto* plugin = cuda_loader::load(why);
+        if (plugin == nullptr) {
+            throw Error(ErrorKind::device, "DLTRAIN_COMM=nccl: " + why);
+        }
+        nccl = plugin->make_nccl_communicator(backend, *comm, collective_timeout_seconds());
+    }
+    if (distributed || nccl) {
+        exchange = std::make_unique<GradientExchange>(net, nccl ? *nccl : *comm);
+    }
+    if (root) {
         std::ofstream resolved(options.run_dir / "config.resolved.yaml");
         resolved << to_yaml(config);
     }
 
     Source& train_source = *nets.sources[Phase::train];
     const LayerConfig& train_layer = *net.inputs().front().layer;
-    train_source.reader = make_reader(train_source, train_layer, config.solver, state.train_cursor);
+    train_source.reader = make_reader(train_source, train_layer, config.solver, state.train_cursor,
+                                      comm->rank(), ranks);
     if (has_test) {
         Source& test_source = *nets.sources[Phase::test];
         const LayerConfig& test_layer = *test_net->inputs().front().layer;
         test_source.reader = make_reader(test_source, test_layer, config.solver, state.test_cursor);
     }
 
-    MetricsLog metrics(options.run_dir / "metrics.jsonl");
+    // Rank 0 alone writes metrics, test results and checkpoints: the weights are the same on
+    // every rank after every step.
+    std::unique_ptr<MetricsLog> metrics_log;
+    if (root) {
+        metrics_log = std::make_unique<MetricsLog>(options.run_dir / "metrics.jsonl");
+    }
+    const auto log = [&](const nlohmann::json& line) {
+        if (metrics_log) {
+            metrics_log->write(line);
+        }
+    };
     const SolverConfig& s = config.solver;
-    metrics.write(
-        {{"type", "start"},
-         {"iter", solver.iteration()},
-         {"max_iter", s.max_iter},
-         {"resumed_from", resume_from ? resume_from->string() : ""},
-         {"weights_from", !resume_from && options.weights ? options.weights->string() : ""},
-         {"threads", backend.threads()},
-         {"backend", backend.name()},
-         {"device", backend.device_name()},
-         {"batch_size", train_layer.batch_size},
-         {"build", options.build}});
+    nlohmann::json start_line = {
+        {"type", "start"},
+        {"iter", solver.iteration()},
+        {"max_iter", s.max_iter},
+        {"resumed_from", resume_from ? resume_from->string() : ""},
+        {"weights_from", !resume_from && options.weights ? options.weights->string() : ""},
+        {"threads", backend.threads()},
+        {"backend", backend.name()},
+        {"device", backend.device_name()},
+        {"batch_size", train_layer.batch_size},
+        {"build", options.build}};
+    if (exchange) {
+        // The config's batch is per rank (Caffe's rule); the learning rate is the config's,
+        // not scaled behind anyone's back (docs/data-parallel.md).
+        start_line["ranks"] = ranks;
+        start_line["global_batch_size"] = ranks * train_layer.batch_size;
+        start_line["communicator"] = fmt::format("{}, {}", comm->name(), exchange->path());
+        start_line["launcher"] = rank_env.launcher;
+    }
+    log(start_line);
 
     // The batch of the next step is read (and on a GPU uploaded) while this step computes:
     // two stage slots, used in turn. `staged`: the reader has handed out a batch that no step
@@ -526,7 +698,7 @@ int train(const TrainOptions& options) {
         TrainingState now;
         now.iteration = solver.iteration();
         const std::uint64_t cursor = train_source.reader->cursor();
-        now.train_cursor = staged ? cursor - static_cast<std::uint64_t>(batch) : cursor;
+        now.train_cursor = staged ? cursor - train_source.reader->stride() : cursor;
         now.test_cursor = !has_test               ? 0
                           : abandoned_test_cursor ? *abandoned_test_cursor
                                                   : nets.sources[Phase::test]->reader->cursor();
@@ -540,7 +712,7 @@ int train(const TrainOptions& options) {
     // makes no progress from one that does, and stops resubmitting it.
     int last_checkpoint = options.resume == "auto" && resume_from ? solver.iteration() : -1;
     const auto checkpoint = [&] {
-        if (last_checkpoint != solver.iteration()) {
+        if (root && last_checkpoint != solver.iteration()) {
             write_checkpoint(checkpoint_dir, current_state(), net, solver, s.keep_checkpoints);
             last_checkpoint = solver.iteration();
         }
@@ -551,27 +723,36 @@ int train(const TrainOptions& options) {
     const auto test_now = [&] {
         Source& test_source = *nets.sources[Phase::test];
         const std::uint64_t cursor = test_source.reader->cursor();
-        const auto result =
-            run_test(*test_net, test_source, config, s.test_iter, test_pass, must_leave);
+        // Every rank tests (the same weights, the same batches: the same answer) so that all
+        // stay in step; only together, at a step's agreement, may they leave, so a test pass
+        // with several ranks is never abandoned halfway.
+        const auto never = [] { return false; };
+        const auto result = run_test(*test_net, test_source, config, s.test_iter, test_pass,
+                                     distributed ? std::function<bool()>(never)
+                                                 : std::function<bool()>(must_leave));
         if (!result) {
             abandoned_test_cursor = cursor;
             return false;
         }
         last_test = *result;
-        metrics.write({{"type", "test"},
-                       {"iter", solver.iteration()},
-                       {"max_iter", s.max_iter},
-                       {"accuracy", last_test.accuracy},
-                       {"loss", last_test.loss}});
+        log({{"type", "test"},
+             {"iter", solver.iteration()},
+             {"max_iter", s.max_iter},
+             {"accuracy", last_test.accuracy},
+             {"loss", last_test.loss}});
         return true;
     };
 
     // One step's ops: run directly the first time (that sets up descriptors, algorithms and
     // workspaces), then recorded once and replayed when the backend records (a CUDA graph).
+    // With several ranks the update waits for the gradient sum: only forward and backward
+    // are recorded, and the update runs after the exchange.
     const auto step_ops = [&] {
         net.enqueue_forward();
         net.backward();
-        solver.enqueue_update();
+        if (!exchange) {
+            solver.enqueue_update();
+        }
     };
     std::unique_ptr<Recording> recording;
     bool tried_recording = false;
@@ -586,6 +767,8 @@ int train(const TrainOptions& options) {
     double window_s = 0.0;
     double window_wait_s = 0.0;
     long long window_images = 0;
+    int window_steps = 0;
+    double total_exchange_s = 0.0;
     bool leaving = false;
     while (solver.iteration() < s.max_iter) {
         const int iter = solver.iteration();
@@ -608,6 +791,14 @@ int train(const TrainOptions& options) {
                 recording = record_step(backend, step_ops);
             }
         }
+        bool all_stop = false;
+        std::optional<float> global_loss;
+        if (exchange) {
+            const auto outcome = exchange->run(must_leave(), iter);
+            all_stop = outcome.stop;
+            global_loss = outcome.loss;
+            solver.enqueue_update();
+        }
         solver.advance();
         // The next batch is read into the other slot while the device computes this step.
         double next_waited = 0.0;
@@ -623,9 +814,10 @@ int train(const TrainOptions& options) {
         const bool display_now = s.display > 0 && iter % s.display == 0;
         const bool snapshot_now = s.snapshot > 0 && solver.iteration() % s.snapshot == 0;
         float loss = std::nanf("");
-        if (backend.host_accessible() || display_now || snapshot_now || stop_requested() ||
-            solver.iteration() >= s.max_iter) {
-            loss = net.read_loss();
+        // With several ranks the global batch's loss came with the gradients, every step.
+        if (global_loss || backend.host_accessible() || display_now || snapshot_now ||
+            stop_requested() || solver.iteration() >= s.max_iter) {
+            loss = global_loss ? *global_loss : net.read_loss();
             if (!std::isfinite(loss)) {
                 throw Error(ErrorKind::training,
                             fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
@@ -637,28 +829,39 @@ int train(const TrainOptions& options) {
         }
         const double step_s = seconds_since(step_start);
         total_train_s += step_s;
-        total_images += batch;
+        // Images of the global batch: the throughput of the whole set of ranks.
+        total_images += static_cast<long long>(batch) * ranks;
         window_s += step_s;
         window_wait_s += waited;
         waited = next_waited;
-        window_images += batch;
+        window_images += static_cast<long long>(batch) * ranks;
+        ++window_steps;
         if (display_now) {
-            metrics.write({{"type", "train"},
-                           {"iter", iter},
-                           {"max_iter", s.max_iter},
-                           {"loss", loss},
-                           {"lr", rate},
-                           {"images_per_s", static_cast<double>(window_images) / window_s},
-                           {"data_wait_fraction", window_wait_s / window_s},
-                           {"elapsed_s", seconds_since(wall_start)}});
+            nlohmann::json line = {{"type", "train"},
+                                   {"iter", iter},
+                                   {"max_iter", s.max_iter},
+                                   {"loss", loss},
+                                   {"lr", rate},
+                                   {"images_per_s", static_cast<double>(window_images) / window_s},
+                                   {"data_wait_fraction", window_wait_s / window_s},
+                                   {"elapsed_s", seconds_since(wall_start)}};
+            if (exchange) {
+                // The time each step spent summing (waiting for the slowest rank included).
+                const double exchange_s = exchange->take_seconds();
+                total_exchange_s += exchange_s;
+                line["allreduce_ms"] = 1000.0 * exchange_s / std::max(window_steps, 1);
+            }
+            log(line);
             window_s = 0.0;
             window_wait_s = 0.0;
             window_images = 0;
+            window_steps = 0;
         }
         if (snapshot_now) {
             checkpoint();
         }
-        if (must_leave()) {
+        // With several ranks the stop travelled with the gradients: all leave here, together.
+        if (exchange ? all_stop : must_leave()) {
             leaving = solver.iteration() < s.max_iter;
             break;
         }
@@ -668,15 +871,34 @@ int train(const TrainOptions& options) {
     if (!leaving && has_test && !test_now()) {
         leaving = true;
     }
-    metrics.write({{"type", "final"},
-                   {"iter", solver.iteration()},
-                   {"max_iter", s.max_iter},
-                   {"status", leaving ? "checkpointed" : "completed"},
-                   {"test_accuracy", last_test.accuracy},
-                   {"test_loss", last_test.loss},
-                   {"train_images_per_s",
-                    total_train_s > 0 ? static_cast<double>(total_images) / total_train_s : 0.0},
-                   {"wall_s", seconds_since(wall_start)}});
+    nlohmann::json final_line = {
+        {"type", "final"},
+        {"iter", solver.iteration()},
+        {"max_iter", s.max_iter},
+        {"status", leaving ? "checkpointed" : "completed"},
+        {"test_accuracy", last_test.accuracy},
+        {"test_loss", last_test.loss},
+        {"train_images_per_s",
+         total_train_s > 0 ? static_cast<double>(total_images) / total_train_s : 0.0},
+        {"wall_s", seconds_since(wall_start)}};
+    if (exchange) {
+        total_exchange_s += exchange->take_seconds();
+        final_line["ranks"] = ranks;
+        final_line["allreduce_s"] = total_exchange_s;
+        // No rank leaves before rank 0's checkpoint is on disk: a launcher that sees one rank
+        // exit (75 is non-zero) ends the others, the writer included.
+        std::int64_t done = 0;
+        comm->allreduce_max(&done, 1, "the final agreement");
+    }
+    log(final_line);
+    if (leaving && distributed) {
+        std::cerr << fmt::format(
+            "dltrain: rank {} of {}: stopped at iteration {} with every rank\n", comm->rank(),
+            ranks, solver.iteration());
+    }
+    if (leaving && !root) {
+        return exit_code::checkpointed;
+    }
     if (leaving) {
         std::cerr << fmt::format("dltrain: checkpointed at iteration {} before the deadline; "
                                  "resume with --resume auto (exit {})\n",

@@ -12,6 +12,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/cuda_check.cuh"
 #include "cuda/cuda_kernels.cuh"
+#include "cuda/nccl_api.cuh"
 
 #include <dl/error.hpp>
 
@@ -328,6 +329,7 @@ public:
     }
     [[nodiscard]] int threads() const override { return 1; }
     void synchronize() override { DL_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
+    [[nodiscard]] cudaStream_t stream() const { return m_stream; }
 
     // --- Memory ---------------------------------------------------------------------------
     void* allocate(std::size_t bytes) override {
@@ -779,6 +781,14 @@ private:
 
 std::unique_ptr<Backend> make_cuda_backend(int index) {
     return std::make_unique<CudaBackend>(index);
+}
+
+cudaStream_t compute_stream(Backend& backend) {
+    auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+    if (cuda == nullptr) {
+        throw Error(ErrorKind::usage, "NCCL needs a GPU: train with --device cuda");
+    }
+    return cuda->stream();
 }
 
 int visible_gpu_count() {

@@ -5,6 +5,7 @@
 
 #include "cuda/cuda_backend.hpp"
 #include "cuda/cuda_devices.hpp"
+#include "cuda/nccl_communicator.hpp"
 
 #include <cstring>
 
@@ -14,6 +15,7 @@ dltrain_cuda_plugin(const char* engine_abi_stamp) {
         &dl::cuda::make_cuda_backend,
         &dl::cuda::visible_gpu_count,
         &dl::cuda::fill_gpu_report,
+        &dl::cuda::make_nccl_communicator,
     };
     if (engine_abi_stamp == nullptr ||
         std::strcmp(engine_abi_stamp, dl::cuda::plugin_abi_stamp) != 0) {

@@ -6,6 +6,7 @@
 // loaded. Plain C++ only: the core includes this and never sees a CUDA header.
 
 #include <dl/backend.hpp>
+#include <dl/communicator.hpp>
 #include <dl/device.hpp>
 
 #include <memory>
@@ -17,6 +18,11 @@ struct PluginApi {
     std::unique_ptr<Backend> (*make_backend)(int index);
     int (*visible_gpu_count)();
     void (*fill_gpu_report)(DeviceReport& report);
+    /// DLTRAIN_COMM=nccl: NCCL over `bootstrap`'s ranks on `backend`'s stream
+    /// (nccl_communicator.hpp).
+    std::unique_ptr<Communicator> (*make_nccl_communicator)(Backend& backend,
+                                                            Communicator& bootstrap,
+                                                            double timeout_s);
 };
 
 inline constexpr const char* plugin_file_name = "libdltrain-cuda.so";

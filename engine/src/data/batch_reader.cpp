@@ -7,10 +7,12 @@
 namespace dl::data {
 
 BatchReader::BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
-                         std::uint64_t cursor, int depth)
-    : m_set(set), m_batch(batch), m_scale(scale), m_order(std::move(order)),
-      m_consumer_cursor(cursor), m_producer_cursor(cursor),
-      m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
+                         std::uint64_t cursor, int depth, int rank, int ranks)
+    : m_set(set), m_batch(batch),
+      m_offset(static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(batch)),
+      m_stride(static_cast<std::uint64_t>(ranks) * static_cast<std::uint64_t>(batch)),
+      m_scale(scale), m_order(std::move(order)), m_consumer_cursor(cursor),
+      m_producer_cursor(cursor), m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
     for (auto& slot : m_slots) {
         slot.data.resize(static_cast<std::size_t>(batch) * set.image_size());
         slot.labels.resize(static_cast<std::size_t>(batch));
@@ -41,7 +43,8 @@ void BatchReader::run() {
         // The slot at tail is free: only this thread writes it until it is counted as filled.
         Slot& slot = m_slots[tail];
         for (int i = 0; i < m_batch; ++i) {
-            const std::size_t index = m_order.at(m_producer_cursor + static_cast<std::uint64_t>(i));
+            const std::size_t index =
+                m_order.at(m_producer_cursor + m_offset + static_cast<std::uint64_t>(i));
             const std::uint8_t* pixels = m_set.pixels.data() + index * image;
             float* out = slot.data.data() + static_cast<std::size_t>(i) * image;
             for (std::size_t p = 0; p < image; ++p) {
@@ -50,7 +53,7 @@ void BatchReader::run() {
             slot.labels[static_cast<std::size_t>(i)] =
                 m_set.labels.empty() ? 0.0F : static_cast<float>(m_set.labels[index]);
         }
-        m_producer_cursor += static_cast<std::uint64_t>(m_batch);
+        m_producer_cursor += m_stride;
         tail = (tail + 1) % m_slots.size();
         {
             const std::lock_guard lock(m_mutex);
@@ -76,7 +79,7 @@ double BatchReader::next(float* data, float* labels) {
     --m_filled;
     lock.unlock();
     m_space.notify_one();
-    m_consumer_cursor += static_cast<std::uint64_t>(m_batch);
+    m_consumer_cursor += m_stride;
     return std::chrono::duration<double>(waited).count();
 }
 

@@ -16,9 +16,12 @@ namespace dl::data {
 class BatchReader {
 public:
     /// Batches start at `cursor`, a position in the stream of all epochs, and go on in
-    /// `order`'s order (file order with wrap-around when it has no seed).
+    /// `order`'s order (file order with wrap-around when it has no seed). Data parallel: the
+    /// stream is cut into global batches of `ranks` x `batch`, and this reader hands out slice
+    /// `rank` of each (positions cursor + rank*batch ... + batch - 1); the cursor counts global
+    /// positions, so every rank's is the same and a checkpoint's holds for every N.
     BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
-                std::uint64_t cursor, int depth = 4);
+                std::uint64_t cursor, int depth = 4, int rank = 0, int ranks = 1);
     ~BatchReader();
     BatchReader(const BatchReader&) = delete;
     BatchReader& operator=(const BatchReader&) = delete;
@@ -30,6 +33,8 @@ public:
     double next(float* data, float* labels);
     /// The stream position the next batch handed out starts at (saved in checkpoints).
     [[nodiscard]] std::uint64_t cursor() const { return m_consumer_cursor; }
+    /// Stream positions one next() moves the cursor by (the global batch).
+    [[nodiscard]] std::uint64_t stride() const { return m_stride; }
 
 private:
     struct Slot {
@@ -40,6 +45,8 @@ private:
 
     const IdxDataset& m_set;
     int m_batch;
+    std::uint64_t m_offset; // rank x batch
+    std::uint64_t m_stride; // ranks x batch
     float m_scale;
     SampleOrder m_order; // used by the reader thread only
     std::uint64_t m_consumer_cursor;

@@ -1,0 +1,87 @@
+#!/bin/sh
+# Data-parallel dltrain on this machine: LeNet on Fashion-MNIST, 2 ranks x 1 thread (batch 32
+# each, under mpirun.openmpi) against 1 rank x 2 threads (batch 64), the same global batch of 64
+# and the same number of steps, alternated `--rounds` times. Prints per run: train images/s (of
+# the global batch), the allreduce time per step (packing, staging and the sum, as dltrain's
+# metrics report it), and the ratio 2 ranks / 1 rank. The target (docs/data-parallel.md): 2 ranks
+# reach 90% of one rank's throughput.
+#
+#   bench/data_parallel/run.sh [--iters N] [--rounds N] [--dltrain PATH] [--data-dir DIR]
+#
+# By default dltrain is the README's build (build/, Release), built here if missing; its MPI
+# plugins are built with it when libopenmpi-dev is installed (scripts/setup.sh).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+iters=1000
+rounds=3
+dltrain=
+data_dir=/usr/share/datasets/fashion-mnist
+while [ $# -gt 0 ]; do
+    case $1 in
+    --iters) iters=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --dltrain) dltrain=$2; shift 2 ;;
+    --data-dir) data_dir=$2; shift 2 ;;
+    *) echo "usage: $0 [--iters N] [--rounds N] [--dltrain PATH] [--data-dir DIR]" >&2; exit 2 ;;
+    esac
+done
+if [ -z "$dltrain" ]; then
+    dltrain=$root/build/engine/dltrain
+    "$root/scripts/build.sh" "$root/build" -DDLJOB_BUILD_TESTS=OFF >/dev/null
+fi
+[ -x "$dltrain" ] || { echo "no dltrain at $dltrain" >&2; exit 2; }
+[ -f "$(dirname "$dltrain")/libdltrain-mpi-openmpi.so" ] ||
+    { echo "no Open MPI plugin next to $dltrain (apt install libopenmpi-dev, rebuild)" >&2; exit 2; }
+command -v mpirun.openmpi >/dev/null || { echo "mpirun.openmpi missing (apt install openmpi-bin)" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# LeNet as shipped, with batch B per rank, no test pass and no checkpoint until the end.
+config() { # batch file
+    sed -e "s/batch_size: 64/batch_size: $1/" -e 's/test_interval: 500/test_interval: 1000000/' \
+        -e 's/display: 100/display: 100/' -e 's/snapshot: 5000/snapshot: 0/' \
+        -e 's/test_iter: 100/test_iter: 1/' "$root/recipes/networks/lenet.yaml" > "$2"
+}
+config 64 "$work/one.yaml"
+config 32 "$work/two.yaml"
+# Open MPI as root in a container, ranks free to share the two cores; one BLAS thread per rank.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "dltrain: $("$dltrain" --version); $iters steps of a global batch of 64; $(mpirun.openmpi --version | head -1)"
+round=1
+while [ "$round" -le "$rounds" ]; do
+    "$dltrain" train --device cpu --threads 2 --deadline none --config "$work/one.yaml" \
+        --run-dir "$work/one_$round" --data-dir "$data_dir" --max-iter "$iters" >/dev/null
+    mpirun.openmpi --oversubscribe --bind-to none -n 2 "$dltrain" train --device cpu --threads 1 \
+        --deadline none --config "$work/two.yaml" --run-dir "$work/two_$round" \
+        --data-dir "$data_dir" --max-iter "$iters" >/dev/null
+    round=$((round + 1))
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The sum alone, between barriers (no rank's compute or preemption in it): the model's check.
+timer=$(dirname "$dltrain")/dltrain-allreduce-time
+if [ -x "$timer" ]; then
+    mpirun.openmpi --oversubscribe --bind-to none -n 2 "$timer"
+    if command -v mpiexec.mpich >/dev/null; then mpiexec.mpich -n 2 "$timer"; fi
+fi
+
+/usr/bin/python3 - "$work" "$rounds" "$iters" <<'PY'
+import json, sys
+work, rounds, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def final(run):
+    return [json.loads(l) for l in open(f"{work}/{run}/metrics.jsonl") if l.strip()][-1]
+print(f"{'round':>5} {'1x2 img/s':>10} {'2x1 img/s':>10} {'ratio':>6} {'allreduce ms/step':>18} {'share':>6}")
+ratios = []
+for r in range(1, rounds + 1):
+    one, two = final(f"one_{r}"), final(f"two_{r}")
+    ms = 1000 * two["allreduce_s"] / iters
+    step_ms = 1000 * 64 / two["train_images_per_s"]
+    ratio = two["train_images_per_s"] / one["train_images_per_s"]
+    ratios.append(ratio)
+    print(f"{r:5} {one['train_images_per_s']:10.0f} {two['train_images_per_s']:10.0f} {ratio:6.2f} {ms:18.2f} {ms / step_ms:6.1%}")
+ratios.sort()
+print(f"median ratio 2 ranks / 1 rank: {ratios[len(ratios) // 2]:.2f} (target >= 0.90)")
+PY

@@ -1,0 +1,375 @@
+// Data-parallel dltrain under real MPI launchers (Open MPI's mpirun.openmpi and MPICH's
+// mpiexec.mpich, called by those names: Debian's slurm-wlm-torque owns plain mpirun), on CPU
+// ranks, with LeNet on real Fashion-MNIST (Debian's dataset-fashion-mnist). Each test skips,
+// saying why, where the launcher, the plugin or the data is missing.
+//
+// What holds (docs/data-parallel.md): N ranks of batch b match one rank of batch N*b to the
+// documented tolerance; two runs with the same N are bit-identical; a resumed run across ranks
+// is bit-identical to an unbroken one; SIGTERM to one rank stops every rank at one iteration
+// with one checkpoint and exit 75; a rank that dies or hangs ends the job, named, in bounded
+// time; a run directory is trained by one set of ranks at a time.
+
+#include "engine_test_support.hpp"
+#include "support/run_process.hpp"
+
+#include <dl/backend.hpp>
+#include <dl/checkpoint.hpp>
+#include <dl/config.hpp>
+#include <dl/net.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+namespace {
+
+namespace fs = std::filesystem;
+using dljob::test::run_shell;
+
+const fs::path k_data = "/usr/share/datasets/fashion-mnist";
+
+// Open MPI in a container as root, on 2 cores: the variables docs/data-parallel.md lists.
+const std::string k_mpi_env =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+    "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
+    "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MPIEXEC_TIMEOUT=120 ";
+
+std::string launcher(const std::string& flavour, int ranks) {
+    if (flavour == "openmpi") {
+        return k_mpi_env + "mpirun.openmpi --oversubscribe --bind-to none -n " +
+               std::to_string(ranks) + " ";
+    }
+    return k_mpi_env + "mpiexec.mpich -n " + std::to_string(ranks) + " ";
+}
+
+std::string quoted(const std::string& text) {
+    std::string out = "'";
+    for (const char c : text) {
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    }
+    return out + "'";
+}
+
+class DataParallel : public ::testing::Test {
+protected:
+    dl_test::TempDir m_dir;
+
+    void SetUp() override {
+        if (!fs::exists(k_data / "train-images-idx3-ubyte.gz")) {
+            GTEST_SKIP() << "no Fashion-MNIST in " << k_data
+                         << " (apt install dataset-fashion-mnist)";
+        }
+        const fs::path dltrain = fs::path(DLTRAIN_BINARY);
+        // The build's plugins sit next to the real binary (a bundle's wrapper: next to .bin).
+        for (const auto& dir : {dltrain.parent_path()}) {
+            if (fs::exists(dir / "libdltrain-mpi-openmpi.so") ||
+                fs::exists(dir / "libdltrain-mpi-mpich.so")) {
+                return;
+            }
+        }
+        GTEST_SKIP() << "dltrain was built without MPI plugins (apt install libopenmpi-dev "
+                        "libmpich-dev, then reconfigure)";
+    }
+
+    static void need(const std::string& flavour) {
+        const std::string tool = flavour == "openmpi" ? "mpirun.openmpi" : "mpiexec.mpich";
+        if (run_shell("command -v " + tool).exit_code != 0) {
+            GTEST_SKIP() << tool << " not installed";
+        }
+        const fs::path plugin =
+            fs::path(DLTRAIN_BINARY).parent_path() / ("libdltrain-mpi-" + flavour + ".so");
+        if (!fs::exists(plugin)) {
+            GTEST_SKIP() << plugin << " not built";
+        }
+    }
+
+    // LeNet (recipes/networks/lenet.yaml) with batch `batch` per rank, `iters` steps, a loss line
+    // every step, one small test at the end, a checkpoint every `snapshot`.
+    fs::path config(int batch, int iters, int snapshot = 0, const std::string& name = "lenet") {
+        std::ifstream in(fs::path(DLJOB_SOURCE_DIR) / "recipes" / "networks" / "lenet.yaml");
+        std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        const auto set = [&text](const std::string& key, const std::string& from,
+                                 const std::string& to) {
+            text = std::regex_replace(text, std::regex(key + ": " + from), key + ": " + to);
+        };
+        set("batch_size", "64", std::to_string(batch));
+        set("batch_size", "100", "50");
+        set("max_iter", "10000", std::to_string(iters));
+        set("test_interval", "500", "100000");
+        set("test_iter", "100", "1");
+        set("display", "100", "1");
+        set("snapshot", "5000", std::to_string(snapshot));
+        const fs::path file = m_dir.path() / (name + ".yaml");
+        std::ofstream(file) << text;
+        return file;
+    }
+
+    static std::string train(const fs::path& config, const fs::path& run,
+                             const std::string& extra = "") {
+        return std::string(DLTRAIN_BINARY) + " train --device cpu --threads 1 --deadline none " +
+               "--config " + config.string() + " --run-dir " + run.string() + " --data-dir " +
+               k_data.string() + " " + extra;
+    }
+
+    static std::vector<float> weights(const fs::path& config, const fs::path& checkpoint) {
+        const dl::NetConfig net_config = dl::load_config(config);
+        auto backend = dl::make_backend("cpu", 1);
+        dl::Net net(net_config, dl::Phase::train, *backend, net_config.solver.random_seed);
+        dl::read_checkpoint(checkpoint, net, nullptr);
+        std::vector<float> all;
+        for (const auto& param : net.params()) {
+            const auto values = param.tensor->read_data();
+            all.insert(all.end(), values.begin(), values.end());
+        }
+        return all;
+    }
+
+    static std::vector<nlohmann::json> metrics(const fs::path& run) {
+        std::vector<nlohmann::json> lines;
+        std::ifstream in(run / "metrics.jsonl");
+        for (std::string line; std::getline(in, line);) {
+            lines.push_back(nlohmann::json::parse(line));
+        }
+        return lines;
+    }
+
+    static fs::path checkpoint(const fs::path& run, int iter) {
+        char name[32];
+        std::snprintf(name, sizeof(name), "iter_%08d.ckpt", iter);
+        return run / "checkpoints" / name;
+    }
+};
+
+// The documented tolerance (docs/data-parallel.md): after a few steps the weights of N ranks of
+// batch b and of one rank of batch N*b differ only by float summation order, by at most 1e-5 of
+// the largest weight.
+void expect_equivalent(const std::vector<float>& a, const std::vector<float>& b,
+                       const std::string& what) {
+    ASSERT_EQ(a.size(), b.size());
+    float largest = 0.0F;
+    float worst = 0.0F;
+    bool differ = false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        largest = std::max(largest, std::fabs(a[i]));
+        worst = std::max(worst, std::fabs(a[i] - b[i]));
+        differ = differ || a[i] != b[i];
+    }
+    EXPECT_LE(worst, 1e-5F * largest)
+        << what << ": largest difference " << worst << " against weights up to " << largest;
+    // Equal to the bit would mean the ranks were not summed at all but one rank's weights won.
+    EXPECT_TRUE(differ) << what << ": bit-identical to one rank, which summation order forbids";
+    std::cout << what << ": largest weight difference " << worst << " (" << worst / largest
+              << " of the largest weight)\n";
+}
+
+TEST_F(DataParallel, RanksMatchOneRankOfTheGlobalBatchAndRepeatBitForBit) {
+    need("openmpi");
+    const int steps = 5;
+    const auto one = config(64, steps, 0, "one");
+    const auto per2 = config(32, steps, 0, "two");
+    const auto per4 = config(16, steps, 0, "four");
+    const fs::path ref = m_dir.path() / "ref";
+    const auto single = run_shell(train(one, ref));
+    ASSERT_EQ(single.exit_code, 0) << single.output;
+    const auto reference = weights(one, checkpoint(ref, steps));
+
+    const fs::path a = m_dir.path() / "a";
+    const auto two = run_shell(launcher("openmpi", 2) + train(per2, a));
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    // One writer: one start line, one final line, metrics of the global batch.
+    const auto lines = metrics(a);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                            [](const auto& l) { return l["type"] == "start"; }),
+              1);
+    EXPECT_EQ(lines.front()["ranks"], 2);
+    EXPECT_EQ(lines.front()["global_batch_size"], 64);
+    const auto train_line = std::find_if(lines.begin(), lines.end(),
+                                         [](const auto& l) { return l["type"] == "train"; });
+    ASSERT_NE(train_line, lines.end());
+    EXPECT_TRUE(train_line->contains("allreduce_ms")) << train_line->dump();
+    EXPECT_EQ(lines.back()["status"], "completed");
+    expect_equivalent(weights(per2, checkpoint(a, steps)), reference, "2 ranks x 32 (Open MPI)");
+    // The loss reported is the global batch's (the ranks' mean), the one rank of 64 reports.
+    const auto losses = [](const std::vector<nlohmann::json>& all) {
+        std::vector<double> values;
+        for (const auto& line : all) {
+            if (line["type"] == "train") {
+                values.push_back(line["loss"].get<double>());
+            }
+        }
+        return values;
+    };
+    const auto one_rank = losses(metrics(ref));
+    const auto two_ranks = losses(lines);
+    ASSERT_EQ(one_rank.size(), static_cast<std::size_t>(steps));
+    ASSERT_EQ(two_ranks.size(), one_rank.size());
+    for (std::size_t i = 0; i < one_rank.size(); ++i) {
+        EXPECT_NEAR(two_ranks[i], one_rank[i], 1e-5 * one_rank[i]) << "step " << i;
+    }
+
+    const fs::path b = m_dir.path() / "b";
+    ASSERT_EQ(run_shell(launcher("openmpi", 2) + train(per2, b)).exit_code, 0);
+    EXPECT_TRUE(dl_test::read_file(checkpoint(a, steps)) ==
+                dl_test::read_file(checkpoint(b, steps)))
+        << "two 2-rank runs differ";
+
+    const fs::path c = m_dir.path() / "c";
+    const auto four = run_shell(launcher("openmpi", 4) + train(per4, c));
+    ASSERT_EQ(four.exit_code, 0) << four.output;
+    expect_equivalent(weights(per4, checkpoint(c, steps)), reference, "4 ranks x 16 (Open MPI)");
+}
+
+TEST_F(DataParallel, MpichRanksMatchOneRankOfTheGlobalBatch) {
+    need("mpich");
+    const int steps = 5;
+    const auto one = config(64, steps, 0, "one");
+    const auto per2 = config(32, steps, 0, "two");
+    const fs::path ref = m_dir.path() / "ref";
+    ASSERT_EQ(run_shell(train(one, ref)).exit_code, 0);
+    const fs::path a = m_dir.path() / "a";
+    const auto two = run_shell(launcher("mpich", 2) + train(per2, a));
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    EXPECT_NE(metrics(a).front()["communicator"].get<std::string>().find("MPICH"),
+              std::string::npos)
+        << metrics(a).front().dump();
+    expect_equivalent(weights(per2, checkpoint(a, steps)), weights(one, checkpoint(ref, steps)),
+                      "2 ranks x 32 (MPICH)");
+}
+
+// MPICH's library under Open MPI's launcher starts each process as a world of its own: two
+// separate trainings of one rank on one run directory, unless dltrain compares MPI's world with
+// the launcher's and refuses.
+TEST_F(DataParallel, AnMpiThatDoesNotKnowTheLauncherIsRefused) {
+    need("openmpi");
+    need("mpich");
+    const auto per2 = config(32, 3);
+    const fs::path run = m_dir.path() / "run";
+    const auto result = run_shell("DLTRAIN_MPI=mpich " + launcher("openmpi", 2) +
+                                  "-x DLTRAIN_MPI " + train(per2, run));
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find("the launcher started 2 ranks"), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("sees a world of 1"), std::string::npos) << result.output;
+    EXPECT_FALSE(fs::exists(run / "metrics.jsonl")) << result.output;
+}
+
+TEST_F(DataParallel, AResumeAcrossRanksIsBitIdenticalToAnUnbrokenRun) {
+    need("openmpi");
+    const auto per2 = config(32, 6, 3);
+    const fs::path straight = m_dir.path() / "straight";
+    const fs::path broken = m_dir.path() / "broken";
+    ASSERT_EQ(run_shell(launcher("openmpi", 2) + train(per2, straight)).exit_code, 0);
+    ASSERT_EQ(run_shell(launcher("openmpi", 2) + train(per2, broken, "--max-iter 3")).exit_code, 0);
+    const auto resumed = run_shell(launcher("openmpi", 2) + train(per2, broken, "--resume auto"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resuming from"), std::string::npos) << resumed.output;
+    EXPECT_TRUE(dl_test::read_file(checkpoint(straight, 6)) ==
+                dl_test::read_file(checkpoint(broken, 6)))
+        << "the resumed 2-rank run's iteration-6 checkpoint differs";
+}
+
+// Starts a 2-rank run whose ranks write their pids, waits for its first loss line, does
+// `action` (a shell snippet with $r0 and $r1), waits for the launcher, and prints exit=CODE and
+// secs=SECONDS it took after the action.
+std::string around_a_run(const std::string& start, const fs::path& dir, const fs::path& run,
+                         const std::string& action) {
+    const std::string script =
+        start + " > " + (dir / "out.txt").string() + " 2>&1 & job=$!; " +
+        "for i in $(seq 1 600); do grep -q '\"train\"' " + (run / "metrics.jsonl").string() +
+        " 2>/dev/null && [ -s " + (dir / "pid.1").string() + " ] && break; sleep 0.05; done; " +
+        "r0=$(cat " + (dir / "pid.0").string() + "); r1=$(cat " + (dir / "pid.1").string() +
+        "); t0=$(date +%s); " + action + "; wait $job; code=$?; t1=$(date +%s); cat " +
+        (dir / "out.txt").string() + "; echo exit=$code; echo secs=$((t1 - t0)); " +
+        "kill -KILL $r0 $r1 2>/dev/null; true";
+    return "sh -c " + quoted(script);
+}
+
+int seconds_after(const std::string& output) {
+    const auto at = output.rfind("secs=");
+    return at == std::string::npos ? 1000 : std::stoi(output.substr(at + 5));
+}
+
+std::string with_pids(const fs::path& dir, const std::string& command) {
+    return "sh -c " +
+           quoted("echo $$ > " + dir.string() + "/pid.${OMPI_COMM_WORLD_RANK}; exec " + command);
+}
+
+TEST_F(DataParallel, SigtermToOneRankStopsEveryRankAtOneIterationWithExit75) {
+    need("openmpi");
+    const auto per2 = config(32, 1000000);
+    const fs::path run = m_dir.path() / "run";
+    const auto result =
+        run_shell(around_a_run(launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)),
+                               m_dir.path(), run, "kill -TERM $r1"));
+    EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
+    const auto lines = metrics(run);
+    ASSERT_FALSE(lines.empty()) << result.output;
+    EXPECT_EQ(lines.back()["status"], "checkpointed") << result.output;
+    const int iter = lines.back()["iter"].get<int>();
+    // Exactly one checkpoint, of the iteration every rank stopped at.
+    const auto found = dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {});
+    ASSERT_TRUE(found) << result.output;
+    EXPECT_EQ(*found, checkpoint(run, iter));
+    EXPECT_FALSE(dl::checkpoint_problem(*found));
+    EXPECT_NE(result.output.find("rank 1 of 2: stopped at iteration " + std::to_string(iter)),
+              std::string::npos)
+        << result.output;
+}
+
+TEST_F(DataParallel, ARankKilledEndsTheOthersNamingItInBoundedTime) {
+    need("openmpi");
+    const auto per2 = config(32, 1000000);
+    const fs::path run = m_dir.path() / "run";
+    const auto result =
+        run_shell("DLTRAIN_COLLECTIVE_TIMEOUT=5 " +
+                  around_a_run(launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)),
+                               m_dir.path(), run, "kill -KILL $r1"));
+    EXPECT_EQ(result.output.find("exit=0\n"), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("exit="), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("rank 1"), std::string::npos) << result.output;
+    // Not a speed claim: far above the 5 s collective timeout, far below MPIEXEC_TIMEOUT's 120 s
+    // (a hang would be ended there, exit non-zero too, and must not pass for the bound).
+    EXPECT_LT(seconds_after(result.output), 60) << result.output;
+}
+
+// A rank that hangs (stopped, an I/O stall, a GPU fault) is no exit for the launcher to see:
+// only the others' collective timeout ends the job, and its message names the rank.
+TEST_F(DataParallel, ARankThatHangsIsNamedAfterTheCollectiveTimeout) {
+    need("openmpi");
+    const auto per2 = config(32, 1000000);
+    const fs::path run = m_dir.path() / "run";
+    const auto result =
+        run_shell("DLTRAIN_COLLECTIVE_TIMEOUT=3 " +
+                  around_a_run(launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)),
+                               m_dir.path(), run, "kill -STOP $r1"));
+    EXPECT_EQ(result.output.find("exit=0\n"), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("rank 0 of 2: the gradient sum of iteration"), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("no answer from rank 1 within 3 s"), std::string::npos)
+        << result.output;
+    EXPECT_LT(seconds_after(result.output), 60) << result.output;
+}
+
+TEST_F(DataParallel, ASecondSetOfRanksOnABusyRunDirectoryIsRefused) {
+    need("openmpi");
+    const auto per2 = config(32, 1000000);
+    const fs::path run = m_dir.path() / "run";
+    const auto second = launcher("openmpi", 2) + train(per2, run);
+    const auto result = run_shell(around_a_run(
+        launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)), m_dir.path(), run,
+        second + " > " + (m_dir.path() / "second.txt").string() + " 2>&1; echo second=$?; cat " +
+            (m_dir.path() / "second.txt").string() + "; kill -TERM $r0"));
+    EXPECT_NE(result.output.find("second=2"), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find("is in use by another training (pid "), std::string::npos)
+        << result.output;
+    // The first set was not disturbed: it stopped on its SIGTERM, checkpointed.
+    EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
+}
+
+} // namespace
