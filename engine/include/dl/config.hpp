@@ -112,6 +112,10 @@ struct NetConfig {
 /// Reads and validates a config; throws dl::Error(config) naming file, line, key and choices.
 NetConfig load_config(const std::filesystem::path& file);
 NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages);
+/// Caffe's prototxt (engine/src/core/prototxt_config.cpp): a net file (solver defaults), or a
+/// solver file with its net. load_config calls it for files ending in .prototxt. Throws
+/// dl::Error(config) with file:line for unknown or unsupported fields, values and layer types.
+NetConfig load_prototxt(const std::filesystem::path& file);
 /// The config with every default written out, as dltrain stores it in the run directory.
 std::string to_yaml(const NetConfig& config);
 

@@ -611,6 +611,9 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
 }
 
 NetConfig load_config(const std::filesystem::path& file) {
+    if (file.extension() == ".prototxt") {
+        return load_prototxt(file);
+    }
     // An ifstream opens a directory and reads nothing, which would read as an empty config.
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) {
