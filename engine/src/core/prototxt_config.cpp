@@ -541,12 +541,12 @@ NetConfig net_from(const std::filesystem::path& file, const std::string& text) {
 /// Caffe resolves a solver's net path against the directory it runs in (its examples name
 /// paths from the Caffe root); here the path as given, else next to the solver file.
 std::filesystem::path net_path(const std::filesystem::path& solver, const std::string& net) {
-    const std::filesystem::path given(net);
+    std::filesystem::path given(net);
     std::error_code ec;
     if (given.is_absolute() || std::filesystem::exists(given, ec)) {
         return given;
     }
-    const std::filesystem::path beside = solver.parent_path() / given;
+    std::filesystem::path beside = solver.parent_path() / given;
     if (std::filesystem::exists(beside, ec)) {
         return beside;
     }
