@@ -42,11 +42,18 @@ if [ -z "$data_dir" ]; then
     data_dir=$work/data
     /usr/bin/python3 "$root/scripts/make-cifar-fashion-mnist.py" "$data_dir"
 fi
+# Debian's OpenBLAS 0.3.21 takes this VM's Sapphire Rapids CPU for "Cooperlake" and then runs
+# its SSE3 (Prescott) sgemm kernel: dltrain's convolutions cost about 1.6x the CPU time of the
+# Haswell (AVX2) kernel (docs/benchmarks.md). Both programs get the AVX2 kernel unless the caller
+# chose one (PyTorch's convolutions are oneDNN's and do not care; its Linear layers use OpenBLAS).
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    export OPENBLAS_CORETYPE=Haswell
+fi
 config=$root/recipes/networks/cifar10_quick.yaml
 # The PyTorch twin subtracts the mean the shipped config does.
 mean=$(sed -n 's/^ *mean_value: *\([0-9.]*\) *$/\1/p' "$config" | head -1)
 
-echo "machine: $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "dltrain: $iters iterations, $threads threads: $("$dltrain" --version)"
 /usr/bin/time -v -o "$work/dltrain.time" "$dltrain" train --device cpu --config "$config" \
     --run-dir "$work/run" --data-dir "$data_dir" --threads "$threads" --max-iter "$iters" \
