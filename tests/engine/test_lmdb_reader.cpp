@@ -5,10 +5,12 @@
 #include "data/idx_dataset.hpp"
 #include "data/lmdb_dataset.hpp"
 #include "engine_test_support.hpp"
+#include "support/run_process.hpp"
 
 #include <dl/error.hpp>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <lmdb.h>
 
@@ -200,6 +202,79 @@ TEST_F(LmdbReader, ACorruptDatabaseIsAClearError) {
     const std::string message = load_error(db);
     EXPECT_NE(message.find("LMDB " + db.string()), std::string::npos) << message;
     EXPECT_NE(message.find("mdb_env_open failed"), std::string::npos) << message;
+}
+
+TEST_F(LmdbReader, DltrainTrainsACaffeSolverPrototxtOnLmdbs) {
+    // Caffe's workflow end to end: LMDBs of 8x8 grey Datums whose label is a bright quadrant, a
+    // net prototxt with the Caffe layers beyond LeNet, and a solver prototxt naming it.
+    const auto make = [](int count, int seed) {
+        std::vector<std::string> values;
+        for (int i = 0; i < count; ++i) {
+            const int label = (i * 7 + seed) % 3;
+            std::string image;
+            for (int p = 0; p < 64; ++p) {
+                const int y = p / 8;
+                const int x = p % 8;
+                const bool bright = (label == 0 && y < 4) || (label == 1 && x < 4) ||
+                                    (label == 2 && y >= 4 && x >= 4);
+                image.push_back(static_cast<char>((bright ? 150 : 0) + (p * 13 + i) % 50));
+            }
+            values.push_back(datum(1, 8, 8, image, label));
+        }
+        return values;
+    };
+    write_lmdb(m_dir.path() / "train_lmdb", make(60, 0));
+    write_lmdb(m_dir.path() / "test_lmdb", make(20, 1));
+    std::ofstream(m_dir.path() / "net.prototxt") << R"(name: "tiny"
+layer { name: "d" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+        transform_param { scale: 0.01 mean_value: 60 }
+        data_param { source: "train_lmdb" batch_size: 10 backend: LMDB } }
+layer { name: "d" type: "Data" top: "data" top: "label" include { phase: TEST }
+        transform_param { scale: 0.01 mean_value: 60 }
+        data_param { source: "test_lmdb" batch_size: 10 backend: LMDB } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" }
+layer { name: "scale" type: "Scale" bottom: "conv" top: "conv" scale_param { bias_term: true } }
+layer { name: "norm" type: "LRN" bottom: "conv" top: "norm" lrn_param { local_size: 3 } }
+layer { name: "side" type: "Convolution" bottom: "data" top: "side"
+        convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "xavier" } } }
+layer { name: "sum" type: "Eltwise" bottom: "norm" bottom: "side" top: "sum" }
+layer { name: "cat" type: "Concat" bottom: "sum" bottom: "data" top: "cat" }
+layer { name: "pool" type: "Pooling" bottom: "cat" top: "pool"
+        pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "ip"
+        inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy"
+        include { phase: TEST } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+)";
+    std::ofstream(m_dir.path() / "solver.prototxt") << R"(net: "net.prototxt"
+test_iter: 2
+test_interval: 60
+base_lr: 0.05
+momentum: 0.9
+weight_decay: 0.0005
+lr_policy: "fixed"
+display: 20
+max_iter: 60
+snapshot_prefix: "examples/tiny"
+solver_mode: CPU
+)";
+    const fs::path run = m_dir.path() / "run";
+    const auto result = dljob::test::run_shell(
+        std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
+        (m_dir.path() / "solver.prototxt").string() + " --data-dir " + m_dir.path().string() +
+        " --run-dir " + run.string() + " --threads 1 --deadline none");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::ifstream in(run / "metrics.jsonl");
+    nlohmann::json last;
+    for (std::string line; std::getline(in, line);) {
+        last = nlohmann::json::parse(line);
+    }
+    ASSERT_EQ(last["type"], "final") << last.dump();
+    EXPECT_EQ(last["iter"], 60);
+    EXPECT_GT(last["test_accuracy"].get<double>(), 0.8) << last.dump();
 }
 
 } // namespace
