@@ -20,6 +20,12 @@ find_package(JPEG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET GLOBAL libzstd)
 add_library(dljob::zstd ALIAS PkgConfig::ZSTD)
+# LMDB: Caffe's databases of Datums, read by the engine (engine/src/data/lmdb_dataset.cpp).
+pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET GLOBAL lmdb)
+add_library(dljob::lmdb ALIAS PkgConfig::LMDB)
+# protobuf: Caffe's prototxt files, parsed against engine/proto/caffe.proto (CMake's own
+# FindProtobuf: Debian ships no protobuf CMake config).
+find_package(Protobuf REQUIRED)
 # Nettle: MD5/SHA-256 of fetched datasets (adapters/hash_nettle.cpp); libarchive loads it anyway.
 pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET GLOBAL nettle)
 add_library(dljob::nettle ALIAS PkgConfig::NETTLE)

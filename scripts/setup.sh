@@ -14,6 +14,7 @@ build_packages=(
     libyaml-cpp-dev libcurl4-openssl-dev nlohmann-json3-dev libfmt-dev libcli11-dev
     libsqlite3-dev libboost-dev libboost-filesystem-dev libarchive-dev libxxhash-dev libzstd-dev
     libkainjow-mustache-dev libopenblas-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev nettle-dev
+    liblmdb-dev libprotobuf-dev protobuf-compiler
 )
 test_packages=(
     libgtest-dev clang-format clang-tidy shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod

@@ -200,6 +200,43 @@ TEST_F(GradientCheck, DropoutMatchesNumericGradientForAFixedMask) {
     check({drop, {{4, 10}}});
 }
 
+TEST_F(GradientCheck, LrnAcrossChannelsMatchesNumericGradient) {
+    LayerConfig lrn = layer("LRN");
+    lrn.local_size = 5;
+    lrn.alpha = 0.5F; // large enough that the cross-channel term matters
+    lrn.k = 2.0F;
+    check({lrn, {{2, 7, 3, 3}}}, 1e-2F);
+}
+
+TEST_F(GradientCheck, BatchNormWithBatchStatisticsMatchesNumericGradient) {
+    // The running statistics are parameters with no gradient: checked to be zero as well.
+    check({layer("BatchNorm"), {{4, 3, 3, 3}}}, 1e-2F);
+}
+
+TEST_F(GradientCheck, ScaleWithBiasMatchesNumericGradient) {
+    LayerConfig scale = layer("Scale");
+    scale.bias_term = true;
+    check({scale, {{2, 3, 4, 4}}});
+}
+
+TEST_F(GradientCheck, ConcatMatchesNumericGradientForEveryBottom) {
+    LayerConfig concat = layer("Concat");
+    check({concat, {{2, 3, 2, 2}, {2, 2, 2, 2}, {2, 1, 2, 2}}});
+}
+
+TEST_F(GradientCheck, EltwiseSumProdAndMaxMatchNumericGradient) {
+    LayerConfig sum = layer("Eltwise");
+    sum.coeff = {0.5F, -2.0F, 1.5F};
+    check({sum, {{2, 3, 3, 3}, {2, 3, 3, 3}, {2, 3, 3, 3}}});
+    LayerConfig prod = layer("Eltwise");
+    prod.operation = "prod";
+    check({prod, {{2, 3, 3, 3}, {2, 3, 3, 3}, {2, 3, 3, 3}}});
+    LayerConfig max = layer("Eltwise");
+    max.operation = "max";
+    // A small step: the winner of a value must not change between the two evaluations.
+    check({max, {{2, 3, 3, 3}, {2, 3, 3, 3}, {2, 3, 3, 3}}}, 1e-3F);
+}
+
 TEST_F(GradientCheck, SoftmaxWithLossMatchesNumericGradient) {
     LayerConfig loss = layer("SoftmaxWithLoss");
     loss.loss_weight = 2.0F;

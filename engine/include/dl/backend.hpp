@@ -59,6 +59,29 @@ private:
 
 enum class Activation { relu, sigmoid, tanh };
 
+/// N x C x (spatial) with the spatial dims flattened: the layers that work per channel along
+/// axis 1 (LRN, BatchNorm, Scale).
+struct ChannelGeometry {
+    int batch = 0;
+    int channels = 0;
+    int spatial = 1; // H * W
+    [[nodiscard]] std::size_t count() const {
+        return static_cast<std::size_t>(batch) * channels * spatial;
+    }
+};
+
+/// Caffe's LRN across channels: scale = k + alpha / size * (sum of x^2 over the `size`
+/// channels centred on c, clipped to the image's channels); y = x * scale^-beta.
+struct LrnParams {
+    int size = 5;
+    float alpha = 1.0F;
+    float beta = 0.75F;
+    float k = 1.0F;
+};
+
+/// Caffe's EltwiseParameter operations, in its enum order.
+enum class EltwiseOp { prod, sum, max };
+
 /// Batches on their way from the host to the backend, `slots` deep: the host fills a slot's
 /// host buffers, upload() starts copying them (asynchronously on a GPU, on a copy stream), and
 /// consume() copies them into the net's input tensors, ordered before the ops that follow. With
@@ -165,6 +188,45 @@ public:
     // accuracy[0] = fraction of rows whose label has fewer than top_k scores above it.
     virtual void accuracy(int rows, int classes, int top_k, const float* scores,
                           const float* labels, float* accuracy) = 0;
+
+    // --- Caffe layers beyond LeNet (CPU reference: engine/src/cpu/channel_ops.cpp) ---------
+    // LRN across channels; `scale` (g.count() values) is kept for the backward pass.
+    virtual void lrn_forward(const ChannelGeometry& g, const LrnParams& p, const float* x,
+                             float* scale, float* y) = 0;
+    virtual void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x,
+                              const float* y, const float* scale, const float* dy, float* dx) = 0;
+    // BatchNorm, Caffe's: y = (x - mean[c]) * inv_std[c], inv_std = 1 / sqrt(var + eps). With
+    // batch statistics (use_global false) the running sums are updated: factor = factor * maf
+    // + 1, mean_sum = mean + maf * mean_sum, var_sum = var * m / (m - 1) + maf * var_sum (m
+    // = batch * spatial); with global statistics mean and var are the sums divided by factor.
+    // running = {mean_sum (C), var_sum (C), factor (1)}; inv_std (C) is written for backward.
+    // x may equal y.
+    virtual void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
+                                    float moving_average_fraction, const float* x,
+                                    float* running_mean, float* running_var, float* running_factor,
+                                    float* inv_std, float* y) = 0;
+    // y is the normalised output of the forward pass; dy may equal dx.
+    virtual void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
+                                     const float* inv_std, const float* dy, float* dx) = 0;
+    // Scale: y = x * gamma[c] (+ beta[c] when beta is not null).
+    virtual void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma,
+                               const float* beta, float* y) = 0;
+    // dgamma, dbeta (nullable) and dx (nullable); dy may equal dx (in place).
+    virtual void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma,
+                                const float* dy, float* dx, float* dgamma, float* dbeta) = 0;
+    // Concat's copies: dst[r * dst_stride + i] = src[r * src_stride + i] for i < block.
+    virtual void copy_blocks(int rows, std::size_t block, const float* src, std::size_t src_stride,
+                             float* dst, std::size_t dst_stride) = 0;
+    // Eltwise over x.size() >= 2 inputs of n values. sum: y = sum coeffs[i] * x[i]; prod; max,
+    // with mask[j] = the input that won (Caffe's tie rule).
+    virtual void eltwise_forward(EltwiseOp op, std::size_t n, const std::vector<const float*>& x,
+                                 const std::vector<float>& coeffs, float* y,
+                                 std::int32_t* mask) = 0;
+    // dx of input `index`: sum: coeff * dy; prod: dy * the product of the other inputs; max:
+    // dy where mask == index, else 0.
+    virtual void eltwise_backward(EltwiseOp op, std::size_t n, int index,
+                                  const std::vector<const float*>& x, float coeff, const float* dy,
+                                  const std::int32_t* mask, float* dx) = 0;
 
     // Solver updates, Caffe's rules (docs/engine.md); g + decay * w is the regularised gradient.
     // step[0] is this iteration's learning rate and step[1] Adam's bias correction, in backend

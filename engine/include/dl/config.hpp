@@ -40,9 +40,10 @@ struct LayerConfig {
     std::string label_source; // IDX labels
     int batch_size = 0;
     float scale = 1.0F;
-    bool shuffle = false;   // a fresh order every epoch, drawn from solver.random_seed
-    std::vector<int> shape; // optional C x H x W of one image: checked against the file, and
-                            // lets `dltrain time` run without the data
+    std::vector<float> mean_value; // subtracted before scaling: one per channel, or one for all
+    bool shuffle = false;          // a fresh order every epoch, drawn from solver.random_seed
+    std::vector<int> shape;        // optional C x H x W of one image: checked against the file, and
+                                   // lets `dltrain time` run without the data
     // Convolution, InnerProduct
     int num_output = 0;
     int kernel_size = 0;
@@ -56,6 +57,23 @@ struct LayerConfig {
     std::string pool = "max"; // max, ave
     // Dropout
     float dropout_ratio = 0.5F;
+    // LRN (across channels)
+    int local_size = 5;
+    float alpha = 1.0F;
+    float beta = 0.75F;
+    float k = 1.0F;
+    // BatchNorm; use_global_stats unset: batch statistics in the train net, the running ones in
+    // the test net (Caffe's rule)
+    std::optional<bool> use_global_stats;
+    float moving_average_fraction = 0.999F;
+    float eps = 1e-5F;
+    // Scale: gamma's filler (bias_term defaults to false for Scale, and bias_filler applies)
+    FillerConfig filler{"constant", 1.0F};
+    // Concat
+    int axis = 1;
+    // Eltwise
+    std::string operation = "sum"; // sum, prod, max
+    std::vector<float> coeff;      // sum only: one per bottom (default all 1)
     // Accuracy
     int top_k = 1;
     // SoftmaxWithLoss
@@ -98,6 +116,10 @@ NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides = {});
 NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
                        const std::vector<std::string>& overrides = {});
+/// Caffe's prototxt (engine/src/core/prototxt_config.cpp): a net file (solver defaults), or a
+/// solver file with its net. load_config calls it for files ending in .prototxt. Throws
+/// dl::Error(config) with file:line for unknown or unsupported fields, values and layer types.
+NetConfig load_prototxt(const std::filesystem::path& file);
 /// The config with every default written out, as dltrain stores it in the run directory.
 std::string to_yaml(const NetConfig& config);
 

@@ -33,6 +33,12 @@ public:
     void setup(const Blobs& /*bottom*/, const Blobs& top,
                const std::vector<std::string>& /*producers*/) override {
         // The image shape is set by the net before setup (from the file or the 'shape' key).
+        const std::size_t means = m_config.mean_value.size();
+        if (means > 1 && means != static_cast<std::size_t>(top[0]->dim(1))) {
+            fail(fmt::format("mean_value has {} values for {} channels (give one per channel, or "
+                             "one for all)",
+                             means, top[0]->dim(1)));
+        }
         if (top.size() > 1) {
             top[1]->reshape({m_config.batch_size});
         }
@@ -250,6 +256,287 @@ private:
     Buffer m_mask; // 0/1 per value, in backend memory
 };
 
+// N x C x (anything): the geometry of the per-channel layers, from a bottom of 2 or more axes.
+ChannelGeometry channels_of(const Tensor& x) {
+    return ChannelGeometry{x.dim(0), x.dim(1),
+                           x.dim(1) == 0 ? 0 : static_cast<int>(x.inner() / x.dim(1))};
+}
+
+// LRN across channels (Caffe's ACROSS_CHANNELS region). Backward reads x and y, so it cannot
+// run in place.
+class LrnLayer final : public Layer {
+public:
+    using Layer::Layer;
+    void setup(const Blobs& bottom, const Blobs& top,
+               const std::vector<std::string>& producers) override {
+        require_images(*bottom[0], producers[0]);
+        if (top[0] == bottom[0]) {
+            fail("cannot run in place: give its top a name of its own");
+        }
+        if (m_config.local_size % 2 == 0) {
+            fail(fmt::format("local_size {} must be odd (Caffe's rule)", m_config.local_size));
+        }
+        m_geometry = channels_of(*bottom[0]);
+        m_params_lrn = LrnParams{m_config.local_size, m_config.alpha, m_config.beta, m_config.k};
+        top[0]->reshape(bottom[0]->shape());
+        m_scale = Buffer(m_backend, bottom[0]->count() * sizeof(float));
+    }
+    void forward(const Blobs& bottom, const Blobs& top) override {
+        m_backend.lrn_forward(m_geometry, m_params_lrn, bottom[0]->data(), m_scale.as<float>(),
+                              top[0]->data());
+    }
+    void backward(const Blobs& top, const std::vector<bool>& propagate_down,
+                  const Blobs& bottom) override {
+        if (propagate_down[0]) {
+            m_backend.lrn_backward(m_geometry, m_params_lrn, bottom[0]->data(), top[0]->data(),
+                                   m_scale.as<float>(), top[0]->diff(), bottom[0]->diff());
+        }
+    }
+
+private:
+    ChannelGeometry m_geometry;
+    LrnParams m_params_lrn;
+    Buffer m_scale;
+};
+
+// BatchNorm (Caffe's: no scale and shift of its own, a Scale layer follows). Its three
+// parameters are the running mean sum, variance sum and their factor, which the solver leaves
+// alone; the test net reads the train net's.
+class BatchNormLayer final : public Layer {
+public:
+    using Layer::Layer;
+    void setup(const Blobs& bottom, const Blobs& top,
+               const std::vector<std::string>& producers) override {
+        if (bottom[0]->shape().size() < 2) {
+            fail(fmt::format("needs a bottom with channels (N x C x ...) but '{}' from layer '{}' "
+                             "is {}",
+                             m_config.bottoms[0], producers[0], bottom[0]->shape_string()));
+        }
+        m_geometry = channels_of(*bottom[0]);
+        m_use_global = m_config.use_global_stats.value_or(m_phase == Phase::test);
+        if (top[0] != bottom[0]) {
+            top[0]->reshape(bottom[0]->shape());
+        } else {
+            // In place, the blob may be changed by the next in-place layer (Scale) before this
+            // one's backward reads its output: keep a copy (Caffe's x_norm_).
+            m_saved = Buffer(m_backend, bottom[0]->count() * sizeof(float));
+        }
+        m_inv_std =
+            Buffer(m_backend, static_cast<std::size_t>(m_geometry.channels) * sizeof(float));
+    }
+    [[nodiscard]] std::vector<std::vector<int>> param_shapes() const override {
+        return {{m_geometry.channels}, {m_geometry.channels}, {1}};
+    }
+    [[nodiscard]] FillerConfig param_filler(std::size_t /*i*/) const override {
+        return FillerConfig{"constant", 0.0F};
+    }
+    [[nodiscard]] bool learnable(std::size_t /*i*/) const override { return false; }
+    void forward(const Blobs& bottom, const Blobs& top) override {
+        m_backend.batch_norm_forward(m_geometry, m_use_global, m_config.eps,
+                                     m_config.moving_average_fraction, bottom[0]->data(),
+                                     m_params[0]->data(), m_params[1]->data(), m_params[2]->data(),
+                                     m_inv_std.as<float>(), top[0]->data());
+        if (m_saved.get() != nullptr) {
+            m_backend.copy(m_saved.get(), top[0]->data(), top[0]->count() * sizeof(float));
+        }
+    }
+    void backward(const Blobs& top, const std::vector<bool>& propagate_down,
+                  const Blobs& bottom) override {
+        if (propagate_down[0]) {
+            const float* y = m_saved.get() != nullptr ? m_saved.as<float>() : top[0]->data();
+            m_backend.batch_norm_backward(m_geometry, m_use_global, y, m_inv_std.as<float>(),
+                                          top[0]->diff(), bottom[0]->diff());
+        }
+    }
+
+private:
+    ChannelGeometry m_geometry;
+    bool m_use_global = false;
+    Buffer m_inv_std;
+    Buffer m_saved;
+};
+
+// Scale: y = x * gamma[c] (+ beta[c]), one gamma per channel of axis 1 (Caffe's default axis
+// and num_axes; a second bottom as the scale is not supported).
+class ScaleLayer final : public Layer {
+public:
+    using Layer::Layer;
+    void setup(const Blobs& bottom, const Blobs& top,
+               const std::vector<std::string>& producers) override {
+        if (bottom[0]->shape().size() < 2) {
+            fail(fmt::format("needs a bottom with channels (N x C x ...) but '{}' from layer '{}' "
+                             "is {}",
+                             m_config.bottoms[0], producers[0], bottom[0]->shape_string()));
+        }
+        m_geometry = channels_of(*bottom[0]);
+        if (top[0] != bottom[0]) {
+            top[0]->reshape(bottom[0]->shape());
+        } else {
+            m_saved = Buffer(m_backend, bottom[0]->count() * sizeof(float)); // x, for dgamma
+        }
+    }
+    [[nodiscard]] std::vector<std::vector<int>> param_shapes() const override {
+        std::vector<std::vector<int>> shapes = {{m_geometry.channels}};
+        if (m_config.bias_term) {
+            shapes.push_back({m_geometry.channels});
+        }
+        return shapes;
+    }
+    [[nodiscard]] FillerConfig param_filler(std::size_t i) const override {
+        return i == 0 ? m_config.filler : m_config.bias_filler;
+    }
+    void forward(const Blobs& bottom, const Blobs& top) override {
+        if (m_saved.get() != nullptr) {
+            m_backend.copy(m_saved.get(), bottom[0]->data(), bottom[0]->count() * sizeof(float));
+        }
+        m_backend.scale_forward(m_geometry, bottom[0]->data(), m_params[0]->data(),
+                                m_config.bias_term ? m_params[1]->data() : nullptr, top[0]->data());
+    }
+    void backward(const Blobs& top, const std::vector<bool>& propagate_down,
+                  const Blobs& bottom) override {
+        const float* x = m_saved.get() != nullptr ? m_saved.as<float>() : bottom[0]->data();
+        m_backend.scale_backward(m_geometry, x, m_params[0]->data(), top[0]->diff(),
+                                 propagate_down[0] ? bottom[0]->diff() : nullptr,
+                                 m_params[0]->diff(),
+                                 m_config.bias_term ? m_params[1]->diff() : nullptr);
+    }
+
+private:
+    ChannelGeometry m_geometry;
+    Buffer m_saved;
+};
+
+// Concat along `axis`: every other axis must agree.
+class ConcatLayer final : public Layer {
+public:
+    using Layer::Layer;
+    void setup(const Blobs& bottom, const Blobs& top,
+               const std::vector<std::string>& producers) override {
+        const std::vector<int>& first = bottom[0]->shape();
+        const int axes = static_cast<int>(first.size());
+        if (m_config.axis < 0 || m_config.axis >= axes) {
+            fail(fmt::format("axis {} is not an axis of '{}' from layer '{}' ({})", m_config.axis,
+                             m_config.bottoms[0], producers[0], bottom[0]->shape_string()));
+        }
+        const auto axis = static_cast<std::size_t>(m_config.axis);
+        std::vector<int> shape = first;
+        for (std::size_t b = 1; b < bottom.size(); ++b) {
+            const std::vector<int>& other = bottom[b]->shape();
+            bool fits = other.size() == first.size();
+            for (std::size_t a = 0; fits && a < first.size(); ++a) {
+                fits = a == axis || other[a] == first[a];
+            }
+            if (!fits) {
+                fail(fmt::format("'{}' from layer '{}' is {} but '{}' from layer '{}' is {}: "
+                                 "only axis {} may differ",
+                                 m_config.bottoms[b], producers[b], bottom[b]->shape_string(),
+                                 m_config.bottoms[0], producers[0], bottom[0]->shape_string(),
+                                 m_config.axis));
+            }
+            shape[axis] += other[axis];
+        }
+        m_rows = 1;
+        for (std::size_t a = 0; a < axis; ++a) {
+            m_rows *= first[a];
+        }
+        top[0]->reshape(shape);
+    }
+    void forward(const Blobs& bottom, const Blobs& top) override {
+        const std::size_t top_row = top[0]->count() / static_cast<std::size_t>(m_rows);
+        std::size_t offset = 0;
+        for (const Tensor* b : bottom) {
+            const std::size_t row = b->count() / static_cast<std::size_t>(m_rows);
+            m_backend.copy_blocks(m_rows, row, b->data(), row, top[0]->data() + offset, top_row);
+            offset += row;
+        }
+    }
+    void backward(const Blobs& top, const std::vector<bool>& propagate_down,
+                  const Blobs& bottom) override {
+        const std::size_t top_row = top[0]->count() / static_cast<std::size_t>(m_rows);
+        std::size_t offset = 0;
+        for (std::size_t i = 0; i < bottom.size(); ++i) {
+            const std::size_t row = bottom[i]->count() / static_cast<std::size_t>(m_rows);
+            if (propagate_down[i]) {
+                m_backend.copy_blocks(m_rows, row, top[0]->diff() + offset, top_row,
+                                      bottom[i]->diff(), row);
+            }
+            offset += row;
+        }
+    }
+    [[nodiscard]] std::size_t max_bottoms() const override { return 64; }
+
+private:
+    int m_rows = 1;
+};
+
+// Eltwise: sum (with coefficients), prod or max of same-shaped bottoms.
+class EltwiseLayer final : public Layer {
+public:
+    using Layer::Layer;
+    void setup(const Blobs& bottom, const Blobs& top,
+               const std::vector<std::string>& producers) override {
+        for (std::size_t b = 0; b < bottom.size(); ++b) {
+            if (top[0] == bottom[b]) {
+                fail("cannot run in place: give its top a name of its own");
+            }
+            if (bottom[b]->shape() != bottom[0]->shape()) {
+                fail(fmt::format("'{}' from layer '{}' is {} but '{}' from layer '{}' is {}",
+                                 m_config.bottoms[b], producers[b], bottom[b]->shape_string(),
+                                 m_config.bottoms[0], producers[0], bottom[0]->shape_string()));
+            }
+        }
+        if (m_config.operation == "prod") {
+            m_op = EltwiseOp::prod;
+        } else if (m_config.operation == "max") {
+            m_op = EltwiseOp::max;
+        } else {
+            m_op = EltwiseOp::sum;
+        }
+        m_coeffs = m_config.coeff;
+        if (m_coeffs.empty()) {
+            m_coeffs.assign(bottom.size(), 1.0F);
+        } else if (m_coeffs.size() != bottom.size()) {
+            fail(fmt::format("has {} coeff values for {} bottoms", m_coeffs.size(), bottom.size()));
+        } else if (m_op != EltwiseOp::sum) {
+            fail("coeff applies to operation sum only");
+        }
+        top[0]->reshape(bottom[0]->shape());
+        if (m_op == EltwiseOp::max) {
+            m_mask = Buffer(m_backend, top[0]->count() * sizeof(std::int32_t));
+        }
+    }
+    void forward(const Blobs& bottom, const Blobs& top) override {
+        m_backend.eltwise_forward(m_op, top[0]->count(), inputs(bottom), m_coeffs, top[0]->data(),
+                                  m_mask.as<std::int32_t>());
+    }
+    void backward(const Blobs& top, const std::vector<bool>& propagate_down,
+                  const Blobs& bottom) override {
+        const auto x = inputs(bottom);
+        for (std::size_t i = 0; i < bottom.size(); ++i) {
+            if (propagate_down[i]) {
+                m_backend.eltwise_backward(m_op, top[0]->count(), static_cast<int>(i), x,
+                                           m_coeffs[i], top[0]->diff(), m_mask.as<std::int32_t>(),
+                                           bottom[i]->diff());
+            }
+        }
+    }
+    [[nodiscard]] std::size_t min_bottoms() const override { return 2; }
+    [[nodiscard]] std::size_t max_bottoms() const override { return 64; }
+
+private:
+    static std::vector<const float*> inputs(const Blobs& bottom) {
+        std::vector<const float*> x;
+        x.reserve(bottom.size());
+        for (const Tensor* b : bottom) {
+            x.push_back(b->data());
+        }
+        return x;
+    }
+    EltwiseOp m_op = EltwiseOp::sum;
+    std::vector<float> m_coeffs;
+    Buffer m_mask; // max only: the winning bottom per value, in backend memory
+};
+
 // SoftmaxWithLoss and Accuracy read scores N x classes (x 1 x 1) and N labels.
 class ScoresAndLabelsLayer : public Layer {
 public:
@@ -349,6 +636,21 @@ std::unique_ptr<Layer> make_layer(const LayerConfig& config, Backend& backend) {
     }
     if (type == "Dropout") {
         return std::make_unique<DropoutLayer>(config, backend);
+    }
+    if (type == "LRN") {
+        return std::make_unique<LrnLayer>(config, backend);
+    }
+    if (type == "BatchNorm") {
+        return std::make_unique<BatchNormLayer>(config, backend);
+    }
+    if (type == "Scale") {
+        return std::make_unique<ScaleLayer>(config, backend);
+    }
+    if (type == "Concat") {
+        return std::make_unique<ConcatLayer>(config, backend);
+    }
+    if (type == "Eltwise") {
+        return std::make_unique<EltwiseLayer>(config, backend);
     }
     if (type == "SoftmaxWithLoss") {
         return std::make_unique<SoftmaxWithLossLayer>(config, backend);

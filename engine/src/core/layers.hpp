@@ -28,6 +28,13 @@ public:
                        const std::vector<std::string>& producers) = 0;
     /// Shapes of the parameters (weights, bias), known after setup.
     [[nodiscard]] virtual std::vector<std::vector<int>> param_shapes() const { return {}; }
+    /// How parameter i starts: the weight filler for the first, the bias filler for the rest.
+    [[nodiscard]] virtual FillerConfig param_filler(std::size_t i) const {
+        return i == 0 ? m_config.weight_filler : m_config.bias_filler;
+    }
+    /// False for state kept in a parameter that the solver must not move (BatchNorm's running
+    /// statistics): the net gives it lr_mult 0 and decay_mult 0 whatever the config says.
+    [[nodiscard]] virtual bool learnable(std::size_t /*i*/) const { return true; }
     virtual void forward(const Blobs& bottom, const Blobs& top) = 0;
     virtual void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                           const Blobs& bottom) = 0;

@@ -292,6 +292,43 @@ private:
             }
             return made;
         }
+        if (type == "LRN" || type == "Eltwise") {
+            made.tops.push_back(x);
+            made.buffer = count_of(x); // LRN's scale; Eltwise's max mask (int32)
+            made.buffer_what = type == "LRN" ? "LRN scale" : "eltwise mask";
+            return made;
+        }
+        if (type == "BatchNorm" || type == "Scale") {
+            if (x.size() < 2) {
+                return std::nullopt;
+            }
+            made.tops.push_back(x);
+            made.params.push_back({x[1]});
+            if (type == "BatchNorm") {
+                made.params.push_back({x[1]});
+                made.params.push_back({1});
+            } else if (layer.bias_term) {
+                made.params.push_back({x[1]});
+            }
+            made.buffer = count_of(x); // the copy an in-place layer keeps for backward
+            made.buffer_what = "saved input";
+            return made;
+        }
+        if (type == "Concat") {
+            const auto axis = static_cast<std::size_t>(layer.axis);
+            if (axis >= x.size()) {
+                return std::nullopt;
+            }
+            Shape top = x;
+            for (std::size_t b = 1; b < bottom.size(); ++b) {
+                if (bottom[b]->size() != x.size()) {
+                    return std::nullopt;
+                }
+                top[axis] += (*bottom[b])[axis];
+            }
+            made.tops.push_back(top);
+            return made;
+        }
         if (type == "SoftmaxWithLoss" || type == "Accuracy") {
             made.tops.push_back({1});
             if (type == "SoftmaxWithLoss") {

@@ -146,12 +146,13 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
                 }
             } else {
                 tensor = std::make_shared<Tensor>(shapes[i], &backend);
-                fill(i == 0 ? layer_config.weight_filler : layer_config.bias_filler, *tensor,
-                     m_rng);
+                fill(layer.param_filler(i), *tensor, m_rng);
             }
             layer.params().push_back(tensor);
-            const ParamSpec spec =
-                i < layer_config.params.size() ? layer_config.params[i] : ParamSpec{};
+            ParamSpec spec = i < layer_config.params.size() ? layer_config.params[i] : ParamSpec{};
+            if (!layer.learnable(i)) {
+                spec = ParamSpec{0.0F, 0.0F};
+            }
             m_params.push_back(Param{fmt::format("{}.{}", layer_config.name, i), tensor, spec});
         }
         entry->backward = layer.can_backward() && (any_grad || !shapes.empty());

@@ -77,7 +77,7 @@ std::unique_ptr<data::BatchReader> make_reader(const Source& source, const Layer
         layer.shuffle ? std::optional<std::uint32_t>(solver.random_seed) : std::nullopt;
     return std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale,
                                                data::SampleOrder(source.set.count, seed), cursor, 4,
-                                               rank, ranks);
+                                               rank, ranks, layer.mean_value);
 }
 
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,

@@ -22,8 +22,9 @@ namespace {
 // Function-local statics: built on first use, not before main (cert-err58-cpp).
 const std::vector<std::string>& layer_types() {
     static const std::vector<std::string> values = {
-        "Data",    "Convolution", "Pooling", "InnerProduct",    "ReLU",
-        "Sigmoid", "TanH",        "Dropout", "SoftmaxWithLoss", "Accuracy"};
+        "Data",    "Convolution",     "Pooling", "InnerProduct", "ReLU",  "Sigmoid",
+        "TanH",    "Dropout",         "LRN",     "BatchNorm",    "Scale", "Concat",
+        "Eltwise", "SoftmaxWithLoss", "Accuracy"};
     return values;
 }
 const std::vector<std::string>& common_keys() {
@@ -33,7 +34,8 @@ const std::vector<std::string>& common_keys() {
 }
 const std::map<std::string, std::vector<std::string>>& type_keys() {
     static const std::map<std::string, std::vector<std::string>> values = {
-        {"Data", {"source", "label_source", "batch_size", "scale", "shuffle", "shape"}},
+        {"Data",
+         {"source", "label_source", "batch_size", "scale", "mean_value", "shuffle", "shape"}},
         {"Convolution",
          {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
           "bias_filler"}},
@@ -43,6 +45,11 @@ const std::map<std::string, std::vector<std::string>>& type_keys() {
         {"Sigmoid", {}},
         {"TanH", {}},
         {"Dropout", {"dropout_ratio"}},
+        {"LRN", {"local_size", "alpha", "beta", "k"}},
+        {"BatchNorm", {"use_global_stats", "moving_average_fraction", "eps"}},
+        {"Scale", {"bias_term", "filler", "bias_filler"}},
+        {"Concat", {"axis"}},
+        {"Eltwise", {"operation", "coeff"}},
         {"SoftmaxWithLoss", {"loss_weight"}},
         {"Accuracy", {"top_k"}},
     };
@@ -398,6 +405,16 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     reader.read_positive(node, "batch_size", layer.batch_size, where, 1);
     reader.read(node, "scale", layer.scale, where);
     reader.read(node, "shuffle", layer.shuffle, where);
+    if (const YAML::Node mean = node["mean_value"]) {
+        try {
+            layer.mean_value = mean.IsScalar() ? std::vector<float>{mean.as<float>()}
+                                               : mean.as<std::vector<float>>();
+        } catch (const YAML::Exception&) {
+            reader.fail(mean, fmt::format("key 'mean_value' in {} must be a number or a list of "
+                                          "numbers, one per channel",
+                                          where));
+        }
+    }
     if (const YAML::Node shape = node["shape"]) {
         layer.shape = shape.as<std::vector<int>>();
         if (layer.shape.size() != 3 ||
@@ -421,6 +438,57 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     if (layer.dropout_ratio < 0.0F || layer.dropout_ratio >= 1.0F) {
         reader.fail(node["dropout_ratio"],
                     fmt::format("key 'dropout_ratio' in {} must be in [0, 1)", where));
+    }
+    reader.read_positive(node, "local_size", layer.local_size, where, 1);
+    reader.read(node, "alpha", layer.alpha, where);
+    reader.read(node, "beta", layer.beta, where);
+    reader.read(node, "k", layer.k, where);
+    if (node["use_global_stats"]) {
+        bool global = false;
+        reader.read(node, "use_global_stats", global, where);
+        layer.use_global_stats = global;
+    }
+    reader.read(node, "moving_average_fraction", layer.moving_average_fraction, where);
+    reader.read(node, "eps", layer.eps, where);
+    if (layer.type == "BatchNorm" && !(layer.eps > 0.0F)) {
+        reader.fail(node["eps"], fmt::format("key 'eps' in {} must be > 0", where));
+    }
+    if (layer.type == "BatchNorm") {
+        // Its parameters are running statistics, never learned (Caffe forces lr_mult 0).
+        for (const ParamSpec& spec : layer.params) {
+            if (spec.lr_mult != 0.0F) {
+                reader.fail(node["param"],
+                            fmt::format("key 'param' in {}: BatchNorm's parameters are its "
+                                        "running statistics and take no lr_mult but 0",
+                                        where));
+            }
+        }
+    }
+    if (layer.type == "Scale") {
+        layer.bias_term = false; // Caffe's ScaleParameter default
+        reader.read(node, "bias_term", layer.bias_term, where);
+        layer.filler = reader.read_filler(node, "filler", layer.filler, where);
+    }
+    reader.read_positive(node, "axis", layer.axis, where, 0);
+    if (layer.type == "Eltwise") {
+        reader.read_choice(node, "operation", layer.operation, {"sum", "prod", "max"}, where);
+        if (const YAML::Node coeff = node["coeff"]) {
+            try {
+                layer.coeff = coeff.as<std::vector<float>>();
+            } catch (const YAML::Exception&) {
+                reader.fail(coeff, fmt::format("key 'coeff' in {} must be a list of numbers, one "
+                                               "per bottom",
+                                               where));
+            }
+            if (layer.operation != "sum") {
+                reader.fail(coeff,
+                            fmt::format("key 'coeff' in {} applies to operation sum only", where));
+            }
+            if (layer.coeff.size() != layer.bottoms.size()) {
+                reader.fail(coeff, fmt::format("key 'coeff' in {} has {} values for {} bottoms",
+                                               where, layer.coeff.size(), layer.bottoms.size()));
+            }
+        }
     }
     reader.read_positive(node, "top_k", layer.top_k, where, 1);
     reader.read(node, "loss_weight", layer.loss_weight, where);
@@ -604,6 +672,17 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
 
 NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides) {
+    if (file.extension() == ".prototxt") {
+        if (!overrides.empty()) {
+            // The overrides edit the YAML document before validation; a prototxt has its own
+            // solver file for these values.
+            throw Error(ErrorKind::usage,
+                        fmt::format("{}: --solver KEY=VALUE overrides apply to YAML configs; "
+                                    "set the values in Caffe's solver prototxt",
+                                    file.string()));
+        }
+        return load_prototxt(file);
+    }
     // An ifstream opens a directory and reads nothing, which would read as an empty config.
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) {
@@ -664,6 +743,9 @@ std::string to_yaml(const NetConfig& config) {
             out << YAML::Key << "batch_size" << YAML::Value << layer.batch_size;
             out << YAML::Key << "scale" << YAML::Value << layer.scale;
             out << YAML::Key << "shuffle" << YAML::Value << layer.shuffle;
+            if (!layer.mean_value.empty()) {
+                out << YAML::Key << "mean_value" << YAML::Value << YAML::Flow << layer.mean_value;
+            }
             if (!layer.shape.empty()) {
                 out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;
             }
@@ -694,6 +776,43 @@ std::string to_yaml(const NetConfig& config) {
         }
         if (type == "Dropout") {
             out << YAML::Key << "dropout_ratio" << YAML::Value << layer.dropout_ratio;
+        }
+        if (type == "LRN") {
+            out << YAML::Key << "local_size" << YAML::Value << layer.local_size;
+            out << YAML::Key << "alpha" << YAML::Value << layer.alpha;
+            out << YAML::Key << "beta" << YAML::Value << layer.beta;
+            out << YAML::Key << "k" << YAML::Value << layer.k;
+        }
+        if (type == "BatchNorm") {
+            if (layer.use_global_stats) {
+                out << YAML::Key << "use_global_stats" << YAML::Value << *layer.use_global_stats;
+            }
+            out << YAML::Key << "moving_average_fraction" << YAML::Value
+                << layer.moving_average_fraction;
+            out << YAML::Key << "eps" << YAML::Value << layer.eps;
+        }
+        if (type == "Scale" && !layer.params.empty()) {
+            out << YAML::Key << "param" << YAML::Value << YAML::BeginSeq;
+            for (const auto& spec : layer.params) {
+                out << YAML::Flow << YAML::BeginMap << YAML::Key << "lr_mult" << YAML::Value
+                    << spec.lr_mult << YAML::Key << "decay_mult" << YAML::Value << spec.decay_mult
+                    << YAML::EndMap;
+            }
+            out << YAML::EndSeq;
+        }
+        if (type == "Scale") {
+            out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
+            emit_filler(out, "filler", layer.filler);
+            emit_filler(out, "bias_filler", layer.bias_filler);
+        }
+        if (type == "Concat") {
+            out << YAML::Key << "axis" << YAML::Value << layer.axis;
+        }
+        if (type == "Eltwise") {
+            out << YAML::Key << "operation" << YAML::Value << layer.operation;
+            if (!layer.coeff.empty()) {
+                out << YAML::Key << "coeff" << YAML::Value << YAML::Flow << layer.coeff;
+            }
         }
         if (type == "Accuracy") {
             out << YAML::Key << "top_k" << YAML::Value << layer.top_k;

@@ -7,6 +7,7 @@
 
 #include "cpu/cpu_backend.hpp"
 
+#include "cpu/channel_ops.hpp"
 #include "cpu/clones.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/winograd.hpp"
@@ -585,6 +586,48 @@ public:
             }
         }
         accuracy[0] = static_cast<float>(correct) / static_cast<float>(rows);
+    }
+
+    // The Caffe layers beyond LeNet: the plain reference loops of cpu/channel_ops.cpp.
+    void lrn_forward(const ChannelGeometry& g, const LrnParams& p, const float* x, float* scale,
+                     float* y) override {
+        cpu::lrn_forward(g, p, x, scale, y);
+    }
+    void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x, const float* y,
+                      const float* scale, const float* dy, float* dx) override {
+        cpu::lrn_backward(g, p, x, y, scale, dy, dx);
+    }
+    void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
+                            float moving_average_fraction, const float* x, float* running_mean,
+                            float* running_var, float* running_factor, float* inv_std,
+                            float* y) override {
+        cpu::batch_norm_forward(g, use_global, eps, moving_average_fraction, x, running_mean,
+                                running_var, running_factor, inv_std, y);
+    }
+    void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
+                             const float* inv_std, const float* dy, float* dx) override {
+        cpu::batch_norm_backward(g, use_global, y, inv_std, dy, dx);
+    }
+    void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma,
+                       const float* beta, float* y) override {
+        cpu::scale_forward(g, x, gamma, beta, y);
+    }
+    void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma,
+                        const float* dy, float* dx, float* dgamma, float* dbeta) override {
+        cpu::scale_backward(g, x, gamma, dy, dx, dgamma, dbeta);
+    }
+    void copy_blocks(int rows, std::size_t block, const float* src, std::size_t src_stride,
+                     float* dst, std::size_t dst_stride) override {
+        cpu::copy_blocks(rows, block, src, src_stride, dst, dst_stride);
+    }
+    void eltwise_forward(EltwiseOp op, std::size_t n, const std::vector<const float*>& x,
+                         const std::vector<float>& coeffs, float* y, std::int32_t* mask) override {
+        cpu::eltwise_forward(op, n, x, coeffs, y, mask);
+    }
+    void eltwise_backward(EltwiseOp op, std::size_t n, int index,
+                          const std::vector<const float*>& x, float coeff, const float* dy,
+                          const std::int32_t* mask, float* dx) override {
+        cpu::eltwise_backward(op, n, index, x, coeff, dy, mask, dx);
     }
 
     void sgd_update(std::size_t n, const float* step, float lr_mult, float momentum, float decay,

@@ -12,6 +12,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/cuda_check.cuh"
 #include "cuda/cuda_kernels.cuh"
+#include "cuda/layer_kernels.cuh"
 #include "cuda/nccl_api.cuh"
 
 #include <dl/error.hpp>
@@ -535,6 +536,52 @@ public:
     }
 
     // --- Solver: fused kernels ------------------------------------------------------------
+    // --- LRN, BatchNorm, Scale, Eltwise: own kernels (cuda/layer_kernels.cuh); Concat: 2-D copies
+    void lrn_forward(const ChannelGeometry& g, const LrnParams& p, const float* x, float* scale,
+                     float* y) override {
+        kernels::lrn_forward(m_stream, g, p, x, scale, y);
+    }
+    void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x, const float* y,
+                      const float* scale, const float* dy, float* dx) override {
+        kernels::lrn_backward(m_stream, g, p, x, y, scale, dy, dx);
+    }
+    void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
+                            float moving_average_fraction, const float* x, float* running_mean,
+                            float* running_var, float* running_factor, float* inv_std,
+                            float* y) override {
+        kernels::batch_norm_forward(m_stream, g, use_global, eps, moving_average_fraction, x,
+                                    running_mean, running_var, running_factor, inv_std, y);
+    }
+    void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
+                             const float* inv_std, const float* dy, float* dx) override {
+        kernels::batch_norm_backward(m_stream, g, use_global, y, inv_std, dy, dx);
+    }
+    void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma,
+                       const float* beta, float* y) override {
+        kernels::scale_forward(m_stream, g, x, gamma, beta, y);
+    }
+    void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma,
+                        const float* dy, float* dx, float* dgamma, float* dbeta) override {
+        kernels::scale_backward(m_stream, g, x, gamma, dy, dx, dgamma, dbeta);
+    }
+    void copy_blocks(int rows, std::size_t block, const float* src, std::size_t src_stride,
+                     float* dst, std::size_t dst_stride) override {
+        DL_CUDA_CHECK(cudaMemcpy2DAsync(
+            dst, dst_stride * sizeof(float), src, src_stride * sizeof(float), block * sizeof(float),
+            static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, m_stream));
+    }
+    void eltwise_forward(EltwiseOp op, std::size_t n, const std::vector<const float*>& x,
+                         const std::vector<float>& coeffs, float* y, std::int32_t* mask) override {
+        kernels::eltwise_forward(m_stream, op, n, x.data(), static_cast<int>(x.size()),
+                                 coeffs.data(), y, mask);
+    }
+    void eltwise_backward(EltwiseOp op, std::size_t n, int index,
+                          const std::vector<const float*>& x, float coeff, const float* dy,
+                          const std::int32_t* mask, float* dx) override {
+        kernels::eltwise_backward(m_stream, op, n, index, x.data(), static_cast<int>(x.size()),
+                                  coeff, dy, mask, dx);
+    }
+
     void sgd_update(std::size_t n, const float* step, float lr_mult, float momentum, float decay,
                     bool nesterov, const float* g, float* history, float* w) override {
         kernels::sgd_update(m_stream, n, step, lr_mult, momentum, decay, nesterov, g, history, w);

@@ -7,12 +7,16 @@
 namespace dl::data {
 
 BatchReader::BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
-                         std::uint64_t cursor, int depth, int rank, int ranks)
+                         std::uint64_t cursor, int depth, int rank, int ranks,
+                         std::vector<float> mean)
     : m_set(set), m_batch(batch),
       m_offset(static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(batch)),
       m_stride(static_cast<std::uint64_t>(ranks) * static_cast<std::uint64_t>(batch)),
-      m_scale(scale), m_order(std::move(order)), m_consumer_cursor(cursor),
-      m_producer_cursor(cursor), m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
+      m_scale(scale),
+      m_mean(mean.size() == 1 ? std::vector<float>(static_cast<std::size_t>(set.channels), mean[0])
+                              : std::move(mean)),
+      m_order(std::move(order)), m_consumer_cursor(cursor), m_producer_cursor(cursor),
+      m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
     for (auto& slot : m_slots) {
         slot.data.resize(static_cast<std::size_t>(batch) * set.image_size());
         slot.labels.resize(static_cast<std::size_t>(batch));
@@ -47,8 +51,15 @@ void BatchReader::run() {
                 m_order.at(m_producer_cursor + m_offset + static_cast<std::uint64_t>(i));
             const std::uint8_t* pixels = m_set.pixels.data() + index * image;
             float* out = slot.data.data() + static_cast<std::size_t>(i) * image;
-            for (std::size_t p = 0; p < image; ++p) {
-                out[p] = static_cast<float>(pixels[p]) * m_scale;
+            if (m_mean.empty()) {
+                for (std::size_t p = 0; p < image; ++p) {
+                    out[p] = static_cast<float>(pixels[p]) * m_scale;
+                }
+            } else {
+                const std::size_t plane = image / m_mean.size();
+                for (std::size_t p = 0; p < image; ++p) {
+                    out[p] = (static_cast<float>(pixels[p]) - m_mean[p / plane]) * m_scale;
+                }
             }
             slot.labels[static_cast<std::size_t>(i)] =
                 m_set.labels.empty() ? 0.0F : static_cast<float>(m_set.labels[index]);

@@ -19,9 +19,12 @@ public:
     /// `order`'s order (file order with wrap-around when it has no seed). Data parallel: the
     /// stream is cut into global batches of `ranks` x `batch`, and this reader hands out slice
     /// `rank` of each (positions cursor + rank*batch ... + batch - 1); the cursor counts global
-    /// positions, so every rank's is the same and a checkpoint's holds for every N.
+    /// positions, so every rank's is the same and a checkpoint's holds for every N. Each value
+    /// becomes (pixel - mean) * scale, Caffe's transform; `mean` holds one value per channel, or
+    /// one for all, or none (0).
     BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
-                std::uint64_t cursor, int depth = 4, int rank = 0, int ranks = 1);
+                std::uint64_t cursor, int depth = 4, int rank = 0, int ranks = 1,
+                std::vector<float> mean = {});
     ~BatchReader();
     BatchReader(const BatchReader&) = delete;
     BatchReader& operator=(const BatchReader&) = delete;
@@ -48,7 +51,8 @@ private:
     std::uint64_t m_offset; // rank x batch
     std::uint64_t m_stride; // ranks x batch
     float m_scale;
-    SampleOrder m_order; // used by the reader thread only
+    std::vector<float> m_mean; // per channel
+    SampleOrder m_order;       // used by the reader thread only
     std::uint64_t m_consumer_cursor;
     std::uint64_t m_producer_cursor;
     std::vector<Slot> m_slots;

@@ -1,6 +1,8 @@
 #include "data/idx_dataset.hpp"
 
+#include "data/cifar_dataset.hpp"
 #include "data/image_decode.hpp"
+#include "data/lmdb_dataset.hpp"
 #include "data/pack_reader.hpp"
 #include "io/regular_file.hpp"
 
@@ -323,6 +325,12 @@ bool labels_from_index(const std::filesystem::path& source, const std::filesyste
 } // namespace
 
 IdxDataset read_idx_header(const std::filesystem::path& images) {
+    if (is_cifar_source(images)) {
+        return read_cifar_header(images);
+    }
+    if (is_lmdb_source(images)) {
+        return read_lmdb_header(images);
+    }
     if (auto pack_source = image_pack_source(images)) {
         const Pack pack(pack_source->first);
         return load_pack_images(pack, pack_source->second, false, false);
@@ -335,6 +343,24 @@ IdxDataset read_idx_header(const std::filesystem::path& images) {
 }
 
 IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels) {
+    if (is_cifar_source(images)) {
+        if (!labels.empty() && labels != images) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{} is CIFAR-10 binary data, whose labels are in its records: "
+                                    "set label_source to the same path as source (not {})",
+                                    images.string(), labels.string()));
+        }
+        return load_cifar(images, !labels.empty());
+    }
+    if (is_lmdb_source(images)) {
+        if (!labels.empty() && labels != images) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{} is an LMDB of Datums, whose labels are in its records: "
+                                    "set label_source to the same path as source (not {})",
+                                    images.string(), labels.string()));
+        }
+        return load_lmdb(images, !labels.empty());
+    }
     if (auto pack_source = image_pack_source(images)) {
         const Pack pack(pack_source->first);
         const bool with_labels = !labels.empty();

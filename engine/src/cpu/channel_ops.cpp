@@ -1,0 +1,271 @@
+// CPU reference of the per-channel and multi-input layers (cpu/channel_ops.hpp). Written for
+// reading, not speed: none of them is on the path of the networks the benchmarks time.
+
+#include "cpu/channel_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace dl::cpu {
+namespace {
+
+std::ptrdiff_t at(const ChannelGeometry& g, int n, int c) {
+    return (static_cast<std::ptrdiff_t>(n) * g.channels + c) * g.spatial;
+}
+
+// Caffe's window: pre_pad = (size - 1) / 2 channels before c and size - 1 - pre_pad after.
+int window_before(const LrnParams& p) {
+    return (p.size - 1) / 2;
+}
+
+} // namespace
+
+void lrn_forward(const ChannelGeometry& g, const LrnParams& p, const float* x, float* scale,
+                 float* y) {
+    const int before = window_before(p);
+    const int after = p.size - 1 - before;
+    const float alpha_over_size = p.alpha / static_cast<float>(p.size);
+    for (int n = 0; n < g.batch; ++n) {
+        for (int c = 0; c < g.channels; ++c) {
+            float* s = scale + at(g, n, c);
+            std::fill(s, s + g.spatial, 0.0F);
+            for (int other = std::max(0, c - before); other <= std::min(g.channels - 1, c + after);
+                 ++other) {
+                const float* xo = x + at(g, n, other);
+                for (int i = 0; i < g.spatial; ++i) {
+                    s[i] += xo[i] * xo[i];
+                }
+            }
+            const float* xc = x + at(g, n, c);
+            float* yc = y + at(g, n, c);
+            for (int i = 0; i < g.spatial; ++i) {
+                s[i] = p.k + alpha_over_size * s[i];
+                yc[i] = xc[i] * std::pow(s[i], -p.beta);
+            }
+        }
+    }
+}
+
+// dx[c] = dy[c] * scale[c]^-beta - 2 alpha beta / size * x[c] * sum of dy * y / scale over the
+// channels whose window holds c.
+void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x, const float* y,
+                  const float* scale, const float* dy, float* dx) {
+    const int before = window_before(p);
+    const int after = p.size - 1 - before;
+    const float coefficient = 2.0F * p.alpha * p.beta / static_cast<float>(p.size);
+    std::vector<float> sum(static_cast<std::size_t>(g.spatial));
+    for (int n = 0; n < g.batch; ++n) {
+        for (int c = 0; c < g.channels; ++c) {
+            std::fill(sum.begin(), sum.end(), 0.0F);
+            for (int other = std::max(0, c - after); other <= std::min(g.channels - 1, c + before);
+                 ++other) {
+                const std::ptrdiff_t o = at(g, n, other);
+                for (int i = 0; i < g.spatial; ++i) {
+                    sum[i] += dy[o + i] * y[o + i] / scale[o + i];
+                }
+            }
+            const std::ptrdiff_t o = at(g, n, c);
+            for (int i = 0; i < g.spatial; ++i) {
+                dx[o + i] =
+                    dy[o + i] * std::pow(scale[o + i], -p.beta) - coefficient * x[o + i] * sum[i];
+            }
+        }
+    }
+}
+
+void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
+                        float moving_average_fraction, const float* x, float* running_mean,
+                        float* running_var, float* running_factor, float* inv_std, float* y) {
+    const double m = static_cast<double>(g.batch) * g.spatial;
+    const float factor = running_factor[0] == 0.0F ? 0.0F : 1.0F / running_factor[0];
+    for (int c = 0; c < g.channels; ++c) {
+        float mean = 0.0F;
+        float var = 0.0F;
+        if (use_global) {
+            mean = running_mean[c] * factor;
+            var = running_var[c] * factor;
+        } else {
+            double sum = 0.0;
+            for (int n = 0; n < g.batch; ++n) {
+                const float* xc = x + at(g, n, c);
+                for (int i = 0; i < g.spatial; ++i) {
+                    sum += xc[i];
+                }
+            }
+            mean = static_cast<float>(sum / m);
+            double squares = 0.0;
+            for (int n = 0; n < g.batch; ++n) {
+                const float* xc = x + at(g, n, c);
+                for (int i = 0; i < g.spatial; ++i) {
+                    const double d = xc[i] - mean;
+                    squares += d * d;
+                }
+            }
+            var = static_cast<float>(squares / m);
+            // Caffe stores the unbiased variance in the running sum.
+            const float correction = m > 1.0 ? static_cast<float>(m / (m - 1.0)) : 1.0F;
+            running_mean[c] = mean + moving_average_fraction * running_mean[c];
+            running_var[c] = var * correction + moving_average_fraction * running_var[c];
+        }
+        inv_std[c] = 1.0F / std::sqrt(var + eps);
+        for (int n = 0; n < g.batch; ++n) {
+            const std::ptrdiff_t o = at(g, n, c);
+            for (int i = 0; i < g.spatial; ++i) {
+                y[o + i] = (x[o + i] - mean) * inv_std[c];
+            }
+        }
+    }
+    if (!use_global) {
+        running_factor[0] = running_factor[0] * moving_average_fraction + 1.0F;
+    }
+}
+
+// With batch statistics: dx = inv_std * (dy - mean(dy) - y * mean(dy * y)) per channel; with
+// global statistics the mean and variance are constants: dx = dy * inv_std.
+void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
+                         const float* inv_std, const float* dy, float* dx) {
+    const double m = static_cast<double>(g.batch) * g.spatial;
+    for (int c = 0; c < g.channels; ++c) {
+        float mean_dy = 0.0F;
+        float mean_dy_y = 0.0F;
+        if (!use_global) {
+            double sum = 0.0;
+            double sum_y = 0.0;
+            for (int n = 0; n < g.batch; ++n) {
+                const std::ptrdiff_t o = at(g, n, c);
+                for (int i = 0; i < g.spatial; ++i) {
+                    sum += dy[o + i];
+                    sum_y += static_cast<double>(dy[o + i]) * y[o + i];
+                }
+            }
+            mean_dy = static_cast<float>(sum / m);
+            mean_dy_y = static_cast<float>(sum_y / m);
+        }
+        for (int n = 0; n < g.batch; ++n) {
+            const std::ptrdiff_t o = at(g, n, c);
+            for (int i = 0; i < g.spatial; ++i) {
+                dx[o + i] = (dy[o + i] - mean_dy - y[o + i] * mean_dy_y) * inv_std[c];
+            }
+        }
+    }
+}
+
+void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta,
+                   float* y) {
+    for (int n = 0; n < g.batch; ++n) {
+        for (int c = 0; c < g.channels; ++c) {
+            const std::ptrdiff_t o = at(g, n, c);
+            const float shift = beta != nullptr ? beta[c] : 0.0F;
+            for (int i = 0; i < g.spatial; ++i) {
+                y[o + i] = x[o + i] * gamma[c] + shift;
+            }
+        }
+    }
+}
+
+void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy,
+                    float* dx, float* dgamma, float* dbeta) {
+    // The parameter gradients first: dx may overwrite dy.
+    for (int c = 0; c < g.channels; ++c) {
+        double sum_x = 0.0;
+        double sum = 0.0;
+        for (int n = 0; n < g.batch; ++n) {
+            const std::ptrdiff_t o = at(g, n, c);
+            for (int i = 0; i < g.spatial; ++i) {
+                sum_x += static_cast<double>(dy[o + i]) * x[o + i];
+                sum += dy[o + i];
+            }
+        }
+        dgamma[c] = static_cast<float>(sum_x);
+        if (dbeta != nullptr) {
+            dbeta[c] = static_cast<float>(sum);
+        }
+    }
+    if (dx != nullptr) {
+        for (int n = 0; n < g.batch; ++n) {
+            for (int c = 0; c < g.channels; ++c) {
+                const std::ptrdiff_t o = at(g, n, c);
+                for (int i = 0; i < g.spatial; ++i) {
+                    dx[o + i] = dy[o + i] * gamma[c];
+                }
+            }
+        }
+    }
+}
+
+void copy_blocks(int rows, std::size_t block, const float* src, std::size_t src_stride, float* dst,
+                 std::size_t dst_stride) {
+    for (int r = 0; r < rows; ++r) {
+        std::memcpy(dst + r * dst_stride, src + r * src_stride, block * sizeof(float));
+    }
+}
+
+void eltwise_forward(EltwiseOp op, std::size_t n, const std::vector<const float*>& x,
+                     const std::vector<float>& coeffs, float* y, std::int32_t* mask) {
+    switch (op) {
+    case EltwiseOp::sum:
+        for (std::size_t i = 0; i < n; ++i) {
+            float sum = 0.0F;
+            for (std::size_t b = 0; b < x.size(); ++b) {
+                sum += coeffs[b] * x[b][i];
+            }
+            y[i] = sum;
+        }
+        break;
+    case EltwiseOp::prod:
+        for (std::size_t i = 0; i < n; ++i) {
+            float product = x[0][i];
+            for (std::size_t b = 1; b < x.size(); ++b) {
+                product *= x[b][i];
+            }
+            y[i] = product;
+        }
+        break;
+    case EltwiseOp::max:
+        // Caffe: the second input wins a tie with the first; later inputs must be larger.
+        for (std::size_t i = 0; i < n; ++i) {
+            float best = x[0][i] > x[1][i] ? x[0][i] : x[1][i];
+            std::int32_t winner = x[0][i] > x[1][i] ? 0 : 1;
+            for (std::size_t b = 2; b < x.size(); ++b) {
+                if (x[b][i] > best) {
+                    best = x[b][i];
+                    winner = static_cast<std::int32_t>(b);
+                }
+            }
+            y[i] = best;
+            mask[i] = winner;
+        }
+        break;
+    }
+}
+
+void eltwise_backward(EltwiseOp op, std::size_t n, int index, const std::vector<const float*>& x,
+                      float coeff, const float* dy, const std::int32_t* mask, float* dx) {
+    switch (op) {
+    case EltwiseOp::sum:
+        for (std::size_t i = 0; i < n; ++i) {
+            dx[i] = coeff * dy[i];
+        }
+        break;
+    case EltwiseOp::prod:
+        // The product of the other inputs (Caffe's stable_prod_grad), not y / x[index].
+        for (std::size_t i = 0; i < n; ++i) {
+            float others = 1.0F;
+            for (std::size_t b = 0; b < x.size(); ++b) {
+                if (static_cast<int>(b) != index) {
+                    others *= x[b][i];
+                }
+            }
+            dx[i] = dy[i] * others;
+        }
+        break;
+    case EltwiseOp::max:
+        for (std::size_t i = 0; i < n; ++i) {
+            dx[i] = mask[i] == index ? dy[i] : 0.0F;
+        }
+        break;
+    }
+}
+
+} // namespace dl::cpu

@@ -1,0 +1,35 @@
+#pragma once
+// The CPU reference of the Caffe layers beyond LeNet (LRN, BatchNorm, Scale, Concat's copies,
+// Eltwise): plain loops in Caffe's order, one function per Backend op of the same name. The CUDA
+// kernels in engine/src/cuda/layer_kernels.cu compute the same and name their function here;
+// the gpu tests compare the two.
+
+#include <dl/backend.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace dl::cpu {
+
+void lrn_forward(const ChannelGeometry& g, const LrnParams& p, const float* x, float* scale,
+                 float* y);
+void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x, const float* y,
+                  const float* scale, const float* dy, float* dx);
+void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
+                        float moving_average_fraction, const float* x, float* running_mean,
+                        float* running_var, float* running_factor, float* inv_std, float* y);
+void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
+                         const float* inv_std, const float* dy, float* dx);
+void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta,
+                   float* y);
+void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy,
+                    float* dx, float* dgamma, float* dbeta);
+void copy_blocks(int rows, std::size_t block, const float* src, std::size_t src_stride, float* dst,
+                 std::size_t dst_stride);
+void eltwise_forward(EltwiseOp op, std::size_t n, const std::vector<const float*>& x,
+                     const std::vector<float>& coeffs, float* y, std::int32_t* mask);
+void eltwise_backward(EltwiseOp op, std::size_t n, int index, const std::vector<const float*>& x,
+                      float coeff, const float* dy, const std::int32_t* mask, float* dx);
+
+} // namespace dl::cpu

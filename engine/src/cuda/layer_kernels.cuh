@@ -1,0 +1,40 @@
+#pragma once
+// Kernels of the Caffe layers beyond LeNet: LRN, BatchNorm, Scale, Eltwise (Concat is a 2-D
+// memcpy). Each computes what the CPU reference of the same name in engine/src/cpu/channel_ops.cpp
+// computes, with per-channel sums in double in a fixed order (one block per channel, no atomics),
+// as the reference does; the gpu tests (GpuLayers) compare the two. All launch on the given
+// stream and never synchronize (graph-capturable).
+
+#include <dl/backend.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dl::cuda::kernels {
+
+// CPU: cpu::lrn_forward / lrn_backward.
+void lrn_forward(cudaStream_t stream, const ChannelGeometry& g, const LrnParams& p, const float* x,
+                 float* scale, float* y);
+void lrn_backward(cudaStream_t stream, const ChannelGeometry& g, const LrnParams& p, const float* x,
+                  const float* y, const float* scale, const float* dy, float* dx);
+// CPU: cpu::batch_norm_forward / batch_norm_backward.
+void batch_norm_forward(cudaStream_t stream, const ChannelGeometry& g, bool use_global, float eps,
+                        float moving_average_fraction, const float* x, float* running_mean,
+                        float* running_var, float* running_factor, float* inv_std, float* y);
+void batch_norm_backward(cudaStream_t stream, const ChannelGeometry& g, bool use_global,
+                         const float* y, const float* inv_std, const float* dy, float* dx);
+// CPU: cpu::scale_forward / scale_backward.
+void scale_forward(cudaStream_t stream, const ChannelGeometry& g, const float* x,
+                   const float* gamma, const float* beta, float* y);
+void scale_backward(cudaStream_t stream, const ChannelGeometry& g, const float* x,
+                    const float* gamma, const float* dy, float* dx, float* dgamma, float* dbeta);
+// CPU: cpu::eltwise_forward / eltwise_backward; one launch per input.
+void eltwise_forward(cudaStream_t stream, EltwiseOp op, std::size_t n, const float* const* x,
+                     int inputs, const float* coeffs, float* y, std::int32_t* mask);
+void eltwise_backward(cudaStream_t stream, EltwiseOp op, std::size_t n, int index,
+                      const float* const* x, int inputs, float coeff, const float* dy,
+                      const std::int32_t* mask, float* dx);
+
+} // namespace dl::cuda::kernels

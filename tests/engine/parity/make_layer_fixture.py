@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Writes the PyTorch parity cases of single layers (tests/engine/test_layer_parity.cpp).
+
+Run with Debian's torch:  /usr/bin/python3 tests/engine/parity/make_layer_fixture.py
+Never edit the output by hand: rerun this script.
+
+Each case is one engine layer (its config keys as in the YAML format), its bottoms and parameters,
+a random top gradient dy, and what PyTorch computes in float64 from the same float32 values: the
+top, the gradient of sum(top * dy) for every bottom and parameter, and (BatchNorm) the running
+statistics after the forward pass, in Caffe's form (sums and their factor).
+
+How each Caffe layer maps to PyTorch:
+    Pooling ave      F.avg_pool2d(ceil_mode=True, count_include_pad=True)
+    Sigmoid, TanH    torch.sigmoid, torch.tanh
+    Convolution      F.conv2d(groups=...)
+    LRN              F.local_response_norm (alpha is divided by size in both)
+    BatchNorm        F.batch_norm, no affine; training with momentum 1 gives the batch mean and
+                     unbiased variance that Caffe adds to its running sums; eval with
+                     running mean = mean_sum / factor and var = var_sum / factor
+    Scale            x * gamma[c] + beta[c]
+    Concat           torch.cat
+    Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
+
+Output (next to this script): layers.json
+"""
+import json
+import os
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+torch.manual_seed(20261126)
+
+
+def rand(*shape, low=-1.0, high=1.0):
+    return (torch.rand(*shape, dtype=torch.float32) * (high - low) + low)
+
+
+def values(t):
+    return [float(v) for v in t.detach().to(torch.float32).reshape(-1)]
+
+
+def case(name, layer, bottoms, params, fn, params_after=None):
+    """fn(bottoms, params) -> top, all float64 leaves with gradients."""
+    xs = [b.double().requires_grad_(True) for b in bottoms]
+    ps = [p.double().requires_grad_(True) for p in params]
+    top = fn(xs, ps)
+    dy = rand(*top.shape)
+    (top * dy.double()).sum().backward()
+    entry = {
+        "name": name,
+        "layer": layer,
+        "bottoms": [{"shape": list(b.shape), "data": values(b)} for b in bottoms],
+        "params": [{"shape": list(p.shape), "data": values(p)} for p in params],
+        "top": {"shape": list(top.shape), "data": values(top)},
+        "dy": values(dy),
+        "dbottoms": [values(x.grad) for x in xs],
+        "dparams": [values(p.grad) if p.grad is not None else [0.0] * p.numel() for p in ps],
+    }
+    if params_after is not None:
+        entry["params_after"] = [values(p) for p in params_after]
+    return entry
+
+
+cases = []
+
+x = rand(2, 3, 7, 7)
+cases.append(case("ave_pool_pad", {"type": "Pooling", "pool": "ave", "kernel_size": 3,
+                                   "stride": 2, "pad": 1}, [x], [],
+                  lambda b, p: F.avg_pool2d(b[0], 3, 2, 1, ceil_mode=True,
+                                            count_include_pad=True)))
+x = rand(2, 3, 16, 16)
+cases.append(case("ave_pool_ceil", {"type": "Pooling", "pool": "ave", "kernel_size": 3,
+                                    "stride": 2}, [x], [],
+                  lambda b, p: F.avg_pool2d(b[0], 3, 2, 0, ceil_mode=True,
+                                            count_include_pad=True)))
+x = rand(2, 3, 4, 4, low=-3, high=3)
+cases.append(case("sigmoid", {"type": "Sigmoid"}, [x], [], lambda b, p: torch.sigmoid(b[0])))
+cases.append(case("tanh", {"type": "TanH"}, [x], [], lambda b, p: torch.tanh(b[0])))
+
+x = rand(2, 4, 6, 6)
+w = rand(6, 2, 3, 3)
+bias = rand(6)
+cases.append(case("grouped_convolution", {"type": "Convolution", "num_output": 6,
+                                          "kernel_size": 3, "pad": 1, "group": 2},
+                  [x], [w, bias], lambda b, p: F.conv2d(b[0], p[0], p[1], 1, 1, 1, 2)))
+
+x = rand(2, 7, 3, 3, low=-2, high=2)
+cases.append(case("lrn", {"type": "LRN", "local_size": 5, "alpha": 0.5, "beta": 0.75, "k": 2.0},
+                  [x], [], lambda b, p: F.local_response_norm(b[0], 5, alpha=0.5, beta=0.75,
+                                                              k=2.0)))
+
+x = rand(4, 3, 3, 3, low=-2, high=3)
+eps = 1e-5
+mean = x.double().mean(dim=(0, 2, 3))
+var_unbiased = x.double().var(dim=(0, 2, 3), unbiased=True)
+zeros = [torch.zeros(3), torch.zeros(3), torch.zeros(1)]
+cases.append(case("batch_norm_train", {"type": "BatchNorm", "eps": eps}, [x], zeros,
+                  lambda b, p: F.batch_norm(b[0], None, None, training=True, eps=eps),
+                  params_after=[mean, var_unbiased, torch.ones(1)]))
+run_mean = rand(3)
+run_var = rand(3, low=0.5, high=2.0)
+factor = 2.5
+stats = [run_mean * factor, run_var * factor, torch.tensor([factor])]
+cases.append(case("batch_norm_global", {"type": "BatchNorm", "use_global_stats": True,
+                                        "eps": eps}, [x], stats,
+                  lambda b, p: F.batch_norm(b[0], (p[0] / p[2]).detach(),
+                                            (p[1] / p[2]).detach(), training=False, eps=eps)))
+
+x = rand(2, 3, 4, 4)
+gamma = rand(3)
+beta = rand(3)
+cases.append(case("scale_bias", {"type": "Scale", "bias_term": True}, [x], [gamma, beta],
+                  lambda b, p: b[0] * p[0].view(1, 3, 1, 1) + p[1].view(1, 3, 1, 1)))
+
+a = rand(2, 3, 2, 2)
+c = rand(2, 2, 2, 2)
+cases.append(case("concat_channels", {"type": "Concat", "axis": 1}, [a, c], [],
+                  lambda b, p: torch.cat(b, dim=1)))
+cases.append(case("concat_batch", {"type": "Concat", "axis": 0}, [a, rand(3, 3, 2, 2)], [],
+                  lambda b, p: torch.cat(b, dim=0)))
+
+a, c, d = rand(2, 3, 3, 3), rand(2, 3, 3, 3), rand(2, 3, 3, 3)
+cases.append(case("eltwise_sum", {"type": "Eltwise", "operation": "sum", "coeff": [0.5, -2.0]},
+                  [a, c], [], lambda b, p: 0.5 * b[0] - 2.0 * b[1]))
+cases.append(case("eltwise_prod", {"type": "Eltwise", "operation": "prod"}, [a, c, d], [],
+                  lambda b, p: b[0] * b[1] * b[2]))
+cases.append(case("eltwise_max", {"type": "Eltwise", "operation": "max"}, [a, c, d], [],
+                  lambda b, p: torch.maximum(torch.maximum(b[0], b[1]), b[2])))
+
+with open(os.path.join(HERE, "layers.json"), "w") as out:
+    json.dump({"generator": "tests/engine/parity/make_layer_fixture.py",
+               "torch": torch.__version__, "cases": cases}, out, separators=(",", ":"))
+    out.write("\n")

@@ -1,0 +1,280 @@
+// Caffe's LMDB Data sources (data/lmdb_dataset.hpp): databases written here with LMDB's C API and
+// Datums encoded by hand in protobuf's wire format (what caffe_pb2.Datum.SerializeToString gives
+// for these fields), read back raw and encoded; damaged Datums and databases are clear errors.
+
+#include "data/idx_dataset.hpp"
+#include "data/lmdb_dataset.hpp"
+#include "engine_test_support.hpp"
+#include "support/run_process.hpp"
+
+#include <dl/error.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <lmdb.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void put_varint(std::string& out, std::uint64_t value) {
+    while (value >= 0x80U) {
+        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+        value >>= 7U;
+    }
+    out.push_back(static_cast<char>(value));
+}
+
+void put_field(std::string& out, int field, std::uint64_t value) {
+    put_varint(out, static_cast<std::uint64_t>(field) << 3U);
+    put_varint(out, value);
+}
+
+void put_bytes(std::string& out, int field, const std::string& bytes) {
+    put_varint(out, (static_cast<std::uint64_t>(field) << 3U) | 2U);
+    put_varint(out, bytes.size());
+    out += bytes;
+}
+
+// Field order as protobuf serialises by number: channels, height, width, data, label, encoded.
+std::string datum(int channels, int height, int width, const std::string& data, int label,
+                  bool encoded = false) {
+    std::string out;
+    if (!encoded) {
+        put_field(out, 1, static_cast<std::uint64_t>(channels));
+        put_field(out, 2, static_cast<std::uint64_t>(height));
+        put_field(out, 3, static_cast<std::uint64_t>(width));
+    }
+    put_bytes(out, 4, data);
+    put_field(out, 5, static_cast<std::uint64_t>(static_cast<std::int64_t>(label)));
+    if (encoded) {
+        put_field(out, 7, 1);
+    }
+    return out;
+}
+
+std::string pixels(std::size_t count, int seed) {
+    std::string out;
+    for (std::size_t i = 0; i < count; ++i) {
+        out.push_back(static_cast<char>((i * 31 + static_cast<std::size_t>(seed) * 7) % 256));
+    }
+    return out;
+}
+
+// Caffe's writer: keys "%08d_<name>", one transaction.
+void write_lmdb(const fs::path& dir, const std::vector<std::string>& values) {
+    fs::create_directories(dir);
+    MDB_env* env = nullptr;
+    ASSERT_EQ(mdb_env_create(&env), 0);
+    ASSERT_EQ(mdb_env_set_mapsize(env, std::size_t{1} << 24), 0);
+    ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0664), 0);
+    MDB_txn* txn = nullptr;
+    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+    MDB_dbi dbi = 0;
+    ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        char key_text[32];
+        std::snprintf(key_text, sizeof(key_text), "%08zu_img", i);
+        MDB_val key{std::strlen(key_text), key_text};
+        MDB_val value{values[i].size(), const_cast<char*>(values[i].data())};
+        ASSERT_EQ(mdb_put(txn, dbi, &key, &value, 0), 0);
+    }
+    ASSERT_EQ(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+std::string load_error(const fs::path& source) {
+    try {
+        dl::data::load_idx(source, source);
+    } catch (const dl::Error& e) {
+        EXPECT_EQ(e.kind(), dl::ErrorKind::config);
+        return e.what();
+    }
+    ADD_FAILURE() << "no error for " << source;
+    return {};
+}
+
+class LmdbReader : public ::testing::Test {
+protected:
+    dl_test::TempDir m_dir;
+};
+
+TEST_F(LmdbReader, RawDatumsAreReadInKeyOrderWithLabels) {
+    const fs::path db = m_dir.path() / "train_lmdb";
+    std::vector<std::string> values;
+    for (int i = 0; i < 12; ++i) {
+        values.push_back(datum(3, 4, 5, pixels(60, i), i % 10));
+    }
+    write_lmdb(db, values);
+    const dl::data::IdxDataset set = dl::data::load_idx(db, db);
+    ASSERT_EQ(set.count, 12U);
+    EXPECT_EQ(set.channels, 3);
+    EXPECT_EQ(set.height, 4);
+    EXPECT_EQ(set.width, 5);
+    for (int i = 0; i < 12; ++i) {
+        EXPECT_EQ(set.labels[static_cast<std::size_t>(i)], i % 10);
+        const std::string expected = pixels(60, i);
+        for (std::size_t p = 0; p < 60; ++p) {
+            ASSERT_EQ(set.pixels[static_cast<std::size_t>(i) * 60 + p],
+                      static_cast<std::uint8_t>(expected[p]))
+                << "record " << i << " byte " << p;
+        }
+    }
+    const dl::data::IdxDataset header = dl::data::read_idx_header(db);
+    EXPECT_EQ(header.count, 12U);
+    EXPECT_EQ(header.channels, 3);
+    EXPECT_TRUE(header.pixels.empty());
+}
+
+TEST_F(LmdbReader, EncodedDatumsAreDecoded) {
+    // convert_imageset --encoded stores the image file itself; a binary PPM here.
+    std::string ppm = "P6\n2 2\n255\n";
+    const std::string rgb = "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c";
+    ppm += rgb;
+    const fs::path db = m_dir.path() / "encoded_lmdb";
+    write_lmdb(db, {datum(0, 0, 0, ppm, 4, true), datum(0, 0, 0, ppm, 7, true)});
+    const dl::data::IdxDataset set = dl::data::load_idx(db, db);
+    ASSERT_EQ(set.count, 2U);
+    EXPECT_EQ(set.channels, 3);
+    EXPECT_EQ(set.height, 2);
+    EXPECT_EQ(set.width, 2);
+    EXPECT_EQ(set.labels, (std::vector<std::uint8_t>{4, 7}));
+    // Channel-major: the red plane of the four pixels first.
+    EXPECT_EQ(std::vector<std::uint8_t>(set.pixels.begin(), set.pixels.begin() + 12),
+              (std::vector<std::uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
+}
+
+TEST_F(LmdbReader, ADatumOfTheWrongShapeNamesItsRecordAndKey) {
+    const fs::path db = m_dir.path() / "mixed_lmdb";
+    write_lmdb(db, {datum(1, 4, 4, pixels(16, 0), 1), datum(1, 4, 4, pixels(16, 1), 2),
+                    datum(1, 5, 4, pixels(20, 2), 3)});
+    const std::string message = load_error(db);
+    EXPECT_NE(message.find("record 2 (key '00000002_img')"), std::string::npos) << message;
+    EXPECT_NE(message.find("1x5x4 but the first record is 1x4x4"), std::string::npos) << message;
+}
+
+TEST_F(LmdbReader, DataShorterThanItsShapeAndTruncatedDatumsAreRefused) {
+    const fs::path db = m_dir.path() / "short_lmdb";
+    write_lmdb(db, {datum(1, 4, 4, pixels(15, 0), 1)});
+    std::string message = load_error(db);
+    EXPECT_NE(message.find("15 bytes of data for its shape 1x4x4 (16 expected)"), std::string::npos)
+        << message;
+
+    const std::string whole = datum(1, 4, 4, pixels(16, 0), 1);
+    const fs::path cut = m_dir.path() / "cut_lmdb";
+    write_lmdb(cut, {whole.substr(0, whole.size() - 8)});
+    message = load_error(cut);
+    EXPECT_NE(message.find("not a Datum (truncated"), std::string::npos) << message;
+    EXPECT_NE(message.find("record 0"), std::string::npos) << message;
+}
+
+TEST_F(LmdbReader, FloatDatumsAndForeignLabelSourcesAreRefusedByName) {
+    std::string floats;
+    put_field(floats, 1, 1);
+    put_field(floats, 2, 1);
+    put_field(floats, 3, 1);
+    put_varint(floats, (6U << 3U) | 5U); // float_data: one fixed32
+    floats += std::string("\0\0\x80\x3f", 4);
+    const fs::path db = m_dir.path() / "float_lmdb";
+    write_lmdb(db, {floats});
+    std::string message = load_error(db);
+    EXPECT_NE(message.find("float_data"), std::string::npos) << message;
+    try {
+        dl::data::load_idx(db, m_dir.path() / "labels");
+        ADD_FAILURE() << "no error";
+    } catch (const dl::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("label_source to the same path"), std::string::npos)
+            << e.what();
+    }
+}
+
+TEST_F(LmdbReader, ACorruptDatabaseIsAClearError) {
+    const fs::path db = m_dir.path() / "corrupt_lmdb";
+    fs::create_directories(db);
+    std::ofstream(db / "data.mdb", std::ios::binary) << std::string(8192, 'x');
+    const std::string message = load_error(db);
+    EXPECT_NE(message.find("LMDB " + db.string()), std::string::npos) << message;
+    EXPECT_NE(message.find("mdb_env_open failed"), std::string::npos) << message;
+}
+
+TEST_F(LmdbReader, DltrainTrainsACaffeSolverPrototxtOnLmdbs) {
+    // Caffe's workflow end to end: LMDBs of 8x8 grey Datums whose label is a bright quadrant, a
+    // net prototxt with the Caffe layers beyond LeNet, and a solver prototxt naming it.
+    const auto make = [](int count, int seed) {
+        std::vector<std::string> values;
+        for (int i = 0; i < count; ++i) {
+            const int label = (i * 7 + seed) % 3;
+            std::string image;
+            for (int p = 0; p < 64; ++p) {
+                const int y = p / 8;
+                const int x = p % 8;
+                const bool bright = (label == 0 && y < 4) || (label == 1 && x < 4) ||
+                                    (label == 2 && y >= 4 && x >= 4);
+                image.push_back(static_cast<char>((bright ? 150 : 0) + (p * 13 + i) % 50));
+            }
+            values.push_back(datum(1, 8, 8, image, label));
+        }
+        return values;
+    };
+    write_lmdb(m_dir.path() / "train_lmdb", make(60, 0));
+    write_lmdb(m_dir.path() / "test_lmdb", make(20, 1));
+    std::ofstream(m_dir.path() / "net.prototxt") << R"(name: "tiny"
+layer { name: "d" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+        transform_param { scale: 0.01 mean_value: 60 }
+        data_param { source: "train_lmdb" batch_size: 10 backend: LMDB } }
+layer { name: "d" type: "Data" top: "data" top: "label" include { phase: TEST }
+        transform_param { scale: 0.01 mean_value: 60 }
+        data_param { source: "test_lmdb" batch_size: 10 backend: LMDB } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv" }
+layer { name: "scale" type: "Scale" bottom: "conv" top: "conv" scale_param { bias_term: true } }
+layer { name: "norm" type: "LRN" bottom: "conv" top: "norm" lrn_param { local_size: 3 } }
+layer { name: "side" type: "Convolution" bottom: "data" top: "side"
+        convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "xavier" } } }
+layer { name: "sum" type: "Eltwise" bottom: "norm" bottom: "side" top: "sum" }
+layer { name: "cat" type: "Concat" bottom: "sum" bottom: "data" top: "cat" }
+layer { name: "pool" type: "Pooling" bottom: "cat" top: "pool"
+        pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "ip"
+        inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy"
+        include { phase: TEST } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+)";
+    std::ofstream(m_dir.path() / "solver.prototxt") << R"(net: "net.prototxt"
+test_iter: 2
+test_interval: 60
+base_lr: 0.05
+momentum: 0.9
+weight_decay: 0.0005
+lr_policy: "fixed"
+display: 20
+max_iter: 60
+snapshot_prefix: "examples/tiny"
+solver_mode: CPU
+)";
+    const fs::path run = m_dir.path() / "run";
+    const auto result = dljob::test::run_shell(
+        std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
+        (m_dir.path() / "solver.prototxt").string() + " --data-dir " + m_dir.path().string() +
+        " --run-dir " + run.string() + " --threads 1 --deadline none");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::ifstream in(run / "metrics.jsonl");
+    nlohmann::json last;
+    for (std::string line; std::getline(in, line);) {
+        last = nlohmann::json::parse(line);
+    }
+    ASSERT_EQ(last["type"], "final") << last.dump();
+    EXPECT_EQ(last["iter"], 60);
+    EXPECT_GT(last["test_accuracy"].get<double>(), 0.8) << last.dump();
+}
+
+} // namespace

@@ -1,0 +1,240 @@
+// Caffe's prototxt files (engine/src/core/prototxt_config.cpp): a corpus of Caffe's example
+// networks and solvers, written out here from the format's documentation (tests/engine/prototxt),
+// read into the same NetConfig as their YAML twins in recipes/networks; malformed files, unknown
+// or unsupported fields, values and layer types are refused with file:line and the name.
+
+#include "engine_test_support.hpp"
+
+#include <dl/backend.hpp>
+#include <dl/config.hpp>
+#include <dl/error.hpp>
+#include <dl/net.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+namespace dl {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path corpus() {
+    return fs::path(DLJOB_SOURCE_DIR) / "tests/engine/prototxt";
+}
+fs::path networks() {
+    return fs::path(DLJOB_SOURCE_DIR) / "recipes/networks";
+}
+
+void expect_filler(const FillerConfig& a, const FillerConfig& b, const std::string& what) {
+    EXPECT_EQ(a.type, b.type) << what;
+    EXPECT_FLOAT_EQ(a.value, b.value) << what;
+    if (a.type == "gaussian") {
+        EXPECT_FLOAT_EQ(a.std, b.std) << what;
+    }
+    EXPECT_EQ(a.variance_norm, b.variance_norm) << what;
+}
+
+// Layer by layer, everything but the Data layers' files, order and shape (the prototxt reads an
+// LMDB, the YAML twin IDX or CIFAR files).
+void expect_same_net(const NetConfig& prototxt, const NetConfig& yaml) {
+    ASSERT_EQ(prototxt.layers.size(), yaml.layers.size());
+    for (std::size_t i = 0; i < yaml.layers.size(); ++i) {
+        const LayerConfig& p = prototxt.layers[i];
+        const LayerConfig& y = yaml.layers[i];
+        SCOPED_TRACE(y.name);
+        EXPECT_EQ(p.name, y.name);
+        EXPECT_EQ(p.type, y.type);
+        EXPECT_EQ(p.bottoms, y.bottoms);
+        EXPECT_EQ(p.tops, y.tops);
+        EXPECT_EQ(p.phase, y.phase);
+        ASSERT_EQ(p.params.size(), y.params.size());
+        for (std::size_t s = 0; s < y.params.size(); ++s) {
+            EXPECT_FLOAT_EQ(p.params[s].lr_mult, y.params[s].lr_mult);
+            EXPECT_FLOAT_EQ(p.params[s].decay_mult, y.params[s].decay_mult);
+        }
+        EXPECT_EQ(p.batch_size, y.batch_size);
+        EXPECT_FLOAT_EQ(p.scale, y.scale);
+        EXPECT_EQ(p.mean_value, y.mean_value);
+        EXPECT_EQ(p.num_output, y.num_output);
+        EXPECT_EQ(p.kernel_size, y.kernel_size);
+        EXPECT_EQ(p.stride, y.stride);
+        EXPECT_EQ(p.pad, y.pad);
+        EXPECT_EQ(p.group, y.group);
+        EXPECT_EQ(p.bias_term, y.bias_term);
+        EXPECT_EQ(p.pool, y.pool);
+        if (y.type == "Convolution" || y.type == "InnerProduct") {
+            expect_filler(p.weight_filler, y.weight_filler, "weight_filler");
+            expect_filler(p.bias_filler, y.bias_filler, "bias_filler");
+        }
+        EXPECT_EQ(p.top_k, y.top_k);
+        EXPECT_FLOAT_EQ(p.loss_weight, y.loss_weight);
+    }
+}
+
+std::vector<std::vector<int>> param_shapes(NetConfig config, const std::vector<int>& image) {
+    for (auto& layer : config.layers) {
+        if (layer.type == "Data") {
+            layer.shape = image;
+        }
+    }
+    const auto backend = make_backend("cpu", 1);
+    Net net(config, Phase::train, *backend, 1);
+    std::vector<std::vector<int>> shapes;
+    for (const Param& param : net.params()) {
+        shapes.push_back(param.tensor->shape());
+    }
+    return shapes;
+}
+
+TEST(Prototxt, LeNetSolverAndNetReadAsTheirYamlTwin) {
+    const NetConfig prototxt = load_config(corpus() / "lenet_solver.prototxt");
+    const NetConfig yaml = load_config(networks() / "lenet.yaml");
+    EXPECT_EQ(prototxt.name, "LeNet");
+    EXPECT_EQ(prototxt.file, corpus() / "lenet_train_test.prototxt"); // found beside the solver
+    expect_same_net(prototxt, yaml);
+    EXPECT_EQ(prototxt.layers[0].source, "examples/mnist/mnist_train_lmdb");
+    EXPECT_EQ(prototxt.layers[0].label_source, "examples/mnist/mnist_train_lmdb");
+    const SolverConfig& p = prototxt.solver;
+    const SolverConfig& y = yaml.solver;
+    EXPECT_EQ(p.type, y.type);
+    EXPECT_FLOAT_EQ(p.base_lr, y.base_lr);
+    EXPECT_FLOAT_EQ(p.momentum, y.momentum);
+    EXPECT_FLOAT_EQ(p.weight_decay, y.weight_decay);
+    EXPECT_EQ(p.lr_policy, y.lr_policy);
+    EXPECT_FLOAT_EQ(p.gamma, y.gamma);
+    EXPECT_FLOAT_EQ(p.power, y.power);
+    EXPECT_EQ(p.max_iter, y.max_iter);
+    EXPECT_EQ(p.test_interval, y.test_interval);
+    EXPECT_EQ(p.test_iter, y.test_iter);
+    EXPECT_EQ(p.display, y.display);
+    EXPECT_EQ(p.snapshot, y.snapshot);
+    EXPECT_EQ(p.random_seed, y.random_seed);
+    EXPECT_EQ(param_shapes(prototxt, {1, 28, 28}), param_shapes(yaml, {1, 28, 28}));
+}
+
+TEST(Prototxt, Cifar10QuickReadsAsTheRecipeNetwork) {
+    const NetConfig prototxt = load_config(corpus() / "cifar10_quick_solver.prototxt");
+    const NetConfig yaml = load_config(networks() / "cifar10_quick.yaml");
+    expect_same_net(prototxt, yaml);
+    EXPECT_EQ(prototxt.solver.lr_policy, "fixed"); // Caffe's first stage
+    EXPECT_EQ(prototxt.solver.max_iter, 4000);
+    EXPECT_FLOAT_EQ(prototxt.solver.weight_decay, 0.004F);
+    EXPECT_EQ(param_shapes(prototxt, {3, 32, 32}), param_shapes(yaml, {3, 32, 32}));
+    // A net file alone gets the solver's defaults.
+    const NetConfig net = load_config(corpus() / "cifar10_quick_train_test.prototxt");
+    EXPECT_EQ(net.layers.size(), yaml.layers.size());
+}
+
+TEST(Prototxt, NewLayersReadWithTheirCaffeFields) {
+    dl_test::TempDir dir;
+    const fs::path file = dir.path() / "net.prototxt";
+    std::ofstream(file) << R"(name: "blocks"
+layer { name: "data" type: "Data" top: "data" top: "label"
+        data_param { source: "db" batch_size: 4 backend: LMDB } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 group: 2
+                            weight_filler { type: "msra" variance_norm: FAN_OUT } } }
+layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv"
+        param { lr_mult: 0 } param { lr_mult: 0 } param { lr_mult: 0 }
+        batch_norm_param { use_global_stats: false eps: 0.001 } }
+layer { name: "scale" type: "Scale" bottom: "conv" top: "conv" scale_param { bias_term: true } }
+layer { name: "norm" type: "LRN" bottom: "conv" top: "norm"
+        lrn_param { local_size: 3 alpha: 0.0001 beta: 0.75 } }
+layer { name: "side" type: "Convolution" bottom: "data" top: "side"
+        convolution_param { num_output: 8 kernel_size: 1 } }
+layer { name: "sum" type: "Eltwise" bottom: "norm" bottom: "side" top: "sum"
+        eltwise_param { operation: MAX } }
+layer { name: "cat" type: "Concat" bottom: "sum" bottom: "data" top: "cat"
+        concat_param { axis: 1 } }
+layer { name: "tanh" type: "TanH" bottom: "cat" top: "cat" }
+layer { name: "ip" type: "InnerProduct" bottom: "cat" top: "ip" inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss"
+        loss_weight: 2 }
+)";
+    const NetConfig config = load_config(file);
+    ASSERT_EQ(config.layers.size(), 11U);
+    EXPECT_EQ(config.layers[1].group, 2);
+    EXPECT_EQ(config.layers[1].weight_filler.type, "msra");
+    EXPECT_EQ(config.layers[1].weight_filler.variance_norm, "fan_out");
+    EXPECT_EQ(config.layers[2].use_global_stats, std::optional<bool>(false));
+    EXPECT_FLOAT_EQ(config.layers[2].eps, 0.001F);
+    EXPECT_TRUE(config.layers[3].bias_term);
+    EXPECT_EQ(config.layers[4].local_size, 3);
+    EXPECT_EQ(config.layers[6].operation, "max");
+    EXPECT_FLOAT_EQ(config.layers[10].loss_weight, 2.0F);
+    const auto shapes = param_shapes(config, {4, 6, 6});
+    EXPECT_EQ(shapes[0], (std::vector<int>{8, 2, 3, 3})); // grouped: 4 input channels / 2
+}
+
+std::string prototxt_error(const std::string& text) {
+    dl_test::TempDir dir;
+    const fs::path file = dir.path() / "bad.prototxt";
+    std::ofstream(file) << text;
+    try {
+        load_config(file);
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::config);
+        const std::string message = e.what();
+        // The temporary directory's name varies: keep what follows it.
+        const auto at = message.find("bad.prototxt");
+        return at == std::string::npos ? message : message.substr(at);
+    }
+    ADD_FAILURE() << "no error for:\n" << text;
+    return {};
+}
+
+TEST(Prototxt, ErrorsNameTheFileLineAndField) {
+    // Malformed: the text parser's own message, with line and column.
+    std::string message = prototxt_error("name: \"x\"\nlayer {\n  name: \"a\"\n  type: \n");
+    EXPECT_TRUE(message.rfind("bad.prototxt:4:", 0) == 0 ||
+                message.rfind("bad.prototxt:5:", 0) == 0)
+        << message;
+    // A field Caffe does not have.
+    message = prototxt_error("layer {\n  name: \"c\"\n  type: \"Convolution\"\n"
+                             "  convolution_param {\n    kernal_size: 3\n  }\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:5:", 0), 0U) << message;
+    EXPECT_NE(message.find("kernal_size"), std::string::npos) << message;
+    // A Caffe field dltrain does not support.
+    message = prototxt_error("layer {\n  name: \"c\"\n  type: \"Convolution\"\n"
+                             "  convolution_param {\n    num_output: 2\n    kernel_size: 3\n"
+                             "    dilation: 2\n  }\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:7:", 0), 0U) << message;
+    EXPECT_NE(message.find("'dilation'"), std::string::npos) << message;
+    // A Caffe layer type dltrain does not run.
+    message = prototxt_error("layer {\n  name: \"a\"\n  type: \"ReLU\"\n}\n"
+                             "layer {\n  name: \"flat\"\n  type: \"Flatten\"\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:5:", 0), 0U) << message;
+    EXPECT_NE(message.find("layer 'flat': type 'Flatten' is not supported"), std::string::npos)
+        << message;
+    // A value dltrain does not support.
+    message = prototxt_error("layer {\n  name: \"p\"\n  type: \"Pooling\"\n"
+                             "  pooling_param { pool: STOCHASTIC kernel_size: 2 }\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:1:", 0), 0U) << message;
+    EXPECT_NE(message.find("STOCHASTIC"), std::string::npos) << message;
+    // Caffe's default backend.
+    message = prototxt_error("layer {\n  name: \"d\"\n  type: \"Data\"\n  top: \"data\"\n"
+                             "  data_param { source: \"x\" batch_size: 2 }\n}\n");
+    EXPECT_NE(message.find("LEVELDB"), std::string::npos) << message;
+    // A parameter block of another layer type.
+    message = prototxt_error("layer {\n  name: \"r\"\n  type: \"ReLU\"\n"
+                             "  dropout_param { dropout_ratio: 0.1 }\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:4:", 0), 0U) << message;
+    EXPECT_NE(message.find("'dropout_param' does not apply to type ReLU"), std::string::npos)
+        << message;
+    // A solver field dltrain does not support, and a solver whose net is missing.
+    message = prototxt_error("net: \"n.prototxt\"\nbase_lr: 0.1\niter_size: 2\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:3:", 0), 0U) << message;
+    EXPECT_NE(message.find("'iter_size'"), std::string::npos) << message;
+    message = prototxt_error("net: \"missing.prototxt\"\nbase_lr: 0.1\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:1:", 0), 0U) << message;
+    EXPECT_NE(message.find("net 'missing.prototxt' not found"), std::string::npos) << message;
+    // A solver with a typo is reported as a solver (its error comes later than a net's would).
+    message = prototxt_error("net: \"n.prototxt\"\nbase_lr: 0.1\nmomentun: 0.9\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:3:", 0), 0U) << message;
+    EXPECT_NE(message.find("momentun"), std::string::npos) << message;
+}
+
+} // namespace
+} // namespace dl
