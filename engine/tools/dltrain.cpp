@@ -71,9 +71,9 @@ int main(int argc, char** argv) {
     train_cmd->add_option("--resume", train.resume, "auto, or a checkpoint file");
     std::string weights;
     train_cmd->add_option("--weights", weights,
-                          "fine-tune: start from the parameters of this checkpoint whose layer "
-                          "names the network has (the others keep their fillers); not used once "
-                          "--resume auto finds a checkpoint of the run");
+                          "fine-tune: start from the parameters of this checkpoint (or Caffe "
+                          ".caffemodel) whose layer names the network has (the others keep their "
+                          "fillers); not used once --resume auto finds a checkpoint of the run");
     train_cmd
         ->add_option("--threads", train.threads, "threads (default: the CPUs this process may use)")
         ->check(CLI::NonNegativeNumber);
@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
     std::string test_data_dir;
     auto* test_cmd = app.add_subcommand("test", "Test weights from a checkpoint on the test phase");
     test_cmd->add_option("--config", test.config, "network and solver YAML")->required();
-    test_cmd->add_option("--weights", test.weights, "checkpoint file")->required();
+    test_cmd->add_option("--weights", test.weights, "checkpoint file (or Caffe .caffemodel)")
+        ->required();
     test_cmd->add_option("--data-dir", test_data_dir, "where relative data sources resolve");
     test_cmd->add_option("--threads", test.threads,
                          "threads (default: the CPUs this process may use)");
@@ -123,6 +124,24 @@ int main(int argc, char** argv) {
             test.data_dir = test_data_dir;
         }
         exit_code = dl::test(test);
+    });
+
+    dl::ExportOptions export_options;
+    std::string export_data_dir;
+    auto* export_cmd = app.add_subcommand(
+        "export", "Write a checkpoint's parameters as Caffe weights (.caffemodel)");
+    export_cmd->add_option("--config", export_options.config, "network and solver config")
+        ->required();
+    export_cmd->add_option("--weights", export_options.weights, "checkpoint (or .caffemodel)")
+        ->required();
+    export_cmd->add_option("--caffemodel", export_options.caffemodel, "the file to write")
+        ->required();
+    export_cmd->add_option("--data-dir", export_data_dir, "where relative data sources resolve");
+    export_cmd->callback([&] {
+        if (!export_data_dir.empty()) {
+            export_options.data_dir = export_data_dir;
+        }
+        exit_code = dl::export_model(export_options);
     });
 
     dl::TimeOptions time;

@@ -43,6 +43,9 @@ struct WeightsCopy {
     std::vector<std::string> copied; // in the file's order
     std::vector<std::string> kept;   // the net's parameters the file lacks: still their fillers'
     std::vector<std::string> unused; // the file's parameters the net lacks
+    // A .caffemodel's parameters whose shape differs from the net's ("fc8.0: 1000x4096 in the
+    // file, 10x4096 here"): the net keeps its fillers' values for them, as for `kept`.
+    std::vector<std::string> reshaped;
 };
 
 /// Fine-tuning (Caffe's `--weights`): copies every parameter of a checkpoint whose name the net

@@ -46,6 +46,16 @@ struct TimeOptions {
 };
 int time_net(const TimeOptions& options);
 
+/// `dltrain export --caffemodel`: a checkpoint's (or a Caffe model's) parameters written as a
+/// .caffemodel for Caffe users; the net's input shapes come from `shape` keys or the data.
+struct ExportOptions {
+    std::filesystem::path config;
+    std::filesystem::path weights;
+    std::filesystem::path caffemodel;
+    std::optional<std::filesystem::path> data_dir;
+};
+int export_model(const ExportOptions& options);
+
 /// Checks a config without training: it parses, and its train and test nets build (every shape
 /// fits) from the Data layers' `shape` keys or, without one, the data file's header under
 /// data_dir (else the config's directory). Batches of one, so a login node can afford it.

@@ -8,6 +8,7 @@
 #include "core/run_dir_lock.hpp"
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
+#include "io/caffemodel.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/checkpoint.hpp>
@@ -344,10 +345,20 @@ std::string describe(const WeightsCopy& copy, const fs::path& file) {
     if (!copy.kept.empty()) {
         text += fmt::format("; from their fillers: {}", fmt::join(copy.kept, ", "));
     }
+    if (!copy.reshaped.empty()) {
+        text +=
+            fmt::format("; from their fillers, shapes differ: {}", fmt::join(copy.reshaped, "; "));
+    }
     if (!copy.unused.empty()) {
         text += fmt::format("; not in this network: {}", fmt::join(copy.unused, ", "));
     }
     return text;
+}
+
+/// --weights: a dltrain checkpoint, or a Caffe model (.caffemodel) read by layer name.
+WeightsCopy copy_any_weights(const fs::path& file, Net& net) {
+    return io::is_caffemodel(file) ? io::copy_caffemodel_weights(file, net)
+                                   : copy_weights(file, net);
 }
 
 /// The device of this rank: an explicit cuda:N is taken as given; "cuda" (or the default GPU)
@@ -565,7 +576,8 @@ int train(const TrainOptions& options) {
         }
     } else if (options.weights) {
         // A requeued job runs the same command line: its own checkpoints win (above).
-        const std::string copied = describe(copy_weights(*options.weights, net), *options.weights);
+        const std::string copied =
+            describe(copy_any_weights(*options.weights, net), *options.weights);
         if (root) {
             std::cerr << copied << '\n';
         }
@@ -933,7 +945,20 @@ int test(const TestOptions& options) {
     nets.backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(nets.config, Phase::test, *nets.backend, nets.config.solver.random_seed);
-    const TrainingState state = read_checkpoint(options.weights, net, nullptr);
+    TrainingState state;
+    if (io::is_caffemodel(options.weights)) {
+        // Testing needs every weight: a parameter left at its filler would test nothing.
+        const WeightsCopy copy = io::copy_caffemodel_weights(options.weights, net);
+        if (!copy.kept.empty() || !copy.reshaped.empty()) {
+            std::vector<std::string> missing = copy.kept;
+            missing.insert(missing.end(), copy.reshaped.begin(), copy.reshaped.end());
+            throw Error(ErrorKind::config,
+                        fmt::format("weights file {} lacks parameters of this network: {}",
+                                    options.weights.string(), fmt::join(missing, "; ")));
+        }
+    } else {
+        state = read_checkpoint(options.weights, net, nullptr);
+    }
     Source& source = *nets.sources[Phase::test];
     const LayerConfig& layer = *net.inputs().front().layer;
     source.reader = make_reader(source, layer, nets.config.solver, 0);
@@ -1040,6 +1065,31 @@ int time_net(const TimeOptions& options) {
                "Average forward-backward: {:.3f} ms ({:.0f} images/s at batch {}, {})\n",
                forward, backward, total_ms, net.batch_size() * 1000.0 / total_ms, net.batch_size(),
                backend->device_name());
+    return exit_code::finished;
+}
+
+int export_model(const ExportOptions& options) {
+    NetConfig config = load_config(options.config);
+    const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
+    // The parameters' shapes follow from the input's, as for `dltrain time`.
+    for (auto& layer : config.layers) {
+        if (layer.type == "Data") {
+            if (layer.shape.empty()) {
+                shape_from_header(layer, resolve(layer.source, base), options.config);
+            }
+            layer.batch_size = 1;
+        }
+    }
+    auto backend = make_backend("cpu", 1);
+    Net net(config, Phase::train, *backend, config.solver.random_seed);
+    if (io::is_caffemodel(options.weights)) {
+        (void)io::copy_caffemodel_weights(options.weights, net);
+    } else {
+        (void)read_checkpoint(options.weights, net, nullptr);
+    }
+    io::write_caffemodel(options.caffemodel, config, net);
+    std::cerr << fmt::format("dltrain: {} parameters of {} written to {}\n", net.params().size(),
+                             options.weights.string(), options.caffemodel.string());
     return exit_code::finished;
 }
 

@@ -1,0 +1,205 @@
+#include "io/caffemodel.hpp"
+
+#include "io/regular_file.hpp"
+
+#include <dl/error.hpp>
+#include <dl/tensor.hpp>
+
+#include <caffe.pb.h>
+#include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dl::io {
+namespace fs = std::filesystem;
+namespace {
+
+// protobuf's own parse limit is 2 GiB; VGG-16's weights are 528 MiB.
+constexpr std::uint64_t k_max_file = (std::uint64_t{2} << 30U) - 1;
+
+struct Blob {
+    std::string layer;
+    int index = 0;
+    const ::caffe::BlobProto* proto = nullptr;
+};
+
+/// The blob's shape as dltrain stores the parameter: the N-D `shape`, or the legacy 4-D dims
+/// with their leading 1s dropped (V1 wrote an inner product's weights as 1 x 1 x N x K and its
+/// bias as 1 x 1 x 1 x N).
+std::vector<int> blob_shape(const ::caffe::BlobProto& blob) {
+    std::vector<int> shape;
+    if (blob.has_shape()) {
+        for (const auto dim : blob.shape().dim()) {
+            shape.push_back(dim < 0 || dim > INT_MAX ? -1 : static_cast<int>(dim));
+        }
+        return shape;
+    }
+    shape = {blob.num(), blob.channels(), blob.height(), blob.width()};
+    while (shape.size() > 1 && shape.front() == 1) {
+        shape.erase(shape.begin());
+    }
+    return shape;
+}
+
+std::string shape_text(const std::vector<int>& shape) {
+    return fmt::format("{}", fmt::join(shape, "x"));
+}
+
+caffe::NetParameter read_net(const fs::path& file) {
+    const RegularFile in(file, "weights file");
+    const std::vector<char> bytes = in.read_all(k_max_file);
+    google::protobuf::io::CodedInputStream stream(
+        reinterpret_cast<const std::uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+    stream.SetTotalBytesLimit(INT_MAX);
+    ::caffe::NetParameter net;
+    if (!net.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+        throw Error(ErrorKind::config,
+                    fmt::format("weights file {} is not a Caffe model (a NetParameter in "
+                                "protobuf's binary format)",
+                                file.string()));
+    }
+    if (net.layer_size() > 0 && net.layers_size() > 0) {
+        throw Error(ErrorKind::config,
+                    fmt::format("weights file {} has layers in both the current and the V1 "
+                                "format, which Caffe refuses too",
+                                file.string()));
+    }
+    return net;
+}
+
+std::vector<Blob> blobs_of(const ::caffe::NetParameter& net, const fs::path& file) {
+    std::vector<Blob> blobs;
+    for (const auto& layer : net.layer()) {
+        for (int i = 0; i < layer.blobs_size(); ++i) {
+            blobs.push_back({layer.name(), i, &layer.blobs(i)});
+        }
+    }
+    for (const auto& layer : net.layers()) {
+        if (layer.has_layer()) {
+            throw Error(ErrorKind::config,
+                        fmt::format("weights file {} is in Caffe's V0 format (before May 2014): "
+                                    "upgrade it with Caffe's upgrade_net_proto_binary",
+                                    file.string()));
+        }
+        for (int i = 0; i < layer.blobs_size(); ++i) {
+            blobs.push_back({layer.name(), i, &layer.blobs(i)});
+        }
+    }
+    return blobs;
+}
+
+} // namespace
+
+bool is_caffemodel(const fs::path& file) {
+    return file.extension() == ".caffemodel";
+}
+
+WeightsCopy copy_caffemodel_weights(const fs::path& file, Net& net) {
+    const ::caffe::NetParameter model = read_net(file);
+    std::map<std::string, const Param*> wanted;
+    for (const auto& param : net.params()) {
+        wanted.emplace(param.name, &param);
+    }
+    WeightsCopy copy;
+    for (const Blob& blob : blobs_of(model, file)) {
+        const std::string name = fmt::format("{}.{}", blob.layer, blob.index);
+        const auto found = wanted.find(name);
+        if (found == wanted.end()) {
+            copy.unused.push_back(name);
+            continue;
+        }
+        Tensor& tensor = *found->second->tensor;
+        const std::vector<int> shape = blob_shape(*blob.proto);
+        if (shape != tensor.shape()) {
+            copy.reshaped.push_back(fmt::format("{}: {} in the file, {} here", name,
+                                                shape_text(shape), tensor.shape_string()));
+            wanted.erase(found);
+            continue;
+        }
+        const auto count = static_cast<std::size_t>(tensor.count());
+        std::vector<float> values(count);
+        if (static_cast<std::size_t>(blob.proto->data_size()) == count) {
+            std::copy(blob.proto->data().begin(), blob.proto->data().end(), values.begin());
+        } else if (static_cast<std::size_t>(blob.proto->double_data_size()) == count) {
+            for (std::size_t i = 0; i < count; ++i) {
+                values[i] = static_cast<float>(blob.proto->double_data(static_cast<int>(i)));
+            }
+        } else {
+            throw Error(
+                ErrorKind::config,
+                fmt::format("weights file {}: blob {} has shape {} but {} values", file.string(),
+                            name, shape_text(shape),
+                            std::max(blob.proto->data_size(), blob.proto->double_data_size())));
+        }
+        tensor.write_data(values.data());
+        copy.copied.push_back(name);
+        wanted.erase(found);
+    }
+    if (copy.copied.empty()) {
+        std::vector<std::string> found = copy.unused;
+        found.insert(found.end(), copy.reshaped.begin(), copy.reshaped.end());
+        throw Error(ErrorKind::config,
+                    found.empty()
+                        ? fmt::format("weights file {} holds no weights", file.string())
+                        : fmt::format("weights file {} has no parameter of this network (it has: "
+                                      "{})",
+                                      file.string(), fmt::join(found, "; ")));
+    }
+    for (const auto& param : net.params()) {
+        if (wanted.count(param.name) != 0) {
+            copy.kept.push_back(param.name);
+        }
+    }
+    return copy;
+}
+
+void write_caffemodel(const fs::path& file, const NetConfig& config, const Net& net) {
+    ::caffe::NetParameter model;
+    model.set_name(config.name);
+    std::map<std::string, std::string> types;
+    for (const auto& layer : config.layers) {
+        types.emplace(layer.name, layer.type);
+    }
+    ::caffe::LayerParameter* current = nullptr;
+    for (const auto& param : net.params()) {
+        const std::string layer = param.name.substr(0, param.name.rfind('.'));
+        if (current == nullptr || current->name() != layer) {
+            current = model.add_layer();
+            current->set_name(layer);
+            const auto type = types.find(layer);
+            current->set_type(type != types.end() ? type->second : std::string());
+        }
+        ::caffe::BlobProto* blob = current->add_blobs();
+        for (const int dim : param.tensor->shape()) {
+            blob->mutable_shape()->add_dim(dim);
+        }
+        const std::vector<float> values = param.tensor->read_data();
+        blob->mutable_data()->Add(values.begin(), values.end());
+    }
+    const fs::path temporary = file.string() + fmt::format(".tmp.{}", ::getpid());
+    {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        if (!out || !model.SerializeToOstream(&out) || !out.flush()) {
+            std::error_code ec;
+            fs::remove(temporary, ec);
+            throw Error(ErrorKind::training, fmt::format("cannot write {}", file.string()));
+        }
+    }
+    std::error_code ec;
+    fs::rename(temporary, file, ec);
+    if (ec) {
+        fs::remove(temporary, ec);
+        throw Error(ErrorKind::training,
+                    fmt::format("cannot rename {} into place: {}", file.string(), ec.message()));
+    }
+}
+
+} // namespace dl::io
