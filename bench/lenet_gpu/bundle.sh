@@ -25,8 +25,10 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$build" -G Ninja -DDLJOB_CUDA=ON \
         -DDLJOB_CUDA_ARCHITECTURES="${DLJOB_CUDA_ARCHITECTURES:-90}" -DDLJOB_WARNINGS_AS_ERRORS=ON
 fi
-grep -q '^DLJOB_CUDA:STRING=ON' "$build/CMakeCache.txt" ||
-    { echo "$build is not a -DDLJOB_CUDA=ON build" >&2; exit 2; }
+# A test build that found nvcc (DLJOB_CUDA=AUTO) has the plugin too, for sm_90 among others.
+grep -Eq '^DLJOB_CUDA:STRING=(ON|AUTO)' "$build/CMakeCache.txt" &&
+    grep -Eq '^CMAKE_CUDA_ARCHITECTURES:STRING=.*90' "$build/CMakeCache.txt" ||
+    { echo "$build is not a CUDA build for sm_90 (-DDLJOB_CUDA=ON)" >&2; exit 2; }
 ninja -C "$build" dltrain dltrain_cuda dl_engine_tests dljob
 
 name=$(basename "$build")

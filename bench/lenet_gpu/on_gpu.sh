@@ -4,14 +4,15 @@
 #   tests   the engine's gpu-labelled ctest tests and the rest of the engine tests
 #   bench     bench/lenet_gpu/run.sh (dltrain vs PyTorch, batch 64 and 256, 10,000 iterations)
 #   sanitize  compute-sanitizer's memcheck, racecheck and synccheck over a short training run
-#             (graph capture and replay, tests, checkpoint) and the gpu op tests
+#             (graph capture and replay, tests, checkpoint) and the gpu op and layer tests
+#   opcheck   memcheck and racecheck over the gpu op and layer tests only (GpuOps, GpuLayers)
 #   profile   `dltrain time` per layer on the GPU at batch 64 and 256
 #   kernels   Nsight Compute's time per kernel over a few training steps, and the step time at
 #             batch 16 to 256 (where a step stops being bound by launches)
 #   job       README's main job on the GPU: `dljob submit recipes/fashion-mnist.yaml --site local
 #             --wait` (data from the bundle), then `dljob status --all` and the run's device
 #
-#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|profile|kernels|job [run.sh arguments]
+#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|opcheck|profile|kernels|job [run.sh arguments]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?usage: $0 tests|bench [run.sh arguments]}
@@ -84,11 +85,25 @@ sanitize)
         grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Program hit|Race)' "$work/$tool.log" | head -20
         tail -3 "$work/$tool.log"
     done
-    echo "compute-sanitizer --tool memcheck: GpuOps.*"
+    echo "compute-sanitizer --tool memcheck: GpuOps.*, GpuLayers.*"
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/dl_engine_tests" \
-        --gtest_filter='GpuOps.*' > "$work/ops.log" 2>&1 || status=$?
+        --gtest_filter='GpuOps.*:GpuLayers.*' > "$work/ops.log" 2>&1 || status=$?
     grep -E 'ERROR SUMMARY|========= Invalid|PASSED|FAILED' "$work/ops.log" | head -20
     rm -rf "$work"
+    exit "$status"
+    ;;
+opcheck)
+    # The quick part of sanitize: memcheck and racecheck over the op and layer tests only.
+    unwrapped_env
+    export DLJOB_SOURCE_DIR="$root" DLTRAIN_BINARY="$build/engine/dltrain"
+    status=0
+    for tool in memcheck racecheck; do
+        echo "compute-sanitizer --tool $tool: GpuOps.*, GpuLayers.*"
+        timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$build/tests/dl_engine_tests" --gtest_filter='GpuOps.*:GpuLayers.*' > "/tmp/$tool.log" 2>&1 ||
+            status=$?
+        grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|========= (Invalid|Program hit|Race)|PASSED|FAILED' "/tmp/$tool.log" | head -12
+    done
     exit "$status"
     ;;
 profile)
