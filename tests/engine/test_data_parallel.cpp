@@ -296,8 +296,8 @@ int seconds_after(const std::string& output) {
 }
 
 std::string with_pids(const fs::path& dir, const std::string& command) {
-    return "sh -c " +
-           quoted("echo $$ > " + dir.string() + "/pid.${OMPI_COMM_WORLD_RANK}; exec " + command);
+    return "sh -c " + quoted("echo $$ > " + dir.string() +
+                             "/pid.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; exec " + command);
 }
 
 TEST_F(DataParallel, SigtermToOneRankStopsEveryRankAtOneIterationWithExit75) {
@@ -320,6 +320,31 @@ TEST_F(DataParallel, SigtermToOneRankStopsEveryRankAtOneIterationWithExit75) {
     EXPECT_NE(result.output.find("rank 1 of 2: stopped at iteration " + std::to_string(iter)),
               std::string::npos)
         << result.output;
+}
+
+// The scheduler's way: every rank gets the signal, each at its own point of a step.
+TEST_F(DataParallel, SigtermToEveryRankUnderMpichStopsThemAtOneIterationWithExit75) {
+    need("mpich");
+    const auto per2 = config(32, 1000000);
+    const fs::path run = m_dir.path() / "run";
+    const auto result =
+        run_shell(around_a_run(launcher("mpich", 2) + with_pids(m_dir.path(), train(per2, run)),
+                               m_dir.path(), run, "kill -TERM $r0 $r1"));
+    EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
+    const auto lines = metrics(run);
+    ASSERT_FALSE(lines.empty()) << result.output;
+    EXPECT_EQ(lines.back()["status"], "checkpointed") << result.output;
+    const int iter = lines.back()["iter"].get<int>();
+    const auto found = dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {});
+    ASSERT_TRUE(found) << result.output;
+    EXPECT_EQ(*found, checkpoint(run, iter));
+    for (const char* rank : {"rank 0 of 2", "rank 1 of 2"}) {
+        EXPECT_NE(result.output.find(std::string(rank) + ": stopped at iteration " +
+                                     std::to_string(iter)),
+                  std::string::npos)
+            << rank << "\n"
+            << result.output;
+    }
 }
 
 TEST_F(DataParallel, ARankKilledEndsTheOthersNamingItInBoundedTime) {
