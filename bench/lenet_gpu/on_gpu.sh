@@ -6,13 +6,14 @@
 #   sanitize  compute-sanitizer's memcheck, racecheck and synccheck over a short training run
 #             (graph capture and replay, tests, checkpoint) and the gpu op and layer tests
 #   opcheck   memcheck and racecheck over the gpu op and layer tests only (GpuOps, GpuLayers)
+#   dp        data parallel on the one GPU: 1-rank NCCL parity, two ranks sharing it through MPI
 #   profile   `dltrain time` per layer on the GPU at batch 64 and 256
 #   kernels   Nsight Compute's time per kernel over a few training steps, and the step time at
 #             batch 16 to 256 (where a step stops being bound by launches)
 #   job       README's main job on the GPU: `dljob submit recipes/fashion-mnist.yaml --site local
 #             --wait` (data from the bundle), then `dljob status --all` and the run's device
 #
-#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|opcheck|profile|kernels|job [run.sh arguments]
+#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|opcheck|dp|profile|kernels|job [run.sh arguments]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?usage: $0 tests|bench [run.sh arguments]}
@@ -89,6 +90,38 @@ sanitize)
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/dl_engine_tests" \
         --gtest_filter='GpuOps.*:GpuLayers.*' > "$work/ops.log" 2>&1 || status=$?
     grep -E 'ERROR SUMMARY|========= Invalid|PASSED|FAILED' "$work/ops.log" | head -20
+    rm -rf "$work"
+    exit "$status"
+    ;;
+dp)
+    # Data parallel on the one GPU: the GpuDataParallel tests (1-rank NCCL parity; two ranks
+    # sharing the GPU through MPI with host staging), then a 1-rank NCCL training against the
+    # same training without it.
+    unwrapped_env
+    export DLJOB_SOURCE_DIR="$root" DLTRAIN_BINARY="$build/engine/dltrain"
+    # shellcheck disable=SC2086 # $site is a list of directories
+    nccl=$(find $site /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu -name libnccl.so.2 2>/dev/null | head -1)
+    export DLTRAIN_NCCL_LIBRARY="$nccl"
+    echo "NCCL: ${nccl:-not found}"
+    # The machine's own Open MPI for the MPI plugin (the bundle carries the plugin, not libmpi).
+    if command -v mpirun >/dev/null; then
+        export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib"
+        mpirun --version 2>&1 | head -1
+    fi
+    status=0
+    "$build/tests/dl_engine_tests" --gtest_filter='GpuDataParallel.*:DataParallelComm.*:MpiPlugin.*' ||
+        status=$?
+    work=$(mktemp -d)
+    for comm in single nccl; do
+        if [ "$comm" = nccl ]; then export DLTRAIN_COMM=nccl; else unset DLTRAIN_COMM; fi
+        "$build/engine/dltrain" train \
+            --device cuda --config "$root/recipes/networks/lenet.yaml" --data-dir "$bundle/fashion-mnist" \
+            --run-dir "$work/$comm" --max-iter 500 --deadline none | tail -1
+    done
+    head -1 "$work/nccl/metrics.jsonl" | grep -o '"communicator":"[^"]*"'
+    if cmp "$work/single/checkpoints/iter_00000500.ckpt" "$work/nccl/checkpoints/iter_00000500.ckpt"; then
+        echo "1-rank NCCL: checkpoint byte-identical to the run without it"
+    fi
     rm -rf "$work"
     exit "$status"
     ;;
