@@ -372,6 +372,10 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
         return decided_elsewhere();
     }
     auto chain = read_chain_file(attempt.run_dir, note);
+    if (!chain) {
+        // Nothing claimed: the next `dljob status`, which has the job's row, decides instead.
+        return decided_elsewhere();
+    }
     // Where the chain stood when this attempt started: the mark its predecessor's decision
     // recorded; none before the first attempt (its run directory was new).
     std::string start_mark;
@@ -386,9 +390,7 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
                     attempt.exit_code, util::unix_now(), attempt.started, attempt.attempt,
                     metrics_size(attempt.run_dir));
     std::string next_token;
-    if (!chain) {
-        record += "declined=" + note + "\n";
-    } else if (attempt.attempt > chain->max_continuations) {
+    if (attempt.attempt > chain->max_continuations) {
         record += "declined=limit\n";
         note = fmt::format("not continued: attempt {} reached checkpoint.max_continuations ({})",
                            attempt.attempt, chain->max_continuations);

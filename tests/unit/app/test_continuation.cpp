@@ -669,6 +669,18 @@ TEST_F(JobSideContinuation, ASubmitWithNoAnswerIsFoundByItsToken) {
     EXPECT_EQ(jobs[1].state, JobState::running);
 }
 
+// A run directory without chain.json (submitted by an older dljob, or the file lost): the job
+// decides nothing, so the status that has the job's row still can.
+TEST_F(JobSideContinuation, WithoutChainJsonTheJobLeavesTheDecisionToStatus) {
+    fs::remove(dir / "run" / "chain.json");
+    write_checkpoint("iter_00000100.ckpt");
+    std::string note;
+    EXPECT_FALSE(continue_from_job(*context_, attempt("tokfirst01", 1), note));
+    EXPECT_NE(note.find("chain.json"), std::string::npos) << note;
+    EXPECT_FALSE(read_continuation_record(dir / "run", "tokfirst01").has_value());
+    EXPECT_EQ(sbatch_calls(), 0U);
+}
+
 TEST_F(JobSideContinuation, ARefusedSubmitLeavesTheRecordSayingSo) {
     write_checkpoint("iter_00000100.ckpt");
     std::ofstream(dir / "run" / "job.log") << "attempt 1\n";
