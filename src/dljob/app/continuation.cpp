@@ -433,14 +433,13 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
                                next_token, submitted.error().message);
             return true;
         }
-        note = fmt::format("submitting attempt {} failed: {}", next.attempt,
-                           submitted.error().message);
-        // The record then says why there is no next attempt (a status that read the token in
-        // between records that attempt, which it then finds nowhere).
-        std::string declined = record;
-        declined.replace(declined.find("next_token="), std::string::npos,
-                         "declined=submit failed\nby=job\n");
-        (void)rewrite_record(path, declined);
+        // Refused here (a site may forbid submitting from compute nodes, a queue limit may
+        // have filled): no job exists, so the claim is given back and the next `dljob status`
+        // decides and submits from the login node. One that recorded the token meanwhile holds
+        // the store's only continuation of this attempt, so there is never a second.
+        note = fmt::format("submitting attempt {} failed: {}; the next dljob status submits it",
+                           next.attempt, submitted.error().message);
+        std::filesystem::remove(path, moved);
         std::filesystem::rename(attempt.run_dir / attempt_log_name(attempt.attempt),
                                 attempt.run_dir / "job.log", moved);
         return false;
