@@ -67,4 +67,10 @@ PY
     "$(cmp -s "${dir[$site]}/$ckpt" "$WORK/straight/$ckpt"; echo $?)"
 done
 "$DLJOB" status --all
+# shellcheck disable=SC2154 # failures: lib.sh counts them
+if [ "$failures" -gt 0 ]; then # what each job said when it tried to continue itself
+  for site in "$@"; do
+    grep -H 'dljob: \(continue-job\|error\)' "${dir[$site]}"/job*.log || true
+  done
+fi
 finish
