@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # unattended_train.sh SITE...: issue 25 with the real training. The README's LeNet on
 # Fashion-MNIST through each batch family given (all at once) with a walltime that leaves about
-# fifteen seconds per job (the 60 s checkpoint warning comes 15 s in): dltrain is warned,
+# twenty seconds per job (the 60 s checkpoint warning comes 20 s in): dltrain is warned,
 # checkpoints and exits 75, and each job submits its next attempt itself, until one completes.
 # No dljob command runs between the submits and the end: the test waits on squeue alone. Then
 # one `dljob status` shows each whole chain, and on the CPU a resumed run is bit for bit an
@@ -19,7 +19,12 @@ command -v squeue >/dev/null || { echo "SKIP: no squeue (the test cluster is not
 root=$(cd "$HERE/../.." && pwd)
 data=/usr/share/datasets/fashion-mnist
 [ -r "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no $data (scripts/setup.sh installs it)"; exit 77; }
-iters=120
+iters=400
+# LeNet as the recipe has it, but with a tenth of its test pass: a warning that comes during the
+# final test pass leaves a checkpoint at max_iter and the next attempt must get through the pass
+# within its window, which the whole 10,000 images may not on a busy 2-core machine.
+sed 's/^\(  *test_iter:\) .*/\1 10/' "$root/recipes/networks/lenet.yaml" >"$WORK/lenet.yaml"
+grep -q '^ *test_iter: 10$' "$WORK/lenet.yaml" || { echo "FAIL: cannot shorten the test pass"; exit 1; }
 declare -A dir
 for site in "$@"; do
   site_file=$HERE/sites/$site.yaml
@@ -28,14 +33,15 @@ for site in "$@"; do
     site_file=$WORK/$site.yaml
   fi
   out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" --site "$site" --site-file "$site_file" \
-    --partition gpu --set train.max_iter=$iters --set train.threads=2 --set resources.memory=1G \
-    --set data.stage_to=none --set resources.walltime=00:01:15 --set checkpoint.signal_margin=60 \
+    --partition gpu --set train.config="$WORK/lenet.yaml" --set train.max_iter=$iters \
+    --set train.threads=2 --set resources.memory=1G \
+    --set data.stage_to=none --set resources.walltime=00:01:20 --set checkpoint.signal_margin=60 \
     2>>"$WORK/submit.err")
   dir[$site]=$(sed -n 's/^run dir: //p' <<<"$out")
   check "$site: submitted" 1 "$([ -n "${dir[$site]}" ] && echo 1 || echo 0)"
 done
 # The straight run meanwhile, for the comparison.
-"$DLTRAIN" train --config "$root/recipes/networks/lenet.yaml" --run-dir "$WORK/straight" \
+"$DLTRAIN" train --config "$WORK/lenet.yaml" --run-dir "$WORK/straight" \
   --data-dir "$data" --max-iter $iters --threads 2 --deadline none >/dev/null
 wait_queue_empty 400 || echo "the queue still holds jobs of this test"
 check "every chain ended with no dljob command run" 0 "$(queued PD,R,CG,CF,S)"
@@ -61,4 +67,10 @@ PY
     "$(cmp -s "${dir[$site]}/$ckpt" "$WORK/straight/$ckpt"; echo $?)"
 done
 "$DLJOB" status --all
+# shellcheck disable=SC2154 # failures: lib.sh counts them
+if [ "$failures" -gt 0 ]; then # what each job said when it tried to continue itself
+  for site in "$@"; do
+    grep -H 'dljob: \(continue-job\|error\)' "${dir[$site]}"/job*.log || true
+  done
+fi
 finish

@@ -669,18 +669,35 @@ TEST_F(JobSideContinuation, ASubmitWithNoAnswerIsFoundByItsToken) {
     EXPECT_EQ(jobs[1].state, JobState::running);
 }
 
-TEST_F(JobSideContinuation, ARefusedSubmitLeavesTheRecordSayingSo) {
+// A run directory without chain.json (submitted by an older dljob, or the file lost): the job
+// decides nothing, so the status that has the job's row still can.
+TEST_F(JobSideContinuation, WithoutChainJsonTheJobLeavesTheDecisionToStatus) {
+    fs::remove(dir / "run" / "chain.json");
     write_checkpoint("iter_00000100.ckpt");
-    std::ofstream(dir / "run" / "job.log") << "attempt 1\n";
-    runner_->reply("sbatch", 1, "", "sbatch: error: QOSMaxSubmitJobPerUserLimit\n");
     std::string note;
     EXPECT_FALSE(continue_from_job(*context_, attempt("tokfirst01", 1), note));
-    EXPECT_NE(note.find("QOSMaxSubmitJobPerUserLimit"), std::string::npos) << note;
-    auto record = read_continuation_record(dir / "run", "tokfirst01");
-    ASSERT_TRUE(record.has_value());
-    EXPECT_TRUE(record->next_token.empty());
-    EXPECT_EQ(record->declined, "submit failed");
+    EXPECT_NE(note.find("chain.json"), std::string::npos) << note;
+    EXPECT_FALSE(read_continuation_record(dir / "run", "tokfirst01").has_value());
+    EXPECT_EQ(sbatch_calls(), 0U);
+}
+
+// Refused on the compute node (no job exists): the claim is given back, the job writes its
+// exit_code 75, and the next status continues the attempt from the login node.
+TEST_F(JobSideContinuation, ARefusedSubmitLeavesTheDecisionToStatus) {
+    write_checkpoint("iter_00000100.ckpt");
+    std::ofstream(dir / "run" / "job.log") << "attempt 1\n";
+    runner_->reply("sbatch", 1, "", "sbatch: error: Batch job submission failed: Access denied\n");
+    std::string note;
+    const Job ended = ended_job(1, 3, "");
+    EXPECT_FALSE(continue_from_job(*context_, attempt(ended.token, 1), note));
+    EXPECT_NE(note.find("Access denied"), std::string::npos) << note;
+    EXPECT_FALSE(read_continuation_record(dir / "run", ended.token).has_value());
     EXPECT_TRUE(fs::exists(dir / "run" / "job.log")); // still this attempt's
+    runner_->reply("sbatch", 0, "4242\n");
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    EXPECT_EQ(next->scheduler_id, "4242");
+    EXPECT_EQ(sbatch_calls(), 2U);
 }
 
 } // namespace

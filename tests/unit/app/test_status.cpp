@@ -192,6 +192,7 @@ TEST_F(InterruptedSubmit, ARunningJobIsFoundByTheTokenInItsEnvironment) {
 // submit's unfinished temporary file is gone.
 TEST_F(InterruptedSubmit, ASubmitThatStartedNothingEndsFailedAndLeavesNoDirectory) {
     std::ofstream(dir / "run" / ".job.sh.tmp1a2b3c") << "#!/bin/bash\n";
+    std::ofstream(dir / "run" / "chain.json") << "{}\n"; // written by submit too
     std::ofstream(dir / "run" / "job.log"); // opened for the job's output, never written
     const Job fresh = recorded(5);
     auto view = status_of(fresh);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -137,6 +138,14 @@ TEST_F(Submit, OverridesReachTheScriptAndAreRecordedWithTheRecipe) {
     EXPECT_NE(record->find("\n# --set train.max_iter=200\n# --set resources.memory=1G\n"),
               std::string::npos)
         << *record;
+    // What the job needs to submit its next attempt itself, without the store (issue 25).
+    auto chain = util::read_file(std::filesystem::path(outcome->job.run_dir) / "chain.json");
+    ASSERT_TRUE(chain);
+    const auto json = nlohmann::json::parse(*chain);
+    EXPECT_EQ(json.at("scheduler"), "local");
+    EXPECT_EQ(json.at("script_path"), outcome->job.script_path);
+    EXPECT_EQ(json.at("max_continuations"), outcome->job.max_continuations);
+    EXPECT_EQ(json.at("submit_argv"), outcome->job.submit_argv);
     ASSERT_EQ(runner_->detached.size(), 1U);
 }
 

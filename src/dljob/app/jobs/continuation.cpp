@@ -372,6 +372,10 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
         return decided_elsewhere();
     }
     auto chain = read_chain_file(attempt.run_dir, note);
+    if (!chain) {
+        // Nothing claimed: the next `dljob status`, which has the job's row, decides instead.
+        return decided_elsewhere();
+    }
     // Where the chain stood when this attempt started: the mark its predecessor's decision
     // recorded; none before the first attempt (its run directory was new).
     std::string start_mark;
@@ -386,9 +390,7 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
                     attempt.exit_code, util::unix_now(), attempt.started, attempt.attempt,
                     metrics_size(attempt.run_dir));
     std::string next_token;
-    if (!chain) {
-        record += "declined=" + note + "\n";
-    } else if (attempt.attempt > chain->max_continuations) {
+    if (attempt.attempt > chain->max_continuations) {
         record += "declined=limit\n";
         note = fmt::format("not continued: attempt {} reached checkpoint.max_continuations ({})",
                            attempt.attempt, chain->max_continuations);
@@ -431,14 +433,13 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
                                next_token, submitted.error().message);
             return true;
         }
-        note = fmt::format("submitting attempt {} failed: {}", next.attempt,
-                           submitted.error().message);
-        // The record then says why there is no next attempt (a status that read the token in
-        // between records that attempt, which it then finds nowhere).
-        std::string declined = record;
-        declined.replace(declined.find("next_token="), std::string::npos,
-                         "declined=submit failed\nby=job\n");
-        (void)rewrite_record(path, declined);
+        // Refused here (a site may forbid submitting from compute nodes, a queue limit may
+        // have filled): no job exists, so the claim is given back and the next `dljob status`
+        // decides and submits from the login node. One that recorded the token meanwhile holds
+        // the store's only continuation of this attempt, so there is never a second.
+        note = fmt::format("submitting attempt {} failed: {}; the next dljob status submits it",
+                           next.attempt, submitted.error().message);
+        std::filesystem::remove(path, moved);
         std::filesystem::rename(attempt.run_dir / attempt_log_name(attempt.attempt),
                                 attempt.run_dir / "job.log", moved);
         return false;
