@@ -21,9 +21,12 @@ void set_status_command(CLI::App& app, Context& context) {
     auto watch = std::make_shared<bool>(false);
     command->add_option("JOB", options->ids, "Job ids (default: unfinished jobs)");
     command->add_flag("--all", options->all, "Also list finished jobs");
+    auto expand = std::make_shared<bool>(false);
     command->add_flag("--json", options->json, "Print JSON for scripts");
+    command->add_flag("--expand", *expand,
+                      "List every point of a sweep (default: one line per sweep)");
     command->add_flag("--watch", *watch, "Refresh every few seconds until interrupted");
-    command->callback([options, watch, &context] {
+    command->callback([options, watch, expand, &context] {
         auto jobs = app::JobContext::open();
         options->min_interval_s = app::default_poll_interval();
         // Naming jobs is an explicit request: ask their scheduler now.
@@ -40,7 +43,9 @@ void set_status_command(CLI::App& app, Context& context) {
             if (options->json) {
                 app::print_status_json(context.out, *views);
             } else {
-                app::print_status_table(context.out, *views, util::unix_now());
+                // Named jobs or a named sweep are shown point by point.
+                app::print_status_table(context.out, *views, util::unix_now(),
+                                        !*expand && options->ids.empty());
             }
             context.out << std::flush;
             if (!*watch) {

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+
 namespace dljob::app {
 namespace {
 
@@ -39,6 +42,38 @@ TEST(SweepPoints, MalformedSweepsNameTheArgument) {
         EXPECT_EQ(points.error().code, ErrorCode::usage);
         EXPECT_EQ(points.error().message.rfind(message, 0), 0U) << points.error().message;
     }
+}
+
+TEST(SweepStatus, ASweepIsOneLineWithCountsPerStateUnlessExpanded) {
+    std::vector<JobView> views;
+    for (const auto& [id, state] : std::vector<std::pair<int, JobState>>{
+             {4, JobState::pending}, {3, JobState::running}, {2, JobState::running}}) {
+        Job job;
+        job.id = id;
+        job.name = "lenet";
+        job.site = "local";
+        job.sweep = "sw-abcdef";
+        job.state = state;
+        job.phase = SubmitPhase::submitted;
+        views.push_back(JobView{job, std::nullopt});
+    }
+    Job plain;
+    plain.id = 1;
+    plain.name = "other";
+    plain.phase = SubmitPhase::submitted;
+    views.push_back(JobView{plain, std::nullopt});
+    std::ostringstream folded;
+    print_status_table(folded, views, 1000, true);
+    const std::string text = folded.str();
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3) << text; // header, sweep, plain
+    EXPECT_NE(text.find("SWEEP 3: 1 PENDING 2 RUNNING"), std::string::npos) << text;
+    EXPECT_NE(text.find("dljob sweep sw-abcdef"), std::string::npos) << text;
+    EXPECT_NE(text.find("other"), std::string::npos) << text;
+    std::ostringstream expanded;
+    print_status_table(expanded, views, 1000, false);
+    const std::string all = expanded.str();
+    EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 5) << all;
+    EXPECT_EQ(all.find("SWEEP"), std::string::npos) << all;
 }
 
 } // namespace

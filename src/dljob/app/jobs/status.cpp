@@ -449,6 +449,23 @@ Result<std::vector<JobView>> job_status(JobContext& context, const StatusOptions
     std::vector<Job> jobs;
     if (!options.ids.empty()) {
         for (const auto& id : options.ids) {
+            if (id.rfind("sw-", 0) == 0) {
+                auto listed = context.store().list(JobQuery{});
+                if (!listed) {
+                    return fail(listed.error());
+                }
+                const auto before = jobs.size();
+                for (auto& job : *listed) {
+                    if (job.sweep == id) {
+                        jobs.push_back(std::move(job));
+                    }
+                }
+                if (jobs.size() == before) {
+                    return fail(ErrorCode::not_found,
+                                fmt::format("no sweep {} in the job store", id));
+                }
+                continue;
+            }
             auto job = context.find_job(id);
             if (!job) {
                 return fail(job.error());
@@ -561,15 +578,42 @@ std::string display_name(const Job& job) {
 
 } // namespace
 
-void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now) {
+void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                        bool fold_sweeps) {
     if (jobs.empty()) {
         out << "no jobs (dljob status --all lists finished ones too)\n";
         return;
     }
     out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "ID", "NAME", "SITE",
                        "SCHED-ID", "STATE", "ELAPSED/WALL", "PROGRESS");
+    // Per sweep: how many points in each state, in the order states are listed.
+    std::map<std::string, std::map<JobState, int>> sweeps;
+    if (fold_sweeps) {
+        for (const auto& view : jobs) {
+            if (!view.job.sweep.empty()) {
+                ++sweeps[view.job.sweep][view.job.state];
+            }
+        }
+    }
     for (const auto& view : jobs) {
         const Job& job = view.job;
+        if (auto it = sweeps.find(job.sweep); it != sweeps.end()) {
+            if (it->second.empty()) {
+                continue; // folded into the sweep's line already
+            }
+            int points = 0;
+            std::string counts;
+            for (const auto& [state, count] : it->second) {
+                points += count;
+                counts += fmt::format(" {} {}", count, to_string(state));
+            }
+            out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "-",
+                               fit(display_name(job), 20), job.site.substr(0, 10), job.sweep,
+                               fit(fmt::format("SWEEP {}:{}", points, counts), 28), "-",
+                               fmt::format("dljob sweep {}", job.sweep));
+            it->second.clear();
+            continue;
+        }
         std::string elapsed = "-";
         if (job.started_at > 0) {
             const std::int64_t end = job.finished_at > 0 ? job.finished_at : now;

@@ -15,7 +15,8 @@
 namespace dljob::app {
 
 struct StatusOptions {
-    std::vector<std::string> ids; // empty: active jobs (all with --all)
+    /// Empty: active jobs (all with --all). A sweep id (sw-...) names every point of it.
+    std::vector<std::string> ids;
     bool all = false;
     bool json = false;
     /// Minimum seconds between two queries of one site's scheduler (local jobs are always
@@ -54,7 +55,10 @@ std::string state_text(const Job& job);
 /// the job has ended: a cancelled or killed training writes no final line of its own.
 std::string progress_text(const JobMetrics& metrics, JobState state);
 
-void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now);
+/// With `fold_sweeps`, the points of each sweep (submit --sweep) are one line where the first
+/// of them would be: the sweep id and how many points are in each state.
+void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                        bool fold_sweeps = false);
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs);
 
 } // namespace dljob::app

@@ -88,7 +88,7 @@ Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std
         for (const auto& point : points) {
             for (const auto& value : values) {
                 auto extended = point;
-                extended.push_back(key + "=" + value);
+                extended.push_back(fmt::format("{}={}", key, value));
                 next.push_back(std::move(extended));
             }
         }
