@@ -18,7 +18,7 @@ public:
     /// Batches start at `cursor`, a position in the stream of all epochs, and go on in
     /// `order`'s order (file order with wrap-around when it has no seed). Each value becomes
     /// (pixel - mean) * scale, Caffe's transform; `mean` holds one value per channel, or one for
-    /// all, or none (0).
+    /// all, or one per pixel (a mean image, C x H x W), or none (0).
     BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
                 std::uint64_t cursor, int depth = 4, std::vector<float> mean = {});
     ~BatchReader();
@@ -43,7 +43,7 @@ private:
     const IdxDataset& m_set;
     int m_batch;
     float m_scale;
-    std::vector<float> m_mean; // per channel
+    std::vector<float> m_mean; // per channel, or per pixel
     SampleOrder m_order;       // used by the reader thread only
     std::uint64_t m_consumer_cursor;
     std::uint64_t m_producer_cursor;
