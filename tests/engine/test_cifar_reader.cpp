@@ -5,6 +5,7 @@
 #include "data/batch_reader.hpp"
 #include "data/cifar_dataset.hpp"
 #include "data/idx_dataset.hpp"
+#include "data/mean_file.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
 
@@ -38,6 +39,60 @@ std::string records(int first, int count) {
 
 void write(const fs::path& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary) << bytes;
+}
+
+void put_varint(std::string& out, std::uint64_t value) {
+    while (value >= 0x80U) {
+        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+        value >>= 7U;
+    }
+    out.push_back(static_cast<char>(value));
+}
+
+// A BlobProto as compute_image_mean writes it: legacy num/channels/height/width and packed
+// floats; with `shape_field`, a BlobShape (field 7) and packed doubles (field 8) instead.
+std::string blob_proto(const std::vector<int>& dims, const std::vector<float>& values,
+                       bool shape_field = false) {
+    std::string out;
+    std::string payload;
+    if (shape_field) {
+        std::string packed;
+        for (const int d : dims) {
+            put_varint(packed, static_cast<std::uint64_t>(d));
+        }
+        std::string shape;
+        put_varint(shape, (1U << 3U) | 2U);
+        put_varint(shape, packed.size());
+        shape += packed;
+        put_varint(out, (7U << 3U) | 2U);
+        put_varint(out, shape.size());
+        out += shape;
+        for (const float v : values) {
+            const double d = v;
+            payload.append(reinterpret_cast<const char*>(&d), sizeof(d));
+        }
+        put_varint(out, (8U << 3U) | 2U);
+    } else {
+        for (std::size_t i = 0; i < dims.size(); ++i) {
+            put_varint(out, (i + 1) << 3U);
+            put_varint(out, static_cast<std::uint64_t>(dims[i]));
+        }
+        for (const float v : values) {
+            payload.append(reinterpret_cast<const char*>(&v), sizeof(v));
+        }
+        put_varint(out, (5U << 3U) | 2U);
+    }
+    put_varint(out, payload.size());
+    out += payload;
+    return out;
+}
+
+std::vector<float> mean_image() {
+    std::vector<float> values(k_cifar_image);
+    for (std::size_t p = 0; p < values.size(); ++p) {
+        values[p] = static_cast<float>(p % 97) * 0.5F;
+    }
+    return values;
 }
 
 std::string load_error(const fs::path& images, const fs::path& labels) {
@@ -124,7 +179,7 @@ TEST_F(CifarReader, MeanValueIsSubtractedPerChannelBeforeScaling) {
     const fs::path source = m_dir.path() / "a.bin";
     const dl::data::IdxDataset set = dl::data::load_idx(source, source);
     dl::data::BatchReader reader(set, 2, 0.5F, dl::data::SampleOrder(set.count, std::nullopt), 0, 2,
-                                 {10.0F, 20.0F, 30.0F});
+                                 0, 1, {10.0F, 20.0F, 30.0F});
     std::vector<float> data(2 * k_cifar_image);
     std::vector<float> labels(2);
     reader.next(data.data(), labels.data());
@@ -136,6 +191,65 @@ TEST_F(CifarReader, MeanValueIsSubtractedPerChannelBeforeScaling) {
         }
     }
     EXPECT_EQ(labels, (std::vector<float>{0.0F, 1.0F}));
+}
+
+TEST_F(CifarReader, MeanFileIsReadInBothBlobProtoFormsAndSubtractedPerPixel) {
+    const fs::path legacy = m_dir.path() / "mean.binaryproto";
+    write(legacy, blob_proto({1, 3, 32, 32}, mean_image()));
+    EXPECT_EQ(dl::data::load_mean_file(legacy, 3, 32, 32), mean_image());
+    const fs::path shaped = m_dir.path() / "shaped.binaryproto";
+    write(shaped, blob_proto({1, 3, 32, 32}, mean_image(), true));
+    EXPECT_EQ(dl::data::load_mean_file(shaped, 3, 32, 32), mean_image());
+
+    write(m_dir.path() / "a.bin", records(0, 1));
+    const dl::data::IdxDataset set = dl::data::load_idx(m_dir.path() / "a.bin", {});
+    dl::data::BatchReader reader(set, 1, 2.0F, dl::data::SampleOrder(set.count, std::nullopt), 0, 2,
+                                 0, 1, mean_image());
+    std::vector<float> data(k_cifar_image);
+    reader.next(data.data(), nullptr);
+    for (std::size_t p = 0; p < k_cifar_image; p += 61) {
+        EXPECT_FLOAT_EQ(data[p], (static_cast<float>(set.pixels[p]) - mean_image()[p]) * 2.0F);
+    }
+}
+
+TEST_F(CifarReader, AMeanFileOfAnotherShapeOrLengthIsRefused) {
+    const fs::path small = m_dir.path() / "small.binaryproto";
+    write(small, blob_proto({1, 1, 28, 28}, std::vector<float>(784, 1.0F)));
+    try {
+        dl::data::load_mean_file(small, 3, 32, 32);
+        ADD_FAILURE() << "no error";
+    } catch (const dl::Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find(small.string()), std::string::npos) << message;
+        EXPECT_NE(message.find("a mean of shape 1x28x28 for images of 3x32x32"), std::string::npos)
+            << message;
+    }
+    const fs::path short_data = m_dir.path() / "short.binaryproto";
+    write(short_data, blob_proto({1, 3, 32, 32}, std::vector<float>(100, 1.0F)));
+    try {
+        dl::data::load_mean_file(short_data, 3, 32, 32);
+        ADD_FAILURE() << "no error";
+    } catch (const dl::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("100 values for its shape 3x32x32 (3072 expected)"),
+                  std::string::npos)
+            << e.what();
+    }
+    const fs::path garbage = m_dir.path() / "garbage.binaryproto";
+    write(garbage, std::string("\x2a\xff\xff\xff\x0f", 5)); // data field, 4 GB long
+    EXPECT_THROW(dl::data::load_mean_file(garbage, 3, 32, 32), dl::Error);
+}
+
+TEST_F(CifarReader, MeanFileAndMeanValueTogetherAreRefused) {
+    try {
+        dl::parse_config("layers:\n  - {name: data, type: Data, top: data, source: x.bin,\n"
+                         "     batch_size: 2, mean_value: 1, mean_file: m.binaryproto}\n",
+                         "both.yaml");
+        ADD_FAILURE() << "no error";
+    } catch (const dl::Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("both.yaml:3"), std::string::npos) << message;
+        EXPECT_NE(message.find("mean_file or mean_value, not both"), std::string::npos) << message;
+    }
 }
 
 TEST_F(CifarReader, MeanValueMustMatchTheChannels) {
@@ -177,13 +291,17 @@ TEST_F(CifarReader, DltrainTrainsOnCifarBatches) {
     write(m_dir.path() / "data_batch_1.bin", make(30, 0));
     write(m_dir.path() / "data_batch_2.bin", make(30, 1));
     write(m_dir.path() / "test_batch.bin", make(20, 2));
+    // The test net subtracts a mean image (Caffe's mean.binaryproto) of 60 everywhere: the same
+    // inputs as the train net's mean_value.
+    write(m_dir.path() / "mean.binaryproto",
+          blob_proto({1, 3, 32, 32}, std::vector<float>(k_cifar_image, 60.0F)));
     const fs::path config = m_dir.path() / "cifar.yaml";
     std::ofstream(config) << R"(name: cifar_tiny
 layers:
   - {name: data, type: Data, top: [data, label], phase: train, source: data_batch_*.bin,
      label_source: data_batch_*.bin, batch_size: 10, mean_value: [60, 60, 60], scale: 0.01}
   - {name: data, type: Data, top: [data, label], phase: test, source: test_batch.bin,
-     label_source: test_batch.bin, batch_size: 10, mean_value: 60, scale: 0.01}
+     label_source: test_batch.bin, batch_size: 10, mean_file: mean.binaryproto, scale: 0.01}
   - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel_size: 5,
      stride: 4, weight_filler: {type: xavier}}
   - {name: pool1, type: Pooling, bottom: conv1, top: pool1, pool: ave, kernel_size: 3, stride: 2}

@@ -41,6 +41,7 @@ struct LayerConfig {
     int batch_size = 0;
     float scale = 1.0F;
     std::vector<float> mean_value; // subtracted before scaling: one per channel, or one for all
+    std::string mean_file;         // or Caffe's mean.binaryproto: a mean per pixel
     bool shuffle = false;          // a fresh order every epoch, drawn from solver.random_seed
     std::vector<int> shape;        // optional C x H x W of one image: checked against the file, and
                                    // lets `dltrain time` run without the data

@@ -97,7 +97,7 @@ const std::map<std::string, std::set<std::string>>& allowed_fields() {
         {"caffe.NetStateRule", {"phase"}},
         {"caffe.ParamSpec", {"lr_mult", "decay_mult"}},
         {"caffe.FillerParameter", {"type", "value", "min", "max", "mean", "std", "variance_norm"}},
-        {"caffe.TransformationParameter", {"scale", "mean_value"}},
+        {"caffe.TransformationParameter", {"scale", "mean_value", "mean_file"}},
         {"caffe.DataParameter", {"source", "batch_size", "backend", "scale", "prefetch"}},
         {"caffe.LossParameter", {"normalization", "normalize"}},
         {"caffe.AccuracyParameter", {"top_k", "axis"}},
@@ -323,6 +323,11 @@ public:
             l.scale = p.transform_param().has_scale() ? p.transform_param().scale() : d.scale();
             l.mean_value.assign(p.transform_param().mean_value().begin(),
                                 p.transform_param().mean_value().end());
+            l.mean_file = p.transform_param().mean_file();
+            if (!l.mean_file.empty() && !l.mean_value.empty()) {
+                fail(line, fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)",
+                                       where));
+            }
         } else if (type == "Convolution") {
             const auto& c = p.convolution_param();
             if (c.axis() != 1) {

@@ -8,6 +8,7 @@
 #include "core/run_dir_lock.hpp"
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
+#include "data/mean_file.hpp"
 #include "io/caffemodel.hpp"
 
 #include <dl/backend.hpp>
@@ -65,6 +66,7 @@ fs::path resolve(const std::string& source, const fs::path& base) {
 // One Data layer's files, loaded once; the image shape is written into the layer config.
 struct Source {
     data::IdxDataset set;
+    std::vector<float> mean; // mean_value, or the mean_file's image
     std::unique_ptr<data::BatchReader> reader;
 };
 
@@ -78,7 +80,7 @@ std::unique_ptr<data::BatchReader> make_reader(const Source& source, const Layer
         layer.shuffle ? std::optional<std::uint32_t>(solver.random_seed) : std::nullopt;
     return std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale,
                                                data::SampleOrder(source.set.count, seed), cursor, 4,
-                                               rank, ranks, layer.mean_value);
+                                               rank, ranks, source.mean);
 }
 
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
@@ -104,6 +106,17 @@ std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
     layer.shape = shape;
     layer.source = images.string();
     layer.label_source = labels.string();
+    source->mean = layer.mean_value;
+    if (!layer.mean_file.empty()) {
+        const fs::path mean_file = resolve(layer.mean_file, base);
+        try {
+            source->mean = data::load_mean_file(mean_file, shape[0], shape[1], shape[2]);
+        } catch (const Error& e) {
+            throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(),
+                                              layer.line, layer.name, e.what()));
+        }
+        layer.mean_file = mean_file.string();
+    }
     return source;
 }
 

@@ -35,7 +35,8 @@ const std::vector<std::string>& common_keys() {
 const std::map<std::string, std::vector<std::string>>& type_keys() {
     static const std::map<std::string, std::vector<std::string>> values = {
         {"Data",
-         {"source", "label_source", "batch_size", "scale", "mean_value", "shuffle", "shape"}},
+         {"source", "label_source", "batch_size", "scale", "mean_value", "mean_file", "shuffle",
+          "shape"}},
         {"Convolution",
          {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
           "bias_filler"}},
@@ -405,6 +406,12 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     reader.read_positive(node, "batch_size", layer.batch_size, where, 1);
     reader.read(node, "scale", layer.scale, where);
     reader.read(node, "shuffle", layer.shuffle, where);
+    reader.read(node, "mean_file", layer.mean_file, where);
+    if (node["mean_file"] && node["mean_value"]) {
+        reader.fail(node["mean_file"], fmt::format("{}: give mean_file or mean_value, not both "
+                                                   "(Caffe's rule)",
+                                                   where));
+    }
     if (const YAML::Node mean = node["mean_value"]) {
         try {
             layer.mean_value = mean.IsScalar() ? std::vector<float>{mean.as<float>()}
@@ -745,6 +752,9 @@ std::string to_yaml(const NetConfig& config) {
             out << YAML::Key << "shuffle" << YAML::Value << layer.shuffle;
             if (!layer.mean_value.empty()) {
                 out << YAML::Key << "mean_value" << YAML::Value << YAML::Flow << layer.mean_value;
+            }
+            if (!layer.mean_file.empty()) {
+                out << YAML::Key << "mean_file" << YAML::Value << layer.mean_file;
             }
             if (!layer.shape.empty()) {
                 out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;

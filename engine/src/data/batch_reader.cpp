@@ -56,6 +56,7 @@ void BatchReader::run() {
                     out[p] = static_cast<float>(pixels[p]) * m_scale;
                 }
             } else {
+                // Per channel: planes of H x W values; a mean image is planes of one value.
                 const std::size_t plane = image / m_mean.size();
                 for (std::size_t p = 0; p < image; ++p) {
                     out[p] = (static_cast<float>(pixels[p]) - m_mean[p / plane]) * m_scale;

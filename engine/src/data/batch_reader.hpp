@@ -21,7 +21,7 @@ public:
     /// `rank` of each (positions cursor + rank*batch ... + batch - 1); the cursor counts global
     /// positions, so every rank's is the same and a checkpoint's holds for every N. Each value
     /// becomes (pixel - mean) * scale, Caffe's transform; `mean` holds one value per channel, or
-    /// one for all, or none (0).
+    /// one for all, or one per pixel (a mean image, C x H x W), or none (0).
     BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
                 std::uint64_t cursor, int depth = 4, int rank = 0, int ranks = 1,
                 std::vector<float> mean = {});
@@ -51,7 +51,7 @@ private:
     std::uint64_t m_offset; // rank x batch
     std::uint64_t m_stride; // ranks x batch
     float m_scale;
-    std::vector<float> m_mean; // per channel
+    std::vector<float> m_mean; // per channel, or per pixel
     SampleOrder m_order;       // used by the reader thread only
     std::uint64_t m_consumer_cursor;
     std::uint64_t m_producer_cursor;

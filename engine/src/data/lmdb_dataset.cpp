@@ -1,6 +1,7 @@
 #include "data/lmdb_dataset.hpp"
 
 #include "data/image_decode.hpp"
+#include "data/protobuf_wire.hpp"
 
 #include <dl/error.hpp>
 #include <dl/train.hpp>
@@ -20,81 +21,6 @@ namespace {
 [[noreturn]] void fail(const std::string& message) {
     throw Error(ErrorKind::config, message);
 }
-
-// --- Datum: protobuf wire format, the seven fields of caffe.proto's message --------------------
-
-class WireReader {
-public:
-    WireReader(const std::uint8_t* bytes, std::size_t size, const std::string& what)
-        : m_bytes(bytes), m_size(size), m_what(what) {}
-
-    [[nodiscard]] bool done() const { return m_at >= m_size; }
-    [[nodiscard]] std::size_t at() const { return m_at; }
-
-    std::uint64_t varint() {
-        std::uint64_t value = 0;
-        for (int shift = 0; shift < 64; shift += 7) {
-            if (m_at >= m_size) {
-                truncated("a varint");
-            }
-            const std::uint8_t byte = m_bytes[m_at++];
-            value |= static_cast<std::uint64_t>(byte & 0x7FU) << static_cast<unsigned>(shift);
-            if ((byte & 0x80U) == 0) {
-                return value;
-            }
-        }
-        fail(fmt::format("{}: not a Datum (a varint longer than 10 bytes at byte {})", m_what,
-                         m_at));
-    }
-
-    /// A length-delimited field's bytes.
-    std::pair<const std::uint8_t*, std::size_t> bytes() {
-        const std::uint64_t length = varint();
-        if (length > m_size - m_at) {
-            truncated(fmt::format("a field of {} bytes", length));
-        }
-        const std::uint8_t* start = m_bytes + m_at;
-        m_at += static_cast<std::size_t>(length);
-        return {start, static_cast<std::size_t>(length)};
-    }
-
-    void skip(std::uint32_t wire_type, std::uint32_t field) {
-        switch (wire_type) {
-        case 0:
-            varint();
-            return;
-        case 1:
-            advance(8);
-            return;
-        case 2:
-            bytes();
-            return;
-        case 5:
-            advance(4);
-            return;
-        default:
-            fail(fmt::format("{}: not a Datum (field {} has wire type {} at byte {})", m_what,
-                             field, wire_type, m_at));
-        }
-    }
-
-private:
-    void advance(std::size_t n) {
-        if (n > m_size - m_at) {
-            truncated(fmt::format("{} bytes", n));
-        }
-        m_at += n;
-    }
-    [[noreturn]] void truncated(const std::string& wanted) const {
-        fail(fmt::format("{}: not a Datum (truncated: {} wanted at byte {} of {})", m_what, wanted,
-                         m_at, m_size));
-    }
-
-    const std::uint8_t* m_bytes;
-    std::size_t m_size;
-    const std::string& m_what;
-    std::size_t m_at = 0;
-};
 
 int dimension(std::uint64_t value, const char* name, const std::string& what) {
     if (value > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
@@ -267,7 +193,7 @@ IdxDataset read(const std::filesystem::path& source, bool with_labels, bool firs
 
 Datum parse_datum(const std::uint8_t* bytes, std::size_t size, const std::string& what) {
     Datum datum;
-    WireReader in(bytes, size, what);
+    WireReader in(bytes, size, what, "Datum");
     while (!in.done()) {
         const std::uint64_t tag = in.varint();
         const auto field = static_cast<std::uint32_t>(tag >> 3U);
@@ -291,8 +217,7 @@ Datum parse_datum(const std::uint8_t* bytes, std::size_t size, const std::string
         } else if (field == 7 && wire == 0) {
             datum.encoded = in.varint() != 0;
         } else if (field >= 1 && field <= 7) {
-            fail(fmt::format("{}: not a Datum (field {} has wire type {} at byte {})", what, field,
-                             wire, in.at()));
+            in.malformed(fmt::format("field {} has wire type {} at byte {}", field, wire, in.at()));
         } else {
             in.skip(wire, field);
         }

@@ -1,0 +1,122 @@
+#include "data/mean_file.hpp"
+
+#include "data/protobuf_wire.hpp"
+#include "io/regular_file.hpp"
+
+#include <dl/error.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+
+namespace dl::data {
+namespace {
+
+// Far above a 256 x 256 x 3 ImageNet mean (786 KB).
+constexpr std::uint64_t k_max_mean_bytes = std::uint64_t{256} << 20;
+
+template <typename T> T read_le(const std::uint8_t* bytes) {
+    T value;
+    std::memcpy(&value, bytes, sizeof(T));
+    return value; // x86-64 and every target dltrain builds for are little-endian, as the format
+}
+
+// Floats (fixed32) or doubles (fixed64) of a repeated field, packed or not.
+template <typename T> void read_reals(WireReader& in, std::uint32_t wire, std::vector<float>& out) {
+    if (wire == 2) {
+        const auto [start, length] = in.bytes();
+        if (length % sizeof(T) != 0) {
+            in.malformed(fmt::format("a packed field of {} bytes", length));
+        }
+        for (std::size_t i = 0; i < length; i += sizeof(T)) {
+            out.push_back(static_cast<float>(read_le<T>(start + i)));
+        }
+    } else {
+        out.push_back(static_cast<float>(read_le<T>(in.fixed(sizeof(T)))));
+    }
+}
+
+std::vector<std::int64_t> read_shape(const std::uint8_t* bytes, std::size_t size,
+                                     const std::string& what) {
+    WireReader in(bytes, size, what, "BlobShape");
+    std::vector<std::int64_t> dims;
+    while (!in.done()) {
+        const std::uint64_t tag = in.varint();
+        const auto field = static_cast<std::uint32_t>(tag >> 3U);
+        const auto wire = static_cast<std::uint32_t>(tag & 7U);
+        if (field == 1 && wire == 2) {
+            const auto [start, length] = in.bytes();
+            WireReader packed(start, length, what, "BlobShape");
+            while (!packed.done()) {
+                dims.push_back(static_cast<std::int64_t>(packed.varint()));
+            }
+        } else if (field == 1 && wire == 0) {
+            dims.push_back(static_cast<std::int64_t>(in.varint()));
+        } else {
+            in.skip(wire, field);
+        }
+    }
+    return dims;
+}
+
+} // namespace
+
+std::vector<float> load_mean_file(const std::filesystem::path& file, int channels, int height,
+                                  int width) {
+    const std::vector<char> raw = io::RegularFile(file, "mean file").read_all(k_max_mean_bytes);
+    const std::string what = "mean file " + file.string();
+    WireReader in(reinterpret_cast<const std::uint8_t*>(raw.data()), raw.size(), what, "BlobProto");
+    std::vector<std::int64_t> legacy(4, 0);
+    bool has_legacy = false;
+    std::vector<std::int64_t> shape;
+    std::vector<float> data;
+    std::vector<float> doubles;
+    while (!in.done()) {
+        const std::uint64_t tag = in.varint();
+        const auto field = static_cast<std::uint32_t>(tag >> 3U);
+        const auto wire = static_cast<std::uint32_t>(tag & 7U);
+        if (field >= 1 && field <= 4 && wire == 0) {
+            legacy[field - 1] = static_cast<std::int64_t>(in.varint());
+            has_legacy = true;
+        } else if (field == 5 && (wire == 2 || wire == 5)) {
+            read_reals<float>(in, wire, data);
+        } else if (field == 7 && wire == 2) {
+            const auto [start, length] = in.bytes();
+            shape = read_shape(start, length, what);
+        } else if (field == 8 && (wire == 2 || wire == 1)) {
+            read_reals<double>(in, wire, doubles);
+        } else if (field >= 1 && field <= 9 && field != 6 && field != 9) {
+            in.malformed(fmt::format("field {} has wire type {} at byte {}", field, wire, in.at()));
+        } else {
+            in.skip(wire, field);
+        }
+    }
+    if (!doubles.empty()) {
+        data = std::move(doubles);
+    }
+    if (has_legacy) {
+        shape = legacy;
+    }
+    if (shape.size() == 4 && shape[0] == 1) {
+        shape.erase(shape.begin());
+    }
+    const std::vector<std::int64_t> expected = {channels, height, width};
+    if (shape != expected) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: a mean of shape {} for images of {}x{}x{} (Caffe's "
+                                "compute_image_mean writes 1 x C x H x W)",
+                                what,
+                                shape.empty() ? "(none)" : fmt::format("{}", fmt::join(shape, "x")),
+                                channels, height, width));
+    }
+    const std::size_t count = static_cast<std::size_t>(channels) * height * width;
+    if (data.size() != count) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: {} values for its shape {}x{}x{} ({} expected)", what,
+                                data.size(), channels, height, width, count));
+    }
+    return data;
+}
+
+} // namespace dl::data

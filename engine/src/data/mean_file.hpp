@@ -1,0 +1,21 @@
+#pragma once
+// Caffe's mean.binaryproto (compute_image_mean): one BlobProto holding the mean image, read into
+// C x H x W floats for the Data layer's mean_file (pixel - mean[c][h][w], then scale). The
+// BlobProto is decoded by hand from protobuf's wire format (data/protobuf_wire.hpp).
+//
+// BlobProto (caffe.proto): num/channels/height/width = 1-4 (legacy 4-D shape, used when any is
+// set), data = 5 (packed floats), shape = 7 (BlobShape, dim = 1: packed int64), double_data = 8
+// (used instead of data when present).
+
+#include <filesystem>
+#include <vector>
+
+namespace dl::data {
+
+/// The mean image; throws dl::Error(config) naming the file when it is not a BlobProto, its
+/// shape is not 1 x C x H x W (or C x H x W), its values are not as many as the shape says, or
+/// the shape is not `channels` x `height` x `width`.
+std::vector<float> load_mean_file(const std::filesystem::path& file, int channels, int height,
+                                  int width);
+
+} // namespace dl::data
