@@ -1,6 +1,7 @@
 // dltrain: the bundled training engine's command line. Parses flags, calls the engine, and maps
 // errors to exit codes in one place (docs/engine.md lists them).
 
+#include <dl/blas.hpp>
 #include <dl/device.hpp>
 #include <dl/error.hpp>
 #include <dl/train.hpp>
@@ -9,6 +10,9 @@
 #include <dljob_build_info.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -18,7 +22,8 @@ namespace {
 // Like `caffe device_query`: one block per GPU, then what dltrain would use by default.
 int device_query() {
     const dl::DeviceReport report = dl::query_devices();
-    fmt::print("CPU: {} ({} CPUs usable by this process)\n", report.cpu_model, report.cpu_threads);
+    fmt::print("CPU: {} ({} CPUs usable by this process)\nBLAS: OpenBLAS, {} kernels\n",
+               report.cpu_model, report.cpu_threads, dl::blas_core());
     if (!report.cuda_built) {
         fmt::print("GPUs: none ({})\n", report.cuda_status);
         fmt::print("Default device: cpu\n");
@@ -48,9 +53,28 @@ int device_query() {
     return 0;
 }
 
+// OpenBLAS picks its kernels when it loads, before main: where its pick leaves this CPU's
+// vector units unused (dl/blas.hpp), the process starts again with OPENBLAS_CORETYPE set to
+// the better set. A user's own OPENBLAS_CORETYPE is never overridden, and the new image sees
+// it set, so this happens at most once. execv keeps the pid, so launchers (srun, mpirun) and
+// the job script's wrapper keep track of the process.
+void choose_blas_kernels(char** argv) {
+    if (std::getenv("OPENBLAS_CORETYPE") != nullptr) { // NOLINT(concurrency-mt-unsafe)
+        return;
+    }
+    const std::string core = dl::better_blas_core();
+    if (core.empty()) {
+        return;
+    }
+    ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1); // NOLINT(concurrency-mt-unsafe)
+    ::execv("/proc/self/exe", argv);
+    ::unsetenv("OPENBLAS_CORETYPE"); // NOLINT(concurrency-mt-unsafe): exec failed, go on
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+    choose_blas_kernels(argv);
     CLI::App app{"dltrain: trains Caffe-style networks on CPU and CUDA GPUs", "dltrain"};
     // The build type and flags travel with every figure: a slow run can be traced to its build.
     const std::string build =

@@ -12,6 +12,7 @@
 #include "io/caffemodel.hpp"
 
 #include <dl/backend.hpp>
+#include <dl/blas.hpp>
 #include <dl/checkpoint.hpp>
 #include <dl/communicator.hpp>
 #include <dl/config.hpp>
@@ -164,6 +165,9 @@ std::string progress_text(const nlohmann::json& line) {
         }
         if (const std::string build = line.value("build", ""); !build.empty()) {
             text += fmt::format(", {} build", build);
+        }
+        if (const std::string blas = line.value("blas", ""); !blas.empty()) {
+            text += fmt::format(", OpenBLAS {} kernels", blas);
         }
         for (const auto& [key, what] : {std::pair{"resumed_from", "resumed from"},
                                         std::pair{"weights_from", "weights from"}}) {
@@ -689,7 +693,8 @@ int train(const TrainOptions& options) {
         {"backend", backend.name()},
         {"device", backend.device_name()},
         {"batch_size", train_layer.batch_size},
-        {"build", options.build}};
+        {"build", options.build},
+        {"blas", backend.name() == "cpu" ? blas_core() : std::string()}};
     if (exchange) {
         // The config's batch is per rank (Caffe's rule); the learning rate is the config's,
         // not scaled behind anyone's back (docs/data-parallel.md).
