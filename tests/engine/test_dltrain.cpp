@@ -93,9 +93,12 @@ TEST_F(Dltrain, StdoutShowsEachMetricsLineAsText) {
     // The start line names the build (type and flags), so a slow run can be traced to it.
     const std::string build = lines.front().value("build", "");
     EXPECT_NE(build.find(" -O"), std::string::npos) << lines.front().dump();
+    // ... and the CPU's BLAS kernels (dl/blas.hpp), so a slow CPU run shows them too.
+    const std::string blas = lines.front().value("blas", "");
+    EXPECT_FALSE(blas.empty()) << lines.front().dump();
     EXPECT_EQ(printed.front(), "dltrain: training from iteration 0 to 100 on cpu (2 threads), "
                                "batch 8, " +
-                                   build + " build");
+                                   build + " build, OpenBLAS " + blas + " kernels");
     for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
         const auto& line = lines[i];
         const std::string iter = fmt::format("iter {}/100  ", line["iter"].get<int>());

@@ -700,7 +700,9 @@ int train(const TrainOptions& options) {
         // not scaled behind anyone's back (docs/data-parallel.md).
         start_line["ranks"] = ranks;
         start_line["global_batch_size"] = ranks * train_layer.batch_size;
-        start_line["communicator"] = fmt::format("{}, {}", comm->name(), exchange->path());
+        // The one that sums: NCCL when asked for (bootstrapped over `comm`), else `comm`.
+        start_line["communicator"] =
+            fmt::format("{}, {}", nccl ? nccl->name() : comm->name(), exchange->path());
         start_line["launcher"] = rank_env.launcher;
     }
     log(start_line);
