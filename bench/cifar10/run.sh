@@ -42,13 +42,10 @@ if [ -z "$data_dir" ]; then
     data_dir=$work/data
     /usr/bin/python3 "$root/scripts/make-cifar-fashion-mnist.py" "$data_dir"
 fi
-# Debian's OpenBLAS 0.3.21 takes this VM's Sapphire Rapids CPU for "Cooperlake" and then runs
-# its SSE3 (Prescott) sgemm kernel: dltrain's convolutions cost about 1.6x the CPU time of the
-# Haswell (AVX2) kernel (docs/benchmarks.md). Both programs get the AVX2 kernel unless the caller
-# chose one (PyTorch's convolutions are oneDNN's and do not care; its Linear layers use OpenBLAS).
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
-    export OPENBLAS_CORETYPE=Haswell
-fi
+# Debian's OpenBLAS 0.3.21 takes this VM's Xeon for "Cooperlake" and then runs its SSE3
+# (Prescott) sgemm kernel; dltrain now picks the better kernels itself (dl/blas.hpp) and says
+# which on its start line. PyTorch is left as a user runs it: its convolutions are oneDNN's, and
+# forcing OpenBLAS's kernels changed its LeNet rate by 4%, within noise (docs/benchmarks.md).
 config=$root/recipes/networks/cifar10_quick.yaml
 # The PyTorch twin subtracts the mean the shipped config does.
 mean=$(sed -n 's/^ *mean_value: *\([0-9.]*\) *$/\1/p' "$config" | head -1)
