@@ -168,6 +168,23 @@ int main(int argc, char** argv) {
         exit_code = dl::export_model(export_options);
     });
 
+    dl::ConvertOptions convert;
+    std::string convert_solver_output;
+    auto* convert_cmd = app.add_subcommand(
+        "convert", "Write a config as dltrain's YAML, or (-o NET.prototxt) as Caffe's prototxt");
+    convert_cmd
+        ->add_option("--config", convert.config, "a YAML config, or Caffe's net or solver prototxt")
+        ->required();
+    convert_cmd->add_option("-o,--output", convert.output, "OUT.yaml, or NET.prototxt")->required();
+    convert_cmd->add_option("--solver-output", convert_solver_output,
+                            "with -o NET.prototxt: also write Caffe's solver prototxt");
+    convert_cmd->callback([&] {
+        if (!convert_solver_output.empty()) {
+            convert.solver_output = convert_solver_output;
+        }
+        exit_code = dl::convert_config(convert);
+    });
+
     dl::TimeOptions time;
     auto* time_cmd = app.add_subcommand("time", "Forward and backward time per layer");
     time_cmd->add_option("--config", time.config, "network and solver YAML")->required();

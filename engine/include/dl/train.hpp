@@ -56,6 +56,17 @@ struct ExportOptions {
 };
 int export_model(const ExportOptions& options);
 
+/// `dltrain convert`: a config (YAML, or Caffe's net or solver prototxt) written as dltrain's
+/// YAML, or, when `output` ends in .prototxt, as Caffe's net prototxt (and solver prototxt when
+/// `solver_output` is given; its `net` names the output). What Caffe's format cannot say
+/// (shuffle, label_source, shape, keep_checkpoints) is listed on stderr.
+struct ConvertOptions {
+    std::filesystem::path config;
+    std::filesystem::path output;
+    std::optional<std::filesystem::path> solver_output;
+};
+int convert_config(const ConvertOptions& options);
+
 /// Checks a config without training: it parses, and its train and test nets build (every shape
 /// fits) from the Data layers' `shape` keys or, without one, the data file's header under
 /// data_dir (else the config's directory). Batches of one, so a login node can afford it.
