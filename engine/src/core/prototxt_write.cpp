@@ -1,6 +1,8 @@
 // `dltrain convert`: a config written as Caffe's net and solver prototxt (the inverse of
 // prototxt_config.cpp, field for field, so that reading the result back gives the same config),
 // or a prototxt config written as dltrain's YAML.
+#include "io/atomic_file.hpp"
+
 #include <dl/config.hpp>
 #include <dl/error.hpp>
 #include <dl/train.hpp>
@@ -9,7 +11,6 @@
 #include <fmt/format.h>
 #include <google/protobuf/text_format.h>
 
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -185,33 +186,13 @@ std::string text_of(const google::protobuf::Message& message) {
     return text;
 }
 
-void write_text(const fs::path& file, const std::string& text) {
-    const fs::path temporary = file.string() + ".tmp";
-    {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        out << text;
-        if (!out.flush()) {
-            std::error_code ec;
-            fs::remove(temporary, ec);
-            throw Error(ErrorKind::training, fmt::format("cannot write {}", file.string()));
-        }
-    }
-    std::error_code ec;
-    fs::rename(temporary, file, ec);
-    if (ec) {
-        fs::remove(temporary, ec);
-        throw Error(ErrorKind::training,
-                    fmt::format("cannot write {}: {}", file.string(), ec.message()));
-    }
-}
-
 } // namespace
 
 int convert_config(const ConvertOptions& options) {
     const NetConfig config = load_config(options.config); // a .prototxt is read as Caffe's
     const bool to_prototxt = options.output.extension() == ".prototxt";
     if (!to_prototxt) {
-        write_text(options.output, to_yaml(config));
+        io::write_atomically(options.output, to_yaml(config));
         std::cerr << fmt::format("dltrain: {} written from {}\n", options.output.string(),
                                  options.config.string());
         return exit_code::finished;
@@ -223,9 +204,9 @@ int convert_config(const ConvertOptions& options) {
         // The solver names the net as Caffe resolves it: beside the solver file.
         solver = text_of(solver_message(config.solver, options.output.filename().string(), lost));
     }
-    write_text(options.output, net);
+    io::write_atomically(options.output, net);
     if (options.solver_output) {
-        write_text(*options.solver_output, solver);
+        io::write_atomically(*options.solver_output, solver);
     }
     for (const auto& what : lost) {
         std::cerr << "dltrain: note: not in Caffe's format, left out: " << what << '\n';

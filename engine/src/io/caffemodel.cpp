@@ -1,5 +1,6 @@
 #include "io/caffemodel.hpp"
 
+#include "io/atomic_file.hpp"
 #include "io/regular_file.hpp"
 
 #include <dl/error.hpp>
@@ -9,11 +10,8 @@
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 
-#include <unistd.h>
-
 #include <climits>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -184,22 +182,12 @@ void write_caffemodel(const fs::path& file, const NetConfig& config, const Net& 
         const std::vector<float> values = param.tensor->read_data();
         blob->mutable_data()->Add(values.begin(), values.end());
     }
-    const fs::path temporary = file.string() + fmt::format(".tmp.{}", ::getpid());
-    {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out || !model.SerializeToOstream(&out) || !out.flush()) {
-            std::error_code ec;
-            fs::remove(temporary, ec);
-            throw Error(ErrorKind::training, fmt::format("cannot write {}", file.string()));
-        }
-    }
-    std::error_code ec;
-    fs::rename(temporary, file, ec);
-    if (ec) {
-        fs::remove(temporary, ec);
+    std::string bytes;
+    if (!model.SerializeToString(&bytes)) {
         throw Error(ErrorKind::training,
-                    fmt::format("cannot rename {} into place: {}", file.string(), ec.message()));
+                    fmt::format("cannot write {}: the model does not serialize", file.string()));
     }
+    write_atomically(file, bytes);
 }
 
 } // namespace dl::io

@@ -7,6 +7,7 @@
 // iter_<N>.done ("size=<bytes> xxh64=<hex>") is written the same way, last. A checkpoint without
 // its marker, or whose size or checksum disagrees, is not used.
 
+#include "io/atomic_file.hpp"
 #include "io/checksum.hpp"
 #include "io/regular_file.hpp"
 
@@ -112,43 +113,6 @@ constexpr std::uint64_t k_max_marker_bytes = 4096;
 constexpr std::uint32_t k_max_name_bytes = 4096;
 constexpr std::uint32_t k_max_rank = 8;
 
-void fsync_directory(const fs::path& dir) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
-}
-
-// Temporary file, fsync, rename, fsync of the directory: the file is whole or absent.
-void write_atomically(const fs::path& path, const char* data, std::size_t size) {
-    const fs::path tmp = path.string() + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        throw Error(ErrorKind::training,
-                    fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
-    }
-    std::size_t done = 0;
-    while (done < size) {
-        const ssize_t n = ::write(fd, data + done, size - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            const int error = errno;
-            ::close(fd);
-            throw Error(ErrorKind::training,
-                        fmt::format("cannot write {}: {}", tmp.string(), std::strerror(error)));
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        throw Error(ErrorKind::training, fmt::format("cannot fsync {}", tmp.string()));
-    }
-    fs::rename(tmp, path);
-    fsync_directory(path.parent_path());
-}
-
 fs::path marker_for(const fs::path& file) {
     fs::path marker = file;
     marker.replace_extension(".done");
@@ -213,9 +177,9 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
     out.put(sum);
 
     fs::path file = dir / fmt::format("iter_{:08d}.ckpt", state.iteration);
-    write_atomically(file, out.bytes().data(), out.bytes().size());
+    io::write_atomically(file, out.bytes().data(), out.bytes().size());
     const std::string marker = fmt::format("size={} xxh64={:016x}\n", out.bytes().size(), sum);
-    write_atomically(marker_for(file), marker.data(), marker.size());
+    io::write_atomically(marker_for(file), marker.data(), marker.size());
 
     // Keep the newest `keep`: the marker goes first, so a half-deleted one is never trusted.
     const auto all = list_checkpoints(dir);
