@@ -1,5 +1,6 @@
 #include <dljob/app/sites/doctor.hpp>
 #include <dljob/cli/commands.hpp>
+#include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -15,17 +16,10 @@ void set_doctor_command(CLI::App& app, Context& context) {
     auto* command = app.add_subcommand(
         "doctor", "Check a site from its login node: scheduler commands, modules, storage tiers "
                   "and dltrain; exit 1 when a job there would fail");
-    struct Flags {
-        std::string site;
-        std::vector<std::filesystem::path> site_files;
-    };
-    auto flags = std::make_shared<Flags>();
-    command->add_option("--site", flags->site,
-                        "Site profile name (default: by hostname, else local)");
-    command->add_option("--site-file", flags->site_files,
-                        "Also read this site profile (repeatable)");
-    command->callback([flags, &context] {
-        auto report = app::doctor(flags->site, flags->site_files);
+    auto choice = std::make_shared<app::SiteChoice>();
+    add_site_options(*command, *choice, SiteOptionSet::site_only);
+    command->callback([choice, &context] {
+        auto report = app::doctor(*choice);
         if (!report) {
             throw Failure(report.error());
         }

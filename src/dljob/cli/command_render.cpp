@@ -1,5 +1,6 @@
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/cli/commands.hpp>
+#include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -16,12 +17,7 @@ void set_render_command(CLI::App& app, Context& context) {
     auto options = std::make_shared<app::RenderOptions>();
     auto output = std::make_shared<std::filesystem::path>();
     command->add_option("RECIPE", options->recipe, "Recipe file (YAML)")->required();
-    command->add_option("--site", options->site, "Site profile name (default: local)");
-    command->add_option("--site-file", options->site_files,
-                        "Also read this site profile (repeatable)");
-    command->add_option("--partition", options->partition,
-                        "Partition of the site (default: the site's default)");
-    command->add_option("--account", options->account, "Scheduler account (-A / --account)");
+    add_site_options(*command, *options, SiteOptionSet::with_partition);
     command
         ->add_option("--set", options->overrides,
                      "Override a recipe value, KEY=VALUE with a dotted key (as submit --set); "

@@ -1,6 +1,7 @@
 #include <dljob/app/jobs/job_context.hpp>
 #include <dljob/app/jobs/shell.hpp>
 #include <dljob/cli/commands.hpp>
+#include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -16,12 +17,7 @@ void set_shell_command(CLI::App& app, Context& context) {
         "shell", "Open an interactive shell on a compute node of a site, with the site's "
                  "modules and DLJOB_* variables (leaving it releases the allocation)");
     auto options = std::make_shared<app::ShellOptions>();
-    command->add_option("--site", options->site,
-                        "Site profile name (default: by hostname, else local)");
-    command->add_option("--site-file", options->site_files,
-                        "Also read this site profile (repeatable)");
-    command->add_option("--partition", options->partition, "Partition of the site");
-    command->add_option("--account", options->account, "Scheduler account");
+    add_site_options(*command, *options, SiteOptionSet::with_partition);
     command->add_option("--gpus", options->gpus,
                         "GPUs in all (on one node where it has them, else on as many nodes as "
                         "it takes)");

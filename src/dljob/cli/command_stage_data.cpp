@@ -1,5 +1,6 @@
 #include <dljob/app/data/stage.hpp>
 #include <dljob/cli/commands.hpp>
+#include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>
 #include <dljob/domain/stage.hpp>
 
@@ -52,8 +53,9 @@ void set_stage_data_command(CLI::App& app, Context& context) {
                      "tmp ($SLURM_TMPDIR, $TMPDIR, $LSCRATCH, /tmp), ramdisk ($RAMDISK, "
                      "/dev/shm) or a directory")
         ->capture_default_str();
-    command->add_option("--site", request->site,
-                        "Site profile whose storage tiers (node-local, ramdisk) to use first");
+    add_site_options(*command, request->where, SiteOptionSet::site_only,
+                     "Site profile whose storage tiers (node-local, ramdisk) to use first "
+                     "(default: none, only the environment)");
     command->add_flag("--extract", request->extract,
                       "Also unpack the files (safely) and print the tree's path");
     command->add_flag("--keep", request->keep, "Leave the staged copy in place on --cleanup");

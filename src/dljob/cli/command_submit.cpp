@@ -3,6 +3,7 @@
 #include <dljob/app/jobs/submit.hpp>
 #include <dljob/app/jobs/sweep.hpp>
 #include <dljob/cli/commands.hpp>
+#include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>
 #include <dljob/util/files.hpp>
 
@@ -26,12 +27,7 @@ void set_submit_command(CLI::App& app, Context& context) {
     auto sweeps = std::make_shared<std::vector<std::string>>();
     auto sweep_limit = std::make_shared<int>(0);
     command->add_option("RECIPE", options->recipe, "Recipe file (YAML)")->required();
-    command->add_option("--site", options->site,
-                        "Site profile name (default: by hostname, else local)");
-    command->add_option("--site-file", options->site_files,
-                        "Also read this site profile (repeatable)");
-    command->add_option("--partition", options->partition, "Partition of the site");
-    command->add_option("--account", options->account, "Scheduler account");
+    add_site_options(*command, *options, SiteOptionSet::with_partition);
     command
         ->add_option("--set", options->overrides,
                      "Override a recipe value, KEY=VALUE with a dotted key "

@@ -85,21 +85,22 @@ protected:
 
 TEST_F(Submit, DetectsTheSiteWhoseHostnamePatternMatchesElseLocal) {
     const auto lab = write_site("lab", R"(["login*.lab.example.org", "gpu-node?"])");
-    EXPECT_EQ(detect_site({lab}, "login2.lab.example.org"), "lab");
-    EXPECT_EQ(detect_site({lab}, "LOGIN2.Lab.Example.ORG"), "lab"); // host names ignore case
-    EXPECT_EQ(detect_site({lab}, "gpu-node7"), "lab");
-    EXPECT_EQ(detect_site({lab}, "gpu-node17"), "local");
-    EXPECT_EQ(detect_site({lab}, "workstation"), "local");
+    EXPECT_EQ(detect_site(SiteCatalog({lab}), "login2.lab.example.org"), "lab");
+    EXPECT_EQ(detect_site(SiteCatalog({lab}), "LOGIN2.Lab.Example.ORG"),
+              "lab"); // host names ignore case
+    EXPECT_EQ(detect_site(SiteCatalog({lab}), "gpu-node7"), "lab");
+    EXPECT_EQ(detect_site(SiteCatalog({lab}), "gpu-node17"), "local");
+    EXPECT_EQ(detect_site(SiteCatalog({lab}), "workstation"), "local");
     // The built-in profiles' own patterns.
-    EXPECT_EQ(detect_site({}, "gra-login1"), "graham");
-    EXPECT_EQ(detect_site({}, "login1.bigred2.uits.iu.edu"), "bigred2");
-    EXPECT_EQ(detect_site({}, "my-laptop"), "local");
+    EXPECT_EQ(detect_site(SiteCatalog(), "gra-login1"), "graham");
+    EXPECT_EQ(detect_site(SiteCatalog(), "login1.bigred2.uits.iu.edu"), "bigred2");
+    EXPECT_EQ(detect_site(SiteCatalog(), "my-laptop"), "local");
 }
 
 TEST_F(Submit, ASiteFileThatDoesNotLoadIsSkippedWhenDetecting) {
     const auto broken = dir / "broken.yaml";
     std::ofstream(broken) << "name: broken\nhostnames: [\"box*\"]\npartitions: 3\n";
-    EXPECT_EQ(detect_site({broken}, "box1"), "local");
+    EXPECT_EQ(detect_site(SiteCatalog({broken}), "box1"), "local");
 }
 
 TEST_F(Submit, WithoutSiteSubmitUsesTheDetectedOne) {
@@ -119,6 +120,53 @@ TEST_F(Submit, WithoutSiteSubmitUsesTheDetectedOne) {
     ASSERT_TRUE(local) << local.error().message;
     EXPECT_EQ(local->job.site, "local");
     EXPECT_EQ(local->job.scheduler, "local");
+}
+
+TEST_F(Submit, RenderShellAndDoctorResolveTheSiteAsSubmitDoes) {
+    // One resolver for every verb: render used to fall back to local where submit detected the
+    // site by host name, so `render` showed a script that `submit` would not run.
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    RenderOptions render;
+    render.recipe = fashion;
+    render.site_files = {lab};
+    render.hostname = "login1.lab.example.org";
+    auto rendered = render_recipe(render);
+    ASSERT_TRUE(rendered) << rendered.error().message;
+    EXPECT_EQ(rendered->scheduler, SchedulerKind::slurm);
+    render.hostname = "elsewhere";
+    auto local = render_recipe(render);
+    ASSERT_TRUE(local) << local.error().message;
+    EXPECT_EQ(local->scheduler, SchedulerKind::local);
+
+    SiteChoice choice;
+    choice.site_files = {lab};
+    choice.hostname = "login7.lab.example.org";
+    auto site = resolve_site(choice);
+    ASSERT_TRUE(site) << site.error().message;
+    EXPECT_EQ(site->name, "lab");
+    choice.site = "local"; // named wins over detected
+    auto named = resolve_site(choice);
+    ASSERT_TRUE(named) << named.error().message;
+    EXPECT_EQ(named->name, "local");
+}
+
+TEST_F(Submit, ANamedSiteIsFoundWithoutReadingTheOtherProfiles) {
+    // A broken profile of another name in the user's folder does not stop loading a built-in
+    // one (only NAME.yaml is read), and naming the broken one shows its own error.
+    std::filesystem::create_directories(dir / "config" / "dljob" / "sites");
+    std::ofstream(dir / "config" / "dljob" / "sites" / "mine.yaml")
+        << "name: mine\npartitions: 3\n";
+    const SiteCatalog catalog;
+    auto local = catalog.load("local");
+    ASSERT_TRUE(local) << local.error().message;
+    EXPECT_EQ(local->name, "local");
+    auto mine = catalog.load("mine");
+    ASSERT_FALSE(mine);
+    EXPECT_NE(mine.error().message.find("mine.yaml"), std::string::npos) << mine.error().message;
+    auto none = catalog.load("nowhere");
+    ASSERT_FALSE(none);
+    EXPECT_NE(none.error().hint.find("mine"), std::string::npos) << none.error().hint;
+    EXPECT_NE(none.error().hint.find("graham"), std::string::npos) << none.error().hint;
 }
 
 TEST_F(Submit, OverridesReachTheScriptAndAreRecordedWithTheRecipe) {

@@ -35,7 +35,7 @@ TEST(StageDataSite, TheSitesNodeLocalTierComesFirst) {
     StageRequest request;
     request.dataset = dir / "a.dlpack";
     request.to = "tmp";
-    request.site = "fastnode";
+    request.where.site = "fastnode";
     const std::map<std::string, std::string> env{{"FAST_TMP", dir / "fast"}};
     auto staged = stage_dataset(request,
                                 [&](const std::string& name) -> std::optional<std::string> {
@@ -49,7 +49,21 @@ TEST(StageDataSite, TheSitesNodeLocalTierComesFirst) {
     EXPECT_EQ(staged->path.rfind(dir / "fast", 0), 0U) << staged->path;
     EXPECT_NE(staged->target_note.find("fastnode"), std::string::npos) << staged->target_note;
 
-    request.site = "no-such-site";
+    // The same site from --site-file, outside the catalog's folders, as submit takes it.
+    request.where.site_files = {dir / "sites/fastnode.yaml"};
+    auto from_file = stage_dataset(request,
+                                   [&](const std::string& name) -> std::optional<std::string> {
+                                       const auto it = env.find(name);
+                                       return it == env.end()
+                                                  ? std::nullopt
+                                                  : std::optional<std::string>(it->second);
+                                   },
+                                   {});
+    ASSERT_TRUE(from_file) << from_file.error().message;
+    EXPECT_EQ(from_file->path.rfind(dir / "fast", 0), 0U) << from_file->path;
+
+    request.where.site_files.clear();
+    request.where.site = "no-such-site";
     auto unknown = stage_dataset(request, [](const std::string&) { return std::nullopt; }, {});
     ASSERT_FALSE(unknown);
     EXPECT_EQ(unknown.error().code, ErrorCode::not_found);
@@ -107,7 +121,7 @@ TEST(StageDataSite, StageDataSaysWhenRamdiskIsNotTheSitesTier) {
     StageRequest request;
     request.dataset = dir / "a.dlpack";
     request.to = "ramdisk";
-    request.site = "local"; // the shipped profile: no ramdisk tier
+    request.where.site = "local"; // the shipped profile: no ramdisk tier
     request.reserve = 0;
     std::vector<std::string> notices;
     auto staged = stage_dataset(request, environment({{"RAMDISK", dir / "ram"}}),

@@ -272,8 +272,8 @@ Result<StageResult> hit_result(const CachePaths& paths, const StageRequest& requ
 
 Result<StageTarget> existing_target(const StageRequest& request, const GetEnv& getenv) {
     std::optional<SiteProfile> site;
-    if (!request.site.empty()) {
-        auto loaded = SiteCatalog().load(request.site);
+    if (!request.where.site.empty()) {
+        auto loaded = resolve_site(request.where);
         if (!loaded) {
             return fail(loaded.error());
         }

@@ -13,6 +13,7 @@
 // Work happens in `*.partial.<pid>` directories renamed into place; a marker is written only
 // after its rename, so a killed stage is never taken for a complete one.
 
+#include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/dataset.hpp>
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/stage.hpp>
@@ -32,9 +33,11 @@ struct StageRequest {
     bool skip_space_check = false;        // for file systems whose statvfs is wrong
     std::optional<std::uint64_t> reserve; // bytes to leave free (default: 0, RAM disks more)
     unsigned threads = 2;                 // extraction writers
-    /// A site whose storage tiers `node-local` (tmp) and `ramdisk` come first (docs/data.md);
-    /// empty: only the environment and the defaults.
-    std::string site;
+    /// A site whose storage tiers `node-local` (tmp) and `ramdisk` come first (docs/data.md),
+    /// found as every verb finds one (--site-file profiles included); none named: only the
+    /// environment and the defaults. Never detected by host name: inside a job the node's name
+    /// says nothing of the site.
+    SiteChoice where;
     /// A process (a job's shell) using the staged copy: staging registers it, and --cleanup
     /// unregisters it and removes the copy only when no live user is left. Two jobs on one
     /// node share a staged dataset, and the first to end must not pull it from under the other.

@@ -1,7 +1,7 @@
 #include <dljob/adapters/template_mustache.hpp>
 #include <dljob/app/data/stage.hpp>
+#include <dljob/app/jobs/job_setup.hpp>
 #include <dljob/app/jobs/render_service.hpp>
-#include <dljob/app/jobs/run_dir.hpp>
 #include <dljob/app/sites/site_catalog.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/render/job_script.hpp>
@@ -53,54 +53,26 @@ Result<RenderedJob> render_recipe(const RenderOptions& options) {
     if (!recipe) {
         return fail(recipe.error());
     }
-    const SiteCatalog catalog{options.site_files};
-    auto site = catalog.load(options.site.empty() ? default_site_name : options.site);
+    auto site = resolve_site(options);
     if (!site) {
         return fail(site.error());
     }
-    RenderRequest request;
-    request.recipe = *recipe;
-    request.site = *site;
-    request.partition = options.partition;
-    request.account = options.account;
-    request.job_name = recipe->name;
-    request.job_token = options.job_token.empty() ? "preview" : options.job_token;
-    const GetEnv getenv = process_environment();
-    request.run_dir = options.run_dir.empty() ? default_runs_root(*site, getenv).path /
-                                                    (recipe->name + "-" + request.job_token)
-                                              : options.run_dir;
-    std::error_code ec;
-    request.run_dir = std::filesystem::absolute(request.run_dir, ec).lexically_normal();
-    request.dltrain_binary = options.dltrain.empty() ? default_dltrain_binary() : options.dltrain;
-    request.dljob_binary = options.dljob.empty() ? default_dljob_binary() : options.dljob;
-    request.after = options.after;
-    // `train.weights: "@ID"`: the checkpoint job ID ends with, which exists only once it has
-    // ended, so only for the job this one waits for; the script picks its newest at start.
-    if (const std::string& weights = request.recipe.train.weights;
-        !weights.empty() && weights.front() == '@') {
-        if (!options.after || weights.substr(1) != std::to_string(options.after->job_id)) {
-            return fail(
-                ErrorCode::config_invalid,
-                fmt::format("{}: train.weights: '{}' names the checkpoint of job {}, which "
-                            "only exists once that job has ended",
-                            recipe->origins.count("train.weights") != 0
-                                ? recipe->origins.at("train.weights")
-                                : options.recipe.string(),
-                            weights, weights.substr(1)),
-                fmt::format("submit with --after {} (the job waits for it)", weights.substr(1)));
-        }
-        request.recipe.train.weights.clear();
-        request.recipe.train.weights_from_run = options.after->run_dir;
+    JobInputs inputs;
+    inputs.recipe = std::move(*recipe);
+    inputs.site = std::move(*site);
+    inputs.partition = options.partition;
+    inputs.account = options.account;
+    inputs.token = options.job_token.empty() ? "preview" : options.job_token;
+    inputs.run_dir = options.run_dir;
+    inputs.dltrain = options.dltrain;
+    inputs.dljob = options.dljob;
+    inputs.after = options.after;
+    inputs.recipe_path = options.recipe;
+    auto prepared = prepare_job(std::move(inputs));
+    if (!prepared) {
+        return fail(prepared.error());
     }
-    auto rendered = render_request(request);
-    if (!rendered) {
-        return rendered;
-    }
-    for (auto& note :
-         run_dir_notes(request.run_dir, *site, rendered->resources.walltime.seconds(), getenv)) {
-        rendered->notes.push_back(std::move(note));
-    }
-    return rendered;
+    return std::move(prepared->rendered);
 }
 
 Result<void> write_rendered(const std::filesystem::path& path, const std::string& content) {

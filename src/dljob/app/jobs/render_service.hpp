@@ -1,6 +1,7 @@
 #pragma once
 // `dljob render`: the job script submit would run for a recipe on a site, printed or written.
 
+#include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/render_request.hpp>
 #include <dljob/domain/result.hpp>
 
@@ -11,12 +12,8 @@
 
 namespace dljob::app {
 
-struct RenderOptions {
+struct RenderOptions : SiteChoice {
     std::filesystem::path recipe;
-    std::string site;                              // empty: the default site (local)
-    std::vector<std::filesystem::path> site_files; // --site-file
-    std::string partition;
-    std::string account;
     std::filesystem::path run_dir; // empty: <runs dir>/<recipe name>-preview
     std::string job_token;         // empty: "preview"
     std::filesystem::path dltrain; // empty: found next to dljob, else "dltrain" in the build
@@ -25,7 +22,7 @@ struct RenderOptions {
     std::optional<JobDependency> after; // submit --after; also what `train.weights: "@ID"` names
 };
 
-/// Loads the recipe and site, builds the RenderRequest and renders it with templates/.
+/// Loads the recipe and resolves the site (as submit does), and renders it with templates/.
 Result<RenderedJob> render_recipe(const RenderOptions& options);
 
 /// Same from a prepared request (submit uses this once it has chosen the run dir and token).

@@ -1,9 +1,7 @@
 #include <dljob/app/data/stage.hpp>
+#include <dljob/app/jobs/job_setup.hpp>
 #include <dljob/app/jobs/render_service.hpp>
-#include <dljob/app/jobs/run_dir.hpp>
 #include <dljob/app/jobs/shell.hpp>
-#include <dljob/app/jobs/submit.hpp>
-#include <dljob/app/sites/site_catalog.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/render/job_script.hpp>
 #include <dljob/schedulers/interactive.hpp>
@@ -289,42 +287,32 @@ std::unique_ptr<SessionTerminal> make_posix_terminal() {
 Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options,
                                 SessionTerminal& terminal, std::ostream& err) {
     ShellOutcome outcome;
-    outcome.site = options.site;
-    if (outcome.site.empty()) {
-        std::array<char, 256> host{};
-        ::gethostname(host.data(), host.size() - 1);
-        outcome.site = detect_site(options.site_files, host.data());
-    }
-    const SiteCatalog catalog{options.site_files};
-    auto site = catalog.load(outcome.site);
+    auto site = resolve_site(options);
     if (!site) {
         return fail(site.error());
     }
+    outcome.site = site->name;
     std::vector<std::string> recipe_notes;
     auto recipe = session_recipe(options, *site, recipe_notes);
     if (!recipe) {
         return fail(recipe.error());
     }
-
-    const std::string token = util::random_hex(10);
-    const std::string stem = options.recipe.empty() ? "interactive" : recipe->name;
-    const auto run_dir = std::filesystem::absolute(
-        default_runs_root(*site, process_environment()).path / (stem + "-" + token));
-    RenderRequest request;
-    request.recipe = *recipe;
-    request.site = *site;
-    request.partition = options.partition;
-    request.account = options.account;
-    request.job_name = "interactive";
-    request.job_token = token;
-    request.run_dir = run_dir;
-    request.dltrain_binary = default_dltrain_binary();
-    request.dljob_binary = default_dljob_binary();
+    JobInputs inputs;
+    inputs.run_stem = options.recipe.empty() ? "interactive" : recipe->name;
+    inputs.recipe = *recipe;
+    inputs.site = *site;
+    inputs.partition = options.partition;
+    inputs.account = options.account;
+    inputs.job_name = "interactive";
+    inputs.recipe_path = options.recipe;
     // The same checks and the same options as a submit of these resources.
-    auto rendered = render_request(request);
-    if (!rendered) {
-        return fail(rendered.error());
+    auto prepared = prepare_job(std::move(inputs));
+    if (!prepared) {
+        return fail(prepared.error());
     }
+    const RenderedJob* rendered = &prepared->rendered;
+    const std::filesystem::path& run_dir = prepared->request.run_dir;
+    const std::string& token = prepared->request.job_token;
     const Partition* partition = site->find_partition(options.partition); // render checked it
     outcome.partition = partition->name;
     outcome.scheduler = to_string(rendered->scheduler);
@@ -374,15 +362,10 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         return fail(rc.error());
     }
     outcome.rc_text = *rc;
+    outcome.job = prepared->job;
     outcome.job.name = "interactive";
-    outcome.job.site = site->name;
-    outcome.job.scheduler = outcome.scheduler;
-    outcome.job.run_dir = run_dir.string();
     outcome.job.script_path = plan_request.session_path;
-    outcome.job.recipe_path =
-        options.recipe.empty() ? std::string() : std::filesystem::absolute(options.recipe).string();
-    outcome.job.walltime_s = rendered->resources.walltime.seconds();
-    outcome.job.token = token;
+    outcome.job.submit_argv.clear();
     if (options.dry_run) {
         return outcome;
     }
@@ -390,17 +373,17 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     // The store (opened on first use, so a refused shell creates none), the run directory, as
     // a batch job's (the job script too: $DLJOB_SCRIPT), then the row.
     JobStore& store = context.store();
-    auto pending = PendingRunDir::create(run_dir);
+    std::vector<RunFile> run_files{
+        {rendered->script_name, rendered->script, true},
+        {std::filesystem::path(plan_request.rc_path).filename(), *rc, true},
+        {std::filesystem::path(plan_request.session_path).filename(),
+         schedulers::session_script(plan_request.rc_path), true}};
+    if (!options.recipe.empty()) {
+        run_files.push_back({"recipe.yaml", util::read_file(options.recipe).value_or("")});
+    }
+    auto pending = write_run_dir(run_dir, run_files);
     if (!pending) {
         return fail(pending.error());
-    }
-    DLJOB_TRY(write_rendered(run_dir / rendered->script_name, rendered->script));
-    DLJOB_TRY(write_rendered(plan_request.rc_path, *rc));
-    DLJOB_TRY(write_rendered(plan_request.session_path,
-                             schedulers::session_script(plan_request.rc_path)));
-    if (!options.recipe.empty()) {
-        (void)util::write_file_atomic(run_dir / "recipe.yaml",
-                                      util::read_file(options.recipe).value_or(""));
     }
     outcome.job.created_at = util::unix_now();
     auto created = store.create(outcome.job);

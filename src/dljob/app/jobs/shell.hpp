@@ -9,6 +9,7 @@
 // SIGTERM to dljob), and the row ends COMPLETED, FAILED or CANCELLED with the reason.
 
 #include <dljob/app/jobs/job_context.hpp>
+#include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/job.hpp>
 #include <dljob/domain/result.hpp>
 
@@ -21,11 +22,7 @@
 
 namespace dljob::app {
 
-struct ShellOptions {
-    std::string site; // empty: by hostname, else local
-    std::vector<std::filesystem::path> site_files;
-    std::string partition;
-    std::string account;
+struct ShellOptions : SiteChoice {
     std::optional<int> gpus; // in all; spread over nodes where one node has fewer
     std::optional<int> nodes;
     std::optional<int> cores;     // per node; with GPUs, split evenly over them

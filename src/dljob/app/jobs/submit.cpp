@@ -1,22 +1,17 @@
 #include <dljob/app/data/data_check.hpp>
 #include <dljob/app/data/stage.hpp>
 #include <dljob/app/jobs/continuation.hpp>
+#include <dljob/app/jobs/job_setup.hpp>
 #include <dljob/app/jobs/network_check.hpp>
 #include <dljob/app/jobs/render_service.hpp>
-#include <dljob/app/jobs/run_dir.hpp>
 #include <dljob/app/jobs/submit.hpp>
-#include <dljob/app/sites/site_catalog.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/util/files.hpp>
 #include <dljob/util/paths.hpp>
 
 #include <fmt/format.h>
 
-#include <fnmatch.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
 
 namespace dljob::app {
 
@@ -101,149 +96,128 @@ Result<std::optional<JobDependency>> resolve_after(JobContext& context, const st
         JobDependency{job->id, job->scheduler_id, job->run_dir, kind == "ok"}};
 }
 
-} // namespace
-
-std::string detect_site(const std::vector<std::filesystem::path>& site_files,
-                        const std::string& hostname) {
-    // One pass over the profiles: each is loaded (and validated) once by list().
-    for (const auto& entry : SiteCatalog(site_files).list()) {
-        if (!entry.error.empty()) {
-            continue;
-        }
-        for (const auto& pattern : entry.hostnames) {
-            if (::fnmatch(pattern.c_str(), hostname.c_str(), FNM_CASEFOLD) == 0) {
-                return entry.name;
-            }
-        }
+// The job without the words that make it wait (`--after`), kept for continuations, which must
+// not wait again (the job they would wait for may be long forgotten by the scheduler).
+void drop_dependency(Job& job, const RenderedJob& rendered) {
+    auto& argv = job.submit_argv;
+    const auto& words = rendered.dependency_options;
+    if (words.empty()) {
+        return;
     }
-    return default_site_name;
+    const auto at = std::search(argv.begin(), argv.end(), words.begin(), words.end());
+    if (at != argv.end()) {
+        argv.erase(at, at + static_cast<std::ptrdiff_t>(words.size()));
+    }
 }
 
-Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
-    std::string site = options.site;
-    if (site.empty()) {
-        std::string hostname = options.hostname;
-        if (hostname.empty()) {
-            std::array<char, 256> host{};
-            ::gethostname(host.data(), host.size() - 1);
-            hostname = host.data();
-        }
-        site = detect_site(options.site_files, hostname);
+// Data that is missing or slow to read in place, a network config dltrain would refuse: said
+// before the job waits in a queue.
+Result<void> check_before_queueing(JobContext& context, const Recipe& recipe,
+                                   std::vector<std::string>& notes) {
+    for (auto& note :
+         data_notes({recipe.data.source, recipe.data.stage_to}, process_environment())) {
+        notes.push_back(std::move(note));
     }
-    const std::string token = util::random_hex(10);
-    const std::string stem = options.recipe.stem().string();
-    const auto run_dir = std::filesystem::absolute(
-        default_runs_root(options.site_files, site, process_environment()).path /
-        (stem + "-" + token));
+    auto network = check_network(context.runner(), recipe, default_dltrain_binary());
+    if (!network) {
+        return fail(network.error());
+    }
+    for (auto& note : *network) {
+        notes.push_back(std::move(note));
+    }
+    return {};
+}
 
-    RenderOptions render;
-    render.recipe = options.recipe;
-    render.site = site;
-    render.site_files = options.site_files;
-    render.partition = options.partition;
-    render.account = options.account;
-    render.run_dir = run_dir;
-    render.job_token = token;
-    render.overrides = options.overrides;
-    std::vector<std::string> after_notes;
-    if (!options.after.empty()) {
-        auto after = resolve_after(context, options.after, site, after_notes);
-        if (!after) {
-            return fail(after.error());
-        }
-        render.after = *after;
-    }
-    auto rendered = render_recipe(render);
-    if (!rendered) {
-        return fail(rendered.error());
-    }
-    SubmitOutcome outcome{Job{}, *rendered};
-    for (auto& note : after_notes) {
-        outcome.rendered.notes.push_back(std::move(note));
-    }
-    // Data that is missing or slow to read in place, a network config dltrain would refuse:
-    // say so before the job waits in a queue.
-    if (auto recipe = config::load_recipe(options.recipe, options.overrides)) {
-        for (auto& note :
-             data_notes({recipe->data.source, recipe->data.stage_to}, process_environment())) {
-            outcome.rendered.notes.push_back(std::move(note));
-        }
-        auto network = check_network(context.runner(), *recipe, default_dltrain_binary());
-        if (!network) {
-            return fail(network.error());
-        }
-        for (auto& note : *network) {
-            outcome.rendered.notes.push_back(std::move(note));
-        }
-        outcome.job.max_continuations =
-            recipe->checkpoint.resume ? recipe->checkpoint.max_continuations : 0;
-    }
-    outcome.job.name = rendered->scheduler_job_name;
-    outcome.job.site = site;
-    outcome.job.scheduler = to_string(rendered->scheduler);
-    outcome.job.run_dir = run_dir.string();
-    outcome.job.script_path = (run_dir / rendered->script_name).string();
-    outcome.job.recipe_path = std::filesystem::absolute(options.recipe).string();
-    outcome.job.walltime_s = rendered->resources.walltime.seconds();
-    outcome.job.token = token;
-    outcome.job.submit_argv = rendered->submit_argv;
-    outcome.job.sweep = options.sweep;
-    outcome.job.sweep_point = options.sweep_point;
-    if (render.after && !render.after->scheduler_id.empty()) {
-        outcome.job.after = render.after->job_id;
-        outcome.job.after_ok = render.after->ok;
-        // Kept for continuations, which must not wait again (the job they would wait for
-        // may be long forgotten by the scheduler): the command without the dependency.
-        auto& argv = outcome.job.submit_argv;
-        const auto& words = rendered->dependency_options;
-        if (!words.empty()) {
-            const auto at = std::search(argv.begin(), argv.end(), words.begin(), words.end());
-            if (at != argv.end()) {
-                argv.erase(at, at + static_cast<std::ptrdiff_t>(words.size()));
-            }
-        }
-    }
-    if (options.dry_run) {
-        return outcome;
-    }
-
-    // Opened (and created on first use) only now, so that a submit refused for any reason so
-    // far, or by a store it cannot open, leaves nothing. The row comes before the run
-    // directory: a submit killed at any instant from here on leaves a row that `dljob status`
-    // reconciles by its token (and that removes a directory the job never ran in), never a
-    // directory that nothing records.
+// Opened (and created on first use) only now, so that a submit refused for any reason so far,
+// or by a store it cannot open, leaves nothing. The row comes before the run directory: a
+// submit killed at any instant from here on leaves a row that `dljob status` reconciles by its
+// token (and that removes a directory the job never ran in), never a directory that nothing
+// records.
+Result<Job> record_write_and_submit(JobContext& context, const SubmitOptions& options,
+                                    const PreparedJob& prepared, Job job) {
     JobStore& store = context.store();
-    auto recorded = record_job(context, outcome.job);
+    auto recorded = record_job(context, std::move(job));
     if (!recorded) {
         return fail(recorded.error());
     }
-    outcome.job = *recorded;
     auto written = [&]() -> Result<PendingRunDir> {
-        auto pending = PendingRunDir::create(run_dir);
+        auto pending =
+            write_run_dir(prepared.request.run_dir,
+                          {{prepared.rendered.script_name, prepared.rendered.script, true},
+                           {"recipe.yaml", recipe_record(options.recipe, options.overrides)}});
         if (!pending) {
             return fail(pending.error());
         }
-        DLJOB_TRY(write_rendered(outcome.job.script_path, rendered->script));
-        (void)util::write_file_atomic(run_dir / "recipe.yaml",
-                                      recipe_record(options.recipe, options.overrides));
         // For the job to submit its own next attempt (continuations, issue 25).
-        DLJOB_TRY(write_chain_file(outcome.job));
+        DLJOB_TRY(write_chain_file(*recorded));
         return pending;
     }();
     if (!written) {
-        (void)store.remove(outcome.job.id);
+        (void)store.remove(recorded->id);
         return fail(written.error());
     }
-
-    auto submitted = submit_recorded(context, outcome.job);
+    auto submitted = submit_recorded(context, *recorded);
     if (!submitted) {
         // Kept whenever the row is: a submit with no answer may still run the script.
-        if (auto row = store.find_by_token(token); row && row->has_value()) {
+        if (auto row = store.find_by_token(recorded->token); row && row->has_value()) {
             written->keep();
         }
         return fail(submitted.error());
     }
     written->keep();
+    return submitted;
+}
+
+} // namespace
+
+Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
+    auto recipe = config::load_recipe(options.recipe, options.overrides);
+    if (!recipe) {
+        return fail(recipe.error());
+    }
+    auto site = resolve_site(options);
+    if (!site) {
+        return fail(site.error());
+    }
+    std::vector<std::string> notes;
+    JobInputs inputs;
+    if (!options.after.empty()) {
+        auto after = resolve_after(context, options.after, site->name, notes);
+        if (!after) {
+            return fail(after.error());
+        }
+        inputs.after = *after;
+    }
+    const int max_continuations =
+        recipe->checkpoint.resume ? recipe->checkpoint.max_continuations : 0;
+    inputs.recipe = std::move(*recipe);
+    inputs.site = std::move(*site);
+    inputs.partition = options.partition;
+    inputs.account = options.account;
+    inputs.run_stem = options.recipe.stem().string();
+    inputs.recipe_path = options.recipe;
+    auto prepared = prepare_job(std::move(inputs));
+    if (!prepared) {
+        return fail(prepared.error());
+    }
+    DLJOB_TRY(check_before_queueing(context, prepared->request.recipe, notes));
+    SubmitOutcome outcome{prepared->job, prepared->rendered};
+    outcome.rendered.notes.insert(outcome.rendered.notes.end(), notes.begin(), notes.end());
+    outcome.job.max_continuations = max_continuations;
+    outcome.job.sweep = options.sweep;
+    outcome.job.sweep_point = options.sweep_point;
+    if (const auto& after = prepared->request.after; after && !after->scheduler_id.empty()) {
+        outcome.job.after = after->job_id;
+        outcome.job.after_ok = after->ok;
+        drop_dependency(outcome.job, prepared->rendered);
+    }
+    if (options.dry_run) {
+        return outcome;
+    }
+    auto submitted = record_write_and_submit(context, options, *prepared, outcome.job);
+    if (!submitted) {
+        return fail(submitted.error());
+    }
     outcome.job = *submitted;
     return outcome;
 }

@@ -5,6 +5,7 @@
 // row behind.
 
 #include <dljob/app/jobs/job_context.hpp>
+#include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/job.hpp>
 #include <dljob/domain/render_request.hpp>
 #include <dljob/domain/scheduler.hpp>
@@ -15,13 +16,8 @@
 
 namespace dljob::app {
 
-struct SubmitOptions {
+struct SubmitOptions : SiteChoice {
     std::filesystem::path recipe;
-    std::string site;     // empty: the site whose hostname pattern matches this host, else local
-    std::string hostname; // the host `site` is detected for; empty: this machine's (tests set it)
-    std::vector<std::filesystem::path> site_files;
-    std::string partition;
-    std::string account;
     bool dry_run = false;
     /// `--set KEY=VALUE`: dotted recipe keys, validated like the file's values and recorded
     /// under the copy of the recipe in the run directory (what `dljob show` prints).
@@ -39,12 +35,6 @@ struct SubmitOutcome {
     Job job; // id 0 for a dry run
     RenderedJob rendered;
 };
-
-/// The site to use when none is named: the first (by name) whose hostname globs match
-/// `hostname` (case-insensitive, as host names are), else "local". Profiles that do not load
-/// are skipped here; naming one with --site shows its error.
-std::string detect_site(const std::vector<std::filesystem::path>& site_files,
-                        const std::string& hostname);
 
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options);
 

@@ -503,15 +503,8 @@ void print_findings(std::ostream& out, const std::vector<DoctorFinding>& finding
                        warnings, errors > 0 ? ": a job of this site would fail" : "");
 }
 
-Result<DoctorReport> doctor(const std::string& site,
-                            const std::vector<std::filesystem::path>& site_files) {
-    std::string name = site;
-    if (name.empty()) {
-        std::array<char, 256> host{};
-        ::gethostname(host.data(), host.size() - 1);
-        name = detect_site(site_files, host.data());
-    }
-    auto profile = SiteCatalog(site_files).load(name);
+Result<DoctorReport> doctor(const SiteChoice& choice) {
+    auto profile = resolve_site(choice);
     if (!profile) {
         return fail(profile.error());
     }
@@ -520,7 +513,7 @@ Result<DoctorReport> doctor(const std::string& site,
     DoctorOptions options;
     options.dltrain = default_dltrain_binary();
     options.gpu_node = this_host_has_gpus(getenv);
-    return DoctorReport{name, run_doctor(runner, *profile, options, getenv)};
+    return DoctorReport{profile->name, run_doctor(runner, *profile, options, getenv)};
 }
 
 bool any_error(const std::vector<DoctorFinding>& findings) {

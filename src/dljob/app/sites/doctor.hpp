@@ -5,6 +5,7 @@
 // space, file quota, purge policy), and dltrain runs (and sees the GPUs on a GPU node). Each
 // finding is a line with its level and, unless ok, the fix.
 
+#include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/process_runner.hpp>
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/site_profile.hpp>
@@ -45,8 +46,7 @@ struct DoctorReport {
     std::string site;
     std::vector<DoctorFinding> findings;
 };
-Result<DoctorReport> doctor(const std::string& site,
-                            const std::vector<std::filesystem::path>& site_files);
+Result<DoctorReport> doctor(const SiteChoice& choice);
 
 /// Whether this host looks like a GPU node (see DoctorOptions::gpu_node).
 bool this_host_has_gpus(const GetEnv& getenv);

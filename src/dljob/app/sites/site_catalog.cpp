@@ -70,6 +70,14 @@ std::filesystem::path user_site_profiles_dir() {
 SiteCatalog::SiteCatalog(std::vector<std::filesystem::path> site_files)
     : m_site_files(std::move(site_files)) {}
 
+const Result<SiteProfile>& SiteCatalog::parse(const std::filesystem::path& file) const {
+    auto found = m_parsed.find(file);
+    if (found == m_parsed.end()) {
+        found = m_parsed.emplace(file, config::load_site_profile(file)).first;
+    }
+    return found->second;
+}
+
 std::vector<SiteEntry> SiteCatalog::list() const {
     std::map<std::string, SiteEntry> by_name;
     const auto add = [&](const std::filesystem::path& file, const char* origin, bool by_content) {
@@ -77,7 +85,7 @@ std::vector<SiteEntry> SiteCatalog::list() const {
         entry.file = file;
         entry.origin = origin;
         entry.name = file.stem().string();
-        auto site = config::load_site_profile(file);
+        const auto& site = parse(file);
         if (site) {
             entry.description = site->description;
             entry.hostnames = site->hostnames;
@@ -106,40 +114,82 @@ std::vector<SiteEntry> SiteCatalog::list() const {
     return out;
 }
 
-Result<SiteProfile> SiteCatalog::load(const std::string& name) const {
-    // A file given with --site-file is one the user asked for, so its error is the answer,
-    // whichever site is named: list() files a profile that does not load under its file name,
-    // and looking up the name in it would end in "no site profile named" with the file's real
-    // error (line, column, key) hidden.
-    for (const auto& file : m_site_files) {
-        if (auto site = config::load_site_profile(file); !site) {
-            return fail(site.error());
+std::vector<std::string> SiteCatalog::known_names() const {
+    std::vector<std::string> names;
+    for (const auto& dir : {builtin_site_profiles_dir(), user_site_profiles_dir()}) {
+        for (const auto& file : yaml_files(dir)) {
+            names.push_back(file.stem().string());
         }
     }
-    const auto entries = list();
-    const auto it = std::find_if(entries.begin(), entries.end(),
-                                 [&](const SiteEntry& e) { return e.name == name; });
-    if (it == entries.end()) {
+    for (const auto& file : m_site_files) {
+        if (const auto& site = parse(file)) {
+            names.push_back(site->name);
+        }
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+}
+
+Result<SiteProfile> SiteCatalog::load(const std::string& name) const {
+    // A file given with --site-file is one the user asked for, so its error is the answer,
+    // whichever site is named: looking up the name elsewhere would end in "no site profile
+    // named" with the file's real error (line, column, key) hidden. The last one naming the
+    // site wins, as in list().
+    const std::filesystem::path* chosen = nullptr;
+    bool from_site_file = false;
+    for (const auto& file : m_site_files) {
+        const auto& site = parse(file);
+        if (!site) {
+            return fail(site.error());
+        }
+        if (site->name == name) {
+            chosen = &file;
+            from_site_file = true;
+        }
+    }
+    std::filesystem::path by_stem;
+    if (chosen == nullptr && !name.empty() && name.find('/') == std::string::npos && name != "." &&
+        name != "..") {
+        // The user's profiles override the built-in ones of the same name.
+        for (const auto& dir : {user_site_profiles_dir(), builtin_site_profiles_dir()}) {
+            // As in list(), where the later of NAME.yaml and NAME.yml wins.
+            for (const char* ext : {".yml", ".yaml"}) {
+                std::error_code ec;
+                if (auto file = dir / (name + ext); std::filesystem::is_regular_file(file, ec)) {
+                    by_stem = file;
+                    break;
+                }
+            }
+            if (!by_stem.empty()) {
+                break;
+            }
+        }
+        if (!by_stem.empty()) {
+            chosen = &by_stem;
+        }
+    }
+    if (chosen == nullptr) {
         std::string names;
-        for (const auto& e : entries) {
-            names += (names.empty() ? "" : ", ") + e.name;
+        for (const auto& known : known_names()) {
+            names += (names.empty() ? "" : ", ") + known;
         }
         return fail(ErrorCode::not_found, fmt::format("no site profile named '{}'", name),
                     fmt::format("known sites: {} (dljob sites; add yours under {} or pass "
                                 "--site-file)",
                                 names.empty() ? "none" : names, user_site_profiles_dir().string()));
     }
-    auto site = config::load_site_profile(it->file);
+    const auto& site = parse(*chosen);
     if (!site) {
         return fail(site.error());
     }
-    if (it->origin != "--site-file" && site->name != name) {
+    if (!from_site_file && site->name != name) {
         return fail(ErrorCode::config_invalid,
                     fmt::format("{}: the profile calls itself '{}' but its file name says '{}'",
-                                it->file.string(), site->name, name),
+                                chosen->string(), site->name, name),
                     "make name: match the file name");
     }
-    return site;
+    return *site;
 }
 
 } // namespace dljob::app

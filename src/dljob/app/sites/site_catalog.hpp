@@ -13,6 +13,7 @@
 #include <dljob/domain/site_profile.hpp>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,11 +43,19 @@ public:
     /// Every known site, sorted by name, the winning source for each name.
     [[nodiscard]] std::vector<SiteEntry> list() const;
     /// Loads and validates the named site; not_found lists the known names. A --site-file
-    /// that does not load fails with its own error, whichever site is named.
+    /// that does not load fails with its own error, whichever site is named. Only the profiles
+    /// that can carry the name are read: the --site-file ones, then NAME.yaml in the user's and
+    /// the built-in folders.
     [[nodiscard]] Result<SiteProfile> load(const std::string& name) const;
 
 private:
+    // Each file is parsed at most once per catalog: a command that detects its site by host
+    // name (which reads every profile) and then loads it reads no file twice.
+    [[nodiscard]] const Result<SiteProfile>& parse(const std::filesystem::path& file) const;
+    [[nodiscard]] std::vector<std::string> known_names() const;
+
     std::vector<std::filesystem::path> m_site_files;
+    mutable std::map<std::filesystem::path, Result<SiteProfile>> m_parsed;
 };
 
 } // namespace dljob::app
