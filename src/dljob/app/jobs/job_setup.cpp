@@ -1,6 +1,7 @@
 #include <dljob/app/data/stage.hpp>
 #include <dljob/app/jobs/job_setup.hpp>
 #include <dljob/app/jobs/render_service.hpp>
+#include <dljob/config/recipe_loader.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
@@ -32,6 +33,26 @@ Result<void> resolve_weights_from_job(const JobInputs& inputs, Recipe& recipe) {
 }
 
 } // namespace
+
+Result<JobInputs> recipe_job_inputs(const std::filesystem::path& recipe,
+                                    const std::vector<std::string>& overrides,
+                                    const SiteChoice& where) {
+    auto loaded = config::load_recipe(recipe, overrides);
+    if (!loaded) {
+        return fail(loaded.error());
+    }
+    auto site = resolve_site(where);
+    if (!site) {
+        return fail(site.error());
+    }
+    JobInputs inputs;
+    inputs.recipe = std::move(*loaded);
+    inputs.site = std::move(*site);
+    inputs.partition = where.partition;
+    inputs.account = where.account;
+    inputs.recipe_path = recipe;
+    return inputs;
+}
 
 Result<PreparedJob> prepare_job(JobInputs inputs) {
     PreparedJob prepared;

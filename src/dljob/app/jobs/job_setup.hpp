@@ -5,6 +5,7 @@
 // directory written, the same way for all of them.
 
 #include <dljob/app/jobs/run_dir.hpp>
+#include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/job.hpp>
 #include <dljob/domain/recipe.hpp>
 #include <dljob/domain/render_request.hpp>
@@ -42,6 +43,12 @@ struct PreparedJob {
     /// walltime_s, token, submit_argv.
     Job job;
 };
+
+/// The inputs of a job made from a recipe file: the recipe with its `--set` overrides and the
+/// site `where` names (resolve_site), each loaded once, with the partition and account.
+Result<JobInputs> recipe_job_inputs(const std::filesystem::path& recipe,
+                                    const std::vector<std::string>& overrides,
+                                    const SiteChoice& where);
 
 Result<PreparedJob> prepare_job(JobInputs inputs);
 

@@ -3,7 +3,6 @@
 #include <dljob/app/jobs/job_setup.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/sites/site_catalog.hpp>
-#include <dljob/config/recipe_loader.hpp>
 #include <dljob/render/job_script.hpp>
 #include <dljob/util/files.hpp>
 
@@ -49,26 +48,16 @@ Result<RenderedJob> render_request(const RenderRequest& request) {
 }
 
 Result<RenderedJob> render_recipe(const RenderOptions& options) {
-    auto recipe = config::load_recipe(options.recipe, options.overrides);
-    if (!recipe) {
-        return fail(recipe.error());
+    auto inputs = recipe_job_inputs(options.recipe, options.overrides, options);
+    if (!inputs) {
+        return fail(inputs.error());
     }
-    auto site = resolve_site(options);
-    if (!site) {
-        return fail(site.error());
-    }
-    JobInputs inputs;
-    inputs.recipe = std::move(*recipe);
-    inputs.site = std::move(*site);
-    inputs.partition = options.partition;
-    inputs.account = options.account;
-    inputs.token = options.job_token.empty() ? "preview" : options.job_token;
-    inputs.run_dir = options.run_dir;
-    inputs.dltrain = options.dltrain;
-    inputs.dljob = options.dljob;
-    inputs.after = options.after;
-    inputs.recipe_path = options.recipe;
-    auto prepared = prepare_job(std::move(inputs));
+    inputs->token = options.job_token.empty() ? "preview" : options.job_token;
+    inputs->run_dir = options.run_dir;
+    inputs->dltrain = options.dltrain;
+    inputs->dljob = options.dljob;
+    inputs->after = options.after;
+    auto prepared = prepare_job(std::move(*inputs));
     if (!prepared) {
         return fail(prepared.error());
     }

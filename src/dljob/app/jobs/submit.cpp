@@ -5,7 +5,6 @@
 #include <dljob/app/jobs/network_check.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/jobs/submit.hpp>
-#include <dljob/config/recipe_loader.hpp>
 #include <dljob/util/files.hpp>
 #include <dljob/util/paths.hpp>
 
@@ -171,32 +170,23 @@ Result<Job> record_write_and_submit(JobContext& context, const SubmitOptions& op
 } // namespace
 
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
-    auto recipe = config::load_recipe(options.recipe, options.overrides);
-    if (!recipe) {
-        return fail(recipe.error());
-    }
-    auto site = resolve_site(options);
-    if (!site) {
-        return fail(site.error());
+    auto inputs = recipe_job_inputs(options.recipe, options.overrides, options);
+    if (!inputs) {
+        return fail(inputs.error());
     }
     std::vector<std::string> notes;
-    JobInputs inputs;
     if (!options.after.empty()) {
-        auto after = resolve_after(context, options.after, site->name, notes);
+        auto after = resolve_after(context, options.after, inputs->site.name, notes);
         if (!after) {
             return fail(after.error());
         }
-        inputs.after = *after;
+        inputs->after = *after;
     }
+    const Recipe& recipe = inputs->recipe;
     const int max_continuations =
-        recipe->checkpoint.resume ? recipe->checkpoint.max_continuations : 0;
-    inputs.recipe = std::move(*recipe);
-    inputs.site = std::move(*site);
-    inputs.partition = options.partition;
-    inputs.account = options.account;
-    inputs.run_stem = options.recipe.stem().string();
-    inputs.recipe_path = options.recipe;
-    auto prepared = prepare_job(std::move(inputs));
+        recipe.checkpoint.resume ? recipe.checkpoint.max_continuations : 0;
+    inputs->run_stem = options.recipe.stem().string();
+    auto prepared = prepare_job(std::move(*inputs));
     if (!prepared) {
         return fail(prepared.error());
     }
