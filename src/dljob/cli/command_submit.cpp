@@ -18,6 +18,72 @@
 
 namespace dljob::cli {
 
+namespace {
+
+void print_sweep(Context& context, const app::SweepOutcome& swept, bool dry_run) {
+    for (const auto& point : swept.points) {
+        const Job& job = point.job;
+        if (dry_run) {
+            context.out << fmt::format("# point: {}\n", fmt::join(job.sweep_point, " "));
+            continue;
+        }
+        context.out << fmt::format("submitted job {} ({}) as {} {}: {}\n", job.id, job.name,
+                                   job.scheduler, job.scheduler_id,
+                                   fmt::join(job.sweep_point, " "));
+    }
+    context.out << fmt::format("sweep {}: {} points{}\n", swept.sweep, swept.points.size(),
+                               dry_run ? " (dry run: nothing submitted)" : "");
+}
+
+// `submit --wait`: the job's state and progress whenever they change, through its
+// continuations, until the chain ends; the exit code says whether it completed.
+void follow_job(Context& context, app::JobContext& jobs, std::int64_t id) {
+    app::StatusOptions status;
+    std::int64_t waiting_for = id;
+    status.ids = {std::to_string(waiting_for)};
+    status.min_interval_s = std::min<std::int64_t>(app::default_poll_interval(), 5);
+    std::string last_line;
+    while (true) {
+        std::vector<std::string> warnings;
+        auto views = app::job_status(jobs, status, warnings);
+        if (!views) {
+            throw Failure(views.error());
+        }
+        const auto& view = views->front();
+        std::string line = app::state_text(view.job);
+        if (view.metrics) {
+            line += "  " + app::progress_text(*view.metrics, view.job.state);
+        }
+        if (line != last_line) {
+            context.out << fmt::format("job {}: {}\n", waiting_for, line) << std::flush;
+            last_line = line;
+        }
+        for (const auto& warning : warnings) {
+            context.err << "dljob: warning: " << warning << '\n';
+        }
+        if (is_terminal(view.job.state) && view.job.phase == SubmitPhase::submitted) {
+            // Checkpointed before the walltime and submitted again: wait for that attempt.
+            auto next = jobs.store().continuation_of(waiting_for);
+            if (next && next->has_value()) {
+                waiting_for = (*next)->id;
+                status.ids = {std::to_string(waiting_for)};
+                context.out << fmt::format("job {}: continued as job {} (attempt {})\n",
+                                           view.job.id, waiting_for, (*next)->attempt)
+                            << std::flush;
+                continue;
+            }
+            if (view.metrics && view.metrics->accuracy) {
+                context.out << fmt::format("final accuracy: {:.4f}\n", *view.metrics->accuracy);
+            }
+            context.exit_code = view.job.state == JobState::completed ? 0 : 1;
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+}
+
+} // namespace
+
 void set_submit_command(CLI::App& app, Context& context) {
     auto* command = app.add_subcommand(
         "submit", "Render a recipe for a site and submit it (default site: the one matching "
@@ -58,19 +124,7 @@ void set_submit_command(CLI::App& app, Context& context) {
             if (!swept) {
                 throw Failure(swept.error());
             }
-            for (const auto& point : swept->points) {
-                const Job& job = point.job;
-                if (options->dry_run) {
-                    context.out << fmt::format("# point: {}\n", fmt::join(job.sweep_point, " "));
-                    continue;
-                }
-                context.out << fmt::format("submitted job {} ({}) as {} {}: {}\n", job.id, job.name,
-                                           job.scheduler, job.scheduler_id,
-                                           fmt::join(job.sweep_point, " "));
-            }
-            context.out << fmt::format("sweep {}: {} points{}\n", swept->sweep,
-                                       swept->points.size(),
-                                       options->dry_run ? " (dry run: nothing submitted)" : "");
+            print_sweep(context, *swept, options->dry_run);
             return;
         }
         auto outcome = app::submit_recipe(jobs, *options);
@@ -91,48 +145,7 @@ void set_submit_command(CLI::App& app, Context& context) {
         if (!*wait) {
             return;
         }
-        app::StatusOptions status;
-        std::int64_t waiting_for = job.id;
-        status.ids = {std::to_string(waiting_for)};
-        status.min_interval_s = std::min<std::int64_t>(app::default_poll_interval(), 5);
-        std::string last_line;
-        while (true) {
-            std::vector<std::string> warnings;
-            auto views = app::job_status(jobs, status, warnings);
-            if (!views) {
-                throw Failure(views.error());
-            }
-            const auto& view = views->front();
-            std::string line = app::state_text(view.job);
-            if (view.metrics) {
-                line += "  " + app::progress_text(*view.metrics, view.job.state);
-            }
-            if (line != last_line) {
-                context.out << fmt::format("job {}: {}\n", waiting_for, line) << std::flush;
-                last_line = line;
-            }
-            for (const auto& warning : warnings) {
-                context.err << "dljob: warning: " << warning << '\n';
-            }
-            if (is_terminal(view.job.state) && view.job.phase == SubmitPhase::submitted) {
-                // Checkpointed before the walltime and submitted again: wait for that attempt.
-                auto next = jobs.store().continuation_of(waiting_for);
-                if (next && next->has_value()) {
-                    waiting_for = (*next)->id;
-                    status.ids = {std::to_string(waiting_for)};
-                    context.out << fmt::format("job {}: continued as job {} (attempt {})\n",
-                                               view.job.id, waiting_for, (*next)->attempt)
-                                << std::flush;
-                    continue;
-                }
-                if (view.metrics && view.metrics->accuracy) {
-                    context.out << fmt::format("final accuracy: {:.4f}\n", *view.metrics->accuracy);
-                }
-                context.exit_code = view.job.state == JobState::completed ? 0 : 1;
-                return;
-            }
-            std::this_thread::sleep_for(std::chrono::seconds(1));
-        }
+        follow_job(context, jobs, job.id);
     });
 }
 

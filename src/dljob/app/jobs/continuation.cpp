@@ -354,28 +354,12 @@ Result<void> write_chain_file(const Job& job) {
     return {};
 }
 
-bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::string& note) {
-    const auto path = record_path(attempt.run_dir, attempt.token);
-    // Whoever decided first (a status that saw the end early, a cancel) decides for everyone.
-    const auto decided_elsewhere = [&] {
-        auto record = read_continuation_record(attempt.run_dir, attempt.token);
-        if (!record) {
-            return false;
-        }
-        note = !record->next_token.empty()
-                   ? fmt::format("already continued (by {}) as {}", record->by, record->next_token)
-                   : fmt::format("not continued: {}",
-                                 record->declined.empty() ? "decided elsewhere" : record->declined);
-        return !record->next_token.empty();
-    };
-    if (attempt.exit_code != checkpointed_exit_code || attempt.token.empty()) {
-        return decided_elsewhere();
-    }
-    auto chain = read_chain_file(attempt.run_dir, note);
-    if (!chain) {
-        // Nothing claimed: the next `dljob status`, which has the job's row, decides instead.
-        return decided_elsewhere();
-    }
+namespace {
+
+// The record a job-side attempt claims: how it ended, and either the next attempt's token or
+// why there is none (status's bounds: max_continuations, progress since the attempt started).
+std::string job_side_record(const JobSideAttempt& attempt, const Job& chain,
+                            std::string& next_token, std::string& note) {
     // Where the chain stood when this attempt started: the mark its predecessor's decision
     // recorded; none before the first attempt (its run directory was new).
     std::string start_mark;
@@ -389,11 +373,10 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
         fmt::format("exit_code={}\ntimeout=0\nended={}\nstarted={}\nattempt={}\nmetrics_bytes={}\n",
                     attempt.exit_code, util::unix_now(), attempt.started, attempt.attempt,
                     metrics_size(attempt.run_dir));
-    std::string next_token;
-    if (attempt.attempt > chain->max_continuations) {
+    if (attempt.attempt > chain.max_continuations) {
         record += "declined=limit\n";
         note = fmt::format("not continued: attempt {} reached checkpoint.max_continuations ({})",
-                           attempt.attempt, chain->max_continuations);
+                           attempt.attempt, chain.max_continuations);
     } else if (mark == start_mark) {
         record += "declined=no progress\n";
         note = fmt::format("not continued: {} has no newer checkpoint than when this attempt "
@@ -403,13 +386,14 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
         next_token = util::random_hex(10);
         record += fmt::format("next_token={}\nprogress={}\n", next_token, mark);
     }
-    record += "by=job\n";
-    if (!claim_record(path, record)) {
-        return decided_elsewhere();
-    }
-    if (next_token.empty()) {
-        return false;
-    }
+    return record + "by=job\n";
+}
+
+// Submits the attempt this one claimed (record at `path`) through the family's own adapter.
+// True when it exists or may exist.
+bool submit_claimed(JobContext& context, const JobSideAttempt& attempt, const Job& chain,
+                    const std::filesystem::path& path, const std::string& record,
+                    const std::string& next_token, std::string& note) {
     // As status does for a continuation: nothing of this attempt's end where the next one's
     // will be read (its end is in the record now), and this attempt's log under its own name
     // (Torque, Moab and sqsub overwrite the output file of a job submitted again). The running
@@ -420,7 +404,7 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
     }
     std::filesystem::rename(attempt.run_dir / "job.log",
                             attempt.run_dir / attempt_log_name(attempt.attempt), moved);
-    Job next = *chain;
+    Job next = chain;
     next.token = next_token;
     next.attempt = attempt.attempt + 1;
     auto scheduler = context.scheduler(next.scheduler);
@@ -453,6 +437,41 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
             fmt::format("continued as attempt {}: job {}", next.attempt, submitted->scheduler_id);
     }
     return true;
+}
+
+} // namespace
+
+bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::string& note) {
+    const auto path = record_path(attempt.run_dir, attempt.token);
+    // Whoever decided first (a status that saw the end early, a cancel) decides for everyone.
+    const auto decided_elsewhere = [&] {
+        auto record = read_continuation_record(attempt.run_dir, attempt.token);
+        if (!record) {
+            return false;
+        }
+        note = !record->next_token.empty()
+                   ? fmt::format("already continued (by {}) as {}", record->by, record->next_token)
+                   : fmt::format("not continued: {}",
+                                 record->declined.empty() ? "decided elsewhere" : record->declined);
+        return !record->next_token.empty();
+    };
+    if (attempt.exit_code != checkpointed_exit_code || attempt.token.empty()) {
+        return decided_elsewhere();
+    }
+    auto chain = read_chain_file(attempt.run_dir, note);
+    if (!chain) {
+        // Nothing claimed: the next `dljob status`, which has the job's row, decides instead.
+        return decided_elsewhere();
+    }
+    std::string next_token;
+    const std::string record = job_side_record(attempt, *chain, next_token, note);
+    if (!claim_record(path, record)) {
+        return decided_elsewhere();
+    }
+    if (next_token.empty()) {
+        return false;
+    }
+    return submit_claimed(context, attempt, *chain, path, record, next_token, note);
 }
 
 bool claim_cancelled(const Job& job) {
