@@ -72,4 +72,14 @@ std::optional<int> parse_int(std::string_view text) {
     return value;
 }
 
+std::string ascii_lower(std::string_view text) {
+    std::string out(text);
+    for (char& c : out) {
+        if (c >= 'A' && c <= 'Z') {
+            c = static_cast<char>(c - 'A' + 'a');
+        }
+    }
+    return out;
+}
+
 } // namespace dljob::util

@@ -3,6 +3,7 @@
 // into the caller's string, no copies.
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,5 +17,7 @@ std::string_view trim(std::string_view text);
 bool all_digits(std::string_view text);
 /// The whole of `text` (surrounding space allowed) as an int, nothing else.
 std::optional<int> parse_int(std::string_view text);
+/// `text` with A-Z lowered; other bytes (UTF-8 included) unchanged, whatever the locale.
+std::string ascii_lower(std::string_view text);
 
 } // namespace dljob::util

@@ -2,6 +2,7 @@
 #include <dljob/adapters/hash_nettle.hpp>
 #include <dljob/adapters/http_curl.hpp>
 #include <dljob/app/data/fetch.hpp>
+#include <dljob/util/text.hpp>
 
 #include <fmt/format.h>
 #include <sys/file.h>
@@ -19,107 +20,6 @@
 
 namespace dljob::app {
 namespace {
-
-// Published checksums: MNIST and Fashion-MNIST MD5s are torchvision's `resources` lists (also
-// the authors' pages); CIFAR-10's is on its authors' page (the binary version, which C++ reads
-// without a pickle parser); its SHA-256 and size are as recorded by several projects that pin it.
-//
-// Debian's dataset-fashion-mnist (0.0~git20200523.55506a9-1) recompressed the files: its gzip
-// headers lack the original file name (each file is exactly name+NUL bytes shorter than the
-// published size, consistent with only the header differing), so their MD5s differ from the
-// published ones. The package's files are pinned here by their own SHA-256.
-std::vector<CatalogDataset> build_catalog() {
-    return {
-        {"mnist",
-         "MNIST handwritten digits (LeCun, Cortes, Burges), 60,000 + 10,000 28x28 images, IDX",
-         "",
-         "",
-         {
-             {"train-images-idx3-ubyte.gz",
-              {"https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz",
-               "http://yann.lecun.com/exdb/mnist/train-images-idx3-ubyte.gz"},
-              "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-              "",
-              9912422,
-              ""},
-             {"train-labels-idx1-ubyte.gz",
-              {"https://ossci-datasets.s3.amazonaws.com/mnist/train-labels-idx1-ubyte.gz",
-               "http://yann.lecun.com/exdb/mnist/train-labels-idx1-ubyte.gz"},
-              "d53e105ee54ea40749a09fcbcd1e9432",
-              "",
-              28881,
-              ""},
-             {"t10k-images-idx3-ubyte.gz",
-              {"https://ossci-datasets.s3.amazonaws.com/mnist/t10k-images-idx3-ubyte.gz",
-               "http://yann.lecun.com/exdb/mnist/t10k-images-idx3-ubyte.gz"},
-              "9fb629c4189551a2d022fa330f9573f3",
-              "",
-              1648877,
-              ""},
-             {"t10k-labels-idx1-ubyte.gz",
-              {"https://ossci-datasets.s3.amazonaws.com/mnist/t10k-labels-idx1-ubyte.gz",
-               "http://yann.lecun.com/exdb/mnist/t10k-labels-idx1-ubyte.gz"},
-              "ec29112dd5afa0611ce80d1b7f02629c",
-              "",
-              4542,
-              ""},
-         }},
-        {"fashion-mnist",
-         "Fashion-MNIST (Zalando), 60,000 + 10,000 28x28 clothing images, IDX",
-         "dataset-fashion-mnist",
-         "fashion-mnist",
-         {
-             {"train-images-idx3-ubyte.gz",
-              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-               "train-images-idx3-ubyte.gz",
-               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
-               "train-images-idx3-ubyte.gz"},
-              "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-              "",
-              26421880,
-              "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7"},
-             {"train-labels-idx1-ubyte.gz",
-              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-               "train-labels-idx1-ubyte.gz",
-               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
-               "train-labels-idx1-ubyte.gz"},
-              "25c81989df183df01b3e8a0aad5dffbe",
-              "",
-              29515,
-              "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056"},
-             {"t10k-images-idx3-ubyte.gz",
-              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-               "t10k-images-idx3-ubyte.gz",
-               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
-               "t10k-images-idx3-ubyte.gz"},
-              "bef4ecab320f06d8554ea6380940ec79",
-              "",
-              4422102,
-              "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"},
-             {"t10k-labels-idx1-ubyte.gz",
-              {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
-               "t10k-labels-idx1-ubyte.gz",
-               "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/"
-               "t10k-labels-idx1-ubyte.gz"},
-              "bb300cfdad3c16e7a12a480ee83cd310",
-              "",
-              5148,
-              "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"},
-         }},
-        {"cifar-10",
-         "CIFAR-10 (Krizhevsky), 50,000 + 10,000 32x32 colour images, binary version",
-         "",
-         "",
-         {
-             {"cifar-10-binary.tar.gz",
-              {"https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"},
-              "c32a1d4ab5d03f1284b67883e8d87530",
-              "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd",
-              170052171,
-              ""},
-         }},
-    };
-}
 
 struct Checksums {
     std::string md5;
@@ -550,12 +450,6 @@ bool is_hex(const std::string& text, std::size_t length) {
            std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) != 0; });
 }
 
-std::string lower(std::string text) {
-    std::transform(text.begin(), text.end(), text.begin(),
-                   [](char c) { return static_cast<char>(std::tolower(c)); });
-    return text;
-}
-
 template <class T> T env_number(const GetEnv& getenv, const char* name, T fallback) {
     const auto text = getenv(name);
     if (!text) {
@@ -577,29 +471,6 @@ Result<void> make_directories(const std::string& directory) {
 }
 
 } // namespace
-
-const std::vector<CatalogDataset>& dataset_catalog() {
-    static const std::vector<CatalogDataset> catalog = build_catalog();
-    return catalog;
-}
-
-const CatalogDataset* find_catalog_dataset(const std::string& name) {
-    const std::string wanted = lower(name);
-    const auto& catalog = dataset_catalog();
-    for (const auto& dataset : catalog) {
-        if (dataset.name == wanted) {
-            return &dataset;
-        }
-    }
-    // Common spellings: fashion_mnist, fmnist, cifar10.
-    if (wanted == "fashion_mnist" || wanted == "fmnist" || wanted == "fashionmnist") {
-        return &catalog[1];
-    }
-    if (wanted == "cifar10" || wanted == "cifar_10") {
-        return &catalog[2];
-    }
-    return nullptr;
-}
 
 std::string part_path(const std::string& directory, const std::string& name) {
     return directory + "/." + name + ".part";
@@ -624,61 +495,64 @@ FetchSettings fetch_settings(const GetEnv& getenv) {
     return settings;
 }
 
-Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,
-                               const GetEnv& getenv, HttpClient& http,
-                               const FetchCallbacks& callbacks) {
-    FetchResult result;
-    Downloader downloader(settings, http, callbacks);
-    const auto notice = [&](const std::string& line) {
-        if (callbacks.notice) {
-            callbacks.notice(line);
-        }
-    };
+namespace {
 
-    if (is_url(request.what)) {
-        // libcurl is allowed these and no other (adapters/http_curl.cpp): say so before
-        // anything is created, rather than after an empty part file.
-        const std::string scheme = lower(request.what.substr(0, request.what.find("://")));
-        if (scheme != "http" && scheme != "https" && scheme != "ftp" && scheme != "ftps") {
+Result<FetchResult> fetch_url(const FetchRequest& request, Downloader& downloader) {
+    FetchResult result;
+    // libcurl is allowed these and no other (adapters/http_curl.cpp): say so before
+    // anything is created, rather than after an empty part file.
+    const std::string scheme = util::ascii_lower(request.what.substr(0, request.what.find("://")));
+    if (scheme != "http" && scheme != "https" && scheme != "ftp" && scheme != "ftps") {
+        return fail(ErrorCode::usage,
+                    fmt::format("{}: a {}:// URL (expected http, https, ftp or ftps)", request.what,
+                                scheme),
+                    scheme == "file" ? "for a local file, use `dljob pack` on it or copy it"
+                                     : "give an http://, https://, ftp:// or ftps:// URL");
+    }
+    const std::string name = url_file_name(request.what);
+    if (name.empty() || name == "." || name == "..") {
+        return fail(ErrorCode::usage,
+                    fmt::format("{}: the URL names no file to save", request.what),
+                    "give a URL that ends in a file name");
+    }
+    Checksums expected;
+    if (!request.sha256.empty()) {
+        expected.sha256 = util::ascii_lower(request.sha256);
+        if (!is_hex(expected.sha256, 64)) {
             return fail(ErrorCode::usage,
-                        fmt::format("{}: a {}:// URL (expected http, https, ftp or ftps)",
-                                    request.what, scheme),
-                        scheme == "file" ? "for a local file, use `dljob pack` on it or copy it"
-                                         : "give an http://, https://, ftp:// or ftps:// URL");
+                        fmt::format("--sha256 {}: not a SHA-256 (64 hex digits)", request.sha256));
         }
-        const std::string name = url_file_name(request.what);
-        if (name.empty() || name == "." || name == "..") {
-            return fail(ErrorCode::usage,
-                        fmt::format("{}: the URL names no file to save", request.what),
-                        "give a URL that ends in a file name");
-        }
-        Checksums expected;
-        if (!request.sha256.empty()) {
-            expected.sha256 = lower(request.sha256);
-            if (!is_hex(expected.sha256, 64)) {
-                return fail(
-                    ErrorCode::usage,
-                    fmt::format("--sha256 {}: not a SHA-256 (64 hex digits)", request.sha256));
-            }
-        }
-        result.directory = request.to.empty() ? std::string(".") : request.to;
-        DLJOB_TRY(make_directories(result.directory));
-        auto present = existing_file(result.directory + "/" + name, expected, "the expected file");
-        if (!present) {
-            return fail(present.error());
-        }
-        if (*present) {
-            result.files.push_back(**present);
-            return result;
-        }
-        auto file = downloader.fetch(result.directory, name, {request.what}, expected, 0);
-        if (!file) {
-            return fail(file.error());
-        }
-        result.files.push_back(*file);
+    }
+    result.directory = request.to.empty() ? std::string(".") : request.to;
+    DLJOB_TRY(make_directories(result.directory));
+    auto present = existing_file(result.directory + "/" + name, expected, "the expected file");
+    if (!present) {
+        return fail(present.error());
+    }
+    if (*present) {
+        result.files.push_back(**present);
         return result;
     }
+    auto file = downloader.fetch(result.directory, name, {request.what}, expected, 0);
+    if (!file) {
+        return fail(file.error());
+    }
+    result.files.push_back(*file);
+    return result;
+}
 
+// A Debian package that ships every file of the dataset: no network at all.
+bool all_in_debian_package(const CatalogDataset& dataset, const std::string& debian_dir) {
+    return !dataset.debian_package.empty() &&
+           std::all_of(dataset.files.begin(), dataset.files.end(), [&](const auto& f) {
+               return adapters::path_exists(debian_dir + "/" + f.name);
+           });
+}
+
+Result<FetchResult> fetch_catalog(const FetchRequest& request, const FetchSettings& settings,
+                                  const GetEnv& getenv, Downloader& downloader,
+                                  const std::function<void(const std::string&)>& notice) {
+    FetchResult result;
     const CatalogDataset* dataset = find_catalog_dataset(request.what);
     if (dataset == nullptr) {
         std::string names;
@@ -703,17 +577,11 @@ Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings&
     }
     DLJOB_TRY(make_directories(result.directory));
 
-    // A Debian package that ships every file: no network at all.
-    bool from_debian = false;
     const std::string debian_dir = settings.debian_root + "/" + dataset->debian_dir;
-    if (!request.no_debian && !dataset->debian_package.empty()) {
-        from_debian = std::all_of(dataset->files.begin(), dataset->files.end(), [&](const auto& f) {
-            return adapters::path_exists(debian_dir + "/" + f.name);
-        });
-        if (from_debian) {
-            notice(fmt::format("{}: using Debian's {} ({}), no download", dataset->name,
-                               dataset->debian_package, debian_dir));
-        }
+    const bool from_debian = !request.no_debian && all_in_debian_package(*dataset, debian_dir);
+    if (from_debian) {
+        notice(fmt::format("{}: using Debian's {} ({}), no download", dataset->name,
+                           dataset->debian_package, debian_dir));
     }
     for (const auto& file : dataset->files) {
         const std::string final_path = result.directory + "/" + file.name;
@@ -745,6 +613,22 @@ Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings&
         result.files.push_back(*fetched);
     }
     return result;
+}
+
+} // namespace
+
+Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,
+                               const GetEnv& getenv, HttpClient& http,
+                               const FetchCallbacks& callbacks) {
+    Downloader downloader(settings, http, callbacks);
+    if (is_url(request.what)) {
+        return fetch_url(request, downloader);
+    }
+    return fetch_catalog(request, settings, getenv, downloader, [&](const std::string& line) {
+        if (callbacks.notice) {
+            callbacks.notice(line);
+        }
+    });
 }
 
 Result<FetchResult> fetch_data(const FetchRequest& request, const FetchSettings& settings,

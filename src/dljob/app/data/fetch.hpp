@@ -8,6 +8,7 @@
 // to DIR/NAME. A checksum mismatch deletes the part. Nothing is ever written at DIR/NAME itself
 // before the bytes are verified.
 
+#include <dljob/app/data/dataset_catalog.hpp>
 #include <dljob/domain/http_client.hpp>
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/stage.hpp>
@@ -20,28 +21,6 @@
 #include <vector>
 
 namespace dljob::app {
-
-struct CatalogFile {
-    std::string name;              // file name in the target directory
-    std::vector<std::string> urls; // mirrors, tried in order
-    std::string md5;               // the published checksum (torchvision's lists, the authors')
-    std::string sha256;            // where known
-    std::uint64_t size = 0;        // bytes; 0 when unknown
-    /// SHA-256 of the file as a Debian package ships it, when the package recompressed it.
-    std::string debian_sha256;
-};
-
-struct CatalogDataset {
-    std::string name; // what `fetch-data NAME` takes
-    std::string description;
-    std::string debian_package; // ships the files, so no network is needed ("" when none)
-    std::string debian_dir;     // where that package puts them
-    std::vector<CatalogFile> files;
-};
-
-/// The datasets of the seeds' tutorials, with their usual mirrors and known checksums.
-const std::vector<CatalogDataset>& dataset_catalog();
-const CatalogDataset* find_catalog_dataset(const std::string& name);
 
 struct FetchRequest {
     std::string what;       // a catalog name or a URL
