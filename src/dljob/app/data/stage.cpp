@@ -306,6 +306,120 @@ std::string stage_cache_key(const DatasetManifest& manifest) {
     return adapters::xxh3_128_hex(to_json(keyed));
 }
 
+namespace {
+
+// The bytes and inodes a stage writes: the pack's files when it copies them, the tree's
+// when it extracts.
+Result<SpaceNeed> space_needed(const StageRequest& request, const DatasetManifest& manifest,
+                               std::size_t manifest_bytes, std::uint64_t block, bool copy_needed) {
+    SpaceNeed need;
+    if (copy_needed) {
+        for (const DatasetShard& shard : manifest.shards) {
+            need.bytes += round_up(shard.bytes, block);
+            need.inodes += 1;
+        }
+        need.bytes += round_up(manifest.index_bytes, block) +
+                      round_up(manifest.chunks_bytes, block) + round_up(manifest_bytes, block) +
+                      3 * block;
+        need.inodes += 5;
+    }
+    if (request.extract) {
+        auto tree = tree_need(request.dataset, block, manifest.version);
+        if (!tree) {
+            return fail(tree.error());
+        }
+        need.bytes += tree->bytes;
+        need.inodes += tree->inodes;
+    }
+    return need;
+}
+
+// Copies the pack into the cache entry (under a partial name, renamed when whole) and marks
+// it staged; returns the bytes copied.
+Result<std::uint64_t> stage_pack_copy(const std::string& dataset, const CachePaths& paths,
+                                      const DatasetManifest& manifest,
+                                      const std::string& manifest_text) {
+    const std::string partial = fmt::format("{}.partial.{}", paths.pack, getpid());
+    if (mkdir(partial.c_str(), 0700) != 0) {
+        return fail(adapters::system_error("cannot create directory", partial, errno));
+    }
+    auto copied = copy_pack(dataset, partial, manifest, manifest_text);
+    if (!copied) {
+        (void)adapters::remove_tree(partial);
+        return fail(copied.error());
+    }
+    if (auto renamed = adapters::rename_path(partial, paths.pack); !renamed) {
+        (void)adapters::remove_tree(partial);
+        return fail(renamed.error());
+    }
+    DLJOB_TRY(adapters::write_text_file(paths.pack_marker, marker_text(manifest)));
+    return *copied;
+}
+
+// Extracts the dataset's tree into the cache entry, from the staged pack when there is one
+// (faster to read) else from the source, and marks it staged; returns the bytes read from the
+// source.
+Result<std::uint64_t> stage_tree(const std::string& dataset, bool have_pack,
+                                 const CachePaths& paths, const DatasetManifest& manifest,
+                                 unsigned threads) {
+    const std::string source = have_pack ? paths.pack : dataset;
+    ExtractLimits limits;
+    limits.max_bytes = manifest.payload_bytes;
+    limits.max_entries = manifest.files + manifest.directories;
+    limits.threads = threads;
+    // One reading thread per shard up to the usable cores when the members are large: their
+    // decompression and reading then run in parallel (4 x 256 MiB zstd shards to /dev/shm:
+    // 0.67 -> 0.39 s on 2 cores). Small members are bound by file creation in the writer
+    // pool, and more readers only took CPU from it (70,000 images: 0.76 -> 0.86 s). Shard i
+    // goes to reader i mod n, each reader verifying the shards it reads.
+    constexpr std::uint64_t parallel_member_bytes = std::uint64_t{64} << 10U;
+    const bool large_members = manifest.payload_bytes >=
+                               parallel_member_bytes * std::max<std::uint64_t>(1, manifest.files);
+    const std::size_t reader_count =
+        large_members ? std::max<std::size_t>(
+                            1, std::min<std::size_t>(manifest.shards.size(), util::usable_cpus()))
+                      : 1;
+    std::vector<std::vector<PackFile>> assigned(reader_count);
+    const std::vector<PackFile> files = data_files(manifest);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        assigned[i % reader_count].push_back(files[i]);
+    }
+    std::vector<std::unique_ptr<PackArchiveReader>> readers;
+    std::vector<ArchiveReader*> reader_views;
+    for (std::vector<PackFile>& subset : assigned) {
+        readers.push_back(
+            open_pack_archive(source, std::move(subset), source + "/" + dataset_manifest_name));
+        reader_views.push_back(readers.back().get());
+    }
+    const std::string shown =
+        manifest.shards.size() == 1
+            ? source + "/" + manifest.shards.front().file
+            : fmt::format("{}/data-*.tar ({} shards)", source, manifest.shards.size());
+    auto summary = extract_archives(reader_views, paths.tree, limits, shown);
+    if (!summary) {
+        return fail(summary.error());
+    }
+    if (summary->files != manifest.files || summary->bytes != manifest.payload_bytes) {
+        (void)adapters::remove_tree(paths.tree);
+        return fail(ErrorCode::io,
+                    fmt::format("{} held {} files and {} bytes, its manifest says {} and {}", shown,
+                                summary->files, summary->bytes, manifest.files,
+                                manifest.payload_bytes),
+                    "pack the dataset again");
+    }
+    std::uint64_t read_from_source = 0;
+    if (!have_pack) {
+        for (const auto& reader : readers) {
+            read_from_source += reader->bytes_read();
+        }
+    }
+    // Not a hit, so remove_leftovers took any old marker: the tree was built just now.
+    DLJOB_TRY(adapters::write_text_file(paths.tree_marker, marker_text(manifest)));
+    return read_from_source;
+}
+
+} // namespace
+
 GetEnv process_environment() {
     return [](const std::string& name) -> std::optional<std::string> {
         const char* value = std::getenv(name.c_str()); // NOLINT(concurrency-mt-unsafe)
@@ -365,104 +479,31 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     // writes only the tree: a copy first would double the writes and the RAM disk it takes.
     const bool have_pack = adapters::path_exists(paths.pack);
     const bool copy_needed = !request.extract && !have_pack;
-    SpaceNeed need;
-    if (copy_needed) {
-        const std::uint64_t block = space->block_size;
-        for (const DatasetShard& shard : manifest->shards) {
-            need.bytes += round_up(shard.bytes, block);
-            need.inodes += 1;
-        }
-        need.bytes += round_up(manifest->index_bytes, block) +
-                      round_up(manifest->chunks_bytes, block) +
-                      round_up(manifest_text->size(), block) + 3 * block;
-        need.inodes += 5;
-    }
-    if (request.extract) {
-        auto tree = tree_need(request.dataset, space->block_size, manifest->version);
-        if (!tree) {
-            return fail(tree.error());
-        }
-        need.bytes += tree->bytes;
-        need.inodes += tree->inodes;
+    auto need =
+        space_needed(request, *manifest, manifest_text->size(), space->block_size, copy_needed);
+    if (!need) {
+        return fail(need.error());
     }
     const std::uint64_t reserve = request.reserve.value_or(
         space->ram_disk ? default_ram_disk_reserve(*space) : std::uint64_t{0});
     if (!request.skip_space_check) {
-        DLJOB_TRY(check_space(need, *space, reserve, target->directory));
+        DLJOB_TRY(check_space(*need, *space, reserve, target->directory));
     }
 
     StageResult result{request.extract ? paths.tree : paths.pack, false, 0, target->chosen_because};
     if (copy_needed) {
-        const std::string partial = fmt::format("{}.partial.{}", paths.pack, getpid());
-        if (mkdir(partial.c_str(), 0700) != 0) {
-            return fail(adapters::system_error("cannot create directory", partial, errno));
-        }
-        auto copied = copy_pack(request.dataset, partial, *manifest, *manifest_text);
+        auto copied = stage_pack_copy(request.dataset, paths, *manifest, *manifest_text);
         if (!copied) {
-            (void)adapters::remove_tree(partial);
             return fail(copied.error());
         }
         result.bytes_copied = *copied;
-        if (auto renamed = adapters::rename_path(partial, paths.pack); !renamed) {
-            (void)adapters::remove_tree(partial);
-            return fail(renamed.error());
-        }
-        DLJOB_TRY(adapters::write_text_file(paths.pack_marker, marker_text(*manifest)));
     }
     if (request.extract) {
-        const std::string source = have_pack ? paths.pack : request.dataset;
-        ExtractLimits limits;
-        limits.max_bytes = manifest->payload_bytes;
-        limits.max_entries = manifest->files + manifest->directories;
-        limits.threads = request.threads;
-        // One reading thread per shard up to the usable cores when the members are large: their
-        // decompression and reading then run in parallel (4 x 256 MiB zstd shards to /dev/shm:
-        // 0.67 -> 0.39 s on 2 cores). Small members are bound by file creation in the writer
-        // pool, and more readers only took CPU from it (70,000 images: 0.76 -> 0.86 s). Shard i
-        // goes to reader i mod n, each reader verifying the shards it reads.
-        constexpr std::uint64_t parallel_member_bytes = std::uint64_t{64} << 10U;
-        const bool large_members =
-            manifest->payload_bytes >=
-            parallel_member_bytes * std::max<std::uint64_t>(1, manifest->files);
-        const std::size_t reader_count =
-            large_members ? std::max<std::size_t>(1, std::min<std::size_t>(manifest->shards.size(),
-                                                                           util::usable_cpus()))
-                          : 1;
-        std::vector<std::vector<PackFile>> assigned(reader_count);
-        const std::vector<PackFile> files = data_files(*manifest);
-        for (std::size_t i = 0; i < files.size(); ++i) {
-            assigned[i % reader_count].push_back(files[i]);
+        auto read = stage_tree(request.dataset, have_pack, paths, *manifest, request.threads);
+        if (!read) {
+            return fail(read.error());
         }
-        std::vector<std::unique_ptr<PackArchiveReader>> readers;
-        std::vector<ArchiveReader*> reader_views;
-        for (std::vector<PackFile>& subset : assigned) {
-            readers.push_back(
-                open_pack_archive(source, std::move(subset), source + "/" + dataset_manifest_name));
-            reader_views.push_back(readers.back().get());
-        }
-        const std::string shown =
-            manifest->shards.size() == 1
-                ? source + "/" + manifest->shards.front().file
-                : fmt::format("{}/data-*.tar ({} shards)", source, manifest->shards.size());
-        auto summary = extract_archives(reader_views, paths.tree, limits, shown);
-        if (!summary) {
-            return fail(summary.error());
-        }
-        if (summary->files != manifest->files || summary->bytes != manifest->payload_bytes) {
-            (void)adapters::remove_tree(paths.tree);
-            return fail(ErrorCode::io,
-                        fmt::format("{} held {} files and {} bytes, its manifest says {} and {}",
-                                    shown, summary->files, summary->bytes, manifest->files,
-                                    manifest->payload_bytes),
-                        "pack the dataset again");
-        }
-        if (!have_pack) {
-            for (const auto& reader : readers) {
-                result.bytes_copied += reader->bytes_read();
-            }
-        }
-        // Not a hit, so remove_leftovers took any old marker: the tree was built just now.
-        DLJOB_TRY(adapters::write_text_file(paths.tree_marker, marker_text(*manifest)));
+        result.bytes_copied += *read;
     }
     if (request.keep && !adapters::path_exists(paths.keep)) {
         DLJOB_TRY(adapters::write_text_file(paths.keep, "staged with --keep\n"));
