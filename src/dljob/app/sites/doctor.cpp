@@ -181,22 +181,9 @@ std::vector<std::string> module_shell(const ModuleSystem& modules, const std::st
     return {"bash", "-c", ". \"$DLJOB_MODULES_INIT\" >/dev/null 2>&1; " + body, "dljob-doctor"};
 }
 
-void check_modules(ProcessRunner& runner, const SiteProfile& site,
-                   std::vector<DoctorFinding>& out) {
-    const ModuleSystem& modules = site.modules;
-    if (modules.flavor == ModuleFlavor::none) {
-        out.push_back(
-            finding(DoctorLevel::ok, "module", "the site has no module system: nothing to load"));
-        return;
-    }
-    const auto names = profile_modules(modules);
-    if (names.empty()) {
-        out.push_back(finding(DoctorLevel::ok, "module", "the profile loads no module"));
-        return;
-    }
-    // One shell: each module looked up (`module -t avail` prints one name a line, on stderr
-    // with Lmod), then all loaded in the job's order and each looked for in `module -t list`.
-    const std::string body = R"sh(
+// One shell: each module looked up (`module -t avail` prints one name a line, on stderr
+// with Lmod), then all loaded in the job's order and each looked for in `module -t list`.
+constexpr const char* module_check_script = R"sh(
 command -v module >/dev/null 2>&1 || { echo "dljob-doctor: no-module-command"; exit 0; }
 for m in "$@"; do
   if module -t avail "$m" 2>&1 | sed 's/([^)]*)$//' | grep -qx -e "$m" -e "$m/.*"; then
@@ -214,8 +201,52 @@ for m in "$@"; do
   fi
 done
 )sh";
+
+// What the check script printed: the modules found and the ones loaded.
+struct ModuleVerdicts {
+    bool no_module_command = false;
+    std::set<std::string> avail;
+    std::set<std::string> loaded;
+};
+
+ModuleVerdicts parse_module_verdicts(const std::string& output) {
+    ModuleVerdicts verdicts;
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+        constexpr std::string_view prefix = "dljob-doctor: ";
+        if (line.rfind(prefix, 0) != 0) {
+            continue;
+        }
+        const std::string rest = line.substr(prefix.size());
+        const auto space = rest.find(' ');
+        const std::string verdict = rest.substr(0, space);
+        const std::string name = space == std::string::npos ? "" : rest.substr(space + 1);
+        verdicts.no_module_command = verdicts.no_module_command || verdict == "no-module-command";
+        if (verdict == "avail") {
+            verdicts.avail.insert(name);
+        } else if (verdict == "loaded") {
+            verdicts.loaded.insert(name);
+        }
+    }
+    return verdicts;
+}
+
+void check_modules(ProcessRunner& runner, const SiteProfile& site,
+                   std::vector<DoctorFinding>& out) {
+    const ModuleSystem& modules = site.modules;
+    if (modules.flavor == ModuleFlavor::none) {
+        out.push_back(
+            finding(DoctorLevel::ok, "module", "the site has no module system: nothing to load"));
+        return;
+    }
+    const auto names = profile_modules(modules);
+    if (names.empty()) {
+        out.push_back(finding(DoctorLevel::ok, "module", "the profile loads no module"));
+        return;
+    }
     ProcessRequest request;
-    request.argv = module_shell(modules, body);
+    request.argv = module_shell(modules, module_check_script);
     request.argv.insert(request.argv.end(), names.begin(), names.end());
     request.env["DLJOB_MODULES_INIT"] = modules.init_script;
     request.timeout = std::chrono::seconds(60);
@@ -227,28 +258,8 @@ done
                               "check modules.init in " + where(site)));
         return;
     }
-    std::set<std::string> avail;
-    std::set<std::string> loaded;
-    std::istringstream lines(ran->out);
-    std::string line;
-    bool no_module = false;
-    while (std::getline(lines, line)) {
-        constexpr std::string_view prefix = "dljob-doctor: ";
-        if (line.rfind(prefix, 0) != 0) {
-            continue;
-        }
-        const std::string rest = line.substr(prefix.size());
-        const auto space = rest.find(' ');
-        const std::string verdict = rest.substr(0, space);
-        const std::string name = space == std::string::npos ? "" : rest.substr(space + 1);
-        no_module = no_module || verdict == "no-module-command";
-        if (verdict == "avail") {
-            avail.insert(name);
-        } else if (verdict == "loaded") {
-            loaded.insert(name);
-        }
-    }
-    if (no_module) {
+    const ModuleVerdicts verdicts = parse_module_verdicts(ran->out);
+    if (verdicts.no_module_command) {
         out.push_back(
             finding(DoctorLevel::error, "module",
                     fmt::format("the module command is not defined{}",
@@ -262,14 +273,14 @@ done
     }
     for (const auto& name : names) {
         const auto base = name.substr(0, name.find('/'));
-        if (avail.count(name) == 0) {
+        if (verdicts.avail.count(name) == 0) {
             out.push_back(finding(
                 DoctorLevel::error, "module",
                 fmt::format("{}: not found by 'module -t avail {}'", name, name),
                 fmt::format("'module spider {}' lists the versions this site has; correct the "
                             "name in {} (modules.needs / preload)",
                             base, where(site))));
-        } else if (loaded.count(name) == 0) {
+        } else if (verdicts.loaded.count(name) == 0) {
             out.push_back(
                 finding(DoctorLevel::error, "module",
                         fmt::format("{}: exists but does not load in the job's order", name),
