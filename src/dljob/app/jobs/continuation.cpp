@@ -200,6 +200,35 @@ std::optional<Job> started_continuation(JobContext& context, const Job& ended, s
     return adopt(context, ended, *record, note);
 }
 
+namespace {
+
+// Decided already, by the job itself (the local wrapper) or by another dljob: the attempt it
+// named is adopted, or the note says why there is none.
+std::optional<Job> adopt_or_explain(JobContext& context, const Job& ended,
+                                    const ContinuationRecord& record, std::string& note) {
+    const std::filesystem::path run_dir(ended.run_dir);
+    if (!record.next_token.empty()) {
+        return adopt(context, ended, record, note);
+    }
+    if (record.declined == "no progress") {
+        note = fmt::format("job {} checkpointed to be continued, but {} has no newer "
+                           "checkpoint than when it started: not continued, as it makes no "
+                           "progress (decided by the job)",
+                           ended.id, (run_dir / "checkpoints").string());
+    } else if (record.declined == "limit") {
+        note = fmt::format("job {} checkpointed to be continued, but it was submitted {} "
+                           "times already (checkpoint.max_continuations: {}); submit the "
+                           "recipe again to go on from a new run directory",
+                           ended.id, ended.attempt, ended.max_continuations);
+    } else {
+        note = fmt::format("job {} checkpointed to be continued, but was not ({})", ended.id,
+                           record.declined.empty() ? "no decision recorded" : record.declined);
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ended, int exit_code,
                                             std::string& note) {
     // Only a TIMEOUT: a job cancelled while it checkpointed (scancel sends TERM, dltrain saves
@@ -221,26 +250,8 @@ std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ende
         return std::nullopt;
     }
     const std::filesystem::path run_dir(ended.run_dir);
-    // Decided already, by the job itself (the local wrapper) or by another dljob.
-    auto decided = [&](const ContinuationRecord& record) -> std::optional<Job> {
-        if (!record.next_token.empty()) {
-            return adopt(context, ended, record, note);
-        }
-        if (record.declined == "no progress") {
-            note = fmt::format("job {} checkpointed to be continued, but {} has no newer "
-                               "checkpoint than when it started: not continued, as it makes no "
-                               "progress (decided by the job)",
-                               ended.id, (run_dir / "checkpoints").string());
-        } else if (record.declined == "limit") {
-            note = fmt::format("job {} checkpointed to be continued, but it was submitted {} "
-                               "times already (checkpoint.max_continuations: {}); submit the "
-                               "recipe again to go on from a new run directory",
-                               ended.id, ended.attempt, ended.max_continuations);
-        } else {
-            note = fmt::format("job {} checkpointed to be continued, but was not ({})", ended.id,
-                               record.declined.empty() ? "no decision recorded" : record.declined);
-        }
-        return std::nullopt;
+    const auto decided = [&](const ContinuationRecord& record) {
+        return adopt_or_explain(context, ended, record, note);
     };
     if (auto record = read_continuation_record(run_dir, ended.token)) {
         return decided(*record);
