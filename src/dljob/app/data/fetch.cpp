@@ -120,10 +120,69 @@ private:
     Attempt from_mirror(int fd, const std::string& part, const std::string& name,
                         const std::string& url, std::uint64_t size, Error& write_error);
 
+    // Where one request's bytes go: the part file at `position`, which a server that ignores
+    // Range resets to 0.
+    struct PartWrite {
+        int fd;
+        const std::string& part;
+        std::uint64_t position;
+        bool failed;
+        Error& error;
+    };
+    HttpCallbacks part_callbacks(PartWrite& write, const std::string& name, std::uint64_t size);
+
     const FetchSettings& m_settings;
     HttpClient& m_http;
     const FetchCallbacks& m_callbacks;
 };
+
+HttpCallbacks Downloader::part_callbacks(PartWrite& write, const std::string& name,
+                                         std::uint64_t size) {
+    HttpCallbacks callbacks;
+    callbacks.head = [&write](const HttpHead& head) {
+        // Before any body byte the position is the offset asked for. A server that ignored
+        // Range sends the whole file: take it from the start.
+        if (write.position > 0 && !head.ranged) {
+            if (::ftruncate(write.fd, 0) != 0) {
+                write.error = adapters::system_error("truncate", write.part, errno);
+                write.failed = true;
+                return false;
+            }
+            write.position = 0;
+        }
+        return true;
+    };
+    callbacks.body = [&write](std::string_view bytes) {
+        const char* data = bytes.data();
+        std::size_t left = bytes.size();
+        while (left > 0) {
+            const ssize_t n = ::pwrite(write.fd, data, left, static_cast<off_t>(write.position));
+            if (n < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                write.error = adapters::system_error("write", write.part, errno);
+                write.failed = true;
+                return false;
+            }
+            data += n;
+            left -= static_cast<std::size_t>(n);
+            write.position += static_cast<std::uint64_t>(n);
+        }
+        return true;
+    };
+    callbacks.progress = [this, &write, name, size](std::uint64_t received,
+                                                    std::optional<std::uint64_t> total) {
+        if (m_callbacks.progress) {
+            const std::uint64_t base = write.position >= received ? write.position - received : 0;
+            std::optional<std::uint64_t> whole =
+                size > 0 ? std::optional<std::uint64_t>(size)
+                         : (total ? std::optional<std::uint64_t>(*total + base) : total);
+            m_callbacks.progress(name, base + received, whole);
+        }
+    };
+    return callbacks;
+}
 
 Downloader::Attempt Downloader::from_mirror(int fd, const std::string& part,
                                             const std::string& name, const std::string& url,
@@ -151,48 +210,8 @@ Downloader::Attempt Downloader::from_mirror(int fd, const std::string& part,
         if (offset > 0) {
             notice(fmt::format("{}: resuming at {} from {}", name, human_bytes(offset), url));
         }
-        std::uint64_t position = offset;
-        bool io_failed = false;
-        HttpCallbacks callbacks;
-        callbacks.head = [&](const HttpHead& head) {
-            if (offset > 0 && !head.ranged) { // the server ignored Range: take it from the start
-                if (::ftruncate(fd, 0) != 0) {
-                    write_error = adapters::system_error("truncate", part, errno);
-                    io_failed = true;
-                    return false;
-                }
-                position = 0;
-            }
-            return true;
-        };
-        callbacks.body = [&](std::string_view bytes) {
-            const char* data = bytes.data();
-            std::size_t left = bytes.size();
-            while (left > 0) {
-                const ssize_t n = ::pwrite(fd, data, left, static_cast<off_t>(position));
-                if (n < 0) {
-                    if (errno == EINTR) {
-                        continue;
-                    }
-                    write_error = adapters::system_error("write", part, errno);
-                    io_failed = true;
-                    return false;
-                }
-                data += n;
-                left -= static_cast<std::size_t>(n);
-                position += static_cast<std::uint64_t>(n);
-            }
-            return true;
-        };
-        callbacks.progress = [&](std::uint64_t received, std::optional<std::uint64_t> total) {
-            if (m_callbacks.progress) {
-                const std::uint64_t base = position >= received ? position - received : 0;
-                std::optional<std::uint64_t> whole =
-                    size > 0 ? std::optional<std::uint64_t>(size)
-                             : (total ? std::optional<std::uint64_t>(*total + base) : total);
-                m_callbacks.progress(name, base + received, whole);
-            }
-        };
+        PartWrite write{fd, part, offset, false, write_error};
+        const HttpCallbacks callbacks = part_callbacks(write, name, size);
         HttpGet get;
         get.url = url;
         get.offset = offset;
@@ -202,7 +221,7 @@ Downloader::Attempt Downloader::from_mirror(int fd, const std::string& part,
             write_error = outcome.error();
             return result;
         }
-        if (io_failed) {
+        if (write.failed) {
             return result;
         }
         if (outcome->complete) {
