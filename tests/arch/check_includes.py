@@ -85,6 +85,8 @@ def self_test(rules_path):
         ("src/dljob/app/jobs/submit.cpp", "#include <dljob/cli/cli.hpp>", True),
         ("src/dljob/cli/command_submit.cpp", "#include <dljob/app/jobs/submit.hpp>", False),
         ("src/dljob/schedulers/slurm.cpp", "#include <dljob/adapters/process_boost.hpp>", True),
+        ("src/dljob/schedulers/slurm.cpp", "#include <dljob/render/job_script.hpp>", True),
+        ("src/dljob/render/job_script.cpp", "#include <dljob/schedulers/family.hpp>", False),
         ("engine/src/core/net.cpp", "#include <dlfcn.h>", True),
         ("engine/src/core/cuda_loader.cpp", "#include <dlfcn.h>", False),
         ("src/dljob/app/data/pack.cpp", "#include <zstd.h>", True),

@@ -206,14 +206,13 @@ Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site
             DLJOB_TRY(assign(read_word(value, key, option_value_pattern, option_value_describe),
                              p.queue));
         } else if (field.key == "scheduler") {
+            std::vector<std::string> families;
+            for (const SchedulerKind kind : scheduler_kinds()) {
+                families.emplace_back(to_string(kind));
+            }
             std::string v;
-            DLJOB_TRY(
-                assign(read_choice(value, key, {"pbs", "moab", "sqsub", "slurm", "local"}), v));
-            p.scheduler = v == "pbs"     ? SchedulerKind::pbs
-                          : v == "moab"  ? SchedulerKind::moab
-                          : v == "sqsub" ? SchedulerKind::sqsub
-                          : v == "slurm" ? SchedulerKind::slurm
-                                         : SchedulerKind::local;
+            DLJOB_TRY(assign(read_choice(value, key, families), v));
+            p.scheduler = scheduler_kind(v).value_or(SchedulerKind::local);
         } else if (field.key == "launcher") {
             std::string v;
             DLJOB_TRY(assign(read_choice(value, key, {"aprun", "srun", "mpirun", "none"}), v));

@@ -40,6 +40,9 @@ struct RenderedJob {
     /// The words of submit_argv that make the job wait (`--after`): for this submission only,
     /// so they are left out of the command kept for continuations.
     std::vector<std::string> dependency_options;
+    /// The scheduler options that ask for this job's resources, without what only a batch job
+    /// uses (output file, warning signal, requeue, mail): what `dljob shell` asks for.
+    std::vector<std::string> resource_options;
     std::string scheduler_job_name; // the name the scheduler sees, after mapping
     SchedulerKind scheduler = SchedulerKind::local;
     ResolvedResources resources;

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dljob {
@@ -20,6 +21,10 @@ enum class LauncherKind { aprun, srun, mpirun, none };
 enum class ModuleFlavor { lmod, tcl, cray, none };
 
 const char* to_string(SchedulerKind kind) noexcept;
+/// Every family, in the order the site profile's `scheduler:` choices are listed.
+const std::vector<SchedulerKind>& scheduler_kinds();
+/// The family named `name` (to_string's inverse); nullopt for an unknown name.
+std::optional<SchedulerKind> scheduler_kind(std::string_view name);
 const char* to_string(LauncherKind kind) noexcept;
 const char* to_string(ModuleFlavor flavor) noexcept;
 

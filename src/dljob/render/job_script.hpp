@@ -6,6 +6,7 @@
 #include <dljob/domain/render_request.hpp>
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/template_engine.hpp>
+#include <dljob/render/shell.hpp> // command_line
 
 #include <string>
 #include <vector>
@@ -21,13 +22,10 @@ Result<RenderedJob> render_job(const RenderRequest& request, TemplateEngine& tem
 /// the site's pattern and length, else "dlj-" + 8 hex digits of a hash of `wanted`.
 std::string scheduler_job_name(const std::string& wanted, const SchedulerBehaviour& behaviour);
 
-/// One line of shell that prints as the argv (each element shell-quoted), for comments and
-/// `dljob render`.
-std::string command_line(const std::vector<std::string>& argv);
-
 /// The submit options that make a job wait for `after` in `kind`'s own form (Slurm
 /// --dependency=afterok:ID, PBS/Torque/Moab -W depend=afterok:ID, sqsub -w ID; local: none,
-/// its wrapper waits). Rendered into RenderedJob::submit_argv and added by each adapter.
+/// its wrapper waits): the family's (schedulers/family.hpp). Rendered into
+/// RenderedJob::submit_argv and added by each adapter.
 std::vector<std::string> dependency_options(SchedulerKind kind, const JobDependency& after);
 
 } // namespace dljob::render

@@ -1,23 +1,14 @@
 #pragma once
-// Shell encoders for values that reach a job script (reliability.md D4.1): each returns one line
-// of bash that evaluates to exactly the input, so no value can end a line, run a command or
-// smuggle a directive.
+// The shell encoders live in util/shell.hpp (schedulers use them too, and schedulers sit below
+// render); render's code and its tests keep their names.
 
-#include <string>
-#include <string_view>
+#include <dljob/util/shell.hpp>
 
 namespace dljob::render {
 
-/// 'text' with ' written as '\''; values with control characters use $'...' with \xHH escapes so
-/// the result stays on one line.
-std::string shell_quote(std::string_view value);
-
-/// A word whose `~` prefix, `$NAME` and `${NAME}` are left to the job's shell (as "${NAME-}":
-/// an unset variable expands to nothing instead of killing the script before it can write
-/// exit_code) and every other character is quoted. `~` counts only as the first character.
-std::string shell_word_with_variables(std::string_view value);
-
-/// True when `value` may appear as-is in a directive or comment: [A-Za-z0-9._/+,:=@%-]+.
-bool is_directive_safe(std::string_view value);
+using util::command_line;
+using util::is_directive_safe;
+using util::shell_quote;
+using util::shell_word_with_variables;
 
 } // namespace dljob::render

@@ -1,114 +1,16 @@
-#include <dljob/render/job_script.hpp>
-#include <dljob/render/shell.hpp>
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/interactive.hpp>
-#include <dljob/schedulers/support.hpp>
+#include <dljob/schedulers/launcher.hpp>
+#include <dljob/util/shell.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <sstream>
 
 namespace dljob::schedulers {
-namespace {
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
-// sbatch options that only make sense for a batch script.
-bool batch_only_slurm_option(std::string_view option) {
-    constexpr std::array<std::string_view, 6> prefixes{
-        "--output=", "--open-mode=", "--signal=", "--no-requeue", "--mail-user=", "--mail-type="};
-    return std::any_of(prefixes.begin(), prefixes.end(),
-                       [&](std::string_view prefix) { return starts_with(option, prefix); });
-}
-
-// qsub/msub options (each followed by a value) that only make sense for a batch script.
-bool batch_only_pbs_flag(std::string_view flag) {
-    return flag == "-j" || flag == "-o" || flag == "-r" || flag == "-m" || flag == "-M";
-}
-
-const char* job_id_expression(SchedulerKind kind) {
-    switch (kind) {
-    case SchedulerKind::slurm:
-        return R"("${SLURM_JOB_ID:-}")";
-    case SchedulerKind::pbs:
-        return R"("${PBS_JOBID:-${SLURM_JOB_ID:-}}")";
-    case SchedulerKind::moab:
-        return R"("${MOAB_JOBID:-${PBS_JOBID:-${SLURM_JOB_ID:-}}}")";
-    case SchedulerKind::sqsub:
-        return R"("${PBS_JOBID:-${SLURM_JOB_ID:-}}")";
-    case SchedulerKind::local:
-        return R"("local-$$")";
-    }
-    return "''";
-}
-
-std::vector<std::string> slurm_argv(const InteractiveRequest& request) {
-    const auto& submit = request.rendered.submit_argv; // sbatch --parsable OPTIONS... SCRIPT
-    std::vector<std::string> argv{"salloc"};
-    for (std::size_t i = 2; i + 1 < submit.size(); ++i) {
-        if (!batch_only_slurm_option(submit[i])) {
-            argv.push_back(submit[i]);
-        }
-    }
-    argv.push_back("--comment=dljob:" + request.token);
-    // --overlap: the shell's step shares the allocation, so `srun` typed in the shell starts
-    // at once instead of waiting for the shell's own CPUs and GPUs (Slurm >= 20.11).
-    argv.insert(argv.end(), {"srun", "--overlap", "--pty", "--nodes=1", "--ntasks=1", "/bin/bash",
-                             "--rcfile", request.rc_path, "-i"});
-    return argv;
-}
-
-Result<std::vector<std::string>> pbs_argv(const InteractiveRequest& request, bool with_x) {
-    if (!render::is_directive_safe(request.session_path)) {
-        return fail(ErrorCode::config_invalid,
-                    fmt::format("the session script path {} has characters qsub/msub -I cannot "
-                                "carry",
-                                request.session_path),
-                    "set DLJOB_RUNS_DIR to a path of A-Z a-z 0-9 . _ / + , : = @ % -");
-    }
-    const auto& submit = request.rendered.submit_argv; // qsub|msub PAIRS... EXTRAS... SCRIPT
-    std::vector<std::string> argv{submit.front(), "-I"};
-    if (with_x) {
-        argv.emplace_back("-x");
-    }
-    for (std::size_t i = 1; i + 1 < submit.size(); ++i) {
-        if (batch_only_pbs_flag(submit[i]) && i + 2 < submit.size()) {
-            ++i;
-        } else if (submit[i] == "-N" && i + 2 < submit.size()) {
-            argv.insert(argv.end(), {"-N", token_job_name(request.token)});
-            ++i;
-        } else {
-            argv.push_back(submit[i]);
-        }
-    }
-    argv.push_back(request.session_path);
-    return argv;
-}
-
-std::string sqsub_alternative(const InteractiveRequest& request) {
-    // sqsub ... --nompirun /bin/bash SCRIPT: keep the resource options, hold the allocation
-    // with a detached screen (what SHARCNET users did), without dljob's id file.
-    std::vector<std::string> argv;
-    const auto& submit = request.rendered.submit_argv;
-    for (std::size_t i = 0; i < submit.size() && submit[i] != "--nompirun"; ++i) {
-        if (submit[i] == "-o" && i + 1 < submit.size()) {
-            argv.insert(argv.end(), {"-o", "/dev/null"}); // the run directory is not created
-            ++i;
-        } else if (!starts_with(submit[i], "--idfile=")) {
-            argv.push_back(submit[i]);
-        }
-    }
-    argv.insert(argv.end(), {"--nompirun", "screen", "-D", "-m"});
-    return fmt::format("the closest thing is a job that holds the same resources: '{}', then "
-                       "ssh to the node sqjobs shows and 'screen -r'; or run the recipe as a "
-                       "batch job with 'dljob submit RECIPE --site {}'",
-                       render::command_line(argv), request.site->name);
-}
-
-} // namespace
 
 std::vector<std::string> qsub_wrapper_probe() {
     return {"qsub", "--sbatchline", "-I"};
@@ -119,41 +21,18 @@ Result<InteractivePlan> plan_interactive(const InteractiveRequest& request) {
         request.rendered.submit_argv.empty()) {
         return fail(ErrorCode::internal, "plan_interactive: incomplete request");
     }
+    auto plan = family_of(request.rendered.scheduler).interactive(request);
+    if (!plan) {
+        return fail(plan.error());
+    }
     const Partition& partition = *request.partition;
-    const ResolvedResources& res = request.rendered.resources;
-    InteractivePlan plan;
-    if (partition.launcher == LauncherKind::aprun) {
-        plan.launch =
-            fmt::format("aprun -n {} -N 1 -d {} -cc none", res.nodes, partition.node.cores);
-        plan.notes.push_back(fmt::format(
+    const Launcher& launcher = launcher_of(partition.launcher);
+    if (launcher.script_off_compute_node()) {
+        plan->launch = launcher.prefix(launch_geometry(partition, request.rendered.resources));
+        plan->notes.push_back(fmt::format(
             "this shell runs on a service (MOM) node of {}, not on the GPU node: run programs "
             "there with $DLJOB_LAUNCH, e.g. $DLJOB_LAUNCH nvidia-smi ({})",
-            request.site->name, plan.launch));
-    }
-    switch (request.rendered.scheduler) {
-    case SchedulerKind::slurm:
-        plan.argv = slurm_argv(request);
-        break;
-    case SchedulerKind::pbs:
-    case SchedulerKind::moab: {
-        const bool with_x =
-            request.rendered.scheduler == SchedulerKind::moab || !request.qsub_is_slurm_wrapper;
-        auto argv = pbs_argv(request, with_x);
-        if (!argv) {
-            return fail(argv.error());
-        }
-        plan.argv = std::move(*argv);
-        break;
-    }
-    case SchedulerKind::sqsub:
-        plan.refusal = fmt::format("site {} (partition {}) submits with SHARCNET's sqsub, which "
-                                   "has no interactive mode; nothing was allocated",
-                                   request.site->name, partition.name);
-        plan.alternative = sqsub_alternative(request);
-        break;
-    case SchedulerKind::local:
-        plan.argv = {"/bin/bash", "--rcfile", request.rc_path, "-i"};
-        break;
+            request.site->name, plan->launch));
     }
     return plan;
 }
@@ -176,6 +55,53 @@ std::vector<std::string> script_block(const std::string& script, const std::stri
     }
     return lines;
 }
+
+namespace {
+
+// Staging as the batch job does it (the recipe's data.stage_to), and its removal at the end.
+void add_staging(const SessionFiles& files, const std::function<void(std::string_view)>& add) {
+    add("");
+    const std::string dljob = util::shell_quote(files.dljob_binary);
+    add("# The recipe stages its data (data.stage_to) as its batch job does: a pack through");
+    add("# `dljob stage-data` (cached per node, this shell registered as one of its users;");
+    add("# $DLJOB_DATA_DIR becomes a link to it), any other tree copied. Behind a launcher");
+    add("# (aprun) this shell's PID is not on the node that checks it, so there the cached");
+    add("# copy counts as unused by the session.");
+    add("dljob_step='stage data'");
+    add("dljob_data_link='' dljob_data_copy=''");
+    add(R"sh(if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then)sh");
+    add(R"sh(    rm -f -- "$DLJOB_DATA_DIR")sh");
+    add(fmt::format(
+        R"sh(    dljob_staged=$($DLJOB_LAUNCH {} stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" {}) &&)sh",
+        dljob, files.keep_staged ? "--keep" : "--user-pid $$"));
+    add(R"sh(        ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1)sh");
+    add("else");
+    add("    dljob_data_copy=1");
+    add(R"sh(    $DLJOB_LAUNCH /bin/bash -c 'mkdir -p -- "$2" && cp -R -- "$1/." "$2/"' _ "$DLJOB_DATA_SOURCE" "$DLJOB_DATA_DIR")sh");
+    add("fi || dljob_fail $?");
+    add("export DLJOB_DATA_DIR");
+    if (!files.keep_staged) {
+        // As the batch job's end does (templates/prologue.mustache): node-local disks and
+        // RAM disks belong to whoever comes next, and on Big Red II the ramdisk is RAM.
+        add("# The staged data goes when the session ends (data.keep_staged keeps it).");
+        add("dljob_unstage() {");
+        add(R"sh(    if [ -n "$dljob_data_link" ]; then)sh");
+        add(R"sh(        rm -f -- "$DLJOB_DATA_DIR")sh");
+        add(fmt::format(
+            R"sh(        $DLJOB_LAUNCH {} stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||)sh",
+            dljob));
+        add(R"sh(            echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2)sh");
+        add("    fi");
+        add(R"sh(    if [ -n "$dljob_data_copy" ]; then)sh");
+        add(R"sh(        $DLJOB_LAUNCH rm -rf -- "$DLJOB_DATA_DIR" ||)sh");
+        add(R"sh(            echo "dljob: warning: could not remove the copy $DLJOB_DATA_DIR of $DLJOB_DATA_SOURCE" >&2)sh");
+        add("    fi");
+        add("}");
+        add("trap dljob_unstage EXIT");
+    }
+}
+
+} // namespace
 
 Result<std::string> session_rc(const SessionFiles& files, const std::string& rendered_script) {
     // The rendered job script's own lines (templates/header.mustache, prologue.mustache).
@@ -203,9 +129,9 @@ Result<std::string> session_rc(const SessionFiles& files, const std::string& ren
     for (const auto& line : values) {
         add(line);
     }
-    add("DLJOB_SITE=" + render::shell_quote(files.site));
-    add(fmt::format("DLJOB_JOB_ID={}", job_id_expression(files.scheduler)));
-    add("DLJOB_LAUNCH=" + render::shell_quote(files.launch));
+    add("DLJOB_SITE=" + util::shell_quote(files.site));
+    add(fmt::format("DLJOB_JOB_ID={}", family_of(files.scheduler).job_id_expression()));
+    add("DLJOB_LAUNCH=" + util::shell_quote(files.launch));
     add("DLJOB_INTERACTIVE=1");
     add("export DLJOB_SITE DLJOB_JOB_ID DLJOB_LAUNCH DLJOB_INTERACTIVE DLJOB_SCRIPT "
         "DLJOB_DATA_SOURCE");
@@ -219,45 +145,7 @@ Result<std::string> session_rc(const SessionFiles& files, const std::string& ren
         add(line);
     }
     if (files.stage) {
-        add("");
-        const std::string dljob = render::shell_quote(files.dljob_binary);
-        add("# The recipe stages its data (data.stage_to) as its batch job does: a pack through");
-        add("# `dljob stage-data` (cached per node, this shell registered as one of its users;");
-        add("# $DLJOB_DATA_DIR becomes a link to it), any other tree copied. Behind a launcher");
-        add("# (aprun) this shell's PID is not on the node that checks it, so there the cached");
-        add("# copy counts as unused by the session.");
-        add("dljob_step='stage data'");
-        add("dljob_data_link='' dljob_data_copy=''");
-        add(R"sh(if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then)sh");
-        add(R"sh(    rm -f -- "$DLJOB_DATA_DIR")sh");
-        add(fmt::format(
-            R"sh(    dljob_staged=$($DLJOB_LAUNCH {} stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" {}) &&)sh",
-            dljob, files.keep_staged ? "--keep" : "--user-pid $$"));
-        add(R"sh(        ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1)sh");
-        add("else");
-        add("    dljob_data_copy=1");
-        add(R"sh(    $DLJOB_LAUNCH /bin/bash -c 'mkdir -p -- "$2" && cp -R -- "$1/." "$2/"' _ "$DLJOB_DATA_SOURCE" "$DLJOB_DATA_DIR")sh");
-        add("fi || dljob_fail $?");
-        add("export DLJOB_DATA_DIR");
-        if (!files.keep_staged) {
-            // As the batch job's end does (templates/prologue.mustache): node-local disks and
-            // RAM disks belong to whoever comes next, and on Big Red II the ramdisk is RAM.
-            add("# The staged data goes when the session ends (data.keep_staged keeps it).");
-            add("dljob_unstage() {");
-            add(R"sh(    if [ -n "$dljob_data_link" ]; then)sh");
-            add(R"sh(        rm -f -- "$DLJOB_DATA_DIR")sh");
-            add(fmt::format(
-                R"sh(        $DLJOB_LAUNCH {} stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||)sh",
-                dljob));
-            add(R"sh(            echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2)sh");
-            add("    fi");
-            add(R"sh(    if [ -n "$dljob_data_copy" ]; then)sh");
-            add(R"sh(        $DLJOB_LAUNCH rm -rf -- "$DLJOB_DATA_DIR" ||)sh");
-            add(R"sh(            echo "dljob: warning: could not remove the copy $DLJOB_DATA_DIR of $DLJOB_DATA_SOURCE" >&2)sh");
-            add("    fi");
-            add("}");
-            add("trap dljob_unstage EXIT");
-        }
+        add_staging(files, add);
     }
     add("");
     add("# The recipe's command as the batch job runs it: `dljob_run` (extra arguments appended).");
@@ -273,7 +161,7 @@ Result<std::string> session_rc(const SessionFiles& files, const std::string& ren
     add(R"sh(PS1='[dljob ${DLJOB_SITE} ${DLJOB_JOB_ID}] \w \$ ')sh");
     add(R"sh(echo "dljob: interactive session on site $DLJOB_SITE, job $DLJOB_JOB_ID; run directory $DLJOB_RUN_DIR")sh");
     for (const auto& note : files.notes) {
-        add("echo " + render::shell_quote("dljob: note: " + note));
+        add("echo " + util::shell_quote("dljob: note: " + note));
     }
     add(R"sh(echo "dljob: 'dljob_run' runs the job's command; 'exit' ends the session and releases the allocation")sh");
     return rc;
@@ -289,7 +177,7 @@ if [ -n "${{SLURM_JOB_ID:-}}" ] && [ -z "${{SLURM_STEP_ID:-}}" ] && command -v s
 fi
 exec /bin/bash --rcfile {} -i
 )",
-                       render::shell_quote(rc_path));
+                       util::shell_quote(rc_path));
 }
 
 } // namespace dljob::schedulers

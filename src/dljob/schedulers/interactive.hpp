@@ -2,10 +2,10 @@
 // Interactive sessions (`dljob shell`): the command that asks each scheduler family for an
 // interactive allocation and lands in a shell on it, and the files that shell starts from.
 //
-// The resource options are not spelled twice: they are taken from the submit command that
-// render::render_job built for the same request (so a shell asks for exactly what a batch job
-// with the same resources would), minus what only batch jobs use (output file, warning signal,
-// requeue, mail). Likewise the session's values and module lines are the rendered job script's
+// The resource options are not spelled twice: each family (schedulers/family.hpp) lists them
+// when the job is rendered (RenderedJob::resource_options, so a shell asks for exactly what a
+// batch job with the same resources would), without what only batch jobs use (output file,
+// warning signal, requeue, mail), and builds its interactive command from them. Likewise the session's values and module lines are the rendered job script's
 // own lines, so `module list` in a session shows what a batch job loads.
 //
 //   slurm   salloc <sbatch resource options> --comment=dljob:<token>

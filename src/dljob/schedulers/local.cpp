@@ -47,6 +47,7 @@
 //   no group of the job's and no local_exit (killed, machine rebooted) -> absent: the job's own
 //     exit_code file or UNKNOWN decides
 // A cancel is recorded by the caller (CANCELLED); the wrapper's later exit is then ignored.
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/local.hpp>
 #include <dljob/schedulers/support.hpp>
 #include <dljob/util/files.hpp>
@@ -369,6 +370,47 @@ Result<void> LocalScheduler::cancel(const JobRef& job) {
                     fmt::format("local job {} is no longer running", job.scheduler_id));
     }
     return {};
+}
+
+namespace {
+
+// Rendering: no directives; the wrapper above runs `/bin/bash SCRIPT` and continues the job.
+class LocalFamily final : public SchedulerFamily {
+public:
+    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::local; }
+    [[nodiscard]] std::string_view template_name() const override { return "local.sh"; }
+    [[nodiscard]] std::string_view job_id_expression() const override { return R"("local-$$")"; }
+    [[nodiscard]] bool log_in_directives() const override { return false; }
+    [[nodiscard]] bool job_continues_itself() const override { return false; }
+    [[nodiscard]] SubmitPlan plan(const JobFacts& facts) const override {
+        SubmitPlan plan;
+        plan.submit_argv = {"/bin/bash", facts.script};
+        return plan;
+    }
+    [[nodiscard]] std::vector<std::string>
+    dependency_options(const JobDependency& /*after*/) const override {
+        return {}; // the wrapper waits
+    }
+    [[nodiscard]] Result<InteractivePlan>
+    interactive(const InteractiveRequest& request) const override {
+        InteractivePlan plan;
+        plan.argv = {"/bin/bash", "--rcfile", request.rc_path, "-i"};
+        return plan;
+    }
+    [[nodiscard]] DoctorCommands doctor_commands(const std::string& /*user*/) const override {
+        return {{"bash", "setsid"}, {"bash", "--version"}, {}};
+    }
+    [[nodiscard]] std::unique_ptr<Scheduler>
+    make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {
+        return std::make_unique<LocalScheduler>(runner, options);
+    }
+};
+
+} // namespace
+
+const SchedulerFamily& local_family() {
+    static const LocalFamily family;
+    return family;
 }
 
 } // namespace dljob::schedulers

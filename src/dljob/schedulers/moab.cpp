@@ -19,7 +19,10 @@
 // Quirks: the text form of showq has no DRMJID and varies by version, so --xml is parsed with a
 // lenient attribute scanner; completed jobs are asked for (showq -c) only when a job is missing
 // from the first query.
-#include <dljob/render/job_script.hpp>
+//
+// Rendering: the PBS dialect shared with Torque (schedulers/pbs.cpp, plan_pbs_dialect), plus
+// `-l feature=` for the partition's features; `dljob shell` runs msub -I -x.
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/moab.hpp>
 #include <dljob/schedulers/support.hpp>
 
@@ -157,7 +160,7 @@ Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
         argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
     }
     if (request.after) {
-        const auto wait = render::dependency_options(SchedulerKind::moab, *request.after);
+        const auto wait = pbs_dialect_dependency(*request.after);
         argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.push_back(request.script_path);
@@ -239,6 +242,55 @@ Result<void> MoabScheduler::cancel(const JobRef& job) {
         return fail(command_error("canceljob", *result));
     }
     return {};
+}
+
+namespace {
+
+class MoabFamily final : public SchedulerFamily {
+public:
+    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::moab; }
+    [[nodiscard]] std::string_view template_name() const override { return "moab.sh"; }
+    [[nodiscard]] std::string_view script_name() const override { return "job.pbs"; }
+    // Moab sets MOAB_JOBID, its Torque PBS_JOBID; on the Slurm shims only SLURM_JOB_ID is set.
+    [[nodiscard]] std::string_view job_id_expression() const override {
+        return R"("${MOAB_JOBID:-${PBS_JOBID:-${SLURM_JOB_ID:-}}}")";
+    }
+    [[nodiscard]] std::string walltime_expression(const Walltime& walltime) const override {
+        return fmt::format("\"${{PBS_WALLTIME:-{}}}\"", walltime.seconds());
+    }
+    [[nodiscard]] SubmitPlan plan(const JobFacts& facts) const override {
+        return plan_pbs_dialect(facts, "msub");
+    }
+    [[nodiscard]] std::vector<std::string>
+    dependency_options(const JobDependency& after) const override {
+        return pbs_dialect_dependency(after);
+    }
+    [[nodiscard]] Result<InteractivePlan>
+    interactive(const InteractiveRequest& request) const override {
+        auto argv = pbs_dialect_interactive(request, "msub", true);
+        if (!argv) {
+            return fail(argv.error());
+        }
+        InteractivePlan plan;
+        plan.argv = std::move(*argv);
+        return plan;
+    }
+    [[nodiscard]] DoctorCommands doctor_commands(const std::string& user) const override {
+        return {{"msub", "showq", "checkjob", "canceljob"},
+                {"showq", "--version"},
+                {"showq", "-u", user}};
+    }
+    [[nodiscard]] std::unique_ptr<Scheduler>
+    make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {
+        return std::make_unique<MoabScheduler>(runner, options);
+    }
+};
+
+} // namespace
+
+const SchedulerFamily& moab_family() {
+    static const MoabFamily family;
+    return family;
 }
 
 } // namespace dljob::schedulers

@@ -19,9 +19,15 @@
 //   keep_completed): the records printed are used whatever the exit status.
 // - `qstat -x` (XML) is Torque-only (the wrappers reject it), so the text form is parsed.
 // - qdel of an unknown or finished job fails; that is reported.
-#include <dljob/render/job_script.hpp>
+//
+// Rendering: the PBS dialect (#PBS lines; the options repeated on the qsub/msub command line
+// with a single -l, legacy-schedulers.md §5.5: CLI flags win, and the Slurm wrappers take one
+// -l) is shared with Moab (plan_pbs_dialect below). `dljob shell`: qsub -I -x, except under
+// Slurm's Torque wrapper, which has no -x (schedulers/interactive.hpp).
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/pbs.hpp>
 #include <dljob/schedulers/support.hpp>
+#include <dljob/util/shell.hpp>
 
 #include <fmt/format.h>
 
@@ -141,7 +147,7 @@ Result<Submission> PbsScheduler::submit(const SubmitRequest& request) {
         argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
     }
     if (request.after) {
-        const auto wait = render::dependency_options(SchedulerKind::pbs, *request.after);
+        const auto wait = pbs_dialect_dependency(*request.after);
         argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.push_back(request.script_path);
@@ -212,6 +218,181 @@ Result<void> PbsScheduler::cancel(const JobRef& job) {
         return fail(command_error("qdel", *result));
     }
     return {};
+}
+
+namespace {
+
+std::string mail_events(const MailSpec& mail) {
+    std::string events;
+    if (mail.on_begin) {
+        events += "b";
+    }
+    if (mail.on_end) {
+        events += "e";
+    }
+    if (mail.on_fail) {
+        events += "a";
+    }
+    return events.empty() || mail.address.empty() ? std::string("n") : events;
+}
+
+std::string node_request(const Partition& partition, const ResolvedResources& res) {
+    if (partition.forbids_ppn) {
+        return fmt::format("nodes={}:gpus={}", res.nodes, res.gpus_per_node);
+    }
+    if (partition.launcher == LauncherKind::aprun) {
+        // Cray nodes are allocated whole; the GPU comes with the node (XK7: one K20).
+        return fmt::format("nodes={}:ppn={}", res.nodes, partition.node.cores);
+    }
+    if (res.gpus_per_node > 0) {
+        return fmt::format("nodes={}:ppn={}:gpus={}", res.nodes, res.cores_per_node,
+                           res.gpus_per_node);
+    }
+    return fmt::format("nodes={}:ppn={}", res.nodes, res.cores_per_node);
+}
+
+// qsub/msub options (each followed by a value) that only make sense for a batch script.
+bool batch_only_flag(std::string_view flag) {
+    return flag == "-j" || flag == "-o" || flag == "-r" || flag == "-m" || flag == "-M";
+}
+
+void append_split(std::vector<std::string>& argv, const std::string& option) {
+    const auto space = option.find(' ');
+    if (space == std::string::npos) {
+        argv.push_back(option);
+    } else {
+        argv.push_back(option.substr(0, space));
+        argv.push_back(option.substr(space + 1));
+    }
+}
+
+std::vector<std::pair<std::string, std::string>> dialect_options(const JobFacts& facts, bool moab) {
+    const Partition& partition = facts.partition;
+    const ResolvedResources& res = facts.resources;
+    std::string resources =
+        fmt::format("{},walltime={}", node_request(partition, res), res.walltime.hms());
+    // Cray: memory is informational (aprun -m decides); Hélios: memory follows the GPUs.
+    if (res.memory.mib() > 0 && partition.launcher != LauncherKind::aprun &&
+        !partition.forbids_ppn) {
+        resources += ",mem=" + res.memory.pbs();
+    }
+    std::vector<std::pair<std::string, std::string>> options{{"-N", facts.name}};
+    if (!facts.account.empty()) {
+        options.emplace_back("-A", facts.account);
+    }
+    if (!partition.queue.empty()) {
+        options.emplace_back("-q", partition.queue);
+    }
+    options.emplace_back("-l", resources);
+    if (moab && !partition.features.empty()) {
+        std::string joined;
+        for (const auto& f : partition.features) {
+            joined += (joined.empty() ? "" : ":") + f;
+        }
+        options.emplace_back("-l", "feature=" + joined);
+    }
+    options.emplace_back("-j", "oe");
+    options.emplace_back("-o", facts.log);
+    options.emplace_back("-r", "n");
+    const MailSpec& mail = facts.request.recipe.mail;
+    options.emplace_back("-m", mail_events(mail));
+    if (!mail.address.empty()) {
+        options.emplace_back("-M", mail.address);
+    }
+    return options;
+}
+
+class PbsFamily final : public SchedulerFamily {
+public:
+    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::pbs; }
+    [[nodiscard]] std::string_view template_name() const override { return "pbs.sh"; }
+    [[nodiscard]] std::string_view script_name() const override { return "job.pbs"; }
+    // Slurm's Torque wrappers set SLURM_JOB_ID only.
+    [[nodiscard]] std::string_view job_id_expression() const override {
+        return R"("${PBS_JOBID:-${SLURM_JOB_ID:-}}")";
+    }
+    [[nodiscard]] std::string walltime_expression(const Walltime& walltime) const override {
+        return fmt::format("\"${{PBS_WALLTIME:-{}}}\"", walltime.seconds());
+    }
+    [[nodiscard]] SubmitPlan plan(const JobFacts& facts) const override {
+        return plan_pbs_dialect(facts, "qsub");
+    }
+    [[nodiscard]] std::vector<std::string>
+    dependency_options(const JobDependency& after) const override {
+        return pbs_dialect_dependency(after);
+    }
+    [[nodiscard]] Result<InteractivePlan>
+    interactive(const InteractiveRequest& request) const override {
+        auto argv = pbs_dialect_interactive(request, "qsub", !request.qsub_is_slurm_wrapper);
+        if (!argv) {
+            return fail(argv.error());
+        }
+        InteractivePlan plan;
+        plan.argv = std::move(*argv);
+        return plan;
+    }
+    [[nodiscard]] DoctorCommands doctor_commands(const std::string& /*user*/) const override {
+        return {{"qsub", "qstat", "qdel"}, {"qstat", "--version"}, {"qstat"}};
+    }
+    [[nodiscard]] std::unique_ptr<Scheduler>
+    make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {
+        return std::make_unique<PbsScheduler>(runner, options);
+    }
+};
+
+} // namespace
+
+SubmitPlan plan_pbs_dialect(const JobFacts& facts, const std::string& program) {
+    const auto options = dialect_options(facts, program == "msub");
+    SubmitPlan plan;
+    plan.submit_argv = {program};
+    for (const auto& [flag, value] : options) {
+        if (flag != "-o" || facts.log_in_directive) {
+            plan.directives.push_back(flag + " " + value);
+        }
+        plan.submit_argv.insert(plan.submit_argv.end(), {flag, value});
+        if (flag != "-N" && !batch_only_flag(flag)) {
+            plan.resource_options.insert(plan.resource_options.end(), {flag, value});
+        }
+    }
+    for (const auto& extra : facts.partition.extra_directives) {
+        plan.directives.push_back(extra);
+        append_split(plan.submit_argv, extra);
+        append_split(plan.resource_options, extra);
+    }
+    plan.submit_argv.push_back(facts.script);
+    return plan;
+}
+
+Result<std::vector<std::string>> pbs_dialect_interactive(const InteractiveRequest& request,
+                                                         const std::string& program, bool with_x) {
+    if (!util::is_directive_safe(request.session_path)) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("the session script path {} has characters qsub/msub -I cannot "
+                                "carry",
+                                request.session_path),
+                    "set DLJOB_RUNS_DIR to a path of A-Z a-z 0-9 . _ / + , : = @ % -");
+    }
+    std::vector<std::string> argv{program, "-I"};
+    if (with_x) {
+        argv.emplace_back("-x");
+    }
+    argv.insert(argv.end(), {"-N", token_job_name(request.token)});
+    const auto& options = request.rendered.resource_options;
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.push_back(request.session_path);
+    return argv;
+}
+
+std::vector<std::string> pbs_dialect_dependency(const JobDependency& after) {
+    // Torque's qsub, PBS Pro's and Moab's msub all take the PBS form.
+    return {"-W",
+            fmt::format("depend={}:{}", after.ok ? "afterok" : "afterany", after.scheduler_id)};
+}
+
+const SchedulerFamily& pbs_family() {
+    static const PbsFamily family;
+    return family;
 }
 
 } // namespace dljob::schedulers

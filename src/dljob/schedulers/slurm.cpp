@@ -22,7 +22,11 @@
 //   default window starts at midnight: it is asked only for jobs squeue no longer shows, with an
 //   explicit --starttime, and its failure is not an error (the exit_code file still decides).
 // - scancel prints nothing and returns 0 even for unknown ids.
-#include <dljob/render/job_script.hpp>
+//
+// Rendering (SlurmFamily below): #SBATCH directives; sbatch reads them, so the adapter submits
+// `sbatch --parsable SCRIPT` and the rendered submit command (options repeated) is for people.
+// `dljob shell` asks salloc for the same resources and lands in a shell with srun --pty.
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/slurm.hpp>
 #include <dljob/schedulers/support.hpp>
 
@@ -176,7 +180,7 @@ Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
         argv.push_back("--output=" + request.log_path);
     }
     if (request.after) {
-        const auto wait = render::dependency_options(SchedulerKind::slurm, *request.after);
+        const auto wait = slurm_family().dependency_options(*request.after);
         argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.push_back(request.script_path);
@@ -251,6 +255,167 @@ Result<void> SlurmScheduler::cancel(const JobRef& job) {
         return fail(command_error("scancel", *result));
     }
     return {};
+}
+
+namespace {
+
+std::string gpu_request(const Partition& partition, int gpus) {
+    const std::string typed = partition.gpu_type_in_request
+                                  ? fmt::format("{}:{}", partition.node.gpu_model, gpus)
+                                  : std::to_string(gpus);
+    return partition.gpu_directive == GpuDirective::gres ? fmt::format("--gres=gpu:{}", typed)
+                                                         : fmt::format("--gpus-per-node={}", typed);
+}
+
+std::string joined(const std::vector<std::string>& words, std::string_view separator) {
+    std::string out;
+    for (const auto& word : words) {
+        out += (out.empty() ? "" : std::string(separator)) + word;
+    }
+    return out;
+}
+
+// The options that ask for resources, in directive order.
+std::vector<std::string> resource_options(const JobFacts& facts) {
+    const Partition& partition = facts.partition;
+    const ResolvedResources& res = facts.resources;
+    std::vector<std::string> options{"--job-name=" + facts.name};
+    if (!facts.account.empty()) {
+        options.push_back("--account=" + facts.account);
+    }
+    if (!partition.queue.empty()) {
+        options.push_back("--partition=" + partition.queue);
+    }
+    options.push_back(fmt::format("--nodes={}", res.nodes));
+    options.push_back(fmt::format("--ntasks-per-node={}", res.tasks_per_node));
+    options.push_back(fmt::format("--cpus-per-task={}", res.cores_per_node / res.tasks_per_node));
+    if (res.gpus_per_node > 0) {
+        options.push_back(gpu_request(partition, res.gpus_per_node));
+    }
+    if (res.memory.mib() > 0) {
+        options.push_back("--mem=" + res.memory.slurm());
+    }
+    options.push_back("--time=" + res.walltime.slurm());
+    if (!partition.features.empty()) {
+        options.push_back("--constraint=" + joined(partition.features, "&"));
+    }
+    return options;
+}
+
+std::vector<std::string> mail_options(const MailSpec& mail) {
+    if (mail.address.empty()) {
+        return {};
+    }
+    std::vector<std::string> types;
+    for (const auto& [on, type] : {std::pair{mail.on_begin, "BEGIN"}, std::pair{mail.on_end, "END"},
+                                   std::pair{mail.on_fail, "FAIL"}}) {
+        if (on) {
+            types.emplace_back(type);
+        }
+    }
+    return {"--mail-user=" + mail.address,
+            "--mail-type=" + (types.empty() ? std::string("NONE") : joined(types, ","))};
+}
+
+// "-l gres=ccm"-style extras are two argv elements.
+void append_split(std::vector<std::string>& argv, const std::string& option) {
+    const auto space = option.find(' ');
+    if (space == std::string::npos) {
+        argv.push_back(option);
+    } else {
+        argv.push_back(option.substr(0, space));
+        argv.push_back(option.substr(space + 1));
+    }
+}
+
+class SlurmFamily final : public SchedulerFamily {
+public:
+    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::slurm; }
+    [[nodiscard]] std::string_view template_name() const override { return "slurm.sh"; }
+    [[nodiscard]] std::string_view job_id_expression() const override {
+        return R"("${SLURM_JOB_ID:-}")";
+    }
+    [[nodiscard]] bool signals_before_walltime(const SchedulerBehaviour& behaviour) const override {
+        return behaviour.warning_signal != "none";
+    }
+
+    [[nodiscard]] SubmitPlan plan(const JobFacts& facts) const override {
+        const SchedulerBehaviour& behaviour = facts.request.site.behaviour;
+        SubmitPlan plan;
+        const std::vector<std::string> resources = resource_options(facts);
+        // Batch-only options after the resources, in the order the directives had them.
+        std::vector<std::string> batch;
+        if (facts.log_in_directive) {
+            batch.push_back("--output=" + facts.log);
+        }
+        batch.push_back("--open-mode=append");
+        if (behaviour.warning_signal != "none") {
+            batch.push_back(
+                fmt::format("--signal=B:{}@{}", behaviour.warning_signal, behaviour.grace_seconds));
+        }
+        // dljob resubmits after exit 75 (reliability.md D1.4); Slurm must not requeue on its own.
+        batch.push_back("--no-requeue");
+        const auto mail = mail_options(facts.request.recipe.mail);
+        batch.insert(batch.end(), mail.begin(), mail.end());
+        plan.directives = resources;
+        plan.directives.insert(plan.directives.end(), batch.begin(), batch.end());
+        plan.directives.insert(plan.directives.end(), facts.partition.extra_directives.begin(),
+                               facts.partition.extra_directives.end());
+        plan.submit_argv = {"sbatch", "--parsable"};
+        for (const auto& option : resources) {
+            plan.submit_argv.push_back(option);
+            plan.resource_options.push_back(option);
+        }
+        if (!facts.log_in_directive) {
+            plan.submit_argv.push_back("--output=" + facts.log);
+        }
+        for (const auto& option : batch) {
+            plan.submit_argv.push_back(option);
+        }
+        for (const auto& extra : facts.partition.extra_directives) {
+            append_split(plan.submit_argv, extra);
+            append_split(plan.resource_options, extra);
+        }
+        plan.submit_argv.push_back(facts.script);
+        return plan;
+    }
+
+    [[nodiscard]] std::vector<std::string>
+    dependency_options(const JobDependency& after) const override {
+        return {fmt::format("--dependency={}:{}", after.ok ? "afterok" : "afterany",
+                            after.scheduler_id)};
+    }
+
+    [[nodiscard]] Result<InteractivePlan>
+    interactive(const InteractiveRequest& request) const override {
+        InteractivePlan plan;
+        plan.argv = {"salloc"};
+        const auto& options = request.rendered.resource_options;
+        plan.argv.insert(plan.argv.end(), options.begin(), options.end());
+        plan.argv.push_back("--comment=dljob:" + request.token);
+        // --overlap: the shell's step shares the allocation, so `srun` typed in the shell starts
+        // at once instead of waiting for the shell's own CPUs and GPUs (Slurm >= 20.11).
+        plan.argv.insert(plan.argv.end(), {"srun", "--overlap", "--pty", "--nodes=1", "--ntasks=1",
+                                           "/bin/bash", "--rcfile", request.rc_path, "-i"});
+        return plan;
+    }
+
+    [[nodiscard]] DoctorCommands doctor_commands(const std::string& user) const override {
+        return {{"sbatch", "squeue", "sacct", "scancel"},
+                {"sbatch", "--version"},
+                {"squeue", "-h", "-o", "%i", "-u", user}};
+    }
+    [[nodiscard]] std::unique_ptr<Scheduler>
+    make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {
+        return std::make_unique<SlurmScheduler>(runner, options);
+    }
+};
+
+} // namespace
+
+const SchedulerFamily& slurm_family() {
+    static const SlurmFamily family;
+    return family;
 }
 
 } // namespace dljob::schedulers

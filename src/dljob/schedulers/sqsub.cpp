@@ -14,13 +14,19 @@
 // minutes; the id is best taken from --idfile, else "submitted as jobid N" (stdout and stderr
 // are mixed); the job name (-j) carries the token; `sqjobs <id>` exits 1 once a job is done,
 // so the user's whole list is read instead, and columns are never indexed blindly.
-#include <dljob/render/job_script.hpp>
+//
+// Rendering (SqsubFamily below): the submit command carries the whole request, the script runs
+// with --nompirun (it is not an MPI program). There is no interactive mode: `dljob shell` is
+// refused with the closest thing, a job that holds the same resources.
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/sqsub.hpp>
 #include <dljob/schedulers/support.hpp>
 #include <dljob/util/files.hpp>
+#include <dljob/util/shell.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <set>
@@ -146,7 +152,7 @@ std::vector<std::string> sqsub_argv(const SubmitRequest& request, std::filesyste
         argv.push_back("--idfile=" + idfile.string());
     }
     if (request.after) {
-        const auto wait = render::dependency_options(SchedulerKind::sqsub, *request.after);
+        const auto wait = sqsub_family().dependency_options(*request.after);
         argv.insert(argv.end(), wait.begin(), wait.end());
     }
     argv.insert(argv.end(), request.submit_argv.begin() + static_cast<std::ptrdiff_t>(i),
@@ -226,6 +232,123 @@ Result<void> SqsubScheduler::cancel(const JobRef& job) {
         return fail(command_error("sqkill", *result));
     }
     return {};
+}
+
+namespace {
+
+// -q -f -n -N --gpp --mpp -r -j: the options that ask for the job's resources.
+std::vector<std::string> queue_options(const JobFacts& facts, SubmitPlan& plan) {
+    const Partition& partition = facts.partition;
+    const ResolvedResources& res = facts.resources;
+    MemorySize memory = res.memory;
+    if (memory.mib() == 0) {
+        // sqsub requires --mpp; take the share of the node that goes with the cores.
+        memory = MemorySize::from_mib(std::max<std::int64_t>(
+            1024, partition.node.memory.mib() * res.cores_per_node / partition.node.cores));
+        plan.notes.push_back(fmt::format("sqsub needs memory: using {} ({} of {} cores' share)",
+                                         memory.sqsub(), res.cores_per_node, partition.node.cores));
+    }
+    std::vector<std::string> options{"-q", partition.queue};
+    if (!partition.sqsub_flag.empty()) {
+        options.insert(options.end(), {"-f", partition.sqsub_flag});
+    }
+    options.insert(options.end(), {"-n", std::to_string(res.cores_per_node)});
+    if (res.nodes > 1) {
+        options.insert(options.end(), {"-N", std::to_string(res.nodes)});
+    }
+    if (res.gpus_per_node > 0) {
+        options.push_back(fmt::format("--gpp={}", res.gpus_per_node));
+    }
+    options.push_back("--mpp=" + memory.sqsub());
+    options.insert(options.end(), {"-r", res.walltime.sqsub(), "-j", facts.name});
+    return options;
+}
+
+class SqsubFamily final : public SchedulerFamily {
+public:
+    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::sqsub; }
+    [[nodiscard]] std::string_view template_name() const override { return "sqsub.sh"; }
+    // SHARCNET's sqsub ran jobs under Torque (PBS_JOBID) or LSF (LSB_JOBID); the shims the
+    // tests use run them under Slurm.
+    [[nodiscard]] std::string_view job_id_expression() const override {
+        return R"("${PBS_JOBID:-${LSB_JOBID:-${SLURM_JOB_ID:-}}}")";
+    }
+    [[nodiscard]] bool log_in_directives() const override { return false; }
+
+    [[nodiscard]] SubmitPlan plan(const JobFacts& facts) const override {
+        SubmitPlan plan;
+        plan.resource_options = queue_options(facts, plan);
+        // The log and the id file belong to the batch job only.
+        plan.submit_argv = {"sqsub"};
+        plan.submit_argv.insert(plan.submit_argv.end(), plan.resource_options.begin(),
+                                plan.resource_options.end());
+        plan.submit_argv.insert(
+            plan.submit_argv.end(),
+            {"-o", facts.log, "--idfile=" + (facts.request.run_dir / "jobid").string()});
+        std::vector<std::string> tail;
+        if (facts.request.recipe.mail.on_end && !facts.request.recipe.mail.address.empty()) {
+            tail.emplace_back("--mail-end");
+        }
+        tail.insert(tail.end(), facts.partition.extra_directives.begin(),
+                    facts.partition.extra_directives.end());
+        plan.submit_argv.insert(plan.submit_argv.end(), tail.begin(), tail.end());
+        plan.resource_options.insert(plan.resource_options.end(), tail.begin(), tail.end());
+        // The command is a script, not an MPI program: without --nompirun sqsub wraps it in
+        // mpirun.
+        plan.submit_argv.insert(plan.submit_argv.end(), {"--nompirun", "/bin/bash", facts.script});
+        return plan;
+    }
+
+    [[nodiscard]] std::vector<std::string>
+    dependency_options(const JobDependency& after) const override {
+        // sqsub -w waits for the job to end, however it ends; for `ok` dljob status cancels
+        // a dependant whose job failed before it could start.
+        return {"-w", after.scheduler_id};
+    }
+
+    // Options go before --nompirun and the command.
+    void add_submit_options(std::vector<std::string>& submit_argv,
+                            const std::vector<std::string>& options) const override {
+        const auto at = std::find(submit_argv.begin(), submit_argv.end(), "--nompirun");
+        submit_argv.insert(at, options.begin(), options.end());
+    }
+
+    [[nodiscard]] Result<InteractivePlan>
+    interactive(const InteractiveRequest& request) const override {
+        InteractivePlan plan;
+        plan.refusal = fmt::format("site {} (partition {}) submits with SHARCNET's sqsub, which "
+                                   "has no interactive mode; nothing was allocated",
+                                   request.site->name, request.partition->name);
+        // Keep the resource options, hold the allocation with a detached screen (what SHARCNET
+        // users did); the run directory is not created, so the output goes nowhere.
+        std::vector<std::string> argv{"sqsub"};
+        const auto& options = request.rendered.resource_options;
+        argv.insert(argv.end(), options.begin(), options.end());
+        const auto name = std::find(argv.begin(), argv.end(), "-j");
+        argv.insert(name == argv.end() ? argv.end() : name + 2, {"-o", "/dev/null"});
+        argv.insert(argv.end(), {"--nompirun", "screen", "-D", "-m"});
+        plan.alternative =
+            fmt::format("the closest thing is a job that holds the same resources: '{}', then "
+                        "ssh to the node sqjobs shows and 'screen -r'; or run the recipe as a "
+                        "batch job with 'dljob submit RECIPE --site {}'",
+                        util::command_line(argv), request.site->name);
+        return plan;
+    }
+
+    [[nodiscard]] DoctorCommands doctor_commands(const std::string& /*user*/) const override {
+        return {{"sqsub", "sqjobs", "sqkill"}, {}, {"sqjobs"}};
+    }
+    [[nodiscard]] std::unique_ptr<Scheduler>
+    make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {
+        return std::make_unique<SqsubScheduler>(runner, options);
+    }
+};
+
+} // namespace
+
+const SchedulerFamily& sqsub_family() {
+    static const SqsubFamily family;
+    return family;
 }
 
 } // namespace dljob::schedulers

@@ -4,6 +4,7 @@
 #include <dljob/app/jobs/submit.hpp>
 #include <dljob/app/sites/doctor.hpp>
 #include <dljob/app/sites/site_catalog.hpp>
+#include <dljob/schedulers/family.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -60,32 +61,6 @@ std::string find_on_path(const std::string& program, const GetEnv& getenv) {
     return {};
 }
 
-struct FamilyCommands {
-    std::vector<std::string> programs; // every one submit, status and cancel use
-    std::vector<std::string> version;  // argv printing the version
-    std::vector<std::string> query;    // argv that needs the scheduler itself to answer
-};
-
-FamilyCommands family_commands(SchedulerKind kind, const std::string& user) {
-    switch (kind) {
-    case SchedulerKind::slurm:
-        return {{"sbatch", "squeue", "sacct", "scancel"},
-                {"sbatch", "--version"},
-                {"squeue", "-h", "-o", "%i", "-u", user}};
-    case SchedulerKind::pbs:
-        return {{"qsub", "qstat", "qdel"}, {"qstat", "--version"}, {"qstat"}};
-    case SchedulerKind::moab:
-        return {{"msub", "showq", "checkjob", "canceljob"},
-                {"showq", "--version"},
-                {"showq", "-u", user}};
-    case SchedulerKind::sqsub:
-        return {{"sqsub", "sqjobs", "sqkill"}, {}, {"sqjobs"}};
-    case SchedulerKind::local:
-        return {{"bash", "setsid"}, {"bash", "--version"}, {}};
-    }
-    return {};
-}
-
 Result<ProcessResult> run(ProcessRunner& runner, std::vector<std::string> argv) {
     ProcessRequest request;
     request.argv = std::move(argv);
@@ -102,7 +77,7 @@ void check_scheduler(ProcessRunner& runner, const SiteProfile& site, const GetEn
     const std::string user = getenv("USER").value_or("");
     for (const auto kind : kinds) {
         const std::string family = to_string(kind);
-        const auto commands = family_commands(kind, user);
+        const auto commands = schedulers::family_of(kind).doctor_commands(user);
         bool all_there = true;
         for (const auto& program : commands.programs) {
             if (find_on_path(program, getenv).empty()) {

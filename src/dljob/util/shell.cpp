@@ -1,10 +1,10 @@
-#include <dljob/render/shell.hpp>
+#include <dljob/util/shell.hpp>
 
 #include <fmt/format.h>
 
 #include <cctype>
 
-namespace dljob::render {
+namespace dljob::util {
 namespace {
 
 bool is_control(char c) {
@@ -116,4 +116,15 @@ bool is_directive_safe(std::string_view value) {
     return true;
 }
 
-} // namespace dljob::render
+std::string command_line(const std::vector<std::string>& argv) {
+    std::string out;
+    for (const auto& arg : argv) {
+        if (!out.empty()) {
+            out.push_back(' ');
+        }
+        out += is_directive_safe(arg) ? arg : shell_quote(arg);
+    }
+    return out;
+}
+
+} // namespace dljob::util

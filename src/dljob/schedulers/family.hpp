@@ -1,0 +1,120 @@
+#pragma once
+// A scheduler family (slurm, pbs, moab, sqsub, local): everything dljob knows about it behind one
+// interface, implemented in the family's own file (schedulers/<family>.cpp) next to its adapter,
+// state table and parsers. The renderer (render/job_script.cpp) and `dljob shell`
+// (schedulers/interactive.cpp) ask the family; neither switches over families. Adding a family
+// is its file, its template (templates/<family>.sh.mustache), one line in family_of
+// (scheduler_table.cpp) and its name in domain/site_profile.{hpp,cpp}.
+
+#include <dljob/domain/process_runner.hpp>
+#include <dljob/domain/render_request.hpp>
+#include <dljob/domain/result.hpp>
+#include <dljob/domain/scheduler.hpp>
+#include <dljob/domain/site_profile.hpp>
+#include <dljob/schedulers/interactive.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dljob::schedulers {
+
+/// What the renderer has resolved and validated for one job: the family's input.
+struct JobFacts {
+    const RenderRequest& request;
+    const Partition& partition;
+    const ResolvedResources& resources;
+    std::string name;      // the scheduler-visible job name (already mapped)
+    std::string account;   // validated; empty: none
+    std::string script;    // absolute path of the job script
+    std::string log;       // absolute path of job.log
+    bool log_in_directive; // the log path may appear in a directive (render::is_directive_safe)
+};
+
+/// The family's answer for one job.
+struct SubmitPlan {
+    std::vector<std::string> directives; // the text after "#SBATCH " / "#PBS "
+    /// The exact submit command, the script's path inside (RenderedJob::submit_argv).
+    std::vector<std::string> submit_argv;
+    /// The options that ask for the job's resources, without what only a batch job uses
+    /// (output file, warning signal, requeue, mail): what `dljob shell` asks for
+    /// (RenderedJob::resource_options).
+    std::vector<std::string> resource_options;
+    std::vector<std::string> notes;
+};
+
+/// What `dljob doctor` checks of a family on this machine.
+struct DoctorCommands {
+    std::vector<std::string> programs; // every one submit, status and cancel use
+    std::vector<std::string> version;  // argv printing the version; empty: none
+    std::vector<std::string> query;    // argv that needs the scheduler itself to answer
+};
+
+class SchedulerFamily {
+public:
+    virtual ~SchedulerFamily() = default;
+
+    [[nodiscard]] virtual SchedulerKind kind() const = 0;
+    /// The template under templates/ without ".mustache" ("slurm.sh").
+    [[nodiscard]] virtual std::string_view template_name() const = 0;
+    /// The job script's file name in the run directory.
+    [[nodiscard]] virtual std::string_view script_name() const { return "job.sh"; }
+    /// A quoted shell expression that is the scheduler's id of the running job, in the batch
+    /// script and in an interactive session alike.
+    [[nodiscard]] virtual std::string_view job_id_expression() const = 0;
+    /// A shell expression for the walltime in seconds as the job sees it.
+    [[nodiscard]] virtual std::string walltime_expression(const Walltime& walltime) const;
+    /// Whether the scheduler itself sends the site's warning signal before the walltime ends
+    /// (else the script starts a timer).
+    [[nodiscard]] virtual bool signals_before_walltime(const SchedulerBehaviour& behaviour) const;
+    /// Whether the log path is a directive (else it is on the submit command line only).
+    [[nodiscard]] virtual bool log_in_directives() const { return true; }
+    /// Whether a checkpointed job submits its next attempt itself through `dljob continue-job`
+    /// (false for local: its wrapper continues the job).
+    [[nodiscard]] virtual bool job_continues_itself() const { return true; }
+
+    /// Directives, submit command and resource options for one job.
+    [[nodiscard]] virtual SubmitPlan plan(const JobFacts& facts) const = 0;
+
+    /// The submit options that make a job wait for `after`; empty: the family waits otherwise.
+    [[nodiscard]] virtual std::vector<std::string>
+    dependency_options(const JobDependency& after) const = 0;
+    /// `submit_argv` with `options` (dependency_options) where the submit command takes them:
+    /// before the script.
+    virtual void add_submit_options(std::vector<std::string>& submit_argv,
+                                    const std::vector<std::string>& options) const;
+
+    /// The command that opens an interactive session with the request's resources, or a
+    /// refusal naming the closest thing.
+    [[nodiscard]] virtual Result<InteractivePlan>
+    interactive(const InteractiveRequest& request) const = 0;
+
+    /// The programs `dljob doctor` looks for and the commands it runs for `user`.
+    [[nodiscard]] virtual DoctorCommands doctor_commands(const std::string& user) const = 0;
+
+    /// The adapter that submits, polls and cancels this family's jobs.
+    [[nodiscard]] virtual std::unique_ptr<Scheduler>
+    make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const = 0;
+};
+
+/// The family of `kind`.
+const SchedulerFamily& family_of(SchedulerKind kind);
+
+/// Each family's object, defined in its own file.
+const SchedulerFamily& slurm_family();
+const SchedulerFamily& pbs_family();
+const SchedulerFamily& moab_family();
+const SchedulerFamily& sqsub_family();
+const SchedulerFamily& local_family();
+
+/// The PBS dialect (#PBS lines, qsub/msub options) that Torque and Moab share; `program` is
+/// "qsub" or "msub".
+SubmitPlan plan_pbs_dialect(const JobFacts& facts, const std::string& program);
+/// `qsub -I [-x] -N <token> ...` / `msub -I -x ...` for the PBS dialect.
+Result<std::vector<std::string>> pbs_dialect_interactive(const InteractiveRequest& request,
+                                                         const std::string& program, bool with_x);
+/// The PBS dialect's -W depend=afterok:ID.
+std::vector<std::string> pbs_dialect_dependency(const JobDependency& after);
+
+} // namespace dljob::schedulers

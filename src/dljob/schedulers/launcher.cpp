@@ -1,0 +1,32 @@
+#include <dljob/schedulers/launcher.hpp>
+
+#include <algorithm>
+
+namespace dljob::schedulers {
+
+LaunchGeometry launch_geometry(const Partition& partition, const ResolvedResources& resources) {
+    const int tasks = std::max(1, resources.tasks_per_node);
+    LaunchGeometry geometry;
+    geometry.nodes = resources.nodes;
+    geometry.tasks_per_node = tasks;
+    geometry.cores_per_task = std::max(1, resources.cores_per_node / tasks);
+    geometry.gpus_per_task = resources.gpus_per_node / tasks;
+    geometry.node_cores = partition.node.cores;
+    return geometry;
+}
+
+const Launcher& launcher_of(LauncherKind kind) {
+    switch (kind) {
+    case LauncherKind::srun:
+        return srun_launcher();
+    case LauncherKind::aprun:
+        return aprun_launcher();
+    case LauncherKind::mpirun:
+        return mpirun_launcher();
+    case LauncherKind::none:
+        return no_launcher();
+    }
+    return no_launcher();
+}
+
+} // namespace dljob::schedulers

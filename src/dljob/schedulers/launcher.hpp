@@ -1,0 +1,49 @@
+#pragma once
+// Launchers (srun, aprun, mpirun, none): how a job script starts its training processes on the
+// allocated nodes. Each is one small file (schedulers/launch_<name>.cpp), given the resolved
+// geometry and returning its command line; the site profile's partition names which one
+// (`launcher:`), and the renderer and `dljob shell` ask it.
+
+#include <dljob/domain/site_profile.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace dljob::schedulers {
+
+/// Where the job's processes run: what a launcher needs to start them.
+struct LaunchGeometry {
+    int nodes = 1;
+    int tasks_per_node = 1;
+    int cores_per_task = 1; // CPU cores each task may use (--cpus-per-task)
+    int gpus_per_task = 0;
+    int node_cores = 1; // cores of a whole node (Cray nodes are allocated whole)
+};
+
+class Launcher {
+public:
+    virtual ~Launcher() = default;
+    [[nodiscard]] virtual LauncherKind kind() const = 0;
+    /// Whether the job script (and an interactive shell) runs on a service node, away from the
+    /// compute nodes, so that even one process must be started through the launcher (Cray).
+    [[nodiscard]] virtual bool script_off_compute_node() const { return false; }
+    /// The words before the program that start one task per slot of `geometry`; empty: the
+    /// program runs where the script runs.
+    [[nodiscard]] virtual std::string prefix(const LaunchGeometry& geometry) const = 0;
+    /// The whole command line that starts `program` (shell words, already quoted).
+    [[nodiscard]] virtual std::string command(const LaunchGeometry& geometry,
+                                              std::string_view program) const = 0;
+};
+
+/// The geometry of a job with `resources` on `partition`.
+LaunchGeometry launch_geometry(const Partition& partition, const ResolvedResources& resources);
+
+/// The launcher of `kind`.
+const Launcher& launcher_of(LauncherKind kind);
+
+const Launcher& srun_launcher();
+const Launcher& aprun_launcher();
+const Launcher& mpirun_launcher();
+const Launcher& no_launcher();
+
+} // namespace dljob::schedulers

@@ -1,0 +1,137 @@
+// The scheduler families and launchers (schedulers/family.hpp, launcher.hpp): one answer per
+// family, used alike by the batch script and `dljob shell`.
+#include "unit/render/render_support.hpp"
+
+#include <dljob/schedulers/family.hpp>
+#include <dljob/schedulers/launcher.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace dljob {
+namespace {
+
+std::string line_starting(const std::string& text, const std::string& prefix) {
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind(prefix, 0) == 0) {
+            return line;
+        }
+    }
+    return {};
+}
+
+TEST(SchedulerFamily, EachKindHasItsOwnFamily) {
+    for (const SchedulerKind kind : {SchedulerKind::slurm, SchedulerKind::pbs, SchedulerKind::moab,
+                                     SchedulerKind::sqsub, SchedulerKind::local}) {
+        EXPECT_EQ(schedulers::family_of(kind).kind(), kind) << to_string(kind);
+        EXPECT_EQ(std::string(schedulers::family_of(kind).template_name()),
+                  std::string(to_string(kind)) + ".sh");
+    }
+}
+
+// The batch script and an interactive session name the job by one expression per family; the
+// two copies had drifted (Moab's and sqsub's batch scripts did not look at SLURM_JOB_ID, which
+// is all the shims the tests run them on set, so their job_identity had no job id).
+TEST(SchedulerFamily, BatchScriptAndSessionShareTheJobIdExpression) {
+    auto templates = test::builtin_templates();
+    for (const auto& site : test::builtin_sites()) {
+        auto request = test::golden_request(site, "mnist");
+        auto rendered = render::render_job(request, templates);
+        ASSERT_TRUE(rendered) << site << ": " << rendered.error().message;
+        const std::string batch = line_starting(rendered->script, "DLJOB_JOB_ID=");
+        ASSERT_FALSE(batch.empty()) << site;
+        schedulers::SessionFiles files;
+        files.site = site;
+        files.scheduler = rendered->scheduler;
+        files.token = request.job_token;
+        auto rc = schedulers::session_rc(files, rendered->script);
+        ASSERT_TRUE(rc) << site;
+        EXPECT_EQ(line_starting(*rc, "DLJOB_JOB_ID="), batch) << site;
+        if (rendered->scheduler != SchedulerKind::local) {
+            EXPECT_NE(batch.find("SLURM_JOB_ID"), std::string::npos) << site << ": " << batch;
+        }
+    }
+}
+
+// `dljob shell` asks for the resources the batch job asks for, from the family's own list,
+// without the batch-only options.
+TEST(SchedulerFamily, ResourceOptionsAreTheSubmitOptionsWithoutBatchOnlyOnes) {
+    auto templates = test::builtin_templates();
+    auto request = test::golden_request("graham", "mnist");
+    request.recipe.mail.address = "someone@example.org";
+    auto rendered = render::render_job(request, templates);
+    ASSERT_TRUE(rendered) << rendered.error().message;
+    const auto& options = rendered->resource_options;
+    ASSERT_FALSE(options.empty());
+    for (const auto& option : options) {
+        EXPECT_NE(std::find(rendered->submit_argv.begin(), rendered->submit_argv.end(), option),
+                  rendered->submit_argv.end())
+            << option;
+        for (const char* batch_only : {"--output=", "--open-mode=", "--signal=", "--no-requeue",
+                                       "--mail-user=", "--mail-type="}) {
+            EXPECT_NE(option.rfind(batch_only, 0), 0U) << option;
+        }
+    }
+}
+
+TEST(SchedulerFamily, DependencyOptionsGoWhereTheSubmitCommandTakesThem) {
+    std::vector<std::string> sbatch{"sbatch", "--parsable", "/r/job.sh"};
+    schedulers::slurm_family().add_submit_options(sbatch, {"--dependency=afterok:7"});
+    EXPECT_EQ(sbatch, (std::vector<std::string>{"sbatch", "--parsable", "--dependency=afterok:7",
+                                                "/r/job.sh"}));
+    std::vector<std::string> sqsub{"sqsub", "-q", "gpu", "--nompirun", "/bin/bash", "/r/job.sh"};
+    schedulers::sqsub_family().add_submit_options(sqsub, {"-w", "7"});
+    EXPECT_EQ(sqsub, (std::vector<std::string>{"sqsub", "-q", "gpu", "-w", "7", "--nompirun",
+                                               "/bin/bash", "/r/job.sh"}));
+    JobDependency after;
+    after.scheduler_id = "7";
+    after.ok = false;
+    EXPECT_EQ(schedulers::moab_family().dependency_options(after),
+              (std::vector<std::string>{"-W", "depend=afterany:7"}));
+    EXPECT_TRUE(schedulers::local_family().dependency_options(after).empty());
+}
+
+schedulers::LaunchGeometry geometry(int nodes, int tasks_per_node, int cores_per_task,
+                                    int node_cores) {
+    schedulers::LaunchGeometry g;
+    g.nodes = nodes;
+    g.tasks_per_node = tasks_per_node;
+    g.cores_per_task = cores_per_task;
+    g.node_cores = node_cores;
+    return g;
+}
+
+TEST(Launcher, EachLauncherStartsOneTaskPerSlot) {
+    const auto g = geometry(2, 4, 3, 16);
+    EXPECT_EQ(schedulers::launcher_of(LauncherKind::srun).command(g, "prog"),
+              "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=3 -- prog");
+    EXPECT_EQ(schedulers::launcher_of(LauncherKind::aprun).command(g, "prog"),
+              "aprun -n 8 -N 4 -d 4 -cc none -b -- prog");
+    EXPECT_EQ(schedulers::launcher_of(LauncherKind::mpirun).command(g, "prog"),
+              "mpirun -n 8 -- prog");
+    EXPECT_EQ(schedulers::launcher_of(LauncherKind::none).command(g, "prog"), "prog");
+    EXPECT_TRUE(schedulers::launcher_of(LauncherKind::aprun).script_off_compute_node());
+    EXPECT_FALSE(schedulers::launcher_of(LauncherKind::srun).script_off_compute_node());
+}
+
+TEST(Launcher, GeometryComesFromTheResolvedResources) {
+    Partition partition;
+    partition.node.cores = 16;
+    ResolvedResources res;
+    res.nodes = 3;
+    res.tasks_per_node = 2;
+    res.cores_per_node = 8;
+    res.gpus_per_node = 2;
+    const auto g = schedulers::launch_geometry(partition, res);
+    EXPECT_EQ(g.nodes, 3);
+    EXPECT_EQ(g.tasks_per_node, 2);
+    EXPECT_EQ(g.cores_per_task, 4);
+    EXPECT_EQ(g.gpus_per_task, 1);
+    EXPECT_EQ(g.node_cores, 16);
+}
+
+} // namespace
+} // namespace dljob
