@@ -42,6 +42,8 @@ struct LayerConfig {
     float scale = 1.0F;
     std::vector<float> mean_value; // subtracted before scaling: one per channel, or one for all
     std::string mean_file;         // or Caffe's mean.binaryproto: a mean per pixel
+    int crop_size = 0;             // Caffe's: a square of this side (train: random, test: centre)
+    bool mirror = false;           // Caffe's: each image flipped left-right with probability 1/2
     bool shuffle = false;          // a fresh order every epoch, drawn from solver.random_seed
     std::vector<int> shape;        // optional C x H x W of one image: checked against the file, and
                                    // lets `dltrain time` run without the data
@@ -80,6 +82,15 @@ struct LayerConfig {
     // SoftmaxWithLoss
     float loss_weight = 1.0F;
 };
+
+/// The C x H x W a Data layer hands the net: its images' `shape`, cut to crop_size x crop_size
+/// when it crops. Empty while the images' shape is unknown.
+inline std::vector<int> input_shape(const LayerConfig& data_layer) {
+    if (data_layer.shape.size() != 3 || data_layer.crop_size == 0) {
+        return data_layer.shape;
+    }
+    return {data_layer.shape[0], data_layer.crop_size, data_layer.crop_size};
+}
 
 struct SolverConfig {
     std::string type = "SGD"; // SGD, Nesterov, Adam
