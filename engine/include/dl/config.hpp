@@ -132,6 +132,9 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
 /// solver file with its net. load_config calls it for files ending in .prototxt. Throws
 /// dl::Error(config) with file:line for unknown or unsupported fields, values and layer types.
 NetConfig load_prototxt(const std::filesystem::path& file);
+/// Whether `file` is Caffe's solver prototxt naming its net (`net` or `train_net`), as
+/// `dltrain train --solver FILE` needs; a missing or unreadable file is dl::Error(config).
+bool is_solver_prototxt(const std::filesystem::path& file);
 /// The config with every default written out, as dltrain stores it in the run directory.
 std::string to_yaml(const NetConfig& config);
 

@@ -573,6 +573,11 @@ std::filesystem::path net_path(const std::filesystem::path& solver, const std::s
 
 } // namespace
 
+bool is_solver_prototxt(const std::filesystem::path& file) {
+    caffe::SolverParameter solver;
+    return parse(read_text(file), solver).ok && (solver.has_net() || solver.has_train_net());
+}
+
 NetConfig load_prototxt(const std::filesystem::path& file) {
     const std::string text = read_text(file);
     // A solver names its net; a net file does not parse as a solver (or names none).

@@ -688,15 +688,21 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
 NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides) {
     if (file.extension() == ".prototxt") {
-        if (!overrides.empty()) {
-            // The overrides edit the YAML document before validation; a prototxt has its own
-            // solver file for these values.
-            throw Error(ErrorKind::usage,
-                        fmt::format("{}: --solver KEY=VALUE overrides apply to YAML configs; "
-                                    "set the values in Caffe's solver prototxt",
-                                    file.string()));
+        NetConfig config = load_prototxt(file);
+        if (overrides.empty()) {
+            return config;
         }
-        return load_prototxt(file);
+        // The overrides edit a YAML document before validation: the prototxt's config as YAML,
+        // so an override is checked exactly as over a YAML file (dljob passes a recipe's
+        // base_lr this way, whichever format its config is in). Messages keep the prototxt's
+        // lines for the layers.
+        NetConfig edited = parse_config(
+            to_yaml(config), file.string() + " (as YAML, with the --solver overrides)", overrides);
+        edited.file = config.file;
+        for (std::size_t i = 0; i < edited.layers.size() && i < config.layers.size(); ++i) {
+            edited.layers[i].line = config.layers[i].line;
+        }
+        return edited;
     }
     // An ifstream opens a directory and reads nothing, which would read as an empty config.
     std::error_code ec;
