@@ -24,8 +24,11 @@ CropDraw crop_draw(const CropMirror& transform, std::uint64_t position, int heig
         draw.flip = rng.below(2) == 1;
     }
     if (crop > 0 && transform.train) {
-        draw.row = static_cast<int>(rng.below(static_cast<std::uint64_t>(height - crop + 1)));
-        draw.column = static_cast<int>(rng.below(static_cast<std::uint64_t>(width - crop + 1)));
+        // crop <= height and width (checked when the net is built), so these are at least 1.
+        const auto rows = static_cast<std::uint64_t>(height - crop) + 1;
+        const auto columns = static_cast<std::uint64_t>(width - crop) + 1;
+        draw.row = static_cast<int>(rng.below(rows));
+        draw.column = static_cast<int>(rng.below(columns));
     }
     return draw;
 }
