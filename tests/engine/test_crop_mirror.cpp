@@ -354,6 +354,17 @@ solver: {max_iter: 1}
     const dl::NetConfig again = dl::parse_config(dl::to_yaml(from_yaml), yaml);
     EXPECT_EQ(again.layers[0].crop_size, 5);
     EXPECT_TRUE(again.layers[0].mirror);
+    // dltrain convert writes them into Caffe's transform_param, and reads them back.
+    const fs::path converted = m_dir.path() / "converted.prototxt";
+    const auto convert = run_shell(std::string(DLTRAIN_BINARY) + " convert --config " +
+                                   yaml.string() + " -o " + converted.string());
+    ASSERT_EQ(convert.exit_code, 0) << convert.output;
+    const std::string text = dl_test::read_file(converted);
+    EXPECT_NE(text.find("crop_size: 5"), std::string::npos) << text;
+    EXPECT_NE(text.find("mirror: true"), std::string::npos) << text;
+    const dl::NetConfig from_converted = dl::load_config(converted);
+    EXPECT_EQ(from_converted.layers[0].crop_size, 5);
+    EXPECT_TRUE(from_converted.layers[0].mirror);
 
     const fs::path proto = m_dir.path() / "net.prototxt";
     std::ofstream(proto) << R"(name: "n"
