@@ -373,6 +373,13 @@ TEST_F(LmdbReader, TheSolverFlagRefusesANetTwoConfigsAndNone) {
     const auto neither = run_shell(train + " --solver base_lr=0.1");
     EXPECT_EQ(neither.exit_code, 2) << neither.output;
     EXPECT_NE(neither.output.find("--config FILE"), std::string::npos) << neither.output;
+    // An override of a prototxt's solver is checked as over a YAML config.
+    const auto bad_value =
+        run_shell(train + " --solver " + solver.string() + " --solver base_lr=abc");
+    EXPECT_EQ(bad_value.exit_code, 3) << bad_value.output;
+    EXPECT_NE(bad_value.output.find("key 'base_lr' in solver: 'abc' is not a valid number"),
+              std::string::npos)
+        << bad_value.output;
     const auto missing = run_shell(train + " --solver " + (m_dir.path() / "no.prototxt").string());
     EXPECT_EQ(missing.exit_code, 3) << missing.output;
     EXPECT_NE(missing.output.find("no.prototxt"), std::string::npos) << missing.output;
