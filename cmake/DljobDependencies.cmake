@@ -20,7 +20,8 @@ find_package(JPEG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET GLOBAL libzstd)
 add_library(dljob::zstd ALIAS PkgConfig::ZSTD)
-# LMDB: Caffe's databases of Datums, read by the engine (engine/src/data/lmdb_dataset.cpp).
+# LMDB: Caffe's databases of Datums, read by the engine (engine/src/data/lmdb_dataset.cpp) and
+# packed by dljob pack (src/dljob/adapters/lmdb_database.cpp).
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET GLOBAL lmdb)
 add_library(dljob::lmdb ALIAS PkgConfig::LMDB)
 # protobuf: Caffe's prototxt files, parsed against engine/proto/caffe.proto (CMake's own

@@ -22,6 +22,11 @@ test_packages=(
     # dltrain's MPI plugins and the data-parallel tests (called as mpirun.openmpi and
     # mpiexec.mpich: slurm-wlm-torque owns the plain names).
     openmpi-bin libopenmpi-dev mpich libmpich-dev
+    # The NumPy references of dltrain's Caffe transforms and caffemodel files written with
+    # Caffe's Python protobuf (tests/engine/crop_reference.py, caffemodel_parity.py).
+    python3-numpy python3-protobuf
+    # Caffe's LMDBs written as convert_imageset does (tests/integration/data_pack_train.sh).
+    python3-lmdb
 )
 bench_packages=(python3-torch python3-numpy hyperfine rsync time)
 

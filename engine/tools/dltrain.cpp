@@ -2,6 +2,7 @@
 // errors to exit codes in one place (docs/engine.md lists them).
 
 #include <dl/blas.hpp>
+#include <dl/config.hpp>
 #include <dl/device.hpp>
 #include <dl/error.hpp>
 #include <dl/train.hpp>
@@ -12,10 +13,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -71,6 +76,54 @@ void choose_blas_kernels(char** argv) {
     ::unsetenv("OPENBLAS_CORETYPE"); // NOLINT(concurrency-mt-unsafe): exec failed, go on
 }
 
+/// `--solver` is Caffe's `caffe train --solver FILE` and dltrain's `--solver KEY=VALUE`: a value
+/// that is a lower-case solver key, '=' and a value overrides one key; any other names the
+/// solver file, which then stands for --config. Exactly one of the two names the config.
+std::filesystem::path solver_and_config(const std::filesystem::path& config,
+                                        std::vector<std::string>& solver_values) {
+    std::vector<std::string> overrides;
+    std::optional<std::filesystem::path> solver_file;
+    for (const auto& value : solver_values) {
+        const auto eq = value.find('=');
+        const bool is_key =
+            eq != std::string::npos && eq > 0 &&
+            std::all_of(value.begin(), value.begin() + static_cast<std::ptrdiff_t>(eq),
+                        [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+        if (is_key) {
+            overrides.push_back(value);
+            continue;
+        }
+        if (solver_file) {
+            throw dl::Error(dl::ErrorKind::usage,
+                            fmt::format("--solver names two solver files: {} and {}",
+                                        solver_file->string(), value));
+        }
+        solver_file = value;
+    }
+    solver_values = overrides;
+    if (!solver_file) {
+        if (config.empty()) {
+            throw dl::Error(dl::ErrorKind::usage,
+                            "a config is needed: --config FILE (YAML, or Caffe's net or solver "
+                            "prototxt) or --solver SOLVER.prototxt");
+        }
+        return config;
+    }
+    if (!config.empty()) {
+        throw dl::Error(dl::ErrorKind::usage,
+                        fmt::format("--config {} and --solver {}: give one (a solver names its "
+                                    "net)",
+                                    config.string(), solver_file->string()));
+    }
+    if (solver_file->extension() == ".prototxt" && !dl::is_solver_prototxt(*solver_file)) {
+        throw dl::Error(dl::ErrorKind::usage,
+                        fmt::format("--solver {} is not Caffe's solver prototxt (it names no "
+                                    "'net'); a net prototxt is given with --config",
+                                    solver_file->string()));
+    }
+    return *solver_file;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -89,7 +142,8 @@ int main(int argc, char** argv) {
     std::string data_dir;
     int max_iter = -1;
     auto* train_cmd = app.add_subcommand("train", "Train a network (writes the run directory)");
-    train_cmd->add_option("--config", train.config, "network and solver YAML")->required();
+    train_cmd->add_option("--config", train.config,
+                          "network and solver: YAML, or Caffe's net or solver prototxt");
     train_cmd->add_option("--run-dir", train.run_dir, "run directory")->required();
     train_cmd->add_option("--data-dir", data_dir, "where relative data sources resolve");
     train_cmd->add_option("--resume", train.resume, "auto, or a checkpoint file");
@@ -114,11 +168,13 @@ int main(int argc, char** argv) {
         "DLTRAIN_MAX_MEMORY, else this machine's physical memory";
     train_cmd->add_option("--max-memory", train.max_memory, memory_help);
     const char* solver_help =
+        "SOLVER.prototxt (Caffe's form, instead of --config: the solver names its net), or "
         "KEY=VALUE over the config's solver (base_lr, momentum, weight_decay, lr_policy, gamma, "
         "stepsize, power, stepvalue, random_seed...) or batch_size of the train Data layers; "
         "repeatable";
     train_cmd->add_option("--solver", train.solver_overrides, solver_help);
     train_cmd->callback([&] {
+        train.config = solver_and_config(train.config, train.solver_overrides);
         if (!data_dir.empty()) {
             train.data_dir = data_dir;
         }
@@ -199,13 +255,15 @@ int main(int argc, char** argv) {
     std::string check_data_dir;
     auto* check_cmd = app.add_subcommand(
         "check", "Check a config without training: it parses and every shape fits (exit 3 if not)");
-    check_cmd->add_option("--config", check_config_file, "network and solver YAML")->required();
+    check_cmd->add_option("--config", check_config_file,
+                          "network and solver: YAML, or Caffe's net or solver prototxt");
     check_cmd->add_option("--data-dir", check_data_dir, "where relative data sources resolve");
     std::string check_max_memory;
     check_cmd->add_option("--max-memory", check_max_memory, memory_help);
     std::vector<std::string> check_solver;
     check_cmd->add_option("--solver", check_solver, solver_help);
     check_cmd->callback([&] {
+        check_config_file = solver_and_config(check_config_file, check_solver).string();
         std::optional<std::filesystem::path> dir;
         if (!check_data_dir.empty()) {
             dir = check_data_dir;

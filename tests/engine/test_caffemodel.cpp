@@ -14,8 +14,11 @@
 
 #include <caffe.pb.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -245,6 +248,82 @@ TEST_F(CaffeModel, DltrainExportsTrainsAndTestsWithCaffeWeights) {
     ASSERT_EQ(result.exit_code, 0) << result.output;
     EXPECT_NE(result.output.find("dltrain: 6 parameters from " + model.string()), std::string::npos)
         << result.output;
+}
+
+// Weights from PyTorch, written as a .caffemodel by Caffe's Python protobuf (caffe_pb2, compiled
+// here by protoc from engine/proto/caffe.proto, as Caffe's own Python tools use it): the net
+// that loads them gives PyTorch's logits, loss and accuracy on a batch, to 1e-5.
+TEST(CaffeModelParity, PyTorchWeightsWrittenByCaffesProtobufGiveTorchsOutputs) {
+    const auto have = run_shell("/usr/bin/python3 -c 'import torch, numpy, google.protobuf'");
+    if (have.exit_code != 0) {
+        GTEST_SKIP() << "needs Debian's python3-torch, python3-numpy and python3-protobuf "
+                        "(scripts/setup.sh --bench installs torch): "
+                     << have.output;
+    }
+    dl_test::TempDir dir;
+    const std::string proto_dir = std::string(DLJOB_SOURCE_DIR) + "/engine/proto";
+    const auto protoc =
+        run_shell("protoc -I " + proto_dir + " --python_out=" + dir.path().string() + " " +
+                  proto_dir + "/caffe.proto");
+    ASSERT_EQ(protoc.exit_code, 0) << protoc.output;
+    const auto made = run_shell("/usr/bin/python3 " + std::string(DLJOB_SOURCE_DIR) +
+                                "/tests/engine/parity/caffemodel_parity.py " + dir.path().string());
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    const auto torch = nlohmann::json::parse(made.output.substr(made.output.rfind('{')));
+
+    NetConfig config = parse_config(R"(name: parity
+layers:
+  - {name: data, type: Data, top: [data, label], source: x, label_source: x, batch_size: 16,
+     scale: 0.00390625, shape: [2, 8, 8]}
+  - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 5, kernel_size: 3,
+     pad: 1}
+  - {name: relu1, type: ReLU, bottom: conv1, top: conv1}
+  - {name: pool1, type: Pooling, bottom: conv1, top: pool1, pool: max, kernel_size: 2, stride: 2}
+  - {name: ip1, type: InnerProduct, bottom: pool1, top: ip1, num_output: 12}
+  - {name: tanh1, type: TanH, bottom: ip1, top: ip1}
+  - {name: ip2, type: InnerProduct, bottom: ip1, top: ip2, num_output: 4}
+  - {name: accuracy, type: Accuracy, bottom: [ip2, label], top: accuracy, phase: test}
+  - {name: loss, type: SoftmaxWithLoss, bottom: [ip2, label], top: loss}
+)",
+                                    dir.path() / "parity.yaml");
+    const std::unique_ptr<Backend> backend = make_backend("cpu", 1);
+    Net net(config, Phase::test, *backend, 1);
+    const WeightsCopy copy = io::copy_caffemodel_weights(dir.path() / "model.caffemodel", net);
+    EXPECT_EQ(copy.copied.size(), 6U);
+    EXPECT_TRUE(copy.kept.empty());
+    EXPECT_TRUE(copy.reshaped.empty());
+
+    const std::string pixels = dl_test::read_file(dir.path() / "pixels.u8");
+    const std::string labels = dl_test::read_file(dir.path() / "labels.u8");
+    ASSERT_EQ(pixels.size(), 16U * 2 * 8 * 8);
+    ASSERT_EQ(labels.size(), 16U);
+    std::vector<float> data(pixels.size());
+    for (std::size_t i = 0; i < pixels.size(); ++i) {
+        data[i] = static_cast<float>(static_cast<unsigned char>(pixels[i])) * 0.00390625F;
+    }
+    std::vector<float> label_values(labels.size());
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+        label_values[i] = static_cast<float>(static_cast<unsigned char>(labels[i]));
+    }
+    net.inputs().front().data->write_data(data.data());
+    net.inputs().front().labels->write_data(label_values.data());
+    const float loss = net.forward();
+
+    const std::vector<float> logits = net.blob("ip2")->read_data();
+    const auto expected = torch["logits"].get<std::vector<double>>();
+    ASSERT_EQ(logits.size(), expected.size());
+    double max_diff = 0.0;
+    double max_ref = 0.0;
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs(static_cast<double>(logits[i]) - expected[i]));
+        max_ref = std::max(max_ref, std::fabs(expected[i]));
+    }
+    ASSERT_GT(max_ref, 0.1); // logits that say something
+    EXPECT_LE(max_diff, 1e-5 * max_ref) << "max |dltrain - torch| " << max_diff;
+    const double torch_loss = torch["loss"].get<double>();
+    EXPECT_NEAR(loss, torch_loss, 1e-5 * std::fabs(torch_loss));
+    EXPECT_EQ(net.blob("accuracy")->read_data().at(0),
+              static_cast<float>(torch["accuracy"].get<double>()));
 }
 
 } // namespace

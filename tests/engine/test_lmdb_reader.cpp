@@ -278,3 +278,110 @@ solver_mode: CPU
 }
 
 } // namespace
+
+namespace {
+
+using dljob::test::run_shell;
+
+/// Caffe's layout: examples/mnist/ holds the corpus's lenet_solver.prototxt and
+/// lenet_train_test.prototxt and 28x28 LMDBs at the paths they name.
+fs::path caffe_root_with_lenet(const fs::path& root) {
+    const fs::path mnist = root / "examples" / "mnist";
+    fs::create_directories(mnist);
+    const fs::path corpus = fs::path(DLJOB_SOURCE_DIR) / "tests" / "engine" / "prototxt";
+    fs::copy_file(corpus / "lenet_solver.prototxt", mnist / "lenet_solver.prototxt");
+    fs::copy_file(corpus / "lenet_train_test.prototxt", mnist / "lenet_train_test.prototxt");
+    const auto make = [](int count) {
+        std::vector<std::string> values;
+        for (int i = 0; i < count; ++i) {
+            values.push_back(datum(1, 28, 28, pixels(784, i), i % 10));
+        }
+        return values;
+    };
+    write_lmdb(mnist / "mnist_train_lmdb", make(40));
+    write_lmdb(mnist / "mnist_test_lmdb", make(20));
+    return mnist / "lenet_solver.prototxt";
+}
+
+std::vector<nlohmann::json> metrics_of(const fs::path& run) {
+    std::ifstream in(run / "metrics.jsonl");
+    std::vector<nlohmann::json> lines;
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(nlohmann::json::parse(line));
+    }
+    return lines;
+}
+
+} // namespace
+
+TEST_F(LmdbReader, TrainTakesCaffesSolverFlagWithItsNetAndOverrides) {
+    // `caffe train --solver examples/mnist/lenet_solver.prototxt`, run from Caffe's root as its
+    // examples are: the solver's net is a path from there, and so are the net's LMDBs with
+    // --data-dir . (dltrain's data paths otherwise start at the net file's directory).
+    const fs::path root = m_dir.path() / "caffe";
+    caffe_root_with_lenet(root);
+    const std::string dltrain = DLTRAIN_BINARY;
+    const std::string common = " --device cpu --threads 1 --deadline none --solver max_iter=6 "
+                               "--solver test_iter=1 --solver display=3";
+    const auto from_root = run_shell(
+        "cd " + root.string() + " && " + dltrain +
+        " train --solver examples/mnist/lenet_solver.prototxt --data-dir . --run-dir run" + common);
+    ASSERT_EQ(from_root.exit_code, 0) << from_root.output;
+    const auto lines = metrics_of(root / "run");
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back()["type"], "final") << lines.back().dump();
+    EXPECT_EQ(lines.back()["iter"], 6);
+    // The solver's own keys reached the run: lr_policy inv with Caffe's gamma and power.
+    const std::string resolved = dl_test::read_file(root / "run" / "config.resolved.yaml");
+    EXPECT_NE(resolved.find("lr_policy: inv"), std::string::npos) << resolved;
+    EXPECT_NE(resolved.find("power: 0.75"), std::string::npos) << resolved;
+
+    // From elsewhere the net is found next to the solver (its file name), and --data-dir says
+    // where the LMDB paths start; the same first loss as from Caffe's root.
+    const auto elsewhere =
+        run_shell("cd " + m_dir.path().string() + " && " + dltrain + " train --solver=" +
+                  (root / "examples" / "mnist" / "lenet_solver.prototxt").string() +
+                  " --data-dir " + root.string() + " --run-dir run2" + common);
+    ASSERT_EQ(elsewhere.exit_code, 0) << elsewhere.output;
+    const auto first_loss = [](const std::vector<nlohmann::json>& all) {
+        for (const auto& line : all) {
+            if (line["type"] == "train") {
+                return line["loss"].get<double>();
+            }
+        }
+        return -1.0;
+    };
+    EXPECT_EQ(first_loss(metrics_of(m_dir.path() / "run2")), first_loss(lines));
+    EXPECT_GT(first_loss(lines), 0.0);
+}
+
+TEST_F(LmdbReader, TheSolverFlagRefusesANetTwoConfigsAndNone) {
+    const fs::path solver = caffe_root_with_lenet(m_dir.path() / "caffe");
+    const fs::path net = solver.parent_path() / "lenet_train_test.prototxt";
+    const std::string train = std::string(DLTRAIN_BINARY) + " train --device cpu --run-dir " +
+                              (m_dir.path() / "run").string();
+    const auto as_net = run_shell(train + " --solver " + net.string());
+    EXPECT_EQ(as_net.exit_code, 2) << as_net.output;
+    EXPECT_NE(as_net.output.find("--solver " + net.string() +
+                                 " is not Caffe's solver prototxt (it names no 'net')"),
+              std::string::npos)
+        << as_net.output;
+    const auto both =
+        run_shell(train + " --solver " + solver.string() + " --config " + net.string());
+    EXPECT_EQ(both.exit_code, 2) << both.output;
+    EXPECT_NE(both.output.find("give one"), std::string::npos) << both.output;
+    const auto neither = run_shell(train + " --solver base_lr=0.1");
+    EXPECT_EQ(neither.exit_code, 2) << neither.output;
+    EXPECT_NE(neither.output.find("--config FILE"), std::string::npos) << neither.output;
+    // An override of a prototxt's solver is checked as over a YAML config.
+    const auto bad_value =
+        run_shell(train + " --solver " + solver.string() + " --solver base_lr=abc");
+    EXPECT_EQ(bad_value.exit_code, 3) << bad_value.output;
+    EXPECT_NE(bad_value.output.find("key 'base_lr' in solver: 'abc' is not a valid number"),
+              std::string::npos)
+        << bad_value.output;
+    const auto missing = run_shell(train + " --solver " + (m_dir.path() / "no.prototxt").string());
+    EXPECT_EQ(missing.exit_code, 3) << missing.output;
+    EXPECT_NE(missing.output.find("no.prototxt"), std::string::npos) << missing.output;
+    EXPECT_FALSE(fs::exists(m_dir.path() / "run"));
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real data end to end, no network: Fashion-MNIST from Debian's dataset-fashion-mnist through
 # `dljob fetch-data`, `dljob pack`, `dljob stage-data`, then dltrain reading the staged pack in
-# place (IDX members), and a pack of an image list (PGM members with labels). Also: fetch-data
+# place (IDX members), a pack of an image list (PGM members with labels) and packs of Caffe
+# LMDBs (the same run as from the LMDBs). Also: fetch-data
 # of a missing URL from a loopback server leaves nothing behind.
 #   DLJOB=.../dljob DLTRAIN=.../dltrain data_pack_train.sh
 set -euo pipefail
@@ -83,6 +84,58 @@ sed -e 's/source: train-images-idx3-ubyte.gz/source: train.dlpack/' \
     --data-dir "$WORK" --threads 2 >"$WORK/train-images.log" 2>&1 || { cat "$WORK/train-images.log"; exit 1; }
 final=$(grep -c '"type":"final"' "$WORK/run-images/metrics.jsonl" || true)
 check "dltrain trained from a pack of labelled PGM images" 1 "$final"
+
+# 4b. Caffe's LMDBs of Datums (as convert_imageset writes them, here with python3-lmdb) packed
+# by dljob pack: dltrain gives the same run from the packs as from the LMDBs themselves, so the
+# packs hold the very images and labels, in the same order.
+# Debian's python3-lmdb is importable from /usr/bin/python3 (not from a python3 earlier on PATH).
+if /usr/bin/python3 -c 'import lmdb' 2>/dev/null; then
+    /usr/bin/python3 - "$WORK/caffe" <<'PY'
+import gzip, os, sys
+import lmdb
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+src = "/usr/share/datasets/fashion-mnist"
+def varint(v):
+    b = bytearray()
+    while v >= 0x80:
+        b.append((v & 0x7F) | 0x80)
+        v >>= 7
+    b.append(v)
+    return bytes(b)
+def datum(pixels, label):  # caffe_pb2.Datum: channels 1, height 2, width 3, data 4, label 5
+    return (b"\x08" + varint(1) + b"\x10" + varint(28) + b"\x18" + varint(28) + b"\x22" +
+            varint(len(pixels)) + pixels + b"\x28" + varint(label))
+for split, prefix, count in (("train", "train", 300), ("test", "t10k", 100)):
+    images = gzip.open(f"{src}/{prefix}-images-idx3-ubyte.gz").read()[16:]
+    labels = gzip.open(f"{src}/{prefix}-labels-idx1-ubyte.gz").read()[8:]
+    env = lmdb.open(f"{out}/{split}_lmdb", map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        for i in range(count):
+            txn.put(b"%08d_%05d.png" % (i, i), datum(images[i * 784:(i + 1) * 784], labels[i]))
+    env.close()
+PY
+    "$DLJOB" pack "$WORK/caffe/train_lmdb" -o "$WORK/caffe/train.dlpack" >/dev/null
+    "$DLJOB" pack "$WORK/caffe/test_lmdb" -o "$WORK/caffe/test.dlpack" >/dev/null
+    for kind in lmdb dlpack; do
+        sed -e "s/source: train-images-idx3-ubyte.gz/source: train.$kind/" \
+            -e "s/label_source: train-labels-idx1-ubyte.gz/label_source: train.$kind/" \
+            -e "s/source: t10k-images-idx3-ubyte.gz/source: test.$kind/" \
+            -e "s/label_source: t10k-labels-idx1-ubyte.gz/label_source: test.$kind/" \
+            -e "s/train\.lmdb/train_lmdb/; s/test\.lmdb/test_lmdb/" \
+            "$WORK/lenet.yaml" >"$WORK/caffe/lenet-$kind.yaml"
+        "$DLTRAIN" train --config "$WORK/caffe/lenet-$kind.yaml" --run-dir "$WORK/caffe/run-$kind" \
+            --threads 2 --deadline none >"$WORK/caffe/train-$kind.log" 2>&1 ||
+            { cat "$WORK/caffe/train-$kind.log"; exit 1; }
+    done
+    check "dltrain trained from the packed LMDB" yes \
+        "$([ -n "$(numbers "$WORK/caffe/run-dlpack/metrics.jsonl")" ] && echo yes)"
+    check "the packed LMDB trains as the LMDB does" \
+        "$(numbers "$WORK/caffe/run-lmdb/metrics.jsonl")" \
+        "$(numbers "$WORK/caffe/run-dlpack/metrics.jsonl")"
+else
+    echo "SKIP 4b: python3-lmdb is not installed (scripts/setup.sh installs it)"
+fi
 
 # 5. A 404 from a loopback server: exit 7, the URL named, nothing written.
 mkdir -p "$WORK/www"

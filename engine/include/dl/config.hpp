@@ -42,6 +42,8 @@ struct LayerConfig {
     float scale = 1.0F;
     std::vector<float> mean_value; // subtracted before scaling: one per channel, or one for all
     std::string mean_file;         // or Caffe's mean.binaryproto: a mean per pixel
+    int crop_size = 0;             // Caffe's: a square of this side (train: random, test: centre)
+    bool mirror = false;           // Caffe's: each image flipped left-right with probability 1/2
     bool shuffle = false;          // a fresh order every epoch, drawn from solver.random_seed
     std::vector<int> shape;        // optional C x H x W of one image: checked against the file, and
                                    // lets `dltrain time` run without the data
@@ -80,6 +82,15 @@ struct LayerConfig {
     // SoftmaxWithLoss
     float loss_weight = 1.0F;
 };
+
+/// The C x H x W a Data layer hands the net: its images' `shape`, cut to crop_size x crop_size
+/// when it crops. Empty while the images' shape is unknown.
+inline std::vector<int> input_shape(const LayerConfig& data_layer) {
+    if (data_layer.shape.size() != 3 || data_layer.crop_size == 0) {
+        return data_layer.shape;
+    }
+    return {data_layer.shape[0], data_layer.crop_size, data_layer.crop_size};
+}
 
 struct SolverConfig {
     std::string type = "SGD"; // SGD, Nesterov, Adam
@@ -121,6 +132,9 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
 /// solver file with its net. load_config calls it for files ending in .prototxt. Throws
 /// dl::Error(config) with file:line for unknown or unsupported fields, values and layer types.
 NetConfig load_prototxt(const std::filesystem::path& file);
+/// Whether `file` is Caffe's solver prototxt naming its net (`net` or `train_net`), as
+/// `dltrain train --solver FILE` needs; a missing or unreadable file is dl::Error(config).
+bool is_solver_prototxt(const std::filesystem::path& file);
 /// The config with every default written out, as dltrain stores it in the run directory.
 std::string to_yaml(const NetConfig& config);
 

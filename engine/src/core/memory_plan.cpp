@@ -219,7 +219,8 @@ private:
                 return std::nullopt;
             }
             m_batch = layer.batch_size;
-            made.tops.push_back({layer.batch_size, layer.shape[0], layer.shape[1], layer.shape[2]});
+            const std::vector<int> image = input_shape(layer);
+            made.tops.push_back({layer.batch_size, image[0], image[1], image[2]});
             if (!layer.label_source.empty()) {
                 made.tops.push_back({layer.batch_size});
             }

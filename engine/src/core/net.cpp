@@ -120,8 +120,13 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
             if (layer_config.shape.empty()) {
                 fail("the image shape is unknown (no data file read and no 'shape' key)");
             }
-            entry->tops[0]->reshape({layer_config.batch_size, layer_config.shape[0],
-                                     layer_config.shape[1], layer_config.shape[2]});
+            if (layer_config.crop_size > std::min(layer_config.shape[1], layer_config.shape[2])) {
+                fail(fmt::format("key 'crop_size' {} is larger than its {}x{} images",
+                                 layer_config.crop_size, layer_config.shape[1],
+                                 layer_config.shape[2]));
+            }
+            const std::vector<int> image = input_shape(layer_config);
+            entry->tops[0]->reshape({layer_config.batch_size, image[0], image[1], image[2]});
         }
         try {
             layer.setup(entry->bottoms, entry->tops, producers);

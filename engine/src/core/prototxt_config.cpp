@@ -16,6 +16,8 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -97,8 +99,10 @@ const std::map<std::string, std::set<std::string>>& allowed_fields() {
         {"caffe.NetStateRule", {"phase"}},
         {"caffe.ParamSpec", {"lr_mult", "decay_mult"}},
         {"caffe.FillerParameter", {"type", "value", "min", "max", "mean", "std", "variance_norm"}},
-        {"caffe.TransformationParameter", {"scale", "mean_value", "mean_file"}},
-        {"caffe.DataParameter", {"source", "batch_size", "backend", "scale", "prefetch"}},
+        {"caffe.TransformationParameter",
+         {"scale", "mean_value", "mean_file", "crop_size", "mirror"}},
+        {"caffe.DataParameter",
+         {"source", "batch_size", "backend", "scale", "crop_size", "mirror", "prefetch"}},
         {"caffe.LossParameter", {"normalization", "normalize"}},
         {"caffe.AccuracyParameter", {"top_k", "axis"}},
         {"caffe.BatchNormParameter", {"use_global_stats", "moving_average_fraction", "eps"}},
@@ -324,6 +328,15 @@ public:
             l.mean_value.assign(p.transform_param().mean_value().begin(),
                                 p.transform_param().mean_value().end());
             l.mean_file = p.transform_param().mean_file();
+            // Caffe's older files say crop_size and mirror in data_param; Caffe moves them into
+            // transform_param (UpgradeNetDataTransformation), and so does this.
+            const auto& t = p.transform_param();
+            const std::uint32_t crop = t.has_crop_size() ? t.crop_size() : d.crop_size();
+            if (crop > static_cast<std::uint32_t>(INT_MAX)) {
+                fail(line, fmt::format("{}: crop_size {} is beyond 2^31 - 1", where, crop));
+            }
+            l.crop_size = static_cast<int>(crop);
+            l.mirror = t.has_mirror() ? t.mirror() : d.mirror();
             if (!l.mean_file.empty() && !l.mean_value.empty()) {
                 fail(line, fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)",
                                        where));
@@ -559,6 +572,11 @@ std::filesystem::path net_path(const std::filesystem::path& solver, const std::s
 }
 
 } // namespace
+
+bool is_solver_prototxt(const std::filesystem::path& file) {
+    caffe::SolverParameter solver;
+    return parse(read_text(file), solver).ok && (solver.has_net() || solver.has_train_net());
+}
 
 NetConfig load_prototxt(const std::filesystem::path& file) {
     const std::string text = read_text(file);

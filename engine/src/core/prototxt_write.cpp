@@ -85,6 +85,12 @@ caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string
             if (!in.mean_file.empty()) {
                 transform.set_mean_file(in.mean_file);
             }
+            if (in.crop_size > 0) {
+                transform.set_crop_size(static_cast<unsigned>(in.crop_size));
+            }
+            if (in.mirror) {
+                transform.set_mirror(true);
+            }
         } else if (type == "Convolution") {
             caffe::ConvolutionParameter& conv = *layer.mutable_convolution_param();
             conv.set_num_output(static_cast<unsigned>(in.num_output));

@@ -74,14 +74,17 @@ struct Source {
 /// A Data layer's reader from stream position `cursor`: in file order, or in a fresh order
 /// every epoch drawn from the solver's seed when the layer has `shuffle: true`.
 /// Data parallel: `rank` of `ranks` reads its slice of every global batch (BatchReader).
+/// Crops and flips follow Caffe's phase rules (data::CropMirror), drawn from the solver's seed.
 std::unique_ptr<data::BatchReader> make_reader(const Source& source, const LayerConfig& layer,
-                                               const SolverConfig& solver, std::uint64_t cursor,
-                                               int rank = 0, int ranks = 1) {
+                                               Phase phase, const SolverConfig& solver,
+                                               std::uint64_t cursor, int rank = 0, int ranks = 1) {
     const std::optional<std::uint32_t> seed =
         layer.shuffle ? std::optional<std::uint32_t>(solver.random_seed) : std::nullopt;
+    const data::CropMirror crop{layer.crop_size, layer.mirror, phase == Phase::train,
+                                solver.random_seed};
     return std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale,
                                                data::SampleOrder(source.set.count, seed), cursor, 4,
-                                               rank, ranks, source.mean);
+                                               rank, ranks, source.mean, crop);
 }
 
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
@@ -663,12 +666,13 @@ int train(const TrainOptions& options) {
 
     Source& train_source = *nets.sources[Phase::train];
     const LayerConfig& train_layer = *net.inputs().front().layer;
-    train_source.reader = make_reader(train_source, train_layer, config.solver, state.train_cursor,
-                                      comm->rank(), ranks);
+    train_source.reader = make_reader(train_source, train_layer, Phase::train, config.solver,
+                                      state.train_cursor, comm->rank(), ranks);
     if (has_test) {
         Source& test_source = *nets.sources[Phase::test];
         const LayerConfig& test_layer = *test_net->inputs().front().layer;
-        test_source.reader = make_reader(test_source, test_layer, config.solver, state.test_cursor);
+        test_source.reader =
+            make_reader(test_source, test_layer, Phase::test, config.solver, state.test_cursor);
     }
 
     // Rank 0 alone writes metrics, test results and checkpoints: the weights are the same on
@@ -981,7 +985,7 @@ int test(const TestOptions& options) {
     }
     Source& source = *nets.sources[Phase::test];
     const LayerConfig& layer = *net.inputs().front().layer;
-    source.reader = make_reader(source, layer, nets.config.solver, 0);
+    source.reader = make_reader(source, layer, Phase::test, nets.config.solver, 0);
     const int test_iter =
         nets.config.solver.test_iter > 0
             ? nets.config.solver.test_iter

@@ -35,8 +35,8 @@ const std::vector<std::string>& common_keys() {
 const std::map<std::string, std::vector<std::string>>& type_keys() {
     static const std::map<std::string, std::vector<std::string>> values = {
         {"Data",
-         {"source", "label_source", "batch_size", "scale", "mean_value", "mean_file", "shuffle",
-          "shape"}},
+         {"source", "label_source", "batch_size", "scale", "mean_value", "mean_file", "crop_size",
+          "mirror", "shuffle", "shape"}},
         {"Convolution",
          {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
           "bias_filler"}},
@@ -430,6 +430,14 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
                         fmt::format("key 'shape' in {} must be [channels, height, width]", where));
         }
     }
+    reader.read_positive(node, "crop_size", layer.crop_size, where, 0);
+    reader.read(node, "mirror", layer.mirror, where);
+    if (!layer.shape.empty() && layer.crop_size > std::min(layer.shape[1], layer.shape[2])) {
+        reader.fail(node["crop_size"],
+                    fmt::format("key 'crop_size' in {}: {} is larger than the {}x{} images of "
+                                "its 'shape'",
+                                where, layer.crop_size, layer.shape[1], layer.shape[2]));
+    }
     reader.read_positive(node, "num_output", layer.num_output, where, 1);
     reader.read_positive(node, "kernel_size", layer.kernel_size, where, 1);
     reader.read_positive(node, "stride", layer.stride, where, 1);
@@ -680,15 +688,21 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
 NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides) {
     if (file.extension() == ".prototxt") {
-        if (!overrides.empty()) {
-            // The overrides edit the YAML document before validation; a prototxt has its own
-            // solver file for these values.
-            throw Error(ErrorKind::usage,
-                        fmt::format("{}: --solver KEY=VALUE overrides apply to YAML configs; "
-                                    "set the values in Caffe's solver prototxt",
-                                    file.string()));
+        NetConfig config = load_prototxt(file);
+        if (overrides.empty()) {
+            return config;
         }
-        return load_prototxt(file);
+        // The overrides edit a YAML document before validation: the prototxt's config as YAML,
+        // so an override is checked exactly as over a YAML file (dljob passes a recipe's
+        // base_lr this way, whichever format its config is in). Messages keep the prototxt's
+        // lines for the layers.
+        NetConfig edited = parse_config(
+            to_yaml(config), file.string() + " (as YAML, with the --solver overrides)", overrides);
+        edited.file = config.file;
+        for (std::size_t i = 0; i < edited.layers.size() && i < config.layers.size(); ++i) {
+            edited.layers[i].line = config.layers[i].line;
+        }
+        return edited;
     }
     // An ifstream opens a directory and reads nothing, which would read as an empty config.
     std::error_code ec;
@@ -755,6 +769,12 @@ std::string to_yaml(const NetConfig& config) {
             }
             if (!layer.mean_file.empty()) {
                 out << YAML::Key << "mean_file" << YAML::Value << layer.mean_file;
+            }
+            if (layer.crop_size > 0) {
+                out << YAML::Key << "crop_size" << YAML::Value << layer.crop_size;
+            }
+            if (layer.mirror) {
+                out << YAML::Key << "mirror" << YAML::Value << layer.mirror;
             }
             if (!layer.shape.empty()) {
                 out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;

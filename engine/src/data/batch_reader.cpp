@@ -6,19 +6,49 @@
 
 namespace dl::data {
 
+CropDraw crop_draw(const CropMirror& transform, std::uint64_t position, int height, int width) {
+    CropDraw draw;
+    const int crop = transform.crop_size;
+    if (crop > 0 && !transform.train) {
+        draw.row = (height - crop) / 2;
+        draw.column = (width - crop) / 2;
+    }
+    if (!transform.mirror && (crop == 0 || !transform.train)) {
+        return draw;
+    }
+    const std::uint64_t key =
+        SplitMix64(2 * static_cast<std::uint64_t>(transform.seed) + (transform.train ? 0 : 1))
+            .next();
+    SplitMix64 rng(SplitMix64(key + position).next());
+    if (transform.mirror) {
+        draw.flip = rng.below(2) == 1;
+    }
+    if (crop > 0 && transform.train) {
+        // crop <= height and width (checked when the net is built), so these are at least 1.
+        const auto rows = static_cast<std::uint64_t>(height - crop) + 1;
+        const auto columns = static_cast<std::uint64_t>(width - crop) + 1;
+        draw.row = static_cast<int>(rng.below(rows));
+        draw.column = static_cast<int>(rng.below(columns));
+    }
+    return draw;
+}
+
 BatchReader::BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
                          std::uint64_t cursor, int depth, int rank, int ranks,
-                         std::vector<float> mean)
+                         std::vector<float> mean, CropMirror crop)
     : m_set(set), m_batch(batch),
       m_offset(static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(batch)),
       m_stride(static_cast<std::uint64_t>(ranks) * static_cast<std::uint64_t>(batch)),
       m_scale(scale),
       m_mean(mean.size() == 1 ? std::vector<float>(static_cast<std::size_t>(set.channels), mean[0])
                               : std::move(mean)),
-      m_order(std::move(order)), m_consumer_cursor(cursor), m_producer_cursor(cursor),
+      m_crop(crop), m_order(std::move(order)), m_consumer_cursor(cursor), m_producer_cursor(cursor),
       m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
     for (auto& slot : m_slots) {
-        slot.data.resize(static_cast<std::size_t>(batch) * set.image_size());
+        const std::size_t side = static_cast<std::size_t>(crop.crop_size);
+        slot.data.resize(static_cast<std::size_t>(batch) *
+                         (crop.crop_size > 0 ? static_cast<std::size_t>(set.channels) * side * side
+                                             : set.image_size()));
         slot.labels.resize(static_cast<std::size_t>(batch));
     }
     m_thread = std::thread([this] { run(); });
@@ -35,6 +65,17 @@ BatchReader::~BatchReader() {
 
 void BatchReader::run() {
     const std::size_t image = m_set.image_size();
+    const std::size_t channels = static_cast<std::size_t>(m_set.channels);
+    const std::size_t height = static_cast<std::size_t>(m_set.height);
+    const std::size_t width = static_cast<std::size_t>(m_set.width);
+    const bool transformed = m_crop.crop_size > 0 || m_crop.mirror;
+    const std::size_t out_height =
+        m_crop.crop_size > 0 ? static_cast<std::size_t>(m_crop.crop_size) : height;
+    const std::size_t out_width =
+        m_crop.crop_size > 0 ? static_cast<std::size_t>(m_crop.crop_size) : width;
+    const std::size_t out_image = channels * out_height * out_width;
+    // Per channel: planes of H x W values; a mean image is planes of one value.
+    const std::size_t plane = m_mean.empty() ? image : image / m_mean.size();
     std::size_t tail = 0;
     while (true) {
         {
@@ -47,19 +88,38 @@ void BatchReader::run() {
         // The slot at tail is free: only this thread writes it until it is counted as filled.
         Slot& slot = m_slots[tail];
         for (int i = 0; i < m_batch; ++i) {
-            const std::size_t index =
-                m_order.at(m_producer_cursor + m_offset + static_cast<std::uint64_t>(i));
+            const std::uint64_t position =
+                m_producer_cursor + m_offset + static_cast<std::uint64_t>(i);
+            const std::size_t index = m_order.at(position);
             const std::uint8_t* pixels = m_set.pixels.data() + index * image;
-            float* out = slot.data.data() + static_cast<std::size_t>(i) * image;
-            if (m_mean.empty()) {
-                for (std::size_t p = 0; p < image; ++p) {
-                    out[p] = static_cast<float>(pixels[p]) * m_scale;
+            float* out = slot.data.data() + static_cast<std::size_t>(i) * out_image;
+            if (!transformed) {
+                if (m_mean.empty()) {
+                    for (std::size_t p = 0; p < image; ++p) {
+                        out[p] = static_cast<float>(pixels[p]) * m_scale;
+                    }
+                } else {
+                    for (std::size_t p = 0; p < image; ++p) {
+                        out[p] = (static_cast<float>(pixels[p]) - m_mean[p / plane]) * m_scale;
+                    }
                 }
             } else {
-                // Per channel: planes of H x W values; a mean image is planes of one value.
-                const std::size_t plane = image / m_mean.size();
-                for (std::size_t p = 0; p < image; ++p) {
-                    out[p] = (static_cast<float>(pixels[p]) - m_mean[p / plane]) * m_scale;
+                // Caffe's DataTransformer::Transform: the mean is taken at the pixel's place in
+                // the whole image, and a flip mirrors the place it is written to.
+                const CropDraw draw = crop_draw(m_crop, position, m_set.height, m_set.width);
+                for (std::size_t c = 0; c < channels; ++c) {
+                    for (std::size_t h = 0; h < out_height; ++h) {
+                        const std::size_t from =
+                            (c * height + h + static_cast<std::size_t>(draw.row)) * width +
+                            static_cast<std::size_t>(draw.column);
+                        float* row = out + (c * out_height + h) * out_width;
+                        for (std::size_t w = 0; w < out_width; ++w) {
+                            const std::size_t p = from + w;
+                            const float mean = m_mean.empty() ? 0.0F : m_mean[p / plane];
+                            row[draw.flip ? out_width - 1 - w : w] =
+                                (static_cast<float>(pixels[p]) - mean) * m_scale;
+                        }
+                    }
                 }
             }
             slot.labels[static_cast<std::size_t>(i)] =

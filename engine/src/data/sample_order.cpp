@@ -4,36 +4,6 @@
 
 namespace dl::data {
 
-namespace {
-
-class SplitMix64 {
-public:
-    explicit SplitMix64(std::uint64_t state) : m_state(state) {}
-    std::uint64_t next() {
-        m_state += 0x9E3779B97F4A7C15ULL;
-        std::uint64_t z = m_state;
-        z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
-        z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
-        return z ^ (z >> 31U);
-    }
-    /// Uniform in [0, bound): draws below 2^64 mod bound are thrown away, so that every value
-    /// is equally likely (a plain modulo would favour the small ones).
-    std::uint64_t below(std::uint64_t bound) {
-        const std::uint64_t threshold = (0 - bound) % bound;
-        while (true) {
-            const std::uint64_t draw = next();
-            if (draw >= threshold) {
-                return draw % bound;
-            }
-        }
-    }
-
-private:
-    std::uint64_t m_state;
-};
-
-} // namespace
-
 void shuffled_epoch(std::uint32_t seed, std::uint64_t epoch, std::vector<std::uint32_t>& order) {
     for (std::size_t i = 0; i < order.size(); ++i) {
         order[i] = static_cast<std::uint32_t>(i);

@@ -10,6 +10,34 @@
 
 namespace dl::data {
 
+/// Steele, Lea and Flood's SplitMix64: the draws behind the shuffles and the crops, cheap to
+/// start anywhere, so a draw can be a function of a stream position.
+class SplitMix64 {
+public:
+    explicit SplitMix64(std::uint64_t state) : m_state(state) {}
+    std::uint64_t next() {
+        m_state += 0x9E3779B97F4A7C15ULL;
+        std::uint64_t z = m_state;
+        z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+        return z ^ (z >> 31U);
+    }
+    /// Uniform in [0, bound): draws below 2^64 mod bound are thrown away, so that every value
+    /// is equally likely (a plain modulo would favour the small ones).
+    std::uint64_t below(std::uint64_t bound) {
+        const std::uint64_t threshold = (0 - bound) % bound;
+        while (true) {
+            const std::uint64_t draw = next();
+            if (draw >= threshold) {
+                return draw % bound;
+            }
+        }
+    }
+
+private:
+    std::uint64_t m_state;
+};
+
 /// Epoch `epoch`'s order of images 0..order.size()-1: Fisher-Yates from the last position down,
 /// each swap partner drawn uniformly (by rejection, no modulo bias) from SplitMix64 started at
 /// seed * 2^32 + epoch.

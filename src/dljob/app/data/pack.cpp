@@ -2,7 +2,9 @@
 #include <dljob/adapters/compress_zstd.hpp>
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_xxhash.hpp>
+#include <dljob/adapters/lmdb_database.hpp>
 #include <dljob/adapters/process_boost.hpp>
+#include <dljob/app/data/caffe_datum.hpp>
 #include <dljob/app/data/pack.hpp>
 
 #include <dljob_build_info.hpp>
@@ -20,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -400,7 +403,55 @@ public:
         return {};
     }
 
+    /// Caffe's LMDB of Datums: each record, in key order, becomes an image member (NNNNNNNN.pgm,
+    /// .ppm, .png or .jpg, numbered in that order) with its label, the members dltrain reads
+    /// from a pack (docs/data.md), so the pack holds the images dltrain reads from the LMDB.
+    Result<void> add_lmdb(const std::string& directory) {
+        DLJOB_TRY(adapters::for_each_lmdb_record(
+            directory,
+            [&](std::uint64_t index, std::string_view key, std::string_view value) -> Result<void> {
+                auto member = datum_member(value);
+                if (!member) {
+                    Error error = member.error();
+                    error.message = fmt::format("LMDB {}: record {} (key '{}'): {}", directory,
+                                                index, key, error.message);
+                    return fail(std::move(error));
+                }
+                return add_bytes(fmt::format("{:08}.{}", index, member->extension), member->bytes,
+                                 member->label);
+            }));
+        if (m_manifest.files == 0) {
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("LMDB {} holds no records: nothing to pack", directory));
+        }
+        return {};
+    }
+
 private:
+    Result<void> add_bytes(const std::string& member, const std::string& bytes,
+                           std::optional<std::int64_t> label) {
+        DLJOB_TRY(m_data.make_room(member_tar_bytes(member, bytes.size())));
+        auto offset = m_data.tar().begin_file(member, bytes.size(), false);
+        if (!offset) {
+            return fail(offset.error());
+        }
+        DLJOB_TRY(m_data.tar().write_data(bytes.data(), bytes.size()));
+        ++m_manifest.files;
+        m_manifest.payload_bytes += bytes.size();
+        m_manifest.allocated_bytes += round_up(bytes.size(), dataset_accounting_block);
+        if (label) {
+            m_manifest.labelled = true;
+        }
+        note_path(member);
+        IndexEntry entry{IndexEntryType::file, *offset, bytes.size(), label, member};
+        entry.shard = m_data.shard();
+        DLJOB_TRY(m_index.add_line(format_index_line(entry, m_manifest.version)));
+        if (m_progress) {
+            m_progress({m_manifest.files, m_manifest.payload_bytes});
+        }
+        return {};
+    }
+
     void note_path(const std::string& member) {
         m_manifest.max_path_length =
             std::max<std::uint64_t>(m_manifest.max_path_length, member.size());
@@ -449,7 +500,9 @@ Result<DatasetManifest> write_pack(const PackRequest& request, const std::string
     manifest.source = fs::absolute(request.source).lexically_normal().string();
     manifest.created_by = fmt::format("dljob {}", build_info::version);
     Packer packer(data, index, manifest, progress);
-    if (is_tree) {
+    if (is_tree && adapters::is_lmdb_directory(request.source)) {
+        DLJOB_TRY(packer.add_lmdb(request.source));
+    } else if (is_tree) {
         DLJOB_TRY(packer.add_tree(request.source, ""));
         if (manifest.files == 0 && manifest.directories == 0) {
             return fail(ErrorCode::config_invalid,

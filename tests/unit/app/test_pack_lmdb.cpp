@@ -1,0 +1,228 @@
+// `dljob pack` of Caffe's LMDB databases of Datums (written here with LMDB's C API, Datums in
+// protobuf's wire format as caffe_pb2 serialises them): each record becomes an image member with
+// its label, in key order, whose pixels are the Datum's; bad records name the database, the
+// record and its key and leave nothing behind. tests/integration/data_pack_train.sh trains
+// dltrain on such a pack and on the LMDB itself and gets the same run.
+
+#include "unit/data/data_test_support.hpp"
+
+#include <dljob/app/data/pack.hpp>
+#include <dljob/domain/dataset.hpp>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <lmdb.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dljob::app {
+namespace {
+
+using test::ScratchDir;
+
+void put_varint(std::string& out, std::uint64_t value) {
+    while (value >= 0x80U) {
+        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
+        value >>= 7U;
+    }
+    out.push_back(static_cast<char>(value));
+}
+
+std::string datum(int channels, int height, int width, const std::string& data, int label,
+                  bool encoded = false) {
+    std::string out;
+    if (!encoded) {
+        for (const auto& [field, value] : {std::pair{1, channels}, {2, height}, {3, width}}) {
+            put_varint(out, static_cast<std::uint64_t>(field) << 3U);
+            put_varint(out, static_cast<std::uint64_t>(value));
+        }
+    }
+    put_varint(out, (4U << 3U) | 2U);
+    put_varint(out, data.size());
+    out += data;
+    put_varint(out, 5U << 3U);
+    put_varint(out, static_cast<std::uint64_t>(label));
+    if (encoded) {
+        put_varint(out, 7U << 3U);
+        put_varint(out, 1);
+    }
+    return out;
+}
+
+/// Caffe's writer: keys "%08d_<name>" in one transaction.
+void write_lmdb(const std::filesystem::path& dir, const std::vector<std::string>& values) {
+    std::filesystem::create_directories(dir);
+    MDB_env* env = nullptr;
+    ASSERT_EQ(mdb_env_create(&env), 0);
+    ASSERT_EQ(mdb_env_set_mapsize(env, std::size_t{1} << 22), 0);
+    ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0664), 0);
+    MDB_txn* txn = nullptr;
+    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+    MDB_dbi dbi = 0;
+    ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        std::string key = fmt::format("{:08}_img{}.jpg", i, i);
+        std::string value = values[i];
+        MDB_val k{key.size(), key.data()};
+        MDB_val v{value.size(), value.data()};
+        ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+    }
+    ASSERT_EQ(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+std::string planar(int i, int channels, int height, int width) {
+    std::string out;
+    for (int p = 0; p < channels * height * width; ++p) {
+        out.push_back(static_cast<char>((i * 41 + p * 7 + p / 5) % 256));
+    }
+    return out;
+}
+
+Result<PackSummary> pack(const std::string& source, const std::string& output) {
+    PackRequest request;
+    request.source = source;
+    request.output = output;
+    return pack_dataset(request, {});
+}
+
+struct Member {
+    std::string path;
+    std::string label;
+    std::string bytes;
+};
+
+std::vector<Member> members_of(const std::filesystem::path& pack) {
+    const std::string archive = test::read_file(pack / "data.tar");
+    std::ifstream index(pack / "index.tsv");
+    std::string line;
+    std::getline(index, line);
+    std::vector<Member> out;
+    for (std::uint64_t number = 2; std::getline(index, line); ++number) {
+        auto entry = parse_index_line(line, "index.tsv", number);
+        EXPECT_TRUE(entry) << entry.error().message;
+        if (entry && entry->type == IndexEntryType::file) {
+            out.push_back({entry->path, entry->label ? std::to_string(*entry->label) : "-",
+                           archive.substr(entry->offset, entry->size)});
+        }
+    }
+    return out;
+}
+
+/// A binary PGM/PPM member back to Caffe's planar C x H x W bytes.
+std::string planar_of(const std::string& image, int& channels, int& height, int& width) {
+    std::istringstream in(image);
+    std::string magic;
+    int maxval = 0;
+    in >> magic >> width >> height >> maxval;
+    in.get();
+    channels = magic == "P6" ? 3 : 1;
+    const std::string interleaved = image.substr(static_cast<std::size_t>(in.tellg()));
+    const auto plane = static_cast<std::size_t>(width * height);
+    std::string out(interleaved.size(), '\0');
+    for (std::size_t p = 0; p < plane; ++p) {
+        for (std::size_t c = 0; c < static_cast<std::size_t>(channels); ++c) {
+            out[c * plane + p] = interleaved[p * static_cast<std::size_t>(channels) + c];
+        }
+    }
+    return out;
+}
+
+TEST(PackLmdb, RawDatumsBecomeLabelledImagesInKeyOrderWithTheirPixels) {
+    ScratchDir dir;
+    std::vector<std::string> values;
+    for (int i = 0; i < 5; ++i) {
+        values.push_back(datum(3, 5, 7, planar(i, 3, 5, 7), (i * 3) % 10));
+    }
+    write_lmdb(dir.path() / "train_lmdb", values);
+    write_lmdb(dir.path() / "grey_lmdb", {datum(1, 4, 6, planar(9, 1, 4, 6), 7)});
+
+    auto summary = pack(dir / "train_lmdb", dir / "train.dlpack");
+    ASSERT_TRUE(summary) << summary.error().message;
+    EXPECT_EQ(summary->manifest.files, 5U);
+    EXPECT_TRUE(summary->manifest.labelled);
+    const auto members = members_of(dir.path() / "train.dlpack");
+    ASSERT_EQ(members.size(), 5U);
+    for (int i = 0; i < 5; ++i) {
+        const Member& m = members[static_cast<std::size_t>(i)];
+        EXPECT_EQ(m.path, fmt::format("{:08}.ppm", i));
+        EXPECT_EQ(m.label, std::to_string((i * 3) % 10));
+        int channels = 0;
+        int height = 0;
+        int width = 0;
+        EXPECT_EQ(planar_of(m.bytes, channels, height, width), planar(i, 3, 5, 7)) << m.path;
+        EXPECT_EQ(channels, 3);
+        EXPECT_EQ(height, 5);
+        EXPECT_EQ(width, 7);
+    }
+
+    ASSERT_TRUE(pack(dir / "grey_lmdb", dir / "grey.dlpack"));
+    const auto grey = members_of(dir.path() / "grey.dlpack");
+    ASSERT_EQ(grey.size(), 1U);
+    EXPECT_EQ(grey[0].path, "00000000.pgm");
+    EXPECT_EQ(grey[0].bytes, "P5 6 4 255\n" + planar(9, 1, 4, 6));
+}
+
+TEST(PackLmdb, EncodedDatumsAreTheirImageFilesNamedByTheirFormat) {
+    ScratchDir dir;
+    const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + "rest of a png";
+    const std::string jpeg = std::string("\xFF\xD8\xFF\xE0", 4) + "rest of a jpeg";
+    write_lmdb(dir.path() / "db", {datum(0, 0, 0, png, 1, true), datum(0, 0, 0, jpeg, 2, true)});
+    ASSERT_TRUE(pack(dir / "db", dir / "out"));
+    const auto members = members_of(dir.path() / "out");
+    ASSERT_EQ(members.size(), 2U);
+    EXPECT_EQ(members[0].path, "00000000.png");
+    EXPECT_EQ(members[0].bytes, png);
+    EXPECT_EQ(members[0].label, "1");
+    EXPECT_EQ(members[1].path, "00000001.jpg");
+    EXPECT_EQ(members[1].bytes, jpeg);
+}
+
+TEST(PackLmdb, ABadRecordNamesTheDatabaseRecordAndKeyAndLeavesNothing) {
+    ScratchDir dir;
+    struct Bad {
+        std::string value;
+        std::string says;
+    };
+    std::string floats;
+    put_varint(floats, (6U << 3U) | 2U);
+    put_varint(floats, 4);
+    floats += std::string(4, '\0');
+    for (const Bad& bad :
+         {Bad{datum(3, 5, 7, planar(0, 3, 5, 4), 1), "a 3x5x7 Datum holds 60 data bytes, not 105"},
+          Bad{datum(2, 5, 7, planar(0, 2, 5, 7), 1), "a Datum of 2 channels"},
+          Bad{datum(1, 2, 2, "abcd", 1).substr(0, 9), "truncated Datum"},
+          Bad{floats, "a float_data Datum"},
+          Bad{datum(0, 0, 0, "not an image", 1, true), "an encoded Datum that is not PNG"}}) {
+        const std::filesystem::path db = dir.path() / "db";
+        std::filesystem::remove_all(db);
+        write_lmdb(db, {datum(1, 2, 2, "abcd", 0), bad.value});
+        auto summary = pack(db.string(), dir / "out");
+        ASSERT_FALSE(summary) << bad.says;
+        const std::string message = summary.error().message;
+        EXPECT_NE(message.find("LMDB " + db.string() +
+                               ": record 1 (key '00000001_img1.jpg'): " + bad.says),
+                  std::string::npos)
+            << message;
+        EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
+        for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+            EXPECT_EQ(entry.path().filename().string().find(".partial."), std::string::npos)
+                << entry.path();
+        }
+    }
+    // A data.mdb that is not LMDB's: LMDB's own reason, naming the database.
+    test::write_file(dir.path() / "junk" / "data.mdb", std::string(8192, 'x'));
+    auto junk = pack(dir / "junk", dir / "out");
+    ASSERT_FALSE(junk);
+    EXPECT_NE(junk.error().message.find("LMDB " + (dir / "junk") + ": mdb_env_open failed"),
+              std::string::npos)
+        << junk.error().message;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
+}
+
+} // namespace
+} // namespace dljob::app
