@@ -100,6 +100,19 @@ Result<RenderedJob> render_recipe(const RenderOptions& options) {
          run_dir_notes(request.run_dir, *site, rendered->resources.walltime.seconds(), getenv)) {
         rendered->notes.push_back(std::move(note));
     }
+    if (!recipe->sweep.empty()) {
+        std::string keys;
+        std::size_t points = 1;
+        for (const auto& axis : recipe->sweep) {
+            keys += fmt::format("{}{} ({} values)", keys.empty() ? "" : ", ", axis.key,
+                                axis.values.size());
+            points *= axis.values.size();
+        }
+        rendered->notes.push_back(
+            fmt::format("the recipe's sweep: varies {}; this is the job without them, and "
+                        "'dljob submit' submits one job per point ({} points)",
+                        keys, points));
+    }
     return rendered;
 }
 
