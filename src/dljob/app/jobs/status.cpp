@@ -1,4 +1,5 @@
 #include <dljob/app/jobs/continuation.hpp>
+#include <dljob/app/jobs/plot.hpp>
 #include <dljob/app/jobs/status.hpp>
 #include <dljob/util/files.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <ostream>
 
@@ -578,8 +580,11 @@ std::string display_name(const Job& job) {
 
 } // namespace
 
-void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
-                        bool fold_sweeps) {
+namespace {
+
+// The table, with `below(view)`'s line (if any) under each job's own row.
+void print_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                 bool fold_sweeps, const std::function<std::string(const JobView&)>& below) {
     if (jobs.empty()) {
         out << "no jobs (dljob status --all lists finished ones too)\n";
         return;
@@ -627,7 +632,46 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
                            job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
                            fit(state_text(job), 28), elapsed,
                            view.metrics ? progress_text(*view.metrics, job.state) : "");
+        if (below) {
+            if (const std::string line = below(view); !line.empty()) {
+                out << line << '\n';
+            }
+        }
     }
+}
+
+} // namespace
+
+void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                        bool fold_sweeps) {
+    print_table(out, jobs, now, fold_sweeps, {});
+}
+
+std::string loss_sparkline(const Job& job, std::size_t width) {
+    if (job.run_dir.empty()) {
+        return {};
+    }
+    // The frame repeats every few seconds: a malformed line would warn on every one, and the
+    // progress column already says what the training last wrote. `dljob plot` reports them.
+    std::vector<std::string> ignored;
+    auto curves = read_run_curves(job.run_dir, ignored);
+    if (!curves) {
+        return {};
+    }
+    const bool training = !curves->train_loss.empty();
+    const auto& curve = training ? curves->train_loss : curves->test_loss;
+    if (curve.empty()) {
+        return {};
+    }
+    return fmt::format("{:<6} {} {} loss, iter {}..{}, last {:.4g}", "", sparkline(curve, width),
+                       training ? "training" : "test", curve.front().iter, curve.back().iter,
+                       curve.back().value);
+}
+
+void print_watch_frame(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                       bool fold_sweeps, std::size_t width) {
+    print_table(out, jobs, now, fold_sweeps,
+                [width](const JobView& view) { return loss_sparkline(view.job, width); });
 }
 
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
