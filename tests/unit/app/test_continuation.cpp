@@ -8,6 +8,7 @@
 #include <dljob/app/jobs/continuation.hpp>
 #include <dljob/app/jobs/show.hpp>
 #include <dljob/app/jobs/status.hpp>
+#include <dljob/app/jobs/sweep.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
@@ -47,7 +48,8 @@ protected:
 
     /// A Slurm job that ran and ended (exit code file written), with a checkpoint or not.
     Job ended_job(int attempt, int max_continuations, const std::string& progress_mark,
-                  JobState state = JobState::timeout) {
+                  JobState state = JobState::timeout, const std::string& sweep = "",
+                  const std::vector<std::string>& sweep_point = {}) {
         Job job;
         job.token = "tok" + std::to_string(++jobs_made_);
         job.name = "lenet";
@@ -61,6 +63,8 @@ protected:
         job.max_continuations = max_continuations;
         job.submit_argv = {"sbatch", "--parsable", job.script_path};
         job.progress_mark = progress_mark;
+        job.sweep = sweep;
+        job.sweep_point = sweep_point;
         auto created = context_->store().create(job);
         EXPECT_TRUE(created);
         EXPECT_TRUE(context_->store().mark_submitted(created->id, "10" + job.token, "", 1001));
@@ -136,6 +140,61 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     EXPECT_EQ(runner_->calls.size(), 1U);
     EXPECT_TRUE(fs::exists(dir / "run" / "exit_code"));
     EXPECT_TRUE(fs::exists(dir / "run" / "job.log"));
+}
+
+// Issue 22: a continued sweep point is one point, in its latest attempt's state, in the
+// folded status line and in `dljob sweep`'s table.
+TEST_F(Continuation, AContinuedSweepPointCountsOnceInItsLatestAttemptsState) {
+    const Job point_a = ended_job(1, 3, "", JobState::timeout, "sw-0000aa", {"a=1"});
+    const Job point_b = ended_job(1, 3, "", JobState::completed, "sw-0000aa", {"a=2"});
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, point_a, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    EXPECT_EQ(next->sweep, "sw-0000aa");
+    EXPECT_EQ(next->sweep_point, (std::vector<std::string>{"a=1"}));
+
+    // Every attempt listed (status --all): the first attempt's TIMEOUT is not a point of its own.
+    auto listed = context_->store().list(JobQuery{});
+    ASSERT_TRUE(listed);
+    ASSERT_EQ(listed->size(), 3U);
+    std::vector<JobView> views;
+    for (const auto& job : *listed) {
+        views.push_back(JobView{job, std::nullopt});
+    }
+    std::ostringstream folded;
+    print_status_table(folded, views, 2000, true);
+    // (The state column is 28 wide: "SWEEP 2: 1 PENDING 1 COMPLETED" is cut.)
+    EXPECT_NE(folded.str().find("SWEEP 2: 1 PENDING 1 COMP"), std::string::npos) << folded.str();
+    const std::string text = folded.str();
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+    // A later attempt recorded without the sweep (by an older dljob) still folds into it.
+    for (auto& view : views) {
+        if (view.job.continues != 0) {
+            view.job.sweep.clear();
+        }
+    }
+    std::ostringstream legacy;
+    print_status_table(legacy, views, 2000, true);
+    EXPECT_EQ(legacy.str(), folded.str());
+
+    // The table: one row per point, the continued one at its latest attempt.
+    SchedulerStatus done;
+    done.state = JobState::completed;
+    ASSERT_TRUE(context_->store().update_state(next->id, done, 1100));
+    std::vector<std::string> warnings;
+    auto rows = sweep_table(*context_, "sw-0000aa", warnings);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 2U);
+    std::vector<std::int64_t> ids;
+    for (const auto& row : *rows) {
+        ids.push_back(row.latest.job.id);
+        EXPECT_EQ(row.latest.job.state, JobState::completed);
+        EXPECT_EQ(row.values.size(), 1U);
+    }
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, (std::vector<std::int64_t>{point_b.id, next->id}));
 }
 
 TEST_F(Continuation, NoProgressSinceTheAttemptStartedIsNotContinued) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <ostream>
+#include <set>
 
 namespace dljob::app {
 namespace {
@@ -591,18 +592,45 @@ void print_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64
     }
     out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "ID", "NAME", "SITE",
                        "SCHED-ID", "STATE", "ELAPSED/WALL", "PROGRESS");
-    // Per sweep: how many points in each state, in the order states are listed.
+    // Per sweep: how many points in each state, in the order states are listed. A continued
+    // point is one point, in its latest listed attempt's state: an attempt that a listed one
+    // continues is not counted, and a later attempt recorded without the sweep (by a dljob
+    // before attempts kept it) belongs to its first attempt's.
     std::map<std::string, std::map<JobState, int>> sweeps;
+    std::map<std::int64_t, std::string> sweep_of; // by job id, inherited along chains
     if (fold_sweeps) {
+        std::set<std::int64_t> continued;
+        std::map<std::int64_t, const Job*> by_id;
         for (const auto& view : jobs) {
-            if (!view.job.sweep.empty()) {
-                ++sweeps[view.job.sweep][view.job.state];
+            by_id[view.job.id] = &view.job;
+            if (view.job.continues != 0) {
+                continued.insert(view.job.continues);
+            }
+        }
+        for (const auto& view : jobs) {
+            const Job* first = &view.job;
+            for (int hops = 0; hops < 10000 && first->sweep.empty() && first->continues != 0;
+                 ++hops) {
+                const auto before = by_id.find(first->continues);
+                if (before == by_id.end()) {
+                    break;
+                }
+                first = before->second;
+            }
+            if (first->sweep.empty()) {
+                continue;
+            }
+            sweep_of[view.job.id] = first->sweep;
+            if (continued.count(view.job.id) == 0) {
+                ++sweeps[first->sweep][view.job.state];
             }
         }
     }
     for (const auto& view : jobs) {
         const Job& job = view.job;
-        if (auto it = sweeps.find(job.sweep); it != sweeps.end()) {
+        const auto in_sweep = sweep_of.find(job.id);
+        if (auto it = in_sweep == sweep_of.end() ? sweeps.end() : sweeps.find(in_sweep->second);
+            it != sweeps.end()) {
             if (it->second.empty()) {
                 continue; // folded into the sweep's line already
             }
@@ -613,9 +641,9 @@ void print_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64
                 counts += fmt::format(" {} {}", count, to_string(state));
             }
             out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "-",
-                               fit(display_name(job), 20), job.site.substr(0, 10), job.sweep,
+                               fit(job.name, 20), job.site.substr(0, 10), it->first,
                                fit(fmt::format("SWEEP {}:{}", points, counts), 28), "-",
-                               fmt::format("dljob sweep {}", job.sweep));
+                               fmt::format("dljob sweep {}", it->first));
             it->second.clear();
             continue;
         }

@@ -203,7 +203,9 @@ Result<std::vector<SweepRow>> sweep_table(JobContext& context, const std::string
     }
     StatusOptions status;
     for (const auto& job : *listed) {
-        if (job.sweep != id) {
+        // One row per point: its first attempt's, followed to its latest (later attempts
+        // carry the sweep too).
+        if (job.sweep != id || job.continues != 0) {
             continue;
         }
         // The point's latest attempt: a continued point goes on in other rows.
