@@ -165,8 +165,8 @@ TEST_F(Continuation, AContinuedSweepPointCountsOnceInItsLatestAttemptsState) {
     }
     std::ostringstream folded;
     print_status_table(folded, views, 2000, true);
-    // (The state column is 28 wide: "SWEEP 2: 1 PENDING 1 COMPLETED" is cut.)
-    EXPECT_NE(folded.str().find("SWEEP 2: 1 PENDING 1 COMP"), std::string::npos) << folded.str();
+    EXPECT_NE(folded.str().find("SWEEP 2: 1 PENDING 1 COMPLETED "), std::string::npos)
+        << folded.str();
     const std::string text = folded.str();
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
     // A later attempt recorded without the sweep (by an older dljob) still folds into it.
@@ -195,6 +195,31 @@ TEST_F(Continuation, AContinuedSweepPointCountsOnceInItsLatestAttemptsState) {
     }
     std::sort(ids.begin(), ids.end());
     EXPECT_EQ(ids, (std::vector<std::int64_t>{point_b.id, next->id}));
+}
+
+// `dljob cancel SWEEP`: every point at its latest attempt, the last point first (a point of a
+// --sweep-limit waits on an earlier one and must not start between the two cancels).
+TEST_F(Continuation, CancellingASweepNamesEveryPointsLatestAttemptLastPointFirst) {
+    const Job point_a = ended_job(1, 3, "", JobState::timeout, "sw-0000bb", {"a=1"});
+    const Job point_b = ended_job(1, 3, "", JobState::completed, "sw-0000bb", {"a=2"});
+    const Job other = ended_job(1, 3, "", JobState::completed);
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, point_a, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    auto ids = sweep_cancel_ids(*context_, "sw-0000bb");
+    ASSERT_TRUE(ids) << ids.error().message;
+    EXPECT_EQ(*ids,
+              (std::vector<std::string>{std::to_string(point_b.id), std::to_string(next->id)}));
+    EXPECT_EQ(std::find(ids->begin(), ids->end(), std::to_string(other.id)), ids->end());
+    runner_->reply("scancel", 0, "");
+    auto cancelled = cancel_job(*context_, (*ids)[1]);
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    EXPECT_EQ(cancelled->state, JobState::cancelled);
+    auto unknown = sweep_cancel_ids(*context_, "sw-ffffff");
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().code, ErrorCode::not_found);
 }
 
 TEST_F(Continuation, NoProgressSinceTheAttemptStartedIsNotContinued) {

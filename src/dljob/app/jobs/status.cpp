@@ -640,9 +640,11 @@ void print_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64
                 points += count;
                 counts += fmt::format(" {} {}", count, to_string(state));
             }
+            // Never cut: the counts are the line's point ("SWEEP 3: 2 RUNNING 1 CANCELLED" is
+            // wider than the column), so a long one pushes only this line's last columns.
             out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "-",
                                fit(job.name, 20), job.site.substr(0, 10), it->first,
-                               fit(fmt::format("SWEEP {}:{}", points, counts), 28), "-",
+                               fmt::format("SWEEP {}:{}", points, counts), "-",
                                fmt::format("dljob sweep {}", it->first));
             it->second.clear();
             continue;
