@@ -222,6 +222,42 @@ TEST_F(Continuation, CancellingASweepNamesEveryPointsLatestAttemptLastPointFirst
     EXPECT_EQ(unknown.error().code, ErrorCode::not_found);
 }
 
+// An `ok` dependant of a job that checkpointed and was continued: the scheduler judged the
+// dependency by the first attempt's exit 75 (not covered: docs/schedulers.md), so status says
+// which job the chain goes on as, and to wait for that one, instead of "ended TIMEOUT".
+TEST_F(Continuation, AnOkDependantOfAContinuedJobIsToldWhichAttemptToWaitFor) {
+    const Job first = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, first, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    Job dependant;
+    dependant.token = "waiting";
+    dependant.name = "eval";
+    dependant.site = "cluster";
+    dependant.scheduler = "slurm";
+    dependant.run_dir = (dir / "eval").string();
+    dependant.after = first.id;
+    dependant.after_ok = true;
+    auto created = context_->store().create(dependant);
+    ASSERT_TRUE(created);
+    ASSERT_TRUE(context_->store().mark_submitted(created->id, "5000", "", 1001));
+    runner_->reply("squeue", 0, "5000|PENDING|DependencyNeverSatisfied\n");
+    runner_->reply("scancel", 0, "");
+    StatusOptions options;
+    options.ids = {std::to_string(created->id)};
+    options.force = true;
+    std::vector<std::string> warnings;
+    auto views = job_status(*context_, options, warnings);
+    ASSERT_TRUE(views) << views.error().message;
+    ASSERT_EQ(views->size(), 1U);
+    EXPECT_EQ(views->front().job.reason,
+              fmt::format("never runs: job {} it waited on (afterok) checkpointed (exit 75) and "
+                          "goes on as job {}; submit it again with --after {}",
+                          first.id, next->id, next->id));
+}
+
 TEST_F(Continuation, NoProgressSinceTheAttemptStartedIsNotContinued) {
     write_checkpoint("iter_00000100.ckpt");
     const Job ended = ended_job(2, 5, progress_mark(dir / "run"));

@@ -426,8 +426,24 @@ void explain_dependency(JobContext& context, Job& job, std::vector<std::string>&
         }
         return;
     }
-    const std::string never = fmt::format("never runs: job {} it waited on ({}) ended {}",
-                                          job.after, condition, to_string((*other)->state));
+    std::string never = fmt::format("never runs: job {} it waited on ({}) ended {}", job.after,
+                                    condition, to_string((*other)->state));
+    // Checkpointed and continued: the chain may yet complete, but the scheduler judged the
+    // dependency by the first attempt's exit 75 (docs/schedulers.md, Dependencies). Say which
+    // job to wait for instead.
+    if (auto next = context.store().continuation_of(job.after); next && next->has_value()) {
+        Job latest = **next;
+        for (int hops = 0; hops < 10000; ++hops) {
+            auto later = context.store().continuation_of(latest.id);
+            if (!later || !later->has_value()) {
+                break;
+            }
+            latest = **later;
+        }
+        never = fmt::format("never runs: job {} it waited on ({}) checkpointed (exit 75) and "
+                            "goes on as job {}; submit it again with --after {}",
+                            job.after, condition, latest.id, latest.id);
+    }
     if (job.state == JobState::pending && job.phase == SubmitPhase::submitted) {
         if (auto scheduler = context.scheduler(job.scheduler)) {
             (void)(*scheduler)->cancel(job_ref(job));
