@@ -532,9 +532,10 @@ Result<void> read_sweep(const YamlNode& node, const YamlNode& root, Recipe& reci
     // points into the sweep: block instead of waiting for the point that has it.
     YamlNode unswept = root;
     std::erase_if(unswept.entries, [](const YamlNode::Entry& e) { return e.key == "sweep"; });
+    // One copy per key: each value placed there replaces the one before.
+    YamlNode document;
     const auto check = [&](const SweepLeaf& leaf, const YamlNode& value, const SourceMark& at,
                            const std::string& key_path, const std::string& text) -> Result<void> {
-        YamlNode document = unswept;
         auto placed = set_recipe_value(document, leaf.key, value, leaf.entry->key_mark);
         auto checked = placed ? recipe_from_yaml(document, base_dir) : fail(placed.error());
         if (!checked) {
@@ -551,6 +552,7 @@ Result<void> read_sweep(const YamlNode& node, const YamlNode& root, Recipe& reci
         const YamlNode& values = leaf.entry->value;
         const std::string key_path = join_key("sweep", leaf.key);
         SweepAxis axis{leaf.key, {}, leaf.entry->key_mark.str()};
+        document = unswept;
         if (values.is_sequence()) {
             if (values.items.empty()) {
                 return invalid(values.mark, key_path, "expected at least one value");
@@ -578,7 +580,9 @@ Result<void> read_sweep(const YamlNode& node, const YamlNode& root, Recipe& reci
                                "expected a list of values like [0.1, 0.01], or a range of whole "
                                "numbers A..B with A <= B like 1..5");
             }
-            if (static_cast<unsigned long long>(*to - *from) >= max_sweep_points) {
+            // In unsigned arithmetic: -9e18..9e18 overflows a signed difference.
+            if (static_cast<unsigned long long>(*to) - static_cast<unsigned long long>(*from) >=
+                max_sweep_points) {
                 return invalid(values.mark, key_path,
                                fmt::format("more than {} values", max_sweep_points));
             }

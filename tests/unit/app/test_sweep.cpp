@@ -40,6 +40,7 @@ TEST(SweepPoints, MalformedSweepsNameTheArgument) {
         {{"a=1,,2"}, "--sweep 1 ('a=1,,2'): an empty value"},
         {{"a=1,2", "a=3"}, "--sweep 2 ('a=3'): a is swept twice"},
         {{"a=1..40", "b=1..40"}, "--sweep 2 ('b=1..40'): 1600 points, more than the 1000"},
+        {{"a=-9000000000000000000..9000000000000000000"}, "--sweep 1 ('a=-9000000000000000000.."},
     };
     for (const auto& [sweeps, message] : cases) {
         auto points = sweep_points(sweeps);

@@ -241,6 +241,8 @@ TEST_F(RecipeValidation, ABadSweepNamesFileLineColumnAndTheSweptKey) {
          "r.yaml:7:22: sweep.train.random_seed: expected a list of values like [0.1, 0.01], or a "
          "range"},
         {"sweep:\n  train.base_lr: []\n", "r.yaml:7:18: sweep.train.base_lr: expected at least"},
+        {"sweep:\n  train.random_seed: -9000000000000000000..9000000000000000000\n",
+         "r.yaml:7:22: sweep.train.random_seed: more than 1000 values"},
         {"sweep:\n  train.base_lr: [[0.1]]\n",
          "r.yaml:7:19: sweep.train.base_lr[0]: expected a value (a number or a word), got a "
          "list"},

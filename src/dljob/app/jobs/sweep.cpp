@@ -61,7 +61,9 @@ Result<std::vector<SweepAxis>> sweep_axes(const std::vector<SweepAxis>& recipe,
             if (!from || !to || *from > *to) {
                 return bad_sweep(i, sweep, "a range is A..B with whole numbers A <= B");
             }
-            if (static_cast<unsigned long long>(*to - *from) >= max_points) {
+            // In unsigned arithmetic: -9e18..9e18 overflows a signed difference.
+            if (static_cast<unsigned long long>(*to) - static_cast<unsigned long long>(*from) >=
+                max_points) {
                 return bad_sweep(i, sweep, fmt::format("more than {} values", max_points));
             }
             for (long long v = *from; v <= *to; ++v) {
