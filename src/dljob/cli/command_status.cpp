@@ -25,13 +25,22 @@ void set_status_command(CLI::App& app, Context& context) {
     command->add_flag("--json", options->json, "Print JSON for scripts");
     command->add_flag("--expand", *expand,
                       "List every point of a sweep (default: one line per sweep)");
-    command->add_flag("--watch", *watch, "Refresh every few seconds until interrupted");
-    command->callback([options, watch, expand, &context] {
+    auto* watch_flag =
+        command->add_flag("--watch", *watch,
+                          "Refresh every few seconds until interrupted, with a sparkline of each "
+                          "job's training loss");
+    auto frames = std::make_shared<int>(0);
+    command
+        ->add_option("--frames", *frames,
+                     "With --watch: stop after N frames (0, the default: until interrupted)")
+        ->check(CLI::NonNegativeNumber)
+        ->needs(watch_flag);
+    command->callback([options, watch, expand, frames, &context] {
         auto jobs = app::JobContext::open();
         options->min_interval_s = app::default_poll_interval();
         // Naming jobs is an explicit request: ask their scheduler now.
         options->force = !options->ids.empty() && options->min_interval_s == 0;
-        while (true) {
+        for (int frame = 1;; ++frame) {
             std::vector<std::string> warnings;
             auto views = app::job_status(jobs, *options, warnings);
             if (!views) {
@@ -42,13 +51,16 @@ void set_status_command(CLI::App& app, Context& context) {
             }
             if (options->json) {
                 app::print_status_json(context.out, *views);
+            } else if (*watch) {
+                app::print_watch_frame(context.out, *views, util::unix_now(),
+                                       !*expand && options->ids.empty());
             } else {
                 // Named jobs or a named sweep are shown point by point.
                 app::print_status_table(context.out, *views, util::unix_now(),
                                         !*expand && options->ids.empty());
             }
             context.out << std::flush;
-            if (!*watch) {
+            if (!*watch || frame == *frames) {
                 return;
             }
             std::this_thread::sleep_for(std::chrono::seconds(5));

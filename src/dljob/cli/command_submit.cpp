@@ -115,12 +115,17 @@ void set_submit_command(CLI::App& app, Context& context) {
                       "COMPLETED");
     command->callback([options, wait, sweeps, sweep_limit, &context] {
         auto jobs = app::JobContext::open();
-        if (!sweeps->empty()) {
+        // The recipe's sweep: block sweeps as --sweep does.
+        auto axes = app::submit_sweep_axes(*options, *sweeps);
+        if (!axes) {
+            throw Failure(axes.error());
+        }
+        if (!axes->empty()) {
             if (*wait) {
                 throw Failure(ErrorCode::usage, "--wait follows one job, not a sweep",
                               "follow the sweep with: dljob sweep ID");
             }
-            auto swept = app::submit_sweep(jobs, *options, *sweeps, *sweep_limit);
+            auto swept = app::submit_sweep(jobs, *options, *axes, *sweep_limit);
             if (!swept) {
                 throw Failure(swept.error());
             }

@@ -5,7 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <optional>
 #include <regex>
+#include <utility>
 
 namespace dljob::config {
 namespace {
@@ -412,6 +416,198 @@ Result<void> read_mail(const YamlNode& node, Recipe& recipe) {
     return {};
 }
 
+// ---- sweep: ------------------------------------------------------------------------------
+
+constexpr std::string_view sweep_key_pattern =
+    R"([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)";
+
+struct SweepLeaf {
+    std::string key; // dotted
+    const YamlNode::Entry* entry = nullptr;
+};
+
+// `sweep:` may spell a key dotted (`train.base_lr: [...]`) or nested (`train: {base_lr: [...]}`)
+// as `--set sweep.train.base_lr=[...]` makes it: a mapping is never a sweep's values.
+Result<void> sweep_leaves(const YamlNode& node, const std::string& prefix,
+                          std::vector<SweepLeaf>& leaves) {
+    const std::regex key_re{std::string(sweep_key_pattern)};
+    for (const auto& entry : node.entries) {
+        const std::string key = prefix.empty() ? entry.key : prefix + "." + entry.key;
+        if (!std::regex_match(entry.key, key_re)) {
+            return invalid(entry.key_mark, join_key("sweep", key),
+                           "expected a dotted recipe key, like train.base_lr");
+        }
+        if (entry.value.is_mapping()) {
+            DLJOB_TRY(sweep_leaves(entry.value, key, leaves));
+            continue;
+        }
+        if (key == "sweep" || key.rfind("sweep.", 0) == 0) {
+            return invalid(entry.key_mark, join_key("sweep", key), "a sweep cannot sweep itself");
+        }
+        for (const auto& other : leaves) {
+            const auto& [shorter, longer] = other.key.size() <= key.size()
+                                                ? std::pair{other.key, key}
+                                                : std::pair{key, other.key};
+            if (other.key == key || longer.rfind(shorter + ".", 0) == 0) {
+                return invalid(entry.key_mark, join_key("sweep", key),
+                               fmt::format("{} is swept already at {}", other.key,
+                                           other.entry->key_mark.str()));
+            }
+        }
+        leaves.push_back(SweepLeaf{key, &entry});
+    }
+    return {};
+}
+
+// A value as the text `--set KEY=TEXT` reads back into the same scalar: a quoted one stays a
+// string ("4" is not 4).
+Result<std::string> sweep_value_text(const YamlNode& item, const std::string& key_path) {
+    if (!item.is_scalar()) {
+        return invalid(
+            item.mark, key_path,
+            fmt::format("expected a value (a number or a word), got {}", to_string(item.kind)));
+    }
+    std::string text = item.scalar;
+    if (item.quoted) {
+        text = "\"";
+        for (const char c : item.scalar) {
+            const auto byte = static_cast<unsigned char>(c);
+            if (c == '"' || c == '\\') {
+                text += '\\';
+                text += c;
+            } else if (byte < 0x20 || byte == 0x7f) {
+                text += fmt::format("\\x{:02x}", byte);
+            } else {
+                text += c;
+            }
+        }
+        text += '"';
+    }
+    auto again = parse_yaml(text, "sweep");
+    if (!again || !again->is_scalar() || again->scalar != item.scalar ||
+        again->quoted != item.quoted) {
+        return invalid(item.mark, key_path, "this value does not read back the same on its own",
+                       "write it in quotes");
+    }
+    return text;
+}
+
+std::optional<long long> whole_number(std::string_view text) {
+    long long value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+// The error of one swept value, told at the value (or the swept key) with the sweep's key path.
+Error sweep_value_error(Error error, const SourceMark& at, const std::string& key_path,
+                        const std::string& assignment) {
+    const std::string prefix = at.str() + ": ";
+    if (error.message.rfind(prefix, 0) == 0) {
+        const auto key_end = error.message.find(": ", prefix.size());
+        if (key_end != std::string::npos) {
+            error.message = prefix + key_path + error.message.substr(key_end);
+            return error;
+        }
+    }
+    error.message = fmt::format("{}{}: with {}: {}", prefix, key_path, assignment, error.message);
+    return error;
+}
+
+Result<void> read_sweep(const YamlNode& node, const YamlNode& root, Recipe& recipe,
+                        const std::filesystem::path& base_dir) {
+    if (node.is_null()) {
+        return {}; // `--set sweep=`: the recipe once, without its sweep
+    }
+    if (!node.is_mapping() || node.entries.empty()) {
+        return invalid(node.mark, "sweep",
+                       "expected a mapping of recipe keys to their values, like "
+                       "train.base_lr: [0.1, 0.01] or train.random_seed: 1..5");
+    }
+    std::vector<SweepLeaf> leaves;
+    DLJOB_TRY(sweep_leaves(node, "", leaves));
+    // Each value is checked as its key's, in the recipe without its sweep, so that an error
+    // points into the sweep: block instead of waiting for the point that has it.
+    YamlNode unswept = root;
+    std::erase_if(unswept.entries, [](const YamlNode::Entry& e) { return e.key == "sweep"; });
+    // One copy per key: each value placed there replaces the one before.
+    YamlNode document;
+    const auto check = [&](const SweepLeaf& leaf, const YamlNode& value, const SourceMark& at,
+                           const std::string& key_path, const std::string& text) -> Result<void> {
+        auto placed = set_recipe_value(document, leaf.key, value, leaf.entry->key_mark);
+        auto checked = placed ? recipe_from_yaml(document, base_dir) : fail(placed.error());
+        if (!checked) {
+            const bool at_key =
+                checked.error().message.rfind(leaf.entry->key_mark.str() + ": ", 0) == 0;
+            return fail(sweep_value_error(checked.error(), at_key ? leaf.entry->key_mark : at,
+                                          at_key ? join_key("sweep", leaf.key) : key_path,
+                                          fmt::format("{}={}", leaf.key, text)));
+        }
+        return {};
+    };
+    std::size_t points = 1;
+    for (const auto& leaf : leaves) {
+        const YamlNode& values = leaf.entry->value;
+        const std::string key_path = join_key("sweep", leaf.key);
+        SweepAxis axis{leaf.key, {}, leaf.entry->key_mark.str()};
+        document = unswept;
+        if (values.is_sequence()) {
+            if (values.items.empty()) {
+                return invalid(values.mark, key_path, "expected at least one value");
+            }
+            for (std::size_t i = 0; i < values.items.size(); ++i) {
+                const std::string item_path = fmt::format("{}[{}]", key_path, i);
+                auto text = sweep_value_text(values.items[i], item_path);
+                if (!text) {
+                    return fail(text.error());
+                }
+                DLJOB_TRY(check(leaf, values.items[i], values.items[i].mark, item_path, *text));
+                axis.values.push_back(*text);
+            }
+        } else {
+            const std::string spec = values.is_scalar() ? values.scalar : std::string();
+            const auto dots = spec.find("..");
+            const auto from = dots == std::string::npos
+                                  ? std::nullopt
+                                  : whole_number(std::string_view(spec).substr(0, dots));
+            const auto to = dots == std::string::npos
+                                ? std::nullopt
+                                : whole_number(std::string_view(spec).substr(dots + 2));
+            if (!from || !to || *from > *to) {
+                return invalid(values.mark, key_path,
+                               "expected a list of values like [0.1, 0.01], or a range of whole "
+                               "numbers A..B with A <= B like 1..5");
+            }
+            // In unsigned arithmetic: -9e18..9e18 overflows a signed difference.
+            if (static_cast<unsigned long long>(*to) - static_cast<unsigned long long>(*from) >=
+                max_sweep_points) {
+                return invalid(values.mark, key_path,
+                               fmt::format("more than {} values", max_sweep_points));
+            }
+            // A range's values differ only in size: its two ends stand for it.
+            for (const long long end : {*from, *to}) {
+                YamlNode number = values;
+                number.scalar = std::to_string(end);
+                number.quoted = false;
+                DLJOB_TRY(check(leaf, number, values.mark, key_path, number.scalar));
+            }
+            for (long long v = *from; v <= *to; ++v) {
+                axis.values.push_back(std::to_string(v));
+            }
+        }
+        points *= axis.values.size();
+        if (points > max_sweep_points) {
+            return invalid(leaf.entry->key_mark, key_path,
+                           fmt::format("{} points so far, more than the {} a sweep may have",
+                                       points, max_sweep_points));
+        }
+        recipe.sweep.push_back(std::move(axis));
+    }
+    return {};
+}
+
 } // namespace
 
 bool looks_like_recipe(const YamlNode& root) {
@@ -422,7 +618,7 @@ bool looks_like_recipe(const YamlNode& root) {
 Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::path& base_dir) {
     DLJOB_TRY(check_mapping(root, "",
                             {"name", "description", "resources", "environment", "data", "train",
-                             "command", "checkpoint", "mail"}));
+                             "command", "checkpoint", "mail", "sweep"}));
     Recipe recipe;
     const auto* name = root.find("name");
     if (name == nullptr) {
@@ -473,6 +669,9 @@ Result<Recipe> recipe_from_yaml(const YamlNode& root, const std::filesystem::pat
     }
     if (const auto* n = root.find("mail"); n != nullptr) {
         DLJOB_TRY(read_mail(*n, recipe));
+    }
+    if (const auto* n = root.find("sweep"); n != nullptr) {
+        DLJOB_TRY(read_sweep(*n, root, recipe, base_dir));
     }
     return recipe;
 }

@@ -51,36 +51,19 @@ Error point_error_into_argument(Error error, int argument, int value_column) {
     return error;
 }
 
-Result<void> apply_one(YamlNode& root, const std::string& assignment, int argument) {
-    const SourceMark at_key{"--set", argument, 1};
-    const auto equals = assignment.find('=');
-    const std::string key = assignment.substr(0, equals);
-    if (equals == std::string::npos ||
-        !std::regex_match(key, std::regex{std::string(key_pattern)})) {
-        return invalid(
-            at_key, key.empty() ? "(key)" : key,
-            fmt::format("expected KEY=VALUE with a dotted recipe key, got '{}'", assignment),
-            "e.g. --set train.max_iter=200 or --set resources.memory=4G");
-    }
-    const std::string text = assignment.substr(equals + 1);
-    auto value = parse_yaml(text, "--set");
-    if (!value) {
-        return fail(
-            point_error_into_argument(value.error(), argument, static_cast<int>(equals) + 2));
-    }
-    if (value->mark.line == 0) {
-        value->mark = SourceMark{"--set", 1, 1}; // an empty value: null at the '=' + 1
-    }
-    point_into_argument(*value, argument, static_cast<int>(equals) + 2);
-
+// Puts `value` at the dotted `key`, creating the mappings on the way (each marked by
+// `mark_of(offset of its part in key)`, so an error about one points where it was named).
+template <typename MarkOf>
+Result<void> place(YamlNode& root, const std::string& key, YamlNode value, const SourceMark& at_key,
+                   const MarkOf& mark_of) {
     YamlNode* node = &root;
     std::string path;
-    std::size_t offset = 0; // of the current part in the argument
+    std::size_t offset = 0; // of the current part in the key
     while (true) {
         const auto dot = key.find('.', offset);
         const std::string part =
             key.substr(offset, dot == std::string::npos ? std::string::npos : dot - offset);
-        const SourceMark at_part{"--set", argument, static_cast<int>(offset) + 1};
+        const SourceMark at_part = mark_of(offset);
         if (!node->is_mapping()) {
             if (!node->is_null()) {
                 return invalid(
@@ -103,12 +86,39 @@ Result<void> apply_one(YamlNode& root, const std::string& assignment, int argume
             child = &node->entries.back().value;
         }
         if (dot == std::string::npos) {
-            *child = std::move(*value);
+            *child = std::move(value);
             return {};
         }
         node = child;
         offset = dot + 1;
     }
+}
+
+Result<void> apply_one(YamlNode& root, const std::string& assignment, int argument) {
+    const SourceMark at_key{"--set", argument, 1};
+    const auto equals = assignment.find('=');
+    const std::string key = assignment.substr(0, equals);
+    if (equals == std::string::npos ||
+        !std::regex_match(key, std::regex{std::string(key_pattern)})) {
+        return invalid(
+            at_key, key.empty() ? "(key)" : key,
+            fmt::format("expected KEY=VALUE with a dotted recipe key, got '{}'", assignment),
+            "e.g. --set train.max_iter=200 or --set resources.memory=4G");
+    }
+    const std::string text = assignment.substr(equals + 1);
+    auto value = parse_yaml(text, "--set");
+    if (!value) {
+        return fail(
+            point_error_into_argument(value.error(), argument, static_cast<int>(equals) + 2));
+    }
+    if (value->mark.line == 0) {
+        value->mark = SourceMark{"--set", 1, 1}; // an empty value: null at the '=' + 1
+    }
+    point_into_argument(*value, argument, static_cast<int>(equals) + 2);
+
+    return place(root, key, std::move(*value), at_key, [&](std::size_t offset) {
+        return SourceMark{"--set", argument, static_cast<int>(offset) + 1};
+    });
 }
 
 } // namespace
@@ -118,6 +128,14 @@ Result<void> apply_recipe_overrides(YamlNode& root, const std::vector<std::strin
         DLJOB_TRY(apply_one(root, assignments[i], static_cast<int>(i) + 1));
     }
     return {};
+}
+
+Result<void> set_recipe_value(YamlNode& root, const std::string& key, YamlNode value,
+                              const SourceMark& mark) {
+    if (!std::regex_match(key, std::regex{std::string(key_pattern)})) {
+        return invalid(mark, key.empty() ? "(key)" : key, "expected a dotted recipe key");
+    }
+    return place(root, key, std::move(value), mark, [&](std::size_t) { return mark; });
 }
 
 } // namespace dljob::config

@@ -17,4 +17,9 @@ namespace dljob::config {
 /// read as YAML, so `[cuda, cudnn]` is a list and `"4"` a string; an empty VALUE is null.
 Result<void> apply_recipe_overrides(YamlNode& root, const std::vector<std::string>& assignments);
 
+/// Puts `value` (with its own marks) at the dotted `key` of the document, as an override would;
+/// mappings created on the way, and errors about the key, are marked `mark`.
+Result<void> set_recipe_value(YamlNode& root, const std::string& key, YamlNode value,
+                              const SourceMark& mark);
+
 } // namespace dljob::config

@@ -4,6 +4,7 @@
 
 #include <dljob/domain/resources.hpp>
 
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -74,6 +75,17 @@ struct MailSpec {
 
 enum class RecipeKind { train, command };
 
+/// Points a sweep may have (`sweep:` and `submit --sweep` together).
+inline constexpr std::size_t max_sweep_points = 1000;
+
+/// One key of a recipe's `sweep:` block (or of `submit --sweep`): the values it takes, each as
+/// the text a `--set KEY=VALUE` would give it.
+struct SweepAxis {
+    std::string key; // dotted recipe key, like train.base_lr
+    std::vector<std::string> values;
+    std::string origin; // file:line:column of the key, or "--sweep N"
+};
+
 struct Recipe {
     std::string name; // [A-Za-z0-9._-]+; the scheduler job name is derived from it
     std::string description;
@@ -86,6 +98,9 @@ struct Recipe {
     CommandSpec command; // meaningful when kind == command
     CheckpointPolicy checkpoint;
     MailSpec mail;
+    /// `sweep:`: the keys the recipe is swept over, in the file's order (the first varies
+    /// slowest); empty for a recipe of one job. Each value is validated as its key's.
+    std::vector<SweepAxis> sweep;
     std::filesystem::path source_file; // the recipe file, absolute; empty when built in code
     /// Where each value came from, by key path ("resources.gpus" -> "recipes/mnist.yaml:8:9"),
     /// so checks against a site can point at the line that asked for too much.

@@ -8,6 +8,7 @@
 #include <dljob/app/jobs/continuation.hpp>
 #include <dljob/app/jobs/show.hpp>
 #include <dljob/app/jobs/status.hpp>
+#include <dljob/app/jobs/sweep.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
@@ -47,7 +48,8 @@ protected:
 
     /// A Slurm job that ran and ended (exit code file written), with a checkpoint or not.
     Job ended_job(int attempt, int max_continuations, const std::string& progress_mark,
-                  JobState state = JobState::timeout) {
+                  JobState state = JobState::timeout, const std::string& sweep = "",
+                  const std::vector<std::string>& sweep_point = {}) {
         Job job;
         job.token = "tok" + std::to_string(++jobs_made_);
         job.name = "lenet";
@@ -61,6 +63,8 @@ protected:
         job.max_continuations = max_continuations;
         job.submit_argv = {"sbatch", "--parsable", job.script_path};
         job.progress_mark = progress_mark;
+        job.sweep = sweep;
+        job.sweep_point = sweep_point;
         auto created = context_->store().create(job);
         EXPECT_TRUE(created);
         EXPECT_TRUE(context_->store().mark_submitted(created->id, "10" + job.token, "", 1001));
@@ -136,6 +140,122 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     EXPECT_EQ(runner_->calls.size(), 1U);
     EXPECT_TRUE(fs::exists(dir / "run" / "exit_code"));
     EXPECT_TRUE(fs::exists(dir / "run" / "job.log"));
+}
+
+// Issue 22: a continued sweep point is one point, in its latest attempt's state, in the
+// folded status line and in `dljob sweep`'s table.
+TEST_F(Continuation, AContinuedSweepPointCountsOnceInItsLatestAttemptsState) {
+    const Job point_a = ended_job(1, 3, "", JobState::timeout, "sw-0000aa", {"a=1"});
+    const Job point_b = ended_job(1, 3, "", JobState::completed, "sw-0000aa", {"a=2"});
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, point_a, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    EXPECT_EQ(next->sweep, "sw-0000aa");
+    EXPECT_EQ(next->sweep_point, (std::vector<std::string>{"a=1"}));
+
+    // Every attempt listed (status --all): the first attempt's TIMEOUT is not a point of its own.
+    auto listed = context_->store().list(JobQuery{});
+    ASSERT_TRUE(listed);
+    ASSERT_EQ(listed->size(), 3U);
+    std::vector<JobView> views;
+    for (const auto& job : *listed) {
+        views.push_back(JobView{job, std::nullopt});
+    }
+    std::ostringstream folded;
+    print_status_table(folded, views, 2000, true);
+    EXPECT_NE(folded.str().find("SWEEP 2: 1 PENDING 1 COMPLETED "), std::string::npos)
+        << folded.str();
+    const std::string text = folded.str();
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+    // A later attempt recorded without the sweep (by an older dljob) still folds into it.
+    for (auto& view : views) {
+        if (view.job.continues != 0) {
+            view.job.sweep.clear();
+        }
+    }
+    std::ostringstream legacy;
+    print_status_table(legacy, views, 2000, true);
+    EXPECT_EQ(legacy.str(), folded.str());
+
+    // The table: one row per point, the continued one at its latest attempt.
+    SchedulerStatus done;
+    done.state = JobState::completed;
+    ASSERT_TRUE(context_->store().update_state(next->id, done, 1100));
+    std::vector<std::string> warnings;
+    auto rows = sweep_table(*context_, "sw-0000aa", warnings);
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 2U);
+    std::vector<std::int64_t> ids;
+    for (const auto& row : *rows) {
+        ids.push_back(row.latest.job.id);
+        EXPECT_EQ(row.latest.job.state, JobState::completed);
+        EXPECT_EQ(row.values.size(), 1U);
+    }
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, (std::vector<std::int64_t>{point_b.id, next->id}));
+}
+
+// `dljob cancel SWEEP`: every point at its latest attempt, the last point first (a point of a
+// --sweep-limit waits on an earlier one and must not start between the two cancels).
+TEST_F(Continuation, CancellingASweepNamesEveryPointsLatestAttemptLastPointFirst) {
+    const Job point_a = ended_job(1, 3, "", JobState::timeout, "sw-0000bb", {"a=1"});
+    const Job point_b = ended_job(1, 3, "", JobState::completed, "sw-0000bb", {"a=2"});
+    const Job other = ended_job(1, 3, "", JobState::completed);
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, point_a, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    auto ids = sweep_cancel_ids(*context_, "sw-0000bb");
+    ASSERT_TRUE(ids) << ids.error().message;
+    EXPECT_EQ(*ids,
+              (std::vector<std::string>{std::to_string(point_b.id), std::to_string(next->id)}));
+    EXPECT_EQ(std::find(ids->begin(), ids->end(), std::to_string(other.id)), ids->end());
+    runner_->reply("scancel", 0, "");
+    auto cancelled = cancel_job(*context_, (*ids)[1]);
+    ASSERT_TRUE(cancelled) << cancelled.error().message;
+    EXPECT_EQ(cancelled->state, JobState::cancelled);
+    auto unknown = sweep_cancel_ids(*context_, "sw-ffffff");
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().code, ErrorCode::not_found);
+}
+
+// An `ok` dependant of a job that checkpointed and was continued: the scheduler judged the
+// dependency by the first attempt's exit 75 (not covered: docs/schedulers.md), so status says
+// which job the chain goes on as, and to wait for that one, instead of "ended TIMEOUT".
+TEST_F(Continuation, AnOkDependantOfAContinuedJobIsToldWhichAttemptToWaitFor) {
+    const Job first = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    runner_->reply("sbatch", 0, "4242\n");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, first, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    Job dependant;
+    dependant.token = "waiting";
+    dependant.name = "eval";
+    dependant.site = "cluster";
+    dependant.scheduler = "slurm";
+    dependant.run_dir = (dir / "eval").string();
+    dependant.after = first.id;
+    dependant.after_ok = true;
+    auto created = context_->store().create(dependant);
+    ASSERT_TRUE(created);
+    ASSERT_TRUE(context_->store().mark_submitted(created->id, "5000", "", 1001));
+    runner_->reply("squeue", 0, "5000|PENDING|DependencyNeverSatisfied\n");
+    runner_->reply("scancel", 0, "");
+    StatusOptions options;
+    options.ids = {std::to_string(created->id)};
+    options.force = true;
+    std::vector<std::string> warnings;
+    auto views = job_status(*context_, options, warnings);
+    ASSERT_TRUE(views) << views.error().message;
+    ASSERT_EQ(views->size(), 1U);
+    EXPECT_EQ(views->front().job.reason,
+              fmt::format("never runs: job {} it waited on (afterok) checkpointed (exit 75) and "
+                          "goes on as job {}; submit it again with --after {}",
+                          first.id, next->id, next->id));
 }
 
 TEST_F(Continuation, NoProgressSinceTheAttemptStartedIsNotContinued) {

@@ -8,6 +8,7 @@
 #include <dljob/app/jobs/status.hpp>
 #include <dljob/util/files.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace dljob::app {
 namespace {
@@ -303,6 +306,62 @@ TEST(StatusMetrics, AResumedProcessCountsFromItsOwnStart) {
               std::string::npos);
     EXPECT_NE(progress_text(before_its_start, JobState::timeout).find("checkpointed"),
               std::string::npos);
+}
+
+// `status --watch` (issue 22): under each job's row, a sparkline of the loss in its run
+// directory, the same one `plot --format text` draws (plot.hpp's sparkline).
+TEST(StatusWatch, AFrameShowsASparklineOfEachJobsTrainingLossUnderItsRow) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-watch-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "falling");
+    std::filesystem::create_directories(dir / "tested");
+    std::filesystem::create_directories(dir / "empty");
+    {
+        std::ofstream falling(dir / "falling" / "metrics.jsonl");
+        falling << R"({"type":"start","iter":0,"max_iter":40})"
+                << "\n";
+        for (int iter = 0; iter <= 40; iter += 10) {
+            falling << fmt::format(R"({{"type":"train","iter":{},"max_iter":40,"loss":{}}})", iter,
+                                   2.0 - iter / 20.0)
+                    << "\n";
+        }
+        falling << "not json\n"; // skipped, and no warning in every frame
+        std::ofstream(dir / "tested" / "metrics.jsonl")
+            << R"({"type":"test","iter":0,"loss":1.0,"accuracy":0.1})"
+            << "\n"
+            << R"({"type":"test","iter":100,"loss":3.0,"accuracy":0.2})"
+            << "\n";
+    }
+    const auto view = [&](std::int64_t id, const std::string& run) {
+        JobView v;
+        v.job.id = id;
+        v.job.name = run;
+        v.job.state = JobState::running;
+        v.job.phase = SubmitPhase::submitted;
+        v.job.run_dir = (dir / run).string();
+        return v;
+    };
+    std::ostringstream out;
+    print_watch_frame(out, {view(1, "falling"), view(2, "tested"), view(3, "empty")}, 1000, false,
+                      5);
+    std::filesystem::remove_all(dir);
+    std::vector<std::string> lines;
+    std::istringstream in(out.str());
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(line);
+    }
+    ASSERT_EQ(lines.size(), 6U) << out.str(); // header, 1 and its line, 2 and its line, 3
+    EXPECT_EQ(lines[1].rfind("1 ", 0), 0U) << out.str();
+    EXPECT_EQ(lines[2], "       █▆▅▃▁ training loss, iter 0..40, last 0") << out.str();
+    EXPECT_EQ(lines[3].rfind("2 ", 0), 0U) << out.str();
+    // No training loss yet: the test loss, said so.
+    EXPECT_EQ(lines[4], "       ▁▁▁▁█ test loss, iter 0..100, last 3") << out.str();
+    EXPECT_EQ(lines[5].rfind("3 ", 0), 0U) << out.str();
+    // The plain table has no such lines.
+    std::ostringstream table;
+    print_status_table(table, {view(1, "falling")}, 1000);
+    EXPECT_EQ(table.str().find("loss,"), std::string::npos) << table.str();
 }
 
 TEST(StatusMetrics, TheFinalRecordSaysWhereTrainingEnded) {

@@ -3,9 +3,14 @@
 
 #include <dljob/app/jobs/sweep.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace dljob::app {
@@ -35,6 +40,7 @@ TEST(SweepPoints, MalformedSweepsNameTheArgument) {
         {{"a=1,,2"}, "--sweep 1 ('a=1,,2'): an empty value"},
         {{"a=1,2", "a=3"}, "--sweep 2 ('a=3'): a is swept twice"},
         {{"a=1..40", "b=1..40"}, "--sweep 2 ('b=1..40'): 1600 points, more than the 1000"},
+        {{"a=-9000000000000000000..9000000000000000000"}, "--sweep 1 ('a=-9000000000000000000.."},
     };
     for (const auto& [sweeps, message] : cases) {
         auto points = sweep_points(sweeps);
@@ -42,6 +48,78 @@ TEST(SweepPoints, MalformedSweepsNameTheArgument) {
         EXPECT_EQ(points.error().code, ErrorCode::usage);
         EXPECT_EQ(points.error().message.rfind(message, 0), 0U) << points.error().message;
     }
+}
+
+TEST(SweepPoints, TheCommandLineReplacesARecipeKeysValuesInItsPlaceAndAddsItsOwnAfter) {
+    const std::vector<SweepAxis> recipe = {{"a", {"1", "2"}, "r.yaml:3:3"},
+                                           {"b", {"x", "y"}, "r.yaml:4:3"}};
+    auto axes = sweep_axes(recipe, {"c=7..8", "a=5"});
+    ASSERT_TRUE(axes) << axes.error().message;
+    ASSERT_EQ(axes->size(), 3U);
+    EXPECT_EQ((*axes)[0].key, "a");
+    EXPECT_EQ((*axes)[0].values, (std::vector<std::string>{"5"}));
+    EXPECT_EQ((*axes)[0].origin, "--sweep 2 ('a=5')");
+    EXPECT_EQ((*axes)[1].values, (std::vector<std::string>{"x", "y"}));
+    EXPECT_EQ((*axes)[2].key, "c");
+    auto points = sweep_product(*axes);
+    ASSERT_TRUE(points);
+    EXPECT_EQ(*points, (Points{{"a=5", "b=x", "c=7"},
+                               {"a=5", "b=x", "c=8"},
+                               {"a=5", "b=y", "c=7"},
+                               {"a=5", "b=y", "c=8"}}));
+    // The product's bound counts the recipe's keys too, and names the key that passed it.
+    auto big = sweep_product(
+        *sweep_axes({{"a", std::vector<std::string>(40, "1"), "r.yaml:3:3"}}, {"b=1..30"}));
+    ASSERT_FALSE(big);
+    EXPECT_EQ(big.error().message.rfind("--sweep 1 ('b=1..30'): 1200 points", 0), 0U)
+        << big.error().message;
+}
+
+class RecipeSweepSubmit : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir = std::filesystem::temp_directory_path() /
+              ("dljob-sweep-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(dir);
+        std::filesystem::create_directories(dir);
+        recipe = dir / "r.yaml";
+        std::ofstream(recipe) << "name: t\n"
+                                 "command:\n"
+                                 "  argv: [true]\n"
+                                 "  environment:\n"
+                                 "    LR: \"0\"\n"
+                                 "sweep:\n"
+                                 "  command.environment.LR: [\"0.1\", \"0.2\"]\n"
+                                 "  resources.cores: 1..2\n";
+    }
+    void TearDown() override { std::filesystem::remove_all(dir); }
+    std::filesystem::path dir;
+    std::filesystem::path recipe;
+};
+
+TEST_F(RecipeSweepSubmit, TheRecipesSweepIsSubmittedUnlessSetTurnsItOff) {
+    SubmitOptions options;
+    options.recipe = recipe;
+    auto axes = submit_sweep_axes(options, {"resources.cores=4"});
+    ASSERT_TRUE(axes) << axes.error().message;
+    auto points = sweep_product(*axes);
+    ASSERT_TRUE(points);
+    EXPECT_EQ(*points, (Points{{"command.environment.LR=\"0.1\"", "resources.cores=4"},
+                               {"command.environment.LR=\"0.2\"", "resources.cores=4"}}));
+    options.overrides = {"sweep="};
+    auto none = submit_sweep_axes(options, {});
+    ASSERT_TRUE(none) << none.error().message;
+    EXPECT_TRUE(none->empty());
+    // --set on a swept key would be replaced by every point's value: refused, saying where.
+    options.overrides = {"resources.cores=3"};
+    auto clash = submit_sweep_axes(options, {});
+    ASSERT_FALSE(clash);
+    EXPECT_EQ(clash.error().code, ErrorCode::usage);
+    EXPECT_EQ(clash.error().message.rfind(
+                  fmt::format("--set 1: resources.cores is swept ({}:8:3)", recipe.string()), 0),
+              0U)
+        << clash.error().message;
 }
 
 TEST(SweepStatus, ASweepIsOneLineWithCountsPerStateUnlessExpanded) {

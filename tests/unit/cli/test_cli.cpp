@@ -1,5 +1,6 @@
 #include "support/run_process.hpp"
 
+#include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/cli/cli.hpp>
 
 #include <dljob_build_info.hpp>
@@ -8,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -212,6 +214,56 @@ TEST(CliBinary, EveryJobVerbNamesAJobThatIsNotInTheStore) {
     EXPECT_EQ(empty.exit_code, 0) << empty.output;
     EXPECT_NE(empty.output.find("no jobs"), std::string::npos) << empty.output;
     test::run_shell("rm -rf " + dir);
+}
+
+// status --watch through the real binary: --frames 1 prints one frame, with the job's loss
+// sparkline under its row, and returns (so a script or test never waits on it).
+TEST(CliBinary, StatusWatchPrintsFramesWithTheLossSparklineAndStopsAfterFrames) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-cli-watch-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "run");
+    std::ofstream(dir / "run" / "metrics.jsonl")
+        << R"({"type":"train","iter":0,"max_iter":20,"loss":2.0})"
+        << "\n"
+        << R"({"type":"train","iter":10,"max_iter":20,"loss":1.0})"
+        << "\n"
+        << R"({"type":"train","iter":20,"max_iter":20,"loss":0.5})"
+        << "\n";
+    std::int64_t id = 0;
+    {
+        auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
+        ASSERT_TRUE(store) << store.error().message;
+        Job job;
+        job.token = "watchtok";
+        job.name = "watched";
+        job.site = "local";
+        job.scheduler = "local";
+        job.run_dir = (dir / "run").string();
+        auto created = (*store)->create(job);
+        ASSERT_TRUE(created) << created.error().message;
+        id = created->id;
+        ASSERT_TRUE((*store)->mark_submitted(id, "4242", "", 1'700'000'000));
+        SchedulerStatus ended;
+        ended.state = JobState::completed;
+        ASSERT_TRUE((*store)->update_state(id, ended, 1'700'000'100));
+    }
+    const std::string dljob =
+        "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + (dir / "jobs.db").string() +
+        " DLJOB_RUNS_DIR=" + (dir / "runs").string() + " timeout 60 " + DLJOB_BINARY;
+    auto watched = test::run_shell(dljob + " status --watch --frames 1 " + std::to_string(id));
+    EXPECT_EQ(watched.exit_code, 0) << watched.output;
+    EXPECT_NE(watched.output.find("watched"), std::string::npos) << watched.output;
+    EXPECT_NE(watched.output.find("█"), std::string::npos) << watched.output;
+    EXPECT_NE(watched.output.find("training loss, iter 0..20, last 0.5"), std::string::npos)
+        << watched.output;
+    // Without --watch there is no sparkline, and --frames alone is a usage error.
+    auto plain = test::run_shell(dljob + " status " + std::to_string(id));
+    EXPECT_EQ(plain.exit_code, 0) << plain.output;
+    EXPECT_EQ(plain.output.find("training loss"), std::string::npos) << plain.output;
+    auto frames_alone = test::run_shell(dljob + " status --frames 1");
+    EXPECT_EQ(frames_alone.exit_code, 2) << frames_alone.output;
+    std::filesystem::remove_all(dir);
 }
 
 // Run under a 1 GiB address-space limit, so that input whose bound is missing fails the test

@@ -204,6 +204,70 @@ TEST_F(RecipeValidation, ANetworkConfigThatIsNotARegularFileIsRefused) {
     std::filesystem::remove_all(dir);
 }
 
+// sweep: (issue 22) is a mapping of recipe keys, dotted or nested as --set makes them, to a
+// list of values or a range A..B; each value is checked as its key's and an error points at it.
+TEST_F(RecipeValidation, ASweepBlockIsTheKeysAndValuesInTheFilesOrder) {
+    auto recipe = load(std::string(base) + "sweep:\n"
+                                           "  train.base_lr: [0.1, 0.01]\n"
+                                           "  train:\n"
+                                           "    random_seed: 1..3\n"
+                                           "  name: [\"a\", b]\n");
+    ASSERT_TRUE(recipe) << recipe.error().message;
+    ASSERT_EQ(recipe->sweep.size(), 3U);
+    EXPECT_EQ(recipe->sweep[0].key, "train.base_lr");
+    EXPECT_EQ(recipe->sweep[0].values, (std::vector<std::string>{"0.1", "0.01"}));
+    EXPECT_EQ(recipe->sweep[0].origin, "r.yaml:7:3");
+    EXPECT_EQ(recipe->sweep[1].key, "train.random_seed");
+    EXPECT_EQ(recipe->sweep[1].values, (std::vector<std::string>{"1", "2", "3"}));
+    // A quoted value stays a string when it is passed on as --set text.
+    EXPECT_EQ(recipe->sweep[2].values, (std::vector<std::string>{"\"a\"", "b"}));
+    // The recipe's own values are the file's: the sweep changes only its points.
+    EXPECT_TRUE(recipe->train.solver.empty());
+    auto none = load(std::string(base) + "sweep:\n");
+    ASSERT_TRUE(none) << none.error().message;
+    EXPECT_TRUE(none->sweep.empty());
+}
+
+TEST_F(RecipeValidation, ABadSweepNamesFileLineColumnAndTheSweptKey) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"sweep:\n  train.base_lr: [0.1, -1]\n",
+         "r.yaml:7:24: sweep.train.base_lr[1]: expected a number from 0 to 100, got '-1'"},
+        {"sweep:\n  train.base_rate: [0.1]\n", "r.yaml:7:3: sweep.train.base_rate: unknown key"},
+        {"sweep:\n  resources.gpus: [1, four]\n",
+         "r.yaml:7:23: sweep.resources.gpus[1]: expected a whole number from 0 to 1024"},
+        {"sweep:\n  train.random_seed: -3..2\n",
+         "r.yaml:7:22: sweep.train.random_seed: expected a whole number from 0"},
+        {"sweep:\n  train.random_seed: 1..x\n",
+         "r.yaml:7:22: sweep.train.random_seed: expected a list of values like [0.1, 0.01], or a "
+         "range"},
+        {"sweep:\n  train.base_lr: []\n", "r.yaml:7:18: sweep.train.base_lr: expected at least"},
+        {"sweep:\n  train.random_seed: -9000000000000000000..9000000000000000000\n",
+         "r.yaml:7:22: sweep.train.random_seed: more than 1000 values"},
+        {"sweep:\n  train.base_lr: [[0.1]]\n",
+         "r.yaml:7:19: sweep.train.base_lr[0]: expected a value (a number or a word), got a "
+         "list"},
+        {"sweep:\n  train.base_lr: [0.1]\n  train:\n    base_lr: [0.2]\n",
+         "r.yaml:9:5: sweep.train.base_lr: train.base_lr is swept already at r.yaml:7:3"},
+        {"sweep:\n  sweep.x: [1]\n", "r.yaml:7:3: sweep.sweep.x: a sweep cannot sweep itself"},
+        {"sweep: [1, 2]\n", "r.yaml:6:8: sweep: expected a mapping of recipe keys"},
+        {"sweep:\n  train.random_seed: 1..40\n  train.batch_size: 1..30\n",
+         "r.yaml:8:3: sweep.train.batch_size: 1200 points so far, more than the 1000"},
+        // A value that is fine alone but not with the recipe's other values.
+        {"resources:\n  gpus: 1\nsweep:\n  resources.cores: [2]\n",
+         "r.yaml:9:21: sweep.resources.cores[0]: cores is for CPU-only jobs"},
+        {"resources:\n  gpus: 1\n  cores_per_gpu: 2\nsweep:\n  resources.gpus: [1, 0]\n",
+         "r.yaml:10:23: sweep.resources.gpus[1]: with resources.gpus=0: r.yaml:8:18: "
+         "resources.cores_per_gpu: cores_per_gpu needs gpus"},
+    };
+    for (const auto& [sweep, message] : cases) {
+        auto recipe = load(std::string(base) + sweep);
+        ASSERT_FALSE(recipe) << sweep;
+        EXPECT_EQ(recipe.error().code, ErrorCode::config_invalid);
+        EXPECT_EQ(recipe.error().message.rfind(message, 0), 0U)
+            << sweep << "\n  got: " << recipe.error().message << "\n  want: " << message;
+    }
+}
+
 class SiteProfileValidation : public ::testing::Test {
 protected:
     static Result<SiteProfile> load(const std::string& text) {

@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
+#include <utility>
+
 namespace dljob::app {
 
 Result<Job> cancel_job(JobContext& context, const std::string& id) {
@@ -69,6 +73,43 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
         }
     }
     return context.find_job(id);
+}
+
+Result<std::vector<std::string>> sweep_cancel_ids(JobContext& context, const std::string& sweep) {
+    auto listed = context.store().list(JobQuery{});
+    if (!listed) {
+        return fail(listed.error());
+    }
+    std::vector<std::pair<std::int64_t, std::int64_t>> points; // first attempt, latest
+    for (const auto& job : *listed) {
+        if (job.sweep != sweep || job.continues != 0) {
+            continue;
+        }
+        // The point's latest attempt: cancelling it is the point's record of the cancel (an
+        // ended first attempt would be left as it is and print how it ended).
+        Job latest = job;
+        for (int hops = 0; hops < 10000; ++hops) {
+            auto next = context.store().continuation_of(latest.id);
+            if (!next || !next->has_value()) {
+                break;
+            }
+            latest = **next;
+        }
+        points.emplace_back(job.id, latest.id);
+    }
+    if (points.empty()) {
+        return fail(ErrorCode::not_found, fmt::format("no sweep {} in the job store", sweep),
+                    "dljob submit ... --sweep KEY=V1,V2 prints the sweep id");
+    }
+    // The last point first: with --sweep-limit a point waits (afterany) for an earlier one,
+    // which, cancelled first, would let it start before its own cancel.
+    std::sort(points.begin(), points.end(), std::greater<>());
+    std::vector<std::string> ids;
+    ids.reserve(points.size());
+    for (const auto& point : points) {
+        ids.push_back(std::to_string(point.second));
+    }
+    return ids;
 }
 
 } // namespace dljob::app

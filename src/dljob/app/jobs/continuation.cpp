@@ -137,6 +137,9 @@ Job next_attempt(const Job& ended, std::string token, std::string mark) {
     next.max_continuations = ended.max_continuations;
     next.submit_argv = ended.submit_argv;
     next.progress_mark = std::move(mark);
+    // Still the same point of its sweep: status folds it and `dljob sweep` finds it.
+    next.sweep = ended.sweep;
+    next.sweep_point = ended.sweep_point;
     return next;
 }
 

@@ -61,7 +61,21 @@ Result<RenderedJob> render_recipe(const RenderOptions& options) {
     if (!prepared) {
         return fail(prepared.error());
     }
-    return std::move(prepared->rendered);
+    RenderedJob rendered = std::move(prepared->rendered);
+    if (const auto& sweep = prepared->request.recipe.sweep; !sweep.empty()) {
+        std::string keys;
+        std::size_t points = 1;
+        for (const auto& axis : sweep) {
+            keys += fmt::format("{}{} ({} values)", keys.empty() ? "" : ", ", axis.key,
+                                axis.values.size());
+            points *= axis.values.size();
+        }
+        rendered.notes.push_back(
+            fmt::format("the recipe's sweep: varies {}; this is the job without them, and "
+                        "'dljob submit' submits one job per point ({} points)",
+                        keys, points));
+    }
+    return rendered;
 }
 
 Result<void> write_rendered(const std::filesystem::path& path, const std::string& content) {

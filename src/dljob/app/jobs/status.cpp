@@ -1,4 +1,5 @@
 #include <dljob/app/jobs/continuation.hpp>
+#include <dljob/app/jobs/plot.hpp>
 #include <dljob/app/jobs/status.hpp>
 #include <dljob/util/files.hpp>
 
@@ -11,8 +12,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <ostream>
+#include <set>
 
 namespace dljob::app {
 namespace {
@@ -423,8 +426,24 @@ void explain_dependency(JobContext& context, Job& job, std::vector<std::string>&
         }
         return;
     }
-    const std::string never = fmt::format("never runs: job {} it waited on ({}) ended {}",
-                                          job.after, condition, to_string((*other)->state));
+    std::string never = fmt::format("never runs: job {} it waited on ({}) ended {}", job.after,
+                                    condition, to_string((*other)->state));
+    // Checkpointed and continued: the chain may yet complete, but the scheduler judged the
+    // dependency by the first attempt's exit 75 (docs/schedulers.md, Dependencies). Say which
+    // job to wait for instead.
+    if (auto next = context.store().continuation_of(job.after); next && next->has_value()) {
+        Job latest = **next;
+        for (int hops = 0; hops < 10000; ++hops) {
+            auto later = context.store().continuation_of(latest.id);
+            if (!later || !later->has_value()) {
+                break;
+            }
+            latest = **later;
+        }
+        never = fmt::format("never runs: job {} it waited on ({}) checkpointed (exit 75) and "
+                            "goes on as job {}; submit it again with --after {}",
+                            job.after, condition, latest.id, latest.id);
+    }
     if (job.state == JobState::pending && job.phase == SubmitPhase::submitted) {
         if (auto scheduler = context.scheduler(job.scheduler)) {
             (void)(*scheduler)->cancel(job_ref(job));
@@ -578,26 +597,56 @@ std::string display_name(const Job& job) {
 
 } // namespace
 
-void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
-                        bool fold_sweeps) {
+namespace {
+
+// The table, with `below(view)`'s line (if any) under each job's own row.
+void print_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                 bool fold_sweeps, const std::function<std::string(const JobView&)>& below) {
     if (jobs.empty()) {
         out << "no jobs (dljob status --all lists finished ones too)\n";
         return;
     }
     out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "ID", "NAME", "SITE",
                        "SCHED-ID", "STATE", "ELAPSED/WALL", "PROGRESS");
-    // Per sweep: how many points in each state, in the order states are listed.
+    // Per sweep: how many points in each state, in the order states are listed. A continued
+    // point is one point, in its latest listed attempt's state: an attempt that a listed one
+    // continues is not counted, and a later attempt recorded without the sweep (by a dljob
+    // before attempts kept it) belongs to its first attempt's.
     std::map<std::string, std::map<JobState, int>> sweeps;
+    std::map<std::int64_t, std::string> sweep_of; // by job id, inherited along chains
     if (fold_sweeps) {
+        std::set<std::int64_t> continued;
+        std::map<std::int64_t, const Job*> by_id;
         for (const auto& view : jobs) {
-            if (!view.job.sweep.empty()) {
-                ++sweeps[view.job.sweep][view.job.state];
+            by_id[view.job.id] = &view.job;
+            if (view.job.continues != 0) {
+                continued.insert(view.job.continues);
+            }
+        }
+        for (const auto& view : jobs) {
+            const Job* first = &view.job;
+            for (int hops = 0; hops < 10000 && first->sweep.empty() && first->continues != 0;
+                 ++hops) {
+                const auto before = by_id.find(first->continues);
+                if (before == by_id.end()) {
+                    break;
+                }
+                first = before->second;
+            }
+            if (first->sweep.empty()) {
+                continue;
+            }
+            sweep_of[view.job.id] = first->sweep;
+            if (continued.count(view.job.id) == 0) {
+                ++sweeps[first->sweep][view.job.state];
             }
         }
     }
     for (const auto& view : jobs) {
         const Job& job = view.job;
-        if (auto it = sweeps.find(job.sweep); it != sweeps.end()) {
+        const auto in_sweep = sweep_of.find(job.id);
+        if (auto it = in_sweep == sweep_of.end() ? sweeps.end() : sweeps.find(in_sweep->second);
+            it != sweeps.end()) {
             if (it->second.empty()) {
                 continue; // folded into the sweep's line already
             }
@@ -607,10 +656,12 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
                 points += count;
                 counts += fmt::format(" {} {}", count, to_string(state));
             }
+            // Never cut: the counts are the line's point ("SWEEP 3: 2 RUNNING 1 CANCELLED" is
+            // wider than the column), so a long one pushes only this line's last columns.
             out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "-",
-                               fit(display_name(job), 20), job.site.substr(0, 10), job.sweep,
-                               fit(fmt::format("SWEEP {}:{}", points, counts), 28), "-",
-                               fmt::format("dljob sweep {}", job.sweep));
+                               fit(job.name, 20), job.site.substr(0, 10), it->first,
+                               fmt::format("SWEEP {}:{}", points, counts), "-",
+                               fmt::format("dljob sweep {}", it->first));
             it->second.clear();
             continue;
         }
@@ -627,7 +678,46 @@ void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std
                            job.scheduler_id.empty() ? "-" : job.scheduler_id.substr(0, 10),
                            fit(state_text(job), 28), elapsed,
                            view.metrics ? progress_text(*view.metrics, job.state) : "");
+        if (below) {
+            if (const std::string line = below(view); !line.empty()) {
+                out << line << '\n';
+            }
+        }
     }
+}
+
+} // namespace
+
+void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                        bool fold_sweeps) {
+    print_table(out, jobs, now, fold_sweeps, {});
+}
+
+std::string loss_sparkline(const Job& job, std::size_t width) {
+    if (job.run_dir.empty()) {
+        return {};
+    }
+    // The frame repeats every few seconds: a malformed line would warn on every one, and the
+    // progress column already says what the training last wrote. `dljob plot` reports them.
+    std::vector<std::string> ignored;
+    auto curves = read_run_curves(job.run_dir, ignored);
+    if (!curves) {
+        return {};
+    }
+    const bool training = !curves->train_loss.empty();
+    const auto& curve = training ? curves->train_loss : curves->test_loss;
+    if (curve.empty()) {
+        return {};
+    }
+    return fmt::format("{:<6} {} {} loss, iter {}..{}, last {:.4g}", "", sparkline(curve, width),
+                       training ? "training" : "test", curve.front().iter, curve.back().iter,
+                       curve.back().value);
+}
+
+void print_watch_frame(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                       bool fold_sweeps, std::size_t width) {
+    print_table(out, jobs, now, fold_sweeps,
+                [width](const JobView& view) { return loss_sparkline(view.job, width); });
 }
 
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {

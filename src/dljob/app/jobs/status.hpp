@@ -6,6 +6,7 @@
 #include <dljob/app/jobs/job_context.hpp>
 #include <dljob/domain/job.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -60,5 +61,16 @@ std::string progress_text(const JobMetrics& metrics, JobState state);
 void print_status_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
                         bool fold_sweeps = false);
 void print_status_json(std::ostream& out, const std::vector<JobView>& jobs);
+
+/// The line `status --watch` shows under a job: a sparkline (`width` columns, plot.hpp's) of
+/// the training loss in its run directory's metrics.jsonl (a continued chain's whole curve;
+/// the test loss when there is no training loss yet), its iteration range and last value.
+/// Empty when there is no file or no loss yet; malformed lines are skipped silently.
+std::string loss_sparkline(const Job& job, std::size_t width = 30);
+
+/// One frame of `status --watch`: print_status_table with loss_sparkline's line under each
+/// job's row (a folded sweep's line has none).
+void print_watch_frame(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
+                       bool fold_sweeps = false, std::size_t width = 30);
 
 } // namespace dljob::app

@@ -1,4 +1,5 @@
 #include <dljob/app/jobs/sweep.hpp>
+#include <dljob/config/recipe_loader.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
@@ -36,10 +37,11 @@ std::string value_of(const std::vector<std::string>& point, const std::string& k
 
 } // namespace
 
-Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std::string>& sweeps,
-                                                           std::size_t max_points) {
-    std::vector<std::vector<std::string>> points{{}};
-    std::vector<std::string> keys;
+Result<std::vector<SweepAxis>> sweep_axes(const std::vector<SweepAxis>& recipe,
+                                          const std::vector<std::string>& sweeps,
+                                          std::size_t max_points) {
+    std::vector<SweepAxis> axes = recipe;
+    std::vector<std::string> given; // keys of the command line's own --sweep
     for (std::size_t i = 0; i < sweeps.size(); ++i) {
         const std::string& sweep = sweeps[i];
         const auto equals = sweep.find('=');
@@ -47,30 +49,32 @@ Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std
             return bad_sweep(i, sweep, "expected KEY=V1,V2,... or KEY=A..B");
         }
         const std::string key = sweep.substr(0, equals);
-        if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+        if (std::find(given.begin(), given.end(), key) != given.end()) {
             return bad_sweep(i, sweep, fmt::format("{} is swept twice", key));
         }
-        keys.push_back(key);
+        given.push_back(key);
         const std::string spec = sweep.substr(equals + 1);
-        std::vector<std::string> values;
+        SweepAxis axis{key, {}, fmt::format("--sweep {} ('{}')", i + 1, sweep)};
         if (const auto dots = spec.find(".."); dots != std::string::npos) {
             const auto from = whole(std::string_view(spec).substr(0, dots));
             const auto to = whole(std::string_view(spec).substr(dots + 2));
             if (!from || !to || *from > *to) {
                 return bad_sweep(i, sweep, "a range is A..B with whole numbers A <= B");
             }
-            if (static_cast<unsigned long long>(*to - *from) >= max_points) {
+            // In unsigned arithmetic: -9e18..9e18 overflows a signed difference.
+            if (static_cast<unsigned long long>(*to) - static_cast<unsigned long long>(*from) >=
+                max_points) {
                 return bad_sweep(i, sweep, fmt::format("more than {} values", max_points));
             }
             for (long long v = *from; v <= *to; ++v) {
-                values.push_back(std::to_string(v));
+                axis.values.push_back(std::to_string(v));
             }
         } else {
             std::size_t start = 0;
             while (true) {
                 const auto comma = spec.find(',', start);
-                values.push_back(spec.substr(start, comma - start));
-                if (values.back().empty()) {
+                axis.values.push_back(spec.substr(start, comma - start));
+                if (axis.values.back().empty()) {
                     return bad_sweep(i, sweep, "an empty value");
                 }
                 if (comma == std::string::npos) {
@@ -79,16 +83,34 @@ Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std
                 start = comma + 1;
             }
         }
-        if (points.size() * values.size() > max_points) {
-            return bad_sweep(i, sweep,
-                             fmt::format("{} points, more than the {} a sweep may have",
-                                         points.size() * values.size(), max_points));
+        // The command line wins over the recipe's sweep: block, key by key, where the recipe
+        // had the key (its order stays the recipe's); a key of its own comes after them.
+        const auto same = std::find_if(axes.begin(), axes.end(),
+                                       [&](const SweepAxis& a) { return a.key == key; });
+        if (same != axes.end()) {
+            *same = std::move(axis);
+        } else {
+            axes.push_back(std::move(axis));
+        }
+    }
+    return axes;
+}
+
+Result<std::vector<std::vector<std::string>>> sweep_product(const std::vector<SweepAxis>& axes,
+                                                            std::size_t max_points) {
+    std::vector<std::vector<std::string>> points{{}};
+    for (const auto& axis : axes) {
+        if (points.size() * axis.values.size() > max_points) {
+            return fail(ErrorCode::usage,
+                        fmt::format("{}: {} points, more than the {} a sweep may have", axis.origin,
+                                    points.size() * axis.values.size(), max_points),
+                        "sweep fewer values, or split the sweep in several");
         }
         std::vector<std::vector<std::string>> next;
         for (const auto& point : points) {
-            for (const auto& value : values) {
+            for (const auto& value : axis.values) {
                 auto extended = point;
-                extended.push_back(fmt::format("{}={}", key, value));
+                extended.push_back(fmt::format("{}={}", axis.key, value));
                 next.push_back(std::move(extended));
             }
         }
@@ -97,9 +119,47 @@ Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std
     return points;
 }
 
+Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std::string>& sweeps,
+                                                           std::size_t max_points) {
+    auto axes = sweep_axes({}, sweeps, max_points);
+    if (!axes) {
+        return fail(axes.error());
+    }
+    return sweep_product(*axes, max_points);
+}
+
+Result<std::vector<SweepAxis>> submit_sweep_axes(const SubmitOptions& options,
+                                                 const std::vector<std::string>& sweeps) {
+    // The recipe's own sweep: block, read with the command line's --set (which may change it:
+    // --set sweep= submits the recipe once, unswept).
+    auto recipe = config::load_recipe(options.recipe, options.overrides);
+    if (!recipe) {
+        return fail(recipe.error());
+    }
+    auto axes = sweep_axes(recipe->sweep, sweeps);
+    if (!axes) {
+        return fail(axes.error());
+    }
+    // A point's value is applied after --set and would silently replace it.
+    for (std::size_t i = 0; i < options.overrides.size(); ++i) {
+        const std::string key = options.overrides[i].substr(0, options.overrides[i].find('='));
+        for (const auto& axis : *axes) {
+            if (axis.key == key) {
+                return fail(
+                    ErrorCode::usage,
+                    fmt::format("--set {}: {} is swept ({}), so every point would "
+                                "replace this value",
+                                i + 1, key, axis.origin),
+                    fmt::format("drop the --set, or give the values with --sweep {}=...", key));
+            }
+        }
+    }
+    return axes;
+}
+
 Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& options,
-                                  const std::vector<std::string>& sweeps, int limit) {
-    auto points = sweep_points(sweeps);
+                                  const std::vector<SweepAxis>& axes, int limit) {
+    auto points = sweep_product(axes);
     if (!points) {
         return fail(points.error());
     }
@@ -145,7 +205,9 @@ Result<std::vector<SweepRow>> sweep_table(JobContext& context, const std::string
     }
     StatusOptions status;
     for (const auto& job : *listed) {
-        if (job.sweep != id) {
+        // One row per point: its first attempt's, followed to its latest (later attempts
+        // carry the sweep too).
+        if (job.sweep != id || job.continues != 0) {
             continue;
         }
         // The point's latest attempt: a continued point goes on in other rows.

@@ -7,6 +7,7 @@
 #include <dljob/app/jobs/job_context.hpp>
 #include <dljob/app/jobs/status.hpp>
 #include <dljob/app/jobs/submit.hpp>
+#include <dljob/domain/recipe.hpp>
 #include <dljob/domain/result.hpp>
 
 #include <ostream>
@@ -15,24 +16,40 @@
 
 namespace dljob::app {
 
-/// Points of the sweep, each the `KEY=VALUE` assignments of one job, the first --sweep varying
-/// slowest. A --sweep is `KEY=V1,V2,...` or `KEY=A..B` (whole numbers, A <= B, both included).
-/// Usage errors name the argument ("--sweep 2: ..."); at most `max_points` points.
-Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std::string>& sweeps,
-                                                           std::size_t max_points = 1000);
+/// The keys a sweep varies: the recipe's `sweep:` block (Recipe::sweep), then each --sweep
+/// (`KEY=V1,V2,...` or `KEY=A..B`, whole numbers, A <= B, both included). A --sweep of a key
+/// the recipe sweeps replaces its values in the recipe's place; other keys follow the recipe's.
+/// Usage errors name the argument ("--sweep 2 ('...'): ...").
+Result<std::vector<SweepAxis>> sweep_axes(const std::vector<SweepAxis>& recipe,
+                                          const std::vector<std::string>& sweeps,
+                                          std::size_t max_points = max_sweep_points);
+
+/// Points of the sweep, each the `KEY=VALUE` assignments of one job, the first axis varying
+/// slowest; at most `max_points` points (the error names the axis that passed it).
+Result<std::vector<std::vector<std::string>>>
+sweep_product(const std::vector<SweepAxis>& axes, std::size_t max_points = max_sweep_points);
+/// The same for --sweep arguments alone.
+Result<std::vector<std::vector<std::string>>>
+sweep_points(const std::vector<std::string>& sweeps, std::size_t max_points = max_sweep_points);
+
+/// The sweep `dljob submit` makes of its options: the recipe's `sweep:` block (read with the
+/// --set overrides) merged with `sweeps`. Empty: one job. A --set of a swept key is a usage
+/// error (the point's value would replace it).
+Result<std::vector<SweepAxis>> submit_sweep_axes(const SubmitOptions& options,
+                                                 const std::vector<std::string>& sweeps);
 
 struct SweepOutcome {
     std::string sweep; // the id `dljob sweep` and `status` take
     std::vector<SubmitOutcome> points;
 };
 
-/// Submits every point of `sweeps` with `options` (its overrides first, the point's after).
+/// Submits every point of `axes` with `options` (its overrides first, the point's after).
 /// `limit` > 0: at most that many points run at once, each point after the one `limit` before it
 /// has ended (afterany), so it holds on every scheduler, local too. A dry run renders every
 /// point and submits nothing. A point that fails to submit stops the sweep; those submitted
 /// stay (their ids are in the error's message).
 Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& options,
-                                  const std::vector<std::string>& sweeps, int limit);
+                                  const std::vector<SweepAxis>& axes, int limit);
 
 struct SweepRow {
     JobView latest;                  // the point's latest attempt (a continued chain's last)
