@@ -284,14 +284,52 @@ std::unique_ptr<SessionTerminal> make_posix_terminal() {
     return std::make_unique<PosixTerminal>();
 }
 
-Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options,
-                                SessionTerminal& terminal, std::ostream& err) {
-    ShellOutcome outcome;
+namespace {
+
+// A session decided before anything is allocated or written: what --dry-run shows, and the
+// files and command that running it takes.
+struct SessionPlan {
+    ShellOutcome outcome; // argv, notes, rc text, the row to be (id 0)
+    PreparedJob prepared;
+    std::vector<RunFile> run_files;
+};
+
+// The family's interactive command for a prepared session (Torque: whether qsub is Slurm's
+// wrapper, which only a probe tells).
+Result<schedulers::InteractivePlan> interactive_plan(JobContext& context,
+                                                     const PreparedJob& prepared,
+                                                     const Partition* partition,
+                                                     schedulers::InteractiveRequest& request) {
+    const std::filesystem::path& run_dir = prepared.request.run_dir;
+    request.site = &prepared.request.site;
+    request.partition = partition;
+    request.rendered = prepared.rendered;
+    request.token = prepared.request.job_token;
+    request.rc_path = (run_dir / "session.rc").string();
+    request.session_path = (run_dir / "session.sh").string();
+    if (prepared.rendered.scheduler == SchedulerKind::pbs) {
+        ProcessRequest probe;
+        probe.argv = schedulers::qsub_wrapper_probe();
+        probe.timeout = std::chrono::seconds(10);
+        auto probed = context.runner().run(probe);
+        request.qsub_is_slurm_wrapper =
+            probed && probed->exit_code == 0 && probed->out.find("salloc") != std::string::npos;
+    }
+    auto plan = schedulers::plan_interactive(request);
+    if (!plan) {
+        return fail(plan.error());
+    }
+    if (plan->argv.empty()) {
+        return fail(ErrorCode::scheduler_rejected, plan->refusal, plan->alternative);
+    }
+    return plan;
+}
+
+Result<SessionPlan> plan_session(JobContext& context, const ShellOptions& options) {
     auto site = resolve_site(options);
     if (!site) {
         return fail(site.error());
     }
-    outcome.site = site->name;
     std::vector<std::string> recipe_notes;
     auto recipe = session_recipe(options, *site, recipe_notes);
     if (!recipe) {
@@ -310,78 +348,249 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     if (!prepared) {
         return fail(prepared.error());
     }
-    const RenderedJob* rendered = &prepared->rendered;
-    const std::filesystem::path& run_dir = prepared->request.run_dir;
-    const std::string& token = prepared->request.job_token;
+    const RenderedJob& rendered = prepared->rendered;
     const Partition* partition = site->find_partition(options.partition); // render checked it
-    outcome.partition = partition->name;
-    outcome.scheduler = to_string(rendered->scheduler);
-
-    schedulers::InteractiveRequest plan_request;
-    plan_request.site = &*site;
-    plan_request.partition = partition;
-    plan_request.rendered = *rendered;
-    plan_request.token = token;
-    plan_request.rc_path = (run_dir / "session.rc").string();
-    plan_request.session_path = (run_dir / "session.sh").string();
-    if (rendered->scheduler == SchedulerKind::pbs) {
-        ProcessRequest probe;
-        probe.argv = schedulers::qsub_wrapper_probe();
-        probe.timeout = std::chrono::seconds(10);
-        auto probed = context.runner().run(probe);
-        plan_request.qsub_is_slurm_wrapper =
-            probed && probed->exit_code == 0 && probed->out.find("salloc") != std::string::npos;
-    }
-    auto plan = schedulers::plan_interactive(plan_request);
+    schedulers::InteractiveRequest request;
+    auto plan = interactive_plan(context, *prepared, partition, request);
     if (!plan) {
         return fail(plan.error());
     }
-    if (plan->argv.empty()) {
-        return fail(ErrorCode::scheduler_rejected, plan->refusal, plan->alternative);
-    }
-    outcome.argv = plan->argv;
-    outcome.command_line = render::command_line(plan->argv);
-    outcome.notes = recipe_notes;
-    outcome.notes.insert(outcome.notes.end(), rendered->notes.begin(), rendered->notes.end());
-    outcome.notes.insert(outcome.notes.end(), plan->notes.begin(), plan->notes.end());
-    outcome.rc_path = plan_request.rc_path;
 
     schedulers::SessionFiles files;
     files.site = site->name;
-    files.scheduler = rendered->scheduler;
-    files.token = token;
-    files.rc_path = plan_request.rc_path;
+    files.scheduler = rendered.scheduler;
+    files.token = prepared->request.job_token;
+    files.rc_path = request.rc_path;
     files.launch = plan->launch;
     files.dljob_binary = default_dljob_binary().string();
     files.stage = !options.recipe.empty() && recipe->data.stage_to != "none" &&
                   site->find_storage(recipe->data.stage_to) != nullptr;
     files.keep_staged = files.stage && recipe->data.keep_staged;
     files.notes = plan->notes;
-    auto rc = schedulers::session_rc(files, rendered->script);
+    auto rc = schedulers::session_rc(files, rendered.script);
     if (!rc) {
         return fail(rc.error());
     }
+
+    SessionPlan session;
+    ShellOutcome& outcome = session.outcome;
+    outcome.site = site->name;
+    outcome.partition = partition->name;
+    outcome.scheduler = to_string(rendered.scheduler);
+    outcome.argv = plan->argv;
+    outcome.command_line = render::command_line(plan->argv);
+    outcome.notes = recipe_notes;
+    outcome.notes.insert(outcome.notes.end(), rendered.notes.begin(), rendered.notes.end());
+    outcome.notes.insert(outcome.notes.end(), plan->notes.begin(), plan->notes.end());
+    outcome.rc_path = request.rc_path;
     outcome.rc_text = *rc;
     outcome.job = prepared->job;
     outcome.job.name = "interactive";
-    outcome.job.script_path = plan_request.session_path;
+    outcome.job.script_path = request.session_path;
     outcome.job.submit_argv.clear();
+    // The run directory as a batch job's (the job script too: $DLJOB_SCRIPT).
+    session.run_files = {{rendered.script_name, rendered.script, true},
+                         {std::filesystem::path(request.rc_path).filename(), *rc, true},
+                         {std::filesystem::path(request.session_path).filename(),
+                          schedulers::session_script(request.rc_path), true}};
+    if (!options.recipe.empty()) {
+        session.run_files.push_back({"recipe.yaml", util::read_file(options.recipe).value_or("")});
+    }
+    session.prepared = std::move(*prepared);
+    return session;
+}
+
+// What the session's wait saw.
+struct SessionRun {
+    int exit_status = 0;
+    int hangup = 0;       // the signal that ended dljob's terminal or told it to stop; 0: none
+    bool started = false; // the session's shell ran (its rc wrote job_identity)
+    JobRef ref;
+    bool id_recorded = false; // phase `submitted` (a refused session gets it too, id empty)
+};
+
+// The local session's id is its pid, and its start time tells status and cancel that the pid
+// is still this session's (the local scheduler acts on no group whose number went to another
+// process).
+void record_local_session(JobContext& context, std::int64_t id, int pid, SessionRun& run) {
+    run.ref.scheduler_id = std::to_string(pid);
+    if (auto processes = context.runner().list_processes()) {
+        for (const auto& process : *processes) {
+            if (process.pid == pid) {
+                run.ref.secondary_id = std::to_string(process.start_ticks);
+            }
+        }
+    }
+    run.id_recorded =
+        context.store()
+            .mark_submitted(id, run.ref.scheduler_id, run.ref.secondary_id, util::unix_now())
+            .has_value();
+}
+
+// Once the shell has started: its allocation's id (by token, else from job_identity) and the
+// row RUNNING.
+void record_started(JobContext& context, Scheduler& scheduler, std::int64_t id, bool local,
+                    const std::filesystem::path& run_dir, SessionRun& run) {
+    run.started = true;
+    JobStore& store = context.store();
+    if (!local) {
+        auto found = scheduler.find_by_token(run.ref);
+        if (found && found->has_value()) {
+            run.ref.scheduler_id = (*found)->scheduler_id;
+            run.ref.secondary_id = (*found)->secondary_id;
+        } else {
+            run.ref.scheduler_id = identity_job_id(run_dir);
+        }
+        run.id_recorded =
+            store.mark_submitted(id, run.ref.scheduler_id, run.ref.secondary_id, util::unix_now())
+                .has_value();
+    }
+    SchedulerStatus running;
+    running.state = JobState::running;
+    running.native_state = "interactive";
+    (void)store.update_state(id, running, util::unix_now());
+}
+
+// Waits for the session's command to end; a hangup or stop signal to dljob ends it (SIGHUP,
+// then SIGKILL after 10 s).
+void wait_for_session(JobContext& context, Scheduler& scheduler, SessionTerminal& terminal,
+                      std::int64_t id, int pid, bool local, const std::filesystem::path& run_dir,
+                      SessionRun& run) {
+    std::error_code ec;
+    std::optional<int> status;
+    while (!status) {
+        status = terminal.wait_for(pid, wait_slice);
+        if (!run.started && std::filesystem::exists(run_dir / "job_identity", ec)) {
+            record_started(context, scheduler, id, local, run_dir, run);
+        }
+        run.hangup = terminal.hangup_signal();
+        if (run.hangup != 0 && !status) {
+            terminal.signal_child(pid, SIGHUP);
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (!status && std::chrono::steady_clock::now() < deadline) {
+                status = terminal.wait_for(pid, wait_slice);
+            }
+            if (!status) {
+                terminal.signal_child(pid, SIGKILL);
+                status = terminal.wait_for(pid, std::chrono::seconds(5));
+            }
+            break;
+        }
+    }
+    run.exit_status = status.value_or(128 + SIGKILL);
+}
+
+// How the row ends, from what the wait saw and what the scheduler showed before the release.
+SchedulerStatus session_end(const SessionRun& run, const std::filesystem::path& run_dir,
+                            std::optional<JobState> seen, const std::string& command) {
+    std::error_code ec;
+    SchedulerStatus end;
+    end.exit_code = run.exit_status;
+    if (run.hangup != 0) {
+        end.state = JobState::cancelled;
+        end.native_state = "hangup";
+        end.reason = fmt::format("dljob got signal {}; the allocation was released", run.hangup);
+    } else if (run.started && std::filesystem::exists(run_dir / "cancelled", ec)) {
+        // The session's rc traps SIGTERM and leaves this mark (dljob cancel, scancel, qdel).
+        end.state = JobState::cancelled;
+        end.native_state = "cancelled";
+        end.reason = "the session's shell got SIGTERM (dljob cancel, or the scheduler)";
+    } else if (run.started) {
+        end.state = JobState::completed;
+        end.native_state = "exited";
+        end.reason = fmt::format("the shell exited with status {}", run.exit_status);
+    } else if (seen == JobState::cancelled) {
+        end.state = JobState::cancelled;
+        end.native_state = "no session";
+        end.reason = "the allocation was cancelled before the shell started (Ctrl-C, or by the "
+                     "scheduler or its admins)";
+    } else {
+        end.state = JobState::failed;
+        end.native_state = "no session";
+        end.reason = fmt::format("{} exited with status {} before the shell started", command,
+                                 run.exit_status);
+    }
+    return end;
+}
+
+// Whatever happened, nothing stays allocated: the allocation is found by token when its id
+// was never learnt (refused, interrupted while pending, shell failed to start). Then the row
+// ends.
+SchedulerStatus end_session(JobContext& context, Scheduler& scheduler, std::int64_t id, bool local,
+                            const std::filesystem::path& run_dir, const std::string& command,
+                            SessionRun& run, std::ostream& err) {
+    std::optional<JobState> seen;
+    if (!local) {
+        if (run.ref.scheduler_id.empty()) {
+            auto found = scheduler.find_by_token(run.ref);
+            if (found && found->has_value()) {
+                run.ref.scheduler_id = (*found)->scheduler_id;
+                run.ref.secondary_id = (*found)->secondary_id;
+            }
+        }
+        if (!run.ref.scheduler_id.empty()) {
+            seen = release(scheduler, run.ref, err, id);
+        }
+    }
+    JobStore& store = context.store();
+    const std::int64_t now = util::unix_now();
+    if (!run.id_recorded) {
+        // The id found at the end (an allocation never used), or none: the row leaves the
+        // `submitting` phase either way, so no later `dljob status` reconciles it again.
+        (void)store.mark_submitted(id, run.ref.scheduler_id, run.ref.secondary_id, now);
+    }
+    SchedulerStatus end = session_end(run, run_dir, seen, command);
+    (void)store.update_state(id, end, now);
+    return end;
+}
+
+// The verb's answer: the outcome, or the error that says why there was no session.
+Result<ShellOutcome> session_result(ShellOutcome outcome, const SessionRun& run, JobState ended,
+                                    const std::string& command, std::ostream& err) {
+    const std::int64_t id = outcome.job.id;
+    if (run.hangup != 0) {
+        return fail(ErrorCode::interrupted,
+                    fmt::format("session {} ended by signal {}; its allocation was released", id,
+                                run.hangup));
+    }
+    if (!run.started && ended == JobState::cancelled) {
+        return fail(ErrorCode::interrupted,
+                    fmt::format("no interactive session: the allocation was cancelled before the "
+                                "shell started (session {}); nothing is left allocated",
+                                id));
+    }
+    if (!run.started) {
+        return fail(ErrorCode::scheduler_rejected,
+                    fmt::format("no interactive session: {} exited with status {} before the "
+                                "shell started (the scheduler's own message is above); nothing "
+                                "is left allocated",
+                                command, run.exit_status),
+                    fmt::format("session {} is recorded as {}; check the request with 'dljob "
+                                "shell --dry-run' and the queue with the site's tools",
+                                id, to_string(ended)));
+    }
+    err << fmt::format("dljob: session {} ended (shell exit {}); allocation released\n", id,
+                       run.exit_status);
+    return outcome;
+}
+
+} // namespace
+
+Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options,
+                                SessionTerminal& terminal, std::ostream& err) {
+    auto session = plan_session(context, options);
+    if (!session) {
+        return fail(session.error());
+    }
+    ShellOutcome& outcome = session->outcome;
     if (options.dry_run) {
         return outcome;
     }
-
-    // The store (opened on first use, so a refused shell creates none), the run directory, as
-    // a batch job's (the job script too: $DLJOB_SCRIPT), then the row.
+    // The store (opened on first use, so a refused shell creates none), the run directory,
+    // then the row.
     JobStore& store = context.store();
-    std::vector<RunFile> run_files{
-        {rendered->script_name, rendered->script, true},
-        {std::filesystem::path(plan_request.rc_path).filename(), *rc, true},
-        {std::filesystem::path(plan_request.session_path).filename(),
-         schedulers::session_script(plan_request.rc_path), true}};
-    if (!options.recipe.empty()) {
-        run_files.push_back({"recipe.yaml", util::read_file(options.recipe).value_or("")});
-    }
-    auto pending = write_run_dir(run_dir, run_files);
+    const std::filesystem::path& run_dir = session->prepared.request.run_dir;
+    auto pending = write_run_dir(run_dir, session->run_files);
     if (!pending) {
         return fail(pending.error());
     }
@@ -402,9 +611,8 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
     for (const auto& note : outcome.notes) {
         err << "dljob: note: " << note << '\n';
     }
-    err << fmt::format("dljob: session {}: {}\n", id, render::command_line(plan->argv))
-        << std::flush;
-    auto started = terminal.start(plan->argv);
+    err << fmt::format("dljob: session {}: {}\n", id, outcome.command_line) << std::flush;
+    auto started = terminal.start(outcome.argv);
     if (!started) {
         SchedulerStatus failed;
         failed.state = JobState::failed;
@@ -414,144 +622,21 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         (void)store.update_state(id, failed, util::unix_now());
         return fail(started.error());
     }
-    const int pid = *started;
-    const bool local = rendered->scheduler == SchedulerKind::local;
-    JobRef ref{"", "", run_dir.string(), token};
-    bool id_recorded = false; // phase `submitted` (a refused session gets it too, id empty)
+    const bool local = session->prepared.rendered.scheduler == SchedulerKind::local;
+    SessionRun run;
+    run.ref = JobRef{"", "", run_dir.string(), session->prepared.request.job_token};
     if (local) {
-        ref.scheduler_id = std::to_string(pid);
-        // Its start time tells status and cancel that the pid is still this session's (the
-        // local scheduler acts on no group whose number went to another process).
-        if (auto processes = context.runner().list_processes()) {
-            for (const auto& process : *processes) {
-                if (process.pid == pid) {
-                    ref.secondary_id = std::to_string(process.start_ticks);
-                }
-            }
-        }
-        id_recorded = store.mark_submitted(id, ref.scheduler_id, ref.secondary_id, util::unix_now())
-                          .has_value();
+        record_local_session(context, id, *started, run);
     }
-
-    std::error_code ec;
-    bool session_started = false;
-    std::optional<int> status;
-    int hangup = 0;
-    while (!status) {
-        status = terminal.wait_for(pid, wait_slice);
-        if (!session_started && std::filesystem::exists(run_dir / "job_identity", ec)) {
-            session_started = true;
-            if (!local) {
-                auto found = (*scheduler)->find_by_token(ref);
-                if (found && found->has_value()) {
-                    ref.scheduler_id = (*found)->scheduler_id;
-                    ref.secondary_id = (*found)->secondary_id;
-                } else {
-                    ref.scheduler_id = identity_job_id(run_dir);
-                }
-                id_recorded =
-                    store.mark_submitted(id, ref.scheduler_id, ref.secondary_id, util::unix_now())
-                        .has_value();
-            }
-            SchedulerStatus running;
-            running.state = JobState::running;
-            running.native_state = "interactive";
-            (void)store.update_state(id, running, util::unix_now());
-        }
-        hangup = terminal.hangup_signal();
-        if (hangup != 0 && !status) {
-            // dljob's terminal went away or dljob was told to stop: end the session.
-            terminal.signal_child(pid, SIGHUP);
-            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-            while (!status && std::chrono::steady_clock::now() < deadline) {
-                status = terminal.wait_for(pid, wait_slice);
-            }
-            if (!status) {
-                terminal.signal_child(pid, SIGKILL);
-                status = terminal.wait_for(pid, std::chrono::seconds(5));
-            }
-            break;
-        }
-    }
-    const int exit_status = status.value_or(128 + SIGKILL);
-
-    // Whatever happened, nothing stays allocated: the allocation is found by token when its id
-    // was never learnt (refused, interrupted while pending, shell failed to start).
-    std::optional<JobState> seen;
-    if (!local) {
-        if (ref.scheduler_id.empty()) {
-            auto found = (*scheduler)->find_by_token(ref);
-            if (found && found->has_value()) {
-                ref.scheduler_id = (*found)->scheduler_id;
-                ref.secondary_id = (*found)->secondary_id;
-            }
-        }
-        if (!ref.scheduler_id.empty()) {
-            seen = release(**scheduler, ref, err, id);
-        }
-    }
-    const std::int64_t now = util::unix_now();
-    if (!id_recorded) {
-        // The id found at the end (an allocation never used), or none: the row leaves the
-        // `submitting` phase either way, so no later `dljob status` reconciles it again.
-        (void)store.mark_submitted(id, ref.scheduler_id, ref.secondary_id, now);
-    }
-    SchedulerStatus end;
-    end.exit_code = exit_status;
-    if (hangup != 0) {
-        end.state = JobState::cancelled;
-        end.native_state = "hangup";
-        end.reason = fmt::format("dljob got signal {}; the allocation was released", hangup);
-    } else if (session_started && std::filesystem::exists(run_dir / "cancelled", ec)) {
-        // The session's rc traps SIGTERM and leaves this mark (dljob cancel, scancel, qdel).
-        end.state = JobState::cancelled;
-        end.native_state = "cancelled";
-        end.reason = "the session's shell got SIGTERM (dljob cancel, or the scheduler)";
-    } else if (session_started) {
-        end.state = JobState::completed;
-        end.native_state = "exited";
-        end.reason = fmt::format("the shell exited with status {}", exit_status);
-    } else if (seen == JobState::cancelled) {
-        end.state = JobState::cancelled;
-        end.native_state = "no session";
-        end.reason = "the allocation was cancelled before the shell started (Ctrl-C, or by the "
-                     "scheduler or its admins)";
-    } else {
-        end.state = JobState::failed;
-        end.native_state = "no session";
-        end.reason = fmt::format("{} exited with status {} before the shell started",
-                                 plan->argv.front(), exit_status);
-    }
-    (void)store.update_state(id, end, now);
-    auto final_job = store.find(id);
-    if (final_job && final_job->has_value()) {
+    wait_for_session(context, **scheduler, terminal, id, *started, local, run_dir, run);
+    const std::string& command = outcome.argv.front();
+    const SchedulerStatus end =
+        end_session(context, **scheduler, id, local, run_dir, command, run, err);
+    if (auto final_job = store.find(id); final_job && final_job->has_value()) {
         outcome.job = **final_job;
     }
-    outcome.exit = exit_status;
-    if (hangup != 0) {
-        return fail(
-            ErrorCode::interrupted,
-            fmt::format("session {} ended by signal {}; its allocation was released", id, hangup));
-    }
-    if (!session_started && end.state == JobState::cancelled) {
-        return fail(ErrorCode::interrupted,
-                    fmt::format("no interactive session: the allocation was cancelled before the "
-                                "shell started (session {}); nothing is left allocated",
-                                id));
-    }
-    if (!session_started) {
-        return fail(ErrorCode::scheduler_rejected,
-                    fmt::format("no interactive session: {} exited with status {} before the "
-                                "shell started (the scheduler's own message is above); nothing "
-                                "is left allocated",
-                                plan->argv.front(), exit_status),
-                    fmt::format("session {} is recorded as {}; check the request with 'dljob "
-                                "shell --dry-run' and the queue with the site's tools",
-                                id, to_string(end.state)));
-    }
-    err << fmt::format("dljob: session {} ended (shell exit {}); allocation released\n", id,
-                       exit_status);
-    return outcome;
+    outcome.exit = run.exit_status;
+    return session_result(std::move(outcome), run, end.state, command, err);
 }
 
 } // namespace dljob::app
