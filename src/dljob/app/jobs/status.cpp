@@ -267,6 +267,157 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir,
     return any ? std::optional<JobMetrics>(metrics) : std::nullopt;
 }
 
+namespace {
+
+// A job's state from what the scheduler showed (`observed`), the exit code its script wrote
+// (`file`) and, for an attempt the job continued itself, its continuation record.
+SchedulerStatus job_status_from(const Job& job, const std::optional<SchedulerStatus>& observed,
+                                const std::optional<ContinuationRecord>& record,
+                                std::optional<int> file) {
+    auto status = record ? SchedulerStatus{} : reconcile(observed, file);
+    if (record) {
+        status.state =
+            record->exit_code == checkpointed_exit_code ? JobState::timeout : JobState::failed;
+        status.native_state = record->timeout ? "walltime" : "exited";
+        status.reason = "checkpointed before the walltime";
+        status.exit_code = record->exit_code;
+        status.finished_at = record->ended;
+    }
+    if (status.state == JobState::failed && file && killed_at_walltime(job, *file)) {
+        status.state = JobState::timeout;
+        status.reason = "killed at the walltime";
+    }
+    // The job's own times, so that one that ran between two looks (or overnight) shows how
+    // long it ran, not when dljob noticed.
+    if (status.state == JobState::running || is_terminal(status.state)) {
+        // job_identity is the newest attempt's once the job continued itself.
+        status.started_at =
+            record && record->started > 0 ? record->started : script_started(job).value_or(0);
+    }
+    if (is_terminal(status.state) && file && !record) {
+        status.finished_at = script_ended(job).value_or(0);
+    }
+    return status;
+}
+
+// Only the dljob process whose update ended the job (the store's compare-and-swap lets one
+// through) may continue it; the store refuses a second continuation too. The next attempt is
+// looked at in this refresh where that costs no scheduler query (`free`), or where the job
+// started it itself (it may have ended too, long ago: one status shows the whole chain).
+void continue_ended(JobContext& context, std::int64_t id, int exit_code, bool look_now,
+                    std::vector<Job>& continued, std::vector<std::string>& warnings) {
+    auto ended = context.store().find(id);
+    if (!ended || !ended->has_value()) {
+        return;
+    }
+    std::string note;
+    auto next = continue_if_checkpointed(context, **ended, exit_code, note);
+    if (next && look_now) {
+        continued.push_back(*next);
+    }
+    if (!note.empty()) {
+        warnings.push_back(note);
+    }
+}
+
+// One job of a poll: its new state stored, its metrics read, and a checkpointed end
+// continued. Returns whether the stored state changed.
+Result<bool> refresh_job(JobContext& context, const Job& job,
+                         const Result<std::map<std::string, SchedulerStatus>>& polled, bool free,
+                         std::int64_t now, std::vector<Job>& continued,
+                         std::vector<std::string>& warnings) {
+    std::optional<SchedulerStatus> observed;
+    if (polled) {
+        auto it = polled->find(job.scheduler_id);
+        if (it != polled->end()) {
+            observed = it->second;
+        }
+    }
+    // An attempt the job continued itself (the local wrapper, a batch job's epilogue) says how
+    // it ended in its continuation record: the run directory's other files are the next
+    // attempt's. A cancel's claim says nothing of the end.
+    auto record = read_continuation_record(job.run_dir, job.token);
+    if (record && record->by == "cancel") {
+        record.reset();
+    }
+    const auto file = record ? std::optional<int>(record->exit_code) : exit_code_file(job.run_dir);
+    if (!polled && !file) {
+        return false; // no news: keep what the store has
+    }
+    if (!observed && !file && now - job.created_at < submit_grace_s) {
+        return false; // too early to call a missing job UNKNOWN
+    }
+    const SchedulerStatus status = job_status_from(job, observed, record, file);
+    auto updated = context.store().update_state(job.id, status, now);
+    if (!updated) {
+        return fail(updated.error());
+    }
+    const auto metrics_limit = record && record->metrics_bytes >= 0
+                                   ? std::optional<std::int64_t>(record->metrics_bytes)
+                                   : std::nullopt;
+    if (auto metrics = read_metrics(job.run_dir, metrics_limit)) {
+        (void)context.store().update_metrics(job.id, *metrics);
+    }
+    if (*updated && status.state == JobState::timeout && status.exit_code) {
+        const bool job_started = record && !record->next_token.empty();
+        continue_ended(context, job.id, *status.exit_code, free || job_started, continued,
+                       warnings);
+    }
+    return *updated;
+}
+
+// The jobs of one site and family, polled in one scheduler query unless another dljob polled
+// them recently.
+Result<void> refresh_site(JobContext& context, const std::string& key, std::vector<Job>& site_jobs,
+                          const StatusOptions& options, std::int64_t now,
+                          std::vector<Job>& continued, std::vector<std::string>& warnings) {
+    const std::string family = site_jobs.front().scheduler;
+    const bool free = family == "local"; // no scheduler to be polite to
+    if (!free && !options.force) {
+        auto slot = context.store().claim_poll(key, now, options.min_interval_s);
+        if (!slot) {
+            return fail(slot.error());
+        }
+        if (!slot->granted) {
+            return {}; // another dljob polled recently: show what it stored
+        }
+    }
+    auto scheduler = context.scheduler(family);
+    if (!scheduler) {
+        warnings.push_back(scheduler.error().message);
+        return {};
+    }
+    reconcile_submits(context, **scheduler, site_jobs, now, warnings);
+    std::vector<JobRef> refs;
+    for (const auto& job : site_jobs) {
+        if (job.phase == SubmitPhase::submitted && !job.scheduler_id.empty()) {
+            refs.push_back(job_ref(job));
+        }
+    }
+    auto polled = (*scheduler)->poll(refs);
+    bool changed = false;
+    if (!polled) {
+        warnings.push_back(fmt::format("{}: {}", key, polled.error().message));
+    }
+    for (const auto& job : site_jobs) {
+        if (job.phase != SubmitPhase::submitted || job.scheduler_id.empty()) {
+            continue;
+        }
+        auto updated = refresh_job(context, job, polled, free, now, continued, warnings);
+        if (!updated) {
+            return fail(updated.error());
+        }
+        changed = changed || *updated;
+    }
+    if (!free && !options.force) {
+        (void)context.store().record_poll(key, changed, !polled, options.min_interval_s,
+                                          options.max_interval_s);
+    }
+    return {};
+}
+
+} // namespace
+
 Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
                           const StatusOptions& options, std::vector<std::string>& warnings) {
     const std::int64_t now = util::unix_now();
@@ -280,118 +431,7 @@ Result<void> refresh_jobs(JobContext& context, const std::vector<Job>& jobs,
         }
     }
     for (auto& [key, site_jobs] : by_site) {
-        const std::string family = site_jobs.front().scheduler;
-        const bool free = family == "local"; // no scheduler to be polite to
-        if (!free && !options.force) {
-            auto slot = context.store().claim_poll(key, now, options.min_interval_s);
-            if (!slot) {
-                return fail(slot.error());
-            }
-            if (!slot->granted) {
-                continue; // another dljob polled recently: show what it stored
-            }
-        }
-        auto scheduler = context.scheduler(family);
-        if (!scheduler) {
-            warnings.push_back(scheduler.error().message);
-            continue;
-        }
-        reconcile_submits(context, **scheduler, site_jobs, now, warnings);
-        std::vector<JobRef> refs;
-        for (const auto& job : site_jobs) {
-            if (job.phase == SubmitPhase::submitted && !job.scheduler_id.empty()) {
-                refs.push_back(job_ref(job));
-            }
-        }
-        auto polled = (*scheduler)->poll(refs);
-        bool changed = false;
-        if (!polled) {
-            warnings.push_back(fmt::format("{}: {}", key, polled.error().message));
-        }
-        for (const auto& job : site_jobs) {
-            if (job.phase != SubmitPhase::submitted || job.scheduler_id.empty()) {
-                continue;
-            }
-            std::optional<SchedulerStatus> observed;
-            if (polled) {
-                auto it = polled->find(job.scheduler_id);
-                if (it != polled->end()) {
-                    observed = it->second;
-                }
-            }
-            // An attempt the job continued itself (the local wrapper, a batch job's epilogue)
-            // says how it ended in its continuation record: the run directory's other files are
-            // the next attempt's. A cancel's claim says nothing of the end.
-            auto record = read_continuation_record(job.run_dir, job.token);
-            if (record && record->by == "cancel") {
-                record.reset();
-            }
-            const auto file =
-                record ? std::optional<int>(record->exit_code) : exit_code_file(job.run_dir);
-            if (!polled && !file) {
-                continue; // no news: keep what the store has
-            }
-            if (!observed && !file && now - job.created_at < submit_grace_s) {
-                continue; // too early to call a missing job UNKNOWN
-            }
-            auto status = record ? SchedulerStatus{} : reconcile(observed, file);
-            if (record) {
-                status.state = record->exit_code == checkpointed_exit_code ? JobState::timeout
-                                                                           : JobState::failed;
-                status.native_state = record->timeout ? "walltime" : "exited";
-                status.reason = "checkpointed before the walltime";
-                status.exit_code = record->exit_code;
-                status.finished_at = record->ended;
-            }
-            if (status.state == JobState::failed && file && killed_at_walltime(job, *file)) {
-                status.state = JobState::timeout;
-                status.reason = "killed at the walltime";
-            }
-            // The job's own times, so that one that ran between two looks (or overnight) shows
-            // how long it ran, not when dljob noticed.
-            if (status.state == JobState::running || is_terminal(status.state)) {
-                // job_identity is the newest attempt's once the job continued itself.
-                status.started_at = record && record->started > 0 ? record->started
-                                                                  : script_started(job).value_or(0);
-            }
-            if (is_terminal(status.state) && file && !record) {
-                status.finished_at = script_ended(job).value_or(0);
-            }
-            auto updated = context.store().update_state(job.id, status, now);
-            if (!updated) {
-                return fail(updated.error());
-            }
-            changed = changed || *updated;
-            const auto metrics_limit = record && record->metrics_bytes >= 0
-                                           ? std::optional<std::int64_t>(record->metrics_bytes)
-                                           : std::nullopt;
-            if (auto metrics = read_metrics(job.run_dir, metrics_limit)) {
-                (void)context.store().update_metrics(job.id, *metrics);
-            }
-            // Only the dljob process whose update ended the job (the store's compare-and-swap
-            // lets one through) may continue it; the store refuses a second continuation too.
-            if (*updated && status.state == JobState::timeout && status.exit_code) {
-                auto ended = context.store().find(job.id);
-                if (ended && ended->has_value()) {
-                    std::string note;
-                    auto next = continue_if_checkpointed(context, **ended, *status.exit_code, note);
-                    // Looked at now where that costs no scheduler query, or where the job
-                    // started it itself (it may have ended too, long ago: one status shows the
-                    // whole chain).
-                    const bool job_started = record && !record->next_token.empty();
-                    if (next && (free || job_started)) {
-                        continued.push_back(*next);
-                    }
-                    if (!note.empty()) {
-                        warnings.push_back(note);
-                    }
-                }
-            }
-        }
-        if (!free && !options.force) {
-            (void)context.store().record_poll(key, changed, !polled, options.min_interval_s,
-                                              options.max_interval_s);
-        }
+        DLJOB_TRY(refresh_site(context, key, site_jobs, options, now, continued, warnings));
     }
     if (!continued.empty()) {
         // Recorded just now: their scheduler is asked at once, whatever the poll interval.
