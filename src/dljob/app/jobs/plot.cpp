@@ -301,16 +301,115 @@ bool looks_like(ImageKind kind, const std::string& bytes) {
 
 } // namespace
 
-RunCurves parse_metrics(std::string_view text, const std::string& file,
-                        std::vector<std::string>& warnings) {
-    RunCurves curves;
-    double offset_s = 0;          // the summed length of the processes before this one
-    double process_elapsed_s = 0; // the latest train elapsed_s of this process
-    double process_wall_s = -1;   // its final line's wall_s; negative: none yet
+namespace {
+
+// The curves of one metrics.jsonl as its lines come, and where the current process's points
+// fall in time across the attempts (each process's points offset by the summed length of the
+// ones before).
+class CurveBuilder {
+public:
+    /// Takes one line of `type`; returns why it was skipped, or empty.
+    std::string add(const std::string& type, const nlohmann::json& json) {
+        if (type == "start") {
+            return start(json);
+        }
+        if (type == "train") {
+            return train(json);
+        }
+        if (type == "test") {
+            return test(json);
+        }
+        if (type == "final") {
+            if (const auto wall = number(json, "wall_s"); wall && *wall >= 0) {
+                m_process_wall_s = std::max(*wall, m_process_elapsed_s);
+            }
+        }
+        // Other types (and new ones a later dltrain writes) carry nothing to draw.
+        return {};
+    }
+
+    RunCurves finish() {
+        sort_and_dedupe(m_curves.train_loss);
+        sort_and_dedupe(m_curves.test_loss);
+        sort_and_dedupe(m_curves.test_accuracy);
+        return std::move(m_curves);
+    }
+
+private:
+    std::string start(const nlohmann::json& json) {
+        m_pending.clear();
+        m_offset_s += m_process_wall_s >= 0 ? m_process_wall_s : m_process_elapsed_s;
+        m_process_elapsed_s = 0;
+        m_process_wall_s = -1;
+        ++m_curves.processes;
+        const auto iter = json.contains("iter") ? iteration(json) : std::int64_t{0};
+        if (!iter) {
+            return "start line without a valid \"iter\"";
+        }
+        drop_from(m_curves.train_loss, *iter);
+        drop_from(m_curves.test_loss, *iter);
+        drop_from(m_curves.test_accuracy, *iter);
+        return {};
+    }
+
+    std::string train(const nlohmann::json& json) {
+        const auto iter = iteration(json);
+        const auto loss = number(json, "loss");
+        if (!iter || (!loss && !is_null(json, "loss"))) {
+            return "train line without a valid \"iter\" and \"loss\"";
+        }
+        if (const auto elapsed = number(json, "elapsed_s")) {
+            m_process_elapsed_s = std::max(m_process_elapsed_s, *elapsed);
+        }
+        const double time_s = m_offset_s + m_process_elapsed_s;
+        if (*iter == m_pending_iter) {
+            for (const auto& [curve, index] : m_pending) {
+                (*curve)[index].time_s = time_s;
+            }
+        }
+        m_pending.clear();
+        if (loss) { // null: the loss was NaN, nothing to draw
+            m_curves.train_loss.push_back({*iter, time_s, *loss});
+        }
+        return {};
+    }
+
+    std::string test(const nlohmann::json& json) {
+        const auto iter = iteration(json);
+        const auto loss = number(json, "loss");
+        const auto accuracy = number(json, "accuracy");
+        if (!iter || (!loss && !accuracy && !is_null(json, "loss"))) {
+            return "test line without a valid \"iter\", \"loss\" or \"accuracy\"";
+        }
+        const double time_s = m_offset_s + m_process_elapsed_s;
+        m_pending.clear();
+        m_pending_iter = *iter;
+        if (loss) {
+            m_pending.emplace_back(&m_curves.test_loss, m_curves.test_loss.size());
+            m_curves.test_loss.push_back({*iter, time_s, *loss});
+        }
+        if (accuracy) {
+            m_pending.emplace_back(&m_curves.test_accuracy, m_curves.test_accuracy.size());
+            m_curves.test_accuracy.push_back({*iter, time_s, *accuracy});
+        }
+        return {};
+    }
+
+    RunCurves m_curves;
+    double m_offset_s = 0;          // the summed length of the processes before this one
+    double m_process_elapsed_s = 0; // the latest train elapsed_s of this process
+    double m_process_wall_s = -1;   // its final line's wall_s; negative: none yet
     // The points of this process's latest test, as (curve, index): dltrain tests at iteration
     // N right before step N, so the train line of N, when it comes, gives their time.
-    std::int64_t pending_iter = -1;
-    std::vector<std::pair<std::vector<CurvePoint>*, std::size_t>> pending;
+    std::int64_t m_pending_iter = -1;
+    std::vector<std::pair<std::vector<CurvePoint>*, std::size_t>> m_pending;
+};
+
+} // namespace
+
+RunCurves parse_metrics(std::string_view text, const std::string& file,
+                        std::vector<std::string>& warnings) {
+    CurveBuilder curves;
     std::size_t malformed = 0;
     std::size_t line_number = 0;
     const auto report = [&](const std::string& why) {
@@ -340,84 +439,26 @@ RunCurves parse_metrics(std::string_view text, const std::string& file,
         }
         const auto json = nlohmann::json::parse(line, flat, false);
         if (json.is_discarded() || !json.is_object()) {
-            if (!terminated) {
-                continue; // the last line, still being written by a running job
+            if (terminated) { // else the last line, still being written by a running job
+                report("not a JSON object");
             }
-            report("not a JSON object");
             continue;
         }
-        const auto type_it = json.find("type");
-        if (type_it == json.end() || !type_it->is_string()) {
+        const auto type = json.find("type");
+        if (type == json.end() || !type->is_string()) {
             report("no \"type\" string");
             continue;
         }
-        const auto& type = type_it->get_ref<const std::string&>();
-        if (type == "start") {
-            pending.clear();
-            offset_s += process_wall_s >= 0 ? process_wall_s : process_elapsed_s;
-            process_elapsed_s = 0;
-            process_wall_s = -1;
-            ++curves.processes;
-            const auto iter = json.contains("iter") ? iteration(json) : std::int64_t{0};
-            if (!iter) {
-                report("start line without a valid \"iter\"");
-                continue;
-            }
-            drop_from(curves.train_loss, *iter);
-            drop_from(curves.test_loss, *iter);
-            drop_from(curves.test_accuracy, *iter);
-        } else if (type == "train") {
-            const auto iter = iteration(json);
-            const auto loss = number(json, "loss");
-            if (!iter || (!loss && !is_null(json, "loss"))) {
-                report("train line without a valid \"iter\" and \"loss\"");
-                continue;
-            }
-            if (const auto elapsed = number(json, "elapsed_s")) {
-                process_elapsed_s = std::max(process_elapsed_s, *elapsed);
-            }
-            if (*iter == pending_iter) {
-                for (const auto& [curve, index] : pending) {
-                    (*curve)[index].time_s = offset_s + process_elapsed_s;
-                }
-            }
-            pending.clear();
-            if (loss) { // null: the loss was NaN, nothing to draw
-                curves.train_loss.push_back({*iter, offset_s + process_elapsed_s, *loss});
-            }
-        } else if (type == "test") {
-            const auto iter = iteration(json);
-            const auto loss = number(json, "loss");
-            const auto accuracy = number(json, "accuracy");
-            if (!iter || (!loss && !accuracy && !is_null(json, "loss"))) {
-                report("test line without a valid \"iter\", \"loss\" or \"accuracy\"");
-                continue;
-            }
-            pending.clear();
-            pending_iter = *iter;
-            if (loss) {
-                pending.emplace_back(&curves.test_loss, curves.test_loss.size());
-                curves.test_loss.push_back({*iter, offset_s + process_elapsed_s, *loss});
-            }
-            if (accuracy) {
-                pending.emplace_back(&curves.test_accuracy, curves.test_accuracy.size());
-                curves.test_accuracy.push_back({*iter, offset_s + process_elapsed_s, *accuracy});
-            }
-        } else if (type == "final") {
-            if (const auto wall = number(json, "wall_s"); wall && *wall >= 0) {
-                process_wall_s = std::max(*wall, process_elapsed_s);
-            }
+        if (auto skipped = curves.add(type->get_ref<const std::string&>(), json);
+            !skipped.empty()) {
+            report(skipped);
         }
-        // Other types (and new ones a later dltrain writes) carry nothing to draw.
     }
     if (malformed > PlotLimits::max_reported_lines) {
         warnings.push_back(fmt::format("{}: {} more malformed lines skipped", file,
                                        malformed - PlotLimits::max_reported_lines));
     }
-    sort_and_dedupe(curves.train_loss);
-    sort_and_dedupe(curves.test_loss);
-    sort_and_dedupe(curves.test_accuracy);
-    return curves;
+    return curves.finish();
 }
 
 Result<RunCurves> read_run_curves(const std::filesystem::path& run_dir,
