@@ -60,14 +60,44 @@ std::string extension_of(std::string_view image) {
 
 } // namespace
 
-Result<DatumMember> datum_member(std::string_view value) {
-    Wire wire(value);
+namespace {
+
+// A Datum's fields as its wire bytes give them (protobuf's encoding, decoded by hand: five
+// fields do not need the library).
+struct DatumFields {
     std::uint64_t channels = 0;
     std::uint64_t height = 0;
     std::uint64_t width = 0;
     std::string_view data;
     std::int64_t label = 0;
     bool encoded = false;
+};
+
+void set_number(DatumFields& fields, std::uint64_t field, std::uint64_t number) {
+    switch (field) {
+    case 1:
+        fields.channels = number;
+        break;
+    case 2:
+        fields.height = number;
+        break;
+    case 3:
+        fields.width = number;
+        break;
+    case 5:
+        fields.label = static_cast<std::int64_t>(number);
+        break;
+    case 7:
+        fields.encoded = number != 0;
+        break;
+    default:
+        break; // a field Caffe added later: skipped, as protobuf does
+    }
+}
+
+Result<DatumFields> datum_fields(std::string_view value) {
+    Wire wire(value);
+    DatumFields fields;
     while (!wire.done()) {
         const auto tag = wire.varint();
         if (!tag) {
@@ -80,25 +110,7 @@ Result<DatumMember> datum_member(std::string_view value) {
             if (!number) {
                 return bad(fmt::format("truncated Datum (field {} runs past the end)", field));
             }
-            switch (field) {
-            case 1:
-                channels = *number;
-                break;
-            case 2:
-                height = *number;
-                break;
-            case 3:
-                width = *number;
-                break;
-            case 5:
-                label = static_cast<std::int64_t>(*number);
-                break;
-            case 7:
-                encoded = *number != 0;
-                break;
-            default:
-                break; // a field Caffe added later: skipped, as protobuf does
-            }
+            set_number(fields, field, *number);
         } else if (type == 2) {
             const auto size = wire.varint();
             const auto bytes = size ? wire.take(*size) : std::nullopt;
@@ -106,7 +118,7 @@ Result<DatumMember> datum_member(std::string_view value) {
                 return bad(fmt::format("truncated Datum (field {} runs past the end)", field));
             }
             if (field == 4) {
-                data = *bytes;
+                fields.data = *bytes;
             } else if (field == 6) {
                 return bad("a float_data Datum: only byte images pack as image files");
             }
@@ -125,19 +137,14 @@ Result<DatumMember> datum_member(std::string_view value) {
             return bad(fmt::format("malformed Datum (wire type {} in field {})", type, field));
         }
     }
-    if (label < 0 || label > 255) {
-        return bad(fmt::format("label {} is outside 0 to 255", label));
-    }
-    DatumMember member;
-    member.label = label;
-    if (encoded) {
-        member.extension = extension_of(data);
-        if (member.extension.empty()) {
-            return bad("an encoded Datum that is not PNG, JPEG or binary PGM/PPM");
-        }
-        member.bytes = std::string(data);
-        return member;
-    }
+    return fields;
+}
+
+// A raw Datum as a binary PGM (one channel) or PPM (three) image.
+Result<void> raw_image(const DatumFields& fields, DatumMember& member) {
+    const std::uint64_t channels = fields.channels;
+    const std::uint64_t height = fields.height;
+    const std::uint64_t width = fields.width;
     if (channels != 1 && channels != 3) {
         return bad(
             fmt::format("a Datum of {} channels (1 or 3 pack as PGM or PPM images)", channels));
@@ -146,20 +153,44 @@ Result<DatumMember> datum_member(std::string_view value) {
         return bad(fmt::format("a Datum of {}x{} pixels", height, width));
     }
     const std::uint64_t plane = height * width;
-    if (data.size() != channels * plane) {
+    if (fields.data.size() != channels * plane) {
         return bad(fmt::format("a {}x{}x{} Datum holds {} data bytes, not {}", channels, height,
-                               width, data.size(), channels * plane));
+                               width, fields.data.size(), channels * plane));
     }
     member.extension = channels == 1 ? "pgm" : "ppm";
     member.bytes = fmt::format("{} {} {} 255\n", channels == 1 ? "P5" : "P6", width, height);
     const std::size_t header = member.bytes.size();
-    member.bytes.resize(header + data.size());
+    member.bytes.resize(header + fields.data.size());
     // Datum is planar (C x H x W); PPM interleaves the channels of each pixel.
     for (std::uint64_t p = 0; p < plane; ++p) {
         for (std::uint64_t c = 0; c < channels; ++c) {
-            member.bytes[header + p * channels + c] = data[c * plane + p];
+            member.bytes[header + p * channels + c] = fields.data[c * plane + p];
         }
     }
+    return {};
+}
+
+} // namespace
+
+Result<DatumMember> datum_member(std::string_view value) {
+    auto fields = datum_fields(value);
+    if (!fields) {
+        return fail(fields.error());
+    }
+    if (fields->label < 0 || fields->label > 255) {
+        return bad(fmt::format("label {} is outside 0 to 255", fields->label));
+    }
+    DatumMember member;
+    member.label = fields->label;
+    if (fields->encoded) {
+        member.extension = extension_of(fields->data);
+        if (member.extension.empty()) {
+            return bad("an encoded Datum that is not PNG, JPEG or binary PGM/PPM");
+        }
+        member.bytes = std::string(fields->data);
+        return member;
+    }
+    DLJOB_TRY(raw_image(*fields, member));
     return member;
 }
 
