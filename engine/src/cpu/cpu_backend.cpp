@@ -9,6 +9,7 @@
 
 #include "cpu/channel_ops.hpp"
 #include "cpu/clones.hpp"
+#include "cpu/pooling.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/winograd.hpp"
 
@@ -365,6 +366,7 @@ public:
         const int out_w = g.out_width();
         const int planes = g.batch * g.channels;
         const int tasks = std::min(planes, k_tasks_per_thread * m_pool.size());
+        const bool vectors = pool_vectors_pay(g);
         m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
             for (int p = first; p < last; ++p) {
@@ -373,28 +375,10 @@ public:
                 std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
                 if (is_2x2_pool(g)) {
                     max_pool_2x2(in, g.width, out_h, out_w, out, arg);
-                    continue;
-                }
-                for (int oh = 0; oh < out_h; ++oh) {
-                    const int h0 = std::max(oh * g.stride - g.pad, 0);
-                    const int h1 = std::min(oh * g.stride - g.pad + g.kernel, g.height);
-                    for (int ow = 0; ow < out_w; ++ow) {
-                        const int w0 = std::max(ow * g.stride - g.pad, 0);
-                        const int w1 = std::min(ow * g.stride - g.pad + g.kernel, g.width);
-                        float best = -FLT_MAX;
-                        int best_index = h0 * g.width + w0;
-                        for (int h = h0; h < h1; ++h) {
-                            for (int w = w0; w < w1; ++w) {
-                                const float v = in[h * g.width + w];
-                                if (v > best) {
-                                    best = v;
-                                    best_index = h * g.width + w;
-                                }
-                            }
-                        }
-                        out[oh * out_w + ow] = best;
-                        arg[oh * out_w + ow] = best_index;
-                    }
+                } else if (vectors) {
+                    max_pool_plane(g, in, out, arg);
+                } else {
+                    max_pool_plane_reference(g, in, out, arg);
                 }
             }
         });
@@ -485,9 +469,7 @@ public:
     void activation_forward(Activation kind, std::size_t n, const float* x, float* y) override {
         switch (kind) {
         case Activation::relu:
-            for (std::size_t i = 0; i < n; ++i) {
-                y[i] = x[i] > 0.0F ? x[i] : 0.0F;
-            }
+            relu_forward(n, x, y);
             break;
         case Activation::sigmoid:
             for (std::size_t i = 0; i < n; ++i) {
@@ -506,9 +488,7 @@ public:
                              float* dx) override {
         switch (kind) {
         case Activation::relu:
-            for (std::size_t i = 0; i < n; ++i) {
-                dx[i] = y[i] > 0.0F ? dy[i] : 0.0F;
-            }
+            relu_backward(n, y, dy, dx);
             break;
         case Activation::sigmoid:
             for (std::size_t i = 0; i < n; ++i) {
@@ -863,48 +843,24 @@ private:
         }
     }
 
-    // Caffe's average pooling: the divisor counts padding cells inside the image-plus-pad area.
+    // Caffe's average pooling (cpu/pooling.hpp), a task per slice of the planes.
     void ave_pool(const PoolGeometry& g, const float* src, float* dst, bool backward) {
-        const int out_h = g.out_height();
-        const int out_w = g.out_width();
+        const std::ptrdiff_t in_size = static_cast<std::ptrdiff_t>(g.height) * g.width;
+        const std::ptrdiff_t out_size = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
         const int planes = g.batch * g.channels;
         const int tasks = std::min(planes, k_tasks_per_thread * m_pool.size());
+        const bool vectors = pool_vectors_pay(g);
         m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
             for (int p = first; p < last; ++p) {
-                const std::ptrdiff_t in_off = static_cast<std::ptrdiff_t>(p) * g.height * g.width;
-                const std::ptrdiff_t out_off = static_cast<std::ptrdiff_t>(p) * out_h * out_w;
+                const float* from = src + p * (backward ? out_size : in_size);
+                float* to = dst + p * (backward ? in_size : out_size);
                 if (backward) {
-                    std::fill(dst + in_off, dst + in_off + g.height * g.width, 0.0F);
-                }
-                for (int oh = 0; oh < out_h; ++oh) {
-                    for (int ow = 0; ow < out_w; ++ow) {
-                        int h0 = oh * g.stride - g.pad;
-                        int w0 = ow * g.stride - g.pad;
-                        int h1 = std::min(h0 + g.kernel, g.height + g.pad);
-                        int w1 = std::min(w0 + g.kernel, g.width + g.pad);
-                        const auto pool_size = static_cast<float>((h1 - h0) * (w1 - w0));
-                        h0 = std::max(h0, 0);
-                        w0 = std::max(w0, 0);
-                        h1 = std::min(h1, g.height);
-                        w1 = std::min(w1, g.width);
-                        if (backward) {
-                            const float share = src[out_off + oh * out_w + ow] / pool_size;
-                            for (int h = h0; h < h1; ++h) {
-                                for (int w = w0; w < w1; ++w) {
-                                    dst[in_off + h * g.width + w] += share;
-                                }
-                            }
-                        } else {
-                            float sum = 0.0F;
-                            for (int h = h0; h < h1; ++h) {
-                                for (int w = w0; w < w1; ++w) {
-                                    sum += src[in_off + h * g.width + w];
-                                }
-                            }
-                            dst[out_off + oh * out_w + ow] = sum / pool_size;
-                        }
-                    }
+                    (vectors ? ave_pool_plane_backward : ave_pool_plane_backward_reference)(g, from,
+                                                                                            to);
+                } else {
+                    (vectors ? ave_pool_plane_forward : ave_pool_plane_forward_reference)(g, from,
+                                                                                          to);
                 }
             }
         });

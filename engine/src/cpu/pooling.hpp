@@ -1,0 +1,46 @@
+#pragma once
+// Pooling and ReLU for the CPU backend, one plane (one image's channel) per call: the fast loops
+// the backend runs and the plain reference loops they are tested against (bit for bit, argmax
+// included, in tests/engine/test_cpu_pooling.cpp).
+//
+// The fast loops make any window a run of contiguous vector loops: an input row is split into
+// `stride` phase rows (phase r holds the row's pixels r, r + stride, r + 2 * stride, ... of the
+// padded row), so the pixel at window column j of every output column ow is element ow + j /
+// stride of phase j % stride: one loop over ow per (row, j), with no bounds checks and no
+// branches. The reference loops clip each window and test every pixel (cifar10_quick's 3x3 /
+// stride 2 pooling spent 12% of a training step there).
+//
+// Both keep Caffe's rules: max pooling takes the first maximum in row-major order (a NaN never
+// wins; a window with no number above -FLT_MAX reports its first pixel), average pooling divides
+// by the window's size clipped to the image plus its padding, not to the image.
+
+#include <dl/backend.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dl::cpu {
+
+/// Whether the vector loops beat the reference on this geometry: with fewer output columns than
+/// a vector (cifar10_quick's pool3, 4 wide) the per-plane setup costs more than they save.
+[[nodiscard]] bool pool_vectors_pay(const PoolGeometry& g);
+
+/// y (out_h x out_w) = the maxima of one plane x (height x width); arg = each one's index in x.
+void max_pool_plane(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg);
+void max_pool_plane_reference(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg);
+
+/// y = the window means of one plane x.
+void ave_pool_plane_forward(const PoolGeometry& g, const float* x, float* y);
+void ave_pool_plane_forward_reference(const PoolGeometry& g, const float* x, float* y);
+
+/// dx (height x width, overwritten) = each window's dy spread evenly over its pixels. Each pixel
+/// sums its windows' shares in row-major order of the windows, in both versions.
+void ave_pool_plane_backward(const PoolGeometry& g, const float* dy, float* dx);
+void ave_pool_plane_backward_reference(const PoolGeometry& g, const float* dy, float* dx);
+
+/// y = max(x, 0); x and y may be the same array.
+void relu_forward(std::size_t n, const float* x, float* y);
+/// dx = dy where y > 0, else 0; dx and dy may be the same array (in-place ReLU).
+void relu_backward(std::size_t n, const float* y, const float* dy, float* dx);
+
+} // namespace dl::cpu
