@@ -87,14 +87,8 @@ Result<std::vector<std::string>> sweep_cancel_ids(JobContext& context, const std
         }
         // The point's latest attempt: cancelling it is the point's record of the cancel (an
         // ended first attempt would be left as it is and print how it ended).
-        Job latest = job;
-        for (int hops = 0; hops < 10000; ++hops) {
-            auto next = context.store().continuation_of(latest.id);
-            if (!next || !next->has_value()) {
-                break;
-            }
-            latest = **next;
-        }
+        auto last = context.latest_attempt(job);
+        const Job& latest = last ? *last : job;
         points.emplace_back(job.id, latest.id);
     }
     if (points.empty()) {

@@ -97,4 +97,18 @@ JobRef job_ref(const Job& job) {
     return JobRef{job.scheduler_id, job.secondary_id, job.run_dir, job.token};
 }
 
+Result<Job> JobContext::latest_attempt(Job job) {
+    for (int hops = 0; hops < 10000; ++hops) {
+        auto next = store().continuation_of(job.id);
+        if (!next) {
+            return fail(next.error());
+        }
+        if (!next->has_value()) {
+            break;
+        }
+        job = **next;
+    }
+    return job;
+}
+
 } // namespace dljob::app

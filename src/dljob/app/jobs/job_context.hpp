@@ -35,6 +35,10 @@ public:
     /// Finds a job by its dljob id (the number `dljob status` shows); not_found otherwise.
     Result<Job> find_job(const std::string& id);
 
+    /// The latest attempt of `job`'s chain of continuations (`job` itself when it was never
+    /// continued), followed through at most 10,000 attempts.
+    Result<Job> latest_attempt(Job job);
+
 private:
     using StoreOpener = std::function<Result<std::unique_ptr<JobStore>>()>;
     JobContext(StoreOpener open_store, std::unique_ptr<ProcessRunner> runner,

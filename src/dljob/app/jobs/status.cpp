@@ -472,14 +472,8 @@ void explain_dependency(JobContext& context, Job& job, std::vector<std::string>&
     // dependency by the first attempt's exit 75 (docs/schedulers.md, Dependencies). Say which
     // job to wait for instead.
     if (auto next = context.store().continuation_of(job.after); next && next->has_value()) {
-        Job latest = **next;
-        for (int hops = 0; hops < 10000; ++hops) {
-            auto later = context.store().continuation_of(latest.id);
-            if (!later || !later->has_value()) {
-                break;
-            }
-            latest = **later;
-        }
+        auto last = context.latest_attempt(**next);
+        const Job& latest = last ? *last : **next;
         never = fmt::format("never runs: job {} it waited on ({}) checkpointed (exit 75) and "
                             "goes on as job {}; submit it again with --after {}",
                             job.after, condition, latest.id, latest.id);

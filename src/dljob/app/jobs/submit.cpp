@@ -56,15 +56,9 @@ Result<std::optional<JobDependency>> resolve_after(JobContext& context, const st
     if (!job) {
         return fail(job.error());
     }
-    for (int hops = 0; hops < 10000; ++hops) {
-        auto next = context.store().continuation_of(job->id);
-        if (!next) {
-            return fail(next.error());
-        }
-        if (!next->has_value()) {
-            break;
-        }
-        *job = **next;
+    job = context.latest_attempt(*job);
+    if (!job) {
+        return fail(job.error());
     }
     if (job->site != site) {
         return fail(ErrorCode::usage,

@@ -211,14 +211,8 @@ Result<std::vector<SweepRow>> sweep_table(JobContext& context, const std::string
             continue;
         }
         // The point's latest attempt: a continued point goes on in other rows.
-        Job latest = job;
-        for (int hops = 0; hops < 10000; ++hops) {
-            auto next = context.store().continuation_of(latest.id);
-            if (!next || !next->has_value()) {
-                break;
-            }
-            latest = **next;
-        }
+        auto last = context.latest_attempt(job);
+        const Job& latest = last ? *last : job;
         status.ids.push_back(std::to_string(latest.id));
     }
     if (status.ids.empty()) {
