@@ -9,6 +9,11 @@ OUT_DIR must hold caffe_pb2.py. Writes OUT_DIR/model.caffemodel and the batch (p
 x 8 x 8 bytes, labels.u8: 16 bytes) and prints one JSON line: the logits, the softmax loss (mean)
 and the accuracy as PyTorch computes them in float64 from the same float32 weights and inputs
 (pixels x 1/256).
+
+tests/engine/parity/caffemodel/ holds one run's files (model.caffemodel, pixels.u8, labels.u8,
+and the JSON line as torch.json) for machines without PyTorch (CI):
+    protoc -I engine/proto --python_out=DIR engine/proto/caffe.proto
+    caffemodel_parity.py DIR > DIR/torch.json
 """
 import json
 import os
