@@ -186,32 +186,12 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t /*ultot
     return 0;
 }
 
-} // namespace
-
-CurlHttpClient::CurlHttpClient() = default;
-CurlHttpClient::~CurlHttpClient() = default;
-
-Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallbacks& callbacks) {
-    auto loaded = curl();
-    if (!loaded) {
-        return fail(loaded.error());
-    }
-    const CurlApi& api = **loaded;
-    const CurlHandle handle(api.easy_init(), CurlDelete{&api});
-    if (!handle) {
-        return fail(ErrorCode::internal, "curl_easy_init failed");
-    }
-    Transfer transfer;
-    transfer.api = &api;
-    transfer.handle = handle.get();
-    transfer.request = &request;
-    transfer.callbacks = &callbacks;
-    std::array<char, CURL_ERROR_SIZE> error_text{};
-    const std::string range = fmt::format("{}-", request.offset);
-
-    CURL* h = handle.get();
+// The transfer's options: the protocols allowed, redirects, the stall limits and the
+// callbacks that write the body through `transfer`.
+void set_options(const CurlApi& api, CURL* h, const HttpGet& request, const std::string& range,
+                 char* error_text, Transfer& transfer) {
     api.setopt(h, CURLOPT_URL, request.url.c_str());
-    api.setopt(h, CURLOPT_ERRORBUFFER, error_text.data());
+    api.setopt(h, CURLOPT_ERRORBUFFER, error_text);
     api.setopt(h, CURLOPT_PROTOCOLS_STR, "http,https,ftp,ftps");
     api.setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https,ftp,ftps");
     api.setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
@@ -238,6 +218,33 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
     api.setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     api.setopt(h, CURLOPT_XFERINFODATA, &transfer);
     api.setopt(h, CURLOPT_NOPROGRESS, 0L);
+}
+
+} // namespace
+
+CurlHttpClient::CurlHttpClient() = default;
+CurlHttpClient::~CurlHttpClient() = default;
+
+Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallbacks& callbacks) {
+    auto loaded = curl();
+    if (!loaded) {
+        return fail(loaded.error());
+    }
+    const CurlApi& api = **loaded;
+    const CurlHandle handle(api.easy_init(), CurlDelete{&api});
+    if (!handle) {
+        return fail(ErrorCode::internal, "curl_easy_init failed");
+    }
+    Transfer transfer;
+    transfer.api = &api;
+    transfer.handle = handle.get();
+    transfer.request = &request;
+    transfer.callbacks = &callbacks;
+    std::array<char, CURL_ERROR_SIZE> error_text{};
+    const std::string range = fmt::format("{}-", request.offset);
+
+    CURL* h = handle.get();
+    set_options(api, h, request, range, error_text.data(), transfer);
 
     const CURLcode code = api.perform(h);
     HttpOutcome& outcome = transfer.outcome;
