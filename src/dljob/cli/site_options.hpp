@@ -3,9 +3,7 @@
 
 #include <dljob/app/sites/resolve_site.hpp>
 
-namespace CLI {
-class App;
-}
+#include <CLI/App.hpp>
 
 namespace dljob::cli {
 
