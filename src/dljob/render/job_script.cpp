@@ -448,7 +448,8 @@ Result<void> add_needed_modules(const RenderRequest& req, ModuleLines& lines) {
     return {};
 }
 
-Result<void> set_module_values(const RenderRequest& req, TemplateData& data) {
+Result<void> set_module_values(const RenderRequest& req, const Partition& partition, int ranks,
+                               TemplateData& data) {
     const ModuleSystem& modules = req.site.modules;
     ModuleLines lines;
     for (const auto& sw : modules.switches) {
@@ -468,6 +469,10 @@ Result<void> set_module_values(const RenderRequest& req, TemplateData& data) {
         }
         DLJOB_TRY(lines.add("load", {name}, "environment.modules"));
     }
+    // The MPI library the ranks' launcher and dltrain's MPI plugin need (site profile `mpi:`).
+    if (ranks > 1 && !partition.mpi.module.empty()) {
+        DLJOB_TRY(lines.add("load", {partition.mpi.module}, "mpi.module"));
+    }
     data.set("module_commands", lines.commands());
     data.set("has_modules", !lines.commands().empty());
     TemplateData::List module_init;
@@ -486,15 +491,15 @@ Result<void> set_module_values(const RenderRequest& req, TemplateData& data) {
 // How the script starts the training: the partition's launcher, given the job's geometry.
 void set_launch_values(const Partition& partition, const ResolvedResources& res,
                        TemplateData& data) {
-    const schedulers::Launcher& launcher = schedulers::launcher_of(partition.launcher);
+    const schedulers::Launcher& launcher = schedulers::job_launcher(partition, res);
     const std::string self = R"(/bin/bash "$DLJOB_SCRIPT" --dljob-compute)";
     data.set("launch", launcher.command(schedulers::launch_geometry(partition, res), self));
     data.set("launch_step", shell_quote(std::string("run the training through ") +
-                                        to_string(partition.launcher) + " launcher"));
-    data.set("launcher_description", partition.launcher == LauncherKind::none
-                                         ? std::string("this shell's node")
-                                         : fmt::format("started by {} on the compute nodes",
-                                                       to_string(partition.launcher)));
+                                        to_string(launcher.kind()) + " launcher"));
+    data.set("launcher_description",
+             launcher.kind() == LauncherKind::none
+                 ? std::string("this shell's node")
+                 : fmt::format("started by {} on the compute nodes", to_string(launcher.kind())));
 }
 
 } // namespace
@@ -560,7 +565,8 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
                                  !has_nul(req.dljob_binary.string()) &&
                                  req.dljob_binary.string().find('\n') == std::string::npos);
     DLJOB_TRY(set_command_values(req, *data_dir, data));
-    DLJOB_TRY(set_module_values(req, data));
+    DLJOB_TRY(
+        set_module_values(req, part, out.resources.nodes * out.resources.tasks_per_node, data));
     set_launch_values(part, out.resources, data);
     data.set("notes", notes.comments());
 
