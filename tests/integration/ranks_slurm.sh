@@ -2,7 +2,8 @@
 # ranks_slurm.sh: issue 21 through the real test Slurm. A train: recipe with resources.ranks: 2
 # on a partition whose launcher is srun renders `srun --ntasks-per-node=2 ...`; the job runs two
 # dltrain ranks (MPICH's plugin joined through Slurm's PMI-2), completes, and rank 0 alone writes
-# metrics.jsonl: one start record, saying 2 ranks and the global batch.
+# metrics.jsonl: one start record, saying 2 ranks and the global batch. job.log keeps the
+# ranks' lines apart (srun --label).
 # shellcheck disable=SC1091
 . "$(dirname "$0")/lib.sh"
 command -v squeue >/dev/null || { echo "SKIP: no squeue (the test cluster is not running)"; exit 77; }
@@ -17,7 +18,7 @@ args=(--site test-slurm --site-file "$HERE/sites/test-slurm.yaml" --partition ra
 check "the script asks Slurm for 2 tasks on the node" 1 \
   "$(grep -c '^#SBATCH --ntasks-per-node=2$' "$WORK/rendered.sh")"
 check "srun starts both ranks" 1 \
-  "$(grep -c '^srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --kill-on-bad-exit=1 --mpi=pmi2 -- ' "$WORK/rendered.sh")"
+  "$(grep -c '^srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --kill-on-bad-exit=1 --label --mpi=pmi2 -- ' "$WORK/rendered.sh")"
 out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${args[@]}")
 job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
 run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
@@ -38,4 +39,7 @@ check "one final record" 1 "$finals"
 check "the training ran as 2 ranks" 2 "$ranks"
 check "the global batch is 2 x 64" 128 "$global"
 check "the log says 2 ranks" 1 "$(grep -c '2 ranks x batch 64 = 128' "$run_dir/job.log")"
+# srun --label: each rank's lines in job.log carry its rank; dltrain's own lines come from rank 0.
+check "rank 0's lines are labelled" 1 "$(grep -c '^0: dltrain: training from iteration 0' "$run_dir/job.log")"
+check "no unlabelled dltrain line" 0 "$(grep -c '^dltrain:' "$run_dir/job.log")"
 finish

@@ -6,8 +6,9 @@ namespace dljob::schedulers {
 namespace {
 
 // Slurm's own launcher: one task per slot, each with its cores. Several ranks: each task gets
-// its own GPU (dltrain then uses its cuda:0), and a rank that fails ends the step at once
-// instead of leaving the others waiting in a collective until their timeout.
+// its own GPU (dltrain then uses its cuda:0), a rank that fails ends the step at once instead
+// of leaving the others waiting in a collective until their timeout, and the ranks' output is
+// kept apart by a label.
 class SrunLauncher final : public Launcher {
 public:
     [[nodiscard]] LauncherKind kind() const override { return LauncherKind::srun; }
@@ -19,7 +20,8 @@ public:
             if (g.gpus_per_task > 0) {
                 out += fmt::format(" --gpus-per-task={}", g.gpus_per_task);
             }
-            out += " --kill-on-bad-exit=1";
+            // --label: each line of job.log starts with the rank that wrote it ("1: ...").
+            out += " --kill-on-bad-exit=1 --label";
         }
         for (const auto& flag : g.flags) {
             out += " " + flag;

@@ -223,7 +223,7 @@ dljob_module load openmpi || dljob_fail $?
 dljob_trap_signals
 
 dljob_step='run the training through srun launcher'
-srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=12 --gpus-per-task=1 --kill-on-bad-exit=1 -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
+srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=12 --gpus-per-task=1 --kill-on-bad-exit=1 --label -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
 dljob_child=$!
 dljob_wait_child
 dljob_rc=$?

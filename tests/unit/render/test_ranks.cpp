@@ -60,14 +60,14 @@ TEST(TwoRanksLaunch, EachFamilyStartsTheRanksItsWay) {
         {"graham",
          {"#SBATCH --ntasks-per-node=2", "#SBATCH --cpus-per-task=16",
           "srun --nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=16 --gpus-per-task=1 "
-          "--kill-on-bad-exit=1 -- ",
+          "--kill-on-bad-exit=1 --label -- ",
           "dljob_module load openmpi"}},
         {"bigred2",
          {"#PBS -l nodes=2:ppn=16", "aprun -n 2 -N 1 -d 16 -cc none -b -- ",
           "dljob_module load cray-mpich"}},
         {"helios", {"#PBS -l nodes=1:gpus=2", "mpiexec -n 2 -- ", "dljob_module load openmpi"}},
         {"sharcnet", {"sqsub -q gpu -f mpi -n 2 ", "mpirun -n 2 -- ", "dljob_module load openmpi"}},
-        {"local", {"mpirun.openmpi -n 2 --oversubscribe --bind-to none -- "}},
+        {"local", {"mpirun.openmpi -n 2 --oversubscribe --bind-to none --tag-output -- "}},
     };
     for (const auto& [site, parts] : expected) {
         auto rendered = render::render_job(two_ranks(site), templates);

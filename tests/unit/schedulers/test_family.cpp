@@ -109,7 +109,7 @@ TEST(Launcher, EachLauncherStartsOneTaskPerSlot) {
     g.gpus_per_task = 1;
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::srun).command(g, "prog"),
               "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=3 --gpus-per-task=1 "
-              "--kill-on-bad-exit=1 -- prog");
+              "--kill-on-bad-exit=1 --label -- prog");
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::aprun).command(g, "prog"),
               "aprun -n 8 -N 4 -d 4 -cc none -b -- prog");
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::mpirun).command(g, "prog"),
@@ -124,7 +124,7 @@ TEST(Launcher, OneTaskPerNodeKeepsTheSingleRankLine) {
     const auto g = geometry(2, 1, 8, 16);
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::srun).command(g, "prog"),
               "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=8 "
-              "--kill-on-bad-exit=1 -- prog");
+              "--kill-on-bad-exit=1 --label -- prog");
     const auto one = geometry(1, 1, 8, 16);
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::srun).command(one, "prog"),
               "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=8 -- prog");
