@@ -328,7 +328,8 @@ void set_job_values(const RenderRequest& req, const schedulers::SchedulerFamily&
 }
 
 // Data: read in place or staged to a tier of the site. Returns the data directory expression.
-Result<std::string> set_data_values(const RenderRequest& req, Notes& notes, TemplateData& data) {
+Result<std::string> set_data_values(const RenderRequest& req, const ResolvedResources& resources,
+                                    Notes& notes, TemplateData& data) {
     const SiteProfile& site = req.site;
     const std::string source = req.recipe.data.source;
     if (has_nul(source) || source.find('\n') != std::string::npos) {
@@ -353,6 +354,9 @@ Result<std::string> set_data_values(const RenderRequest& req, Notes& notes, Temp
     }
     data.set("data_dir", data_dir_expr);
     data.set("stage", stage);
+    // Several ranks on one node each run the compute side's staging (templates/prologue).
+    data.set("ranks_share_node",
+             req.recipe.kind == RecipeKind::train && resources.tasks_per_node > 1);
     data.set("keep_staged", req.recipe.data.keep_staged);
     const bool dljob_usable = req.dljob_binary.is_absolute() &&
                               !has_nul(req.dljob_binary.string()) &&
@@ -554,7 +558,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     TemplateData data;
     plan_submission(req, family, facts, out, notes, data);
     set_job_values(req, family, part, out, notes, data);
-    auto data_dir = set_data_values(req, notes, data);
+    auto data_dir = set_data_values(req, out.resources, notes, data);
     if (!data_dir) {
         return fail(data_dir.error());
     }

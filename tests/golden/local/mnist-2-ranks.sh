@@ -93,7 +93,7 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
     fi
     if [ -n "$dljob_data_link" ]; then
-        rm -f -- "$DLJOB_DATA_DIR"
+        : the link stays: another rank of this node may still read through it
         # The staged copy goes with the last job on this node that uses it: node-local disks
         # and RAM disks belong to whoever runs here next.
         '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||

@@ -101,12 +101,12 @@ if [ "${1:-}" = "--dljob-compute" ]; then
     # directory on the node (named by its token), which goes at the end as a staged pack does.
     dljob_step='stage data'
     if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then
-        rm -f -- "$DLJOB_DATA_DIR"
+        : several ranks on this node: their links to the one staged copy replace each other atomically
         dljob_staged=$('/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --user-pid $$) &&
-            ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1
+            ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR.$$" && mv -Tf -- "$DLJOB_DATA_DIR.$$" "$DLJOB_DATA_DIR" && dljob_data_link=1
     else
         dljob_data_copy=1
-        mkdir -p -- "$DLJOB_DATA_DIR" && cp -R -- "$DLJOB_DATA_SOURCE/." "$DLJOB_DATA_DIR/"
+        echo "dljob: error: $DLJOB_DATA_SOURCE is not a pack, and several ranks on this node would each copy it into one directory: make it a pack (dljob pack) or set data.stage_to: none" >&2 && false
     fi || {
         echo "dljob: error: staging $DLJOB_DATA_SOURCE to $DLJOB_DATA_DIR failed" >&2
         if [ -n "$dljob_data_copy" ]; then
@@ -124,7 +124,7 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
     fi
     if [ -n "$dljob_data_link" ]; then
-        rm -f -- "$DLJOB_DATA_DIR"
+        : the link stays: another rank of this node may still read through it
         # The staged copy goes with the last job on this node that uses it: node-local disks
         # and RAM disks belong to whoever runs here next.
         '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||

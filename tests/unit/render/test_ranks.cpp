@@ -84,6 +84,40 @@ TEST(TwoRanksLaunch, EachFamilyStartsTheRanksItsWay) {
     }
 }
 
+// Several ranks on one node each run the compute side's staging at once: a pack's link is
+// replaced atomically and never removed under another rank; a plain tree is refused (each rank
+// would copy it into one directory). One rank per node keeps the one-rank lines.
+TEST(TwoRanksLaunch, RanksSharingANodeStageSafely) {
+    auto templates = builtin_templates();
+    auto shared = render::render_job(two_ranks("graham"), templates);
+    ASSERT_TRUE(shared) << shared.error().message;
+    EXPECT_TRUE(contains(shared->script, R"(mv -Tf -- "$DLJOB_DATA_DIR.$$" "$DLJOB_DATA_DIR")"));
+    EXPECT_FALSE(contains(shared->script, R"(rm -f -- "$DLJOB_DATA_DIR")"));
+    EXPECT_FALSE(contains(shared->script, "cp -R --"));
+    EXPECT_TRUE(contains(shared->script, "is not a pack, and several ranks on this node"));
+    RenderRequest one_per_node = two_ranks("graham");
+    one_per_node.recipe.resources.nodes = 2; // a GPU, so one rank, on each of two nodes
+    auto apart = render::render_job(one_per_node, templates);
+    ASSERT_TRUE(apart) << apart.error().message;
+    EXPECT_EQ(apart->resources.tasks_per_node, 1);
+    EXPECT_TRUE(contains(apart->script, R"(rm -f -- "$DLJOB_DATA_DIR")"));
+    EXPECT_TRUE(contains(apart->script, "cp -R --"));
+}
+
+// The multi-rank scripts pass the same shell checks as the one-rank ones.
+TEST(TwoRanksLaunch, ScriptsPassBashAndShellcheck) {
+    if (std::system("command -v shellcheck >/dev/null 2>&1") !=
+        0) { // NOLINT(concurrency-mt-unsafe)
+        GTEST_SKIP() << "no shellcheck";
+    }
+    std::string files;
+    for (const auto& site : builtin_sites()) {
+        files += " " + (source_dir / "tests" / "golden" / site / "mnist-2-ranks.sh").string();
+    }
+    EXPECT_EQ(std::system(("bash -n" + files).c_str()), 0);               // NOLINT
+    EXPECT_EQ(std::system(("shellcheck -S warning" + files).c_str()), 0); // NOLINT
+}
+
 // A command: recipe starts its own processes: its GPUs stay one process per node.
 TEST(TwoRanksLaunch, ACommandRecipeKeepsOneProcessPerNode) {
     RenderRequest request = golden_request("graham", "pytorch-mnist");
