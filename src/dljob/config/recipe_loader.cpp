@@ -25,8 +25,9 @@ void record(Recipe& recipe, const std::string& key, const SourceMark& mark) {
 }
 
 Result<void> read_resources(const YamlNode& node, Recipe& recipe) {
-    DLJOB_TRY(check_mapping(node, "resources",
-                            {"gpus", "nodes", "cores_per_gpu", "cores", "memory", "walltime"}));
+    DLJOB_TRY(
+        check_mapping(node, "resources",
+                      {"gpus", "nodes", "cores_per_gpu", "cores", "ranks", "memory", "walltime"}));
     Resources& res = recipe.resources;
     for (const auto& entry : node.entries) {
         const std::string key = join_key("resources", entry.key);
@@ -55,6 +56,12 @@ Result<void> read_resources(const YamlNode& node, Recipe& recipe) {
                 return fail(v.error());
             }
             res.cores = *v;
+        } else if (entry.key == "ranks") {
+            auto v = read_int(entry.value, key, 1, 4096);
+            if (!v) {
+                return fail(v.error());
+            }
+            res.ranks = *v;
         } else if (entry.key == "memory") {
             auto v = read_memory(entry.value, key);
             if (!v) {
@@ -73,6 +80,10 @@ Result<void> read_resources(const YamlNode& node, Recipe& recipe) {
         return invalid(node.find("cores") != nullptr ? node.find("cores")->mark : node.mark,
                        "resources.cores",
                        "cores is for CPU-only jobs; with gpus, say cores_per_gpu instead");
+    }
+    if (res.gpus > 0 && res.ranks.has_value()) {
+        return invalid(node.find("ranks")->mark, "resources.ranks",
+                       "ranks is for CPU-only training; with gpus, every GPU is a rank");
     }
     if (res.gpus == 0 && res.cores_per_gpu.has_value()) {
         return invalid(node.find("cores_per_gpu")->mark, "resources.cores_per_gpu",

@@ -23,6 +23,36 @@ Unexpected refuse(const Recipe& recipe, const std::string& key, const std::strin
                 std::move(hint));
 }
 
+// resources.ranks: CPU ranks spread evenly over the nodes, each with at least one core.
+Result<void> resolve_cpu_ranks(const Recipe& recipe, ResolvedResources& out) {
+    const Resources& want = recipe.resources;
+    if (!want.ranks) {
+        out.cores_per_node = want.cores.value_or(1);
+        return {};
+    }
+    if (recipe.kind != RecipeKind::train) {
+        return refuse(recipe, "resources.ranks",
+                      "ranks are dltrain's data-parallel processes; a command: recipe starts its "
+                      "own processes",
+                      "drop resources.ranks, or make the recipe a train: recipe");
+    }
+    if (*want.ranks % out.nodes != 0) {
+        return refuse(
+            recipe, "resources.ranks",
+            fmt::format("{} ranks do not divide evenly over {} nodes", *want.ranks, out.nodes),
+            "ask for a multiple of the node count");
+    }
+    out.tasks_per_node = *want.ranks / out.nodes;
+    out.cores_per_node = want.cores.value_or(out.tasks_per_node);
+    if (out.cores_per_node < out.tasks_per_node) {
+        return refuse(recipe, "resources.cores",
+                      fmt::format("{} cores per node cannot hold {} ranks per node",
+                                  out.cores_per_node, out.tasks_per_node),
+                      fmt::format("ask for at least {} cores, or drop cores", out.tasks_per_node));
+    }
+    return {};
+}
+
 } // namespace
 
 Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProfile& site,
@@ -84,7 +114,7 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
     } else {
         out.nodes = want.nodes.value_or(1);
         out.gpus_per_node = 0;
-        out.cores_per_node = want.cores.value_or(1);
+        DLJOB_TRY(resolve_cpu_ranks(recipe, out));
     }
     if (out.nodes > partition.max_nodes) {
         return refuse(recipe, want.nodes ? "resources.nodes" : "resources.gpus",
@@ -116,7 +146,9 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
                                   "to go longer",
                                   partition.max_walltime.hms()));
     }
-    out.tasks_per_node = 1;
+    if (recipe.kind == RecipeKind::train && out.gpus_per_node > 0) {
+        out.tasks_per_node = out.gpus_per_node; // one rank per GPU
+    }
     return out;
 }
 

@@ -181,13 +181,38 @@ Result<void> read_node(const YamlNode& node, const std::string& path, SiteProfil
     return {};
 }
 
+// `mpi: {module: openmpi/4.1, launcher: mpirun.openmpi, flags: [--bind-to, none]}`: how the
+// partition runs several ranks (rendered only for jobs of more than one rank).
+Result<void> read_mpi(const YamlNode& node, const std::string& path, MpiSpec& mpi) {
+    DLJOB_TRY(check_mapping(node, path, {"module", "launcher", "flags"}));
+    if (const auto* module = node.find("module")) {
+        DLJOB_TRY(assign(read_word(*module, join_key(path, "module"),
+                                   "[A-Za-z0-9][A-Za-z0-9._/+-]{0,127}",
+                                   "a module name of A-Z a-z 0-9 . _ / + -"),
+                         mpi.module));
+    }
+    if (const auto* launcher = node.find("launcher")) {
+        DLJOB_TRY(assign(read_word(*launcher, join_key(path, "launcher"),
+                                   "[A-Za-z0-9/][A-Za-z0-9._/+-]{0,255}",
+                                   "a program name or path, e.g. mpirun.openmpi"),
+                         mpi.launcher));
+    }
+    if (const auto* flags = node.find("flags")) {
+        DLJOB_TRY(assign(read_word_list(*flags, join_key(path, "flags"),
+                                        "-{0,2}[A-Za-z0-9][A-Za-z0-9._,:=/+-]{0,127}",
+                                        "options and their values, each a list item"),
+                         mpi.flags));
+    }
+    return {};
+}
+
 Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site) {
     const std::string path = join_key("partitions", entry.key);
     const YamlNode& node = entry.value;
     DLJOB_TRY(check_mapping(node, path,
                             {"queue", "scheduler", "launcher", "node", "max_nodes", "walltime",
                              "features", "account_required", "forbids_ppn", "gpu_directive",
-                             "gpu_type_in_request", "sqsub_flag", "extra_directives"}));
+                             "gpu_type_in_request", "sqsub_flag", "extra_directives", "mpi"}));
     Partition p;
     p.name = entry.key;
     if (!std::regex_match(p.name, std::regex{std::string(name_pattern)})) {
@@ -260,6 +285,8 @@ Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site
             DLJOB_TRY(assign(read_word_list(value, key, extra_directive_pattern,
                                             "whole options like --qos=normal or -l gres=ccm"),
                              p.extra_directives));
+        } else if (field.key == "mpi") {
+            DLJOB_TRY(read_mpi(value, key, p.mpi));
         }
     }
     if (p.launcher == LauncherKind::aprun && p.scheduler != SchedulerKind::pbs &&

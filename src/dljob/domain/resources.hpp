@@ -53,6 +53,9 @@ struct Resources {
     std::optional<int> nodes;         // unset: the fewest nodes that hold `gpus`
     std::optional<int> cores_per_gpu; // CPU cores (threads) per GPU
     std::optional<int> cores;         // CPU cores per node for CPU-only jobs
+    /// CPU-only training ranks over all nodes (data-parallel dltrain); with gpus, every GPU of a
+    /// `train:` recipe is a rank instead. Unset: one process per node.
+    std::optional<int> ranks;
     std::optional<MemorySize> memory; // per node
     std::optional<Walltime> walltime; // unset: the partition's default
 };
@@ -62,7 +65,9 @@ struct Resources {
 struct ResolvedResources {
     int nodes = 1;
     int gpus_per_node = 0;
-    int tasks_per_node = 1; // one training process per node (per GPU node on Cray)
+    /// Training processes (ranks) per node: a `train:` recipe runs one per GPU, or
+    /// resources.ranks / nodes CPU ranks; anything else one per node.
+    int tasks_per_node = 1;
     int cores_per_node = 1; // cores requested on each node (ppn / --cpus-per-task)
     MemorySize memory;      // per node; 0 = not requested (scheduler default)
     Walltime walltime;

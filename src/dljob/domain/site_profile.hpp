@@ -48,6 +48,15 @@ struct ModuleSystem {
 /// How a Slurm partition spells a GPU request.
 enum class GpuDirective { gpus_per_node, gres };
 
+/// How a partition runs several ranks: the MPI module to load and the launcher's name and flags
+/// (the MPI flavour's own name, e.g. mpirun.openmpi: Debian's slurm-wlm-torque installs an
+/// srun wrapper under the generic mpirun). Used only when a job has more than one rank.
+struct MpiSpec {
+    std::string module;             // loaded after the recipe's modules; empty: none
+    std::string launcher;           // mpirun-style launcher's program; empty: "mpirun"
+    std::vector<std::string> flags; // after the launcher's own options (srun, aprun too)
+};
+
 struct Partition {
     std::string name;  // dljob's name for it (`--partition NAME`)
     std::string queue; // scheduler queue/partition/class; empty: let the scheduler route
@@ -67,6 +76,7 @@ struct Partition {
     /// Extra directives, each a whole option as the scheduler takes it (e.g. "--qos=normal",
     /// "-l gres=ccm"); validated against an allowlist of characters, emitted after ours.
     std::vector<std::string> extra_directives;
+    MpiSpec mpi;
 };
 
 /// A place to keep data, from home to a per-job RAM disk.

@@ -328,7 +328,8 @@ void set_job_values(const RenderRequest& req, const schedulers::SchedulerFamily&
 }
 
 // Data: read in place or staged to a tier of the site. Returns the data directory expression.
-Result<std::string> set_data_values(const RenderRequest& req, Notes& notes, TemplateData& data) {
+Result<std::string> set_data_values(const RenderRequest& req, const ResolvedResources& resources,
+                                    Notes& notes, TemplateData& data) {
     const SiteProfile& site = req.site;
     const std::string source = req.recipe.data.source;
     if (has_nul(source) || source.find('\n') != std::string::npos) {
@@ -353,6 +354,9 @@ Result<std::string> set_data_values(const RenderRequest& req, Notes& notes, Temp
     }
     data.set("data_dir", data_dir_expr);
     data.set("stage", stage);
+    // Several ranks on one node each run the compute side's staging (templates/prologue).
+    data.set("ranks_share_node",
+             req.recipe.kind == RecipeKind::train && resources.tasks_per_node > 1);
     data.set("keep_staged", req.recipe.data.keep_staged);
     const bool dljob_usable = req.dljob_binary.is_absolute() &&
                               !has_nul(req.dljob_binary.string()) &&
@@ -448,7 +452,8 @@ Result<void> add_needed_modules(const RenderRequest& req, ModuleLines& lines) {
     return {};
 }
 
-Result<void> set_module_values(const RenderRequest& req, TemplateData& data) {
+Result<void> set_module_values(const RenderRequest& req, const Partition& partition, int ranks,
+                               TemplateData& data) {
     const ModuleSystem& modules = req.site.modules;
     ModuleLines lines;
     for (const auto& sw : modules.switches) {
@@ -468,6 +473,10 @@ Result<void> set_module_values(const RenderRequest& req, TemplateData& data) {
         }
         DLJOB_TRY(lines.add("load", {name}, "environment.modules"));
     }
+    // The MPI library the ranks' launcher and dltrain's MPI plugin need (site profile `mpi:`).
+    if (ranks > 1 && !partition.mpi.module.empty()) {
+        DLJOB_TRY(lines.add("load", {partition.mpi.module}, "mpi.module"));
+    }
     data.set("module_commands", lines.commands());
     data.set("has_modules", !lines.commands().empty());
     TemplateData::List module_init;
@@ -486,15 +495,15 @@ Result<void> set_module_values(const RenderRequest& req, TemplateData& data) {
 // How the script starts the training: the partition's launcher, given the job's geometry.
 void set_launch_values(const Partition& partition, const ResolvedResources& res,
                        TemplateData& data) {
-    const schedulers::Launcher& launcher = schedulers::launcher_of(partition.launcher);
+    const schedulers::Launcher& launcher = schedulers::job_launcher(partition, res);
     const std::string self = R"(/bin/bash "$DLJOB_SCRIPT" --dljob-compute)";
     data.set("launch", launcher.command(schedulers::launch_geometry(partition, res), self));
     data.set("launch_step", shell_quote(std::string("run the training through ") +
-                                        to_string(partition.launcher) + " launcher"));
-    data.set("launcher_description", partition.launcher == LauncherKind::none
-                                         ? std::string("this shell's node")
-                                         : fmt::format("started by {} on the compute nodes",
-                                                       to_string(partition.launcher)));
+                                        to_string(launcher.kind()) + " launcher"));
+    data.set("launcher_description",
+             launcher.kind() == LauncherKind::none
+                 ? std::string("this shell's node")
+                 : fmt::format("started by {} on the compute nodes", to_string(launcher.kind())));
 }
 
 } // namespace
@@ -549,7 +558,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     TemplateData data;
     plan_submission(req, family, facts, out, notes, data);
     set_job_values(req, family, part, out, notes, data);
-    auto data_dir = set_data_values(req, notes, data);
+    auto data_dir = set_data_values(req, out.resources, notes, data);
     if (!data_dir) {
         return fail(data_dir.error());
     }
@@ -560,7 +569,8 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
                                  !has_nul(req.dljob_binary.string()) &&
                                  req.dljob_binary.string().find('\n') == std::string::npos);
     DLJOB_TRY(set_command_values(req, *data_dir, data));
-    DLJOB_TRY(set_module_values(req, data));
+    DLJOB_TRY(
+        set_module_values(req, part, out.resources.nodes * out.resources.tasks_per_node, data));
     set_launch_values(part, out.resources, data);
     data.set("notes", notes.comments());
 

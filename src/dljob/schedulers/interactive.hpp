@@ -5,8 +5,9 @@
 // The resource options are not spelled twice: each family (schedulers/family.hpp) lists them
 // when the job is rendered (RenderedJob::resource_options, so a shell asks for exactly what a
 // batch job with the same resources would), without what only batch jobs use (output file,
-// warning signal, requeue, mail), and builds its interactive command from them. Likewise the session's values and module lines are the rendered job script's
-// own lines, so `module list` in a session shows what a batch job loads.
+// warning signal, requeue, mail), and builds its interactive command from them. Likewise the
+// session's values and module lines are the rendered job script's own lines, so `module list` in a
+// session shows what a batch job loads.
 //
 //   slurm   salloc <sbatch resource options> --comment=dljob:<token>
 //                  srun --overlap --pty --nodes=1 --ntasks=1 /bin/bash --rcfile <rc> -i

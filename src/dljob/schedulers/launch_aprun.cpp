@@ -14,8 +14,13 @@ public:
     [[nodiscard]] LauncherKind kind() const override { return LauncherKind::aprun; }
     [[nodiscard]] bool script_off_compute_node() const override { return true; }
     [[nodiscard]] std::string prefix(const LaunchGeometry& g) const override {
-        return fmt::format("aprun -n {} -N {} -d {} -cc none", g.nodes * g.tasks_per_node,
-                           g.tasks_per_node, std::max(1, g.node_cores / g.tasks_per_node));
+        std::string out =
+            fmt::format("aprun -n {} -N {} -d {} -cc none", g.ranks(), g.tasks_per_node,
+                        std::max(1, g.node_cores / g.tasks_per_node));
+        for (const auto& flag : g.flags) {
+            out += " " + flag;
+        }
+        return out;
     }
     [[nodiscard]] std::string command(const LaunchGeometry& g,
                                       std::string_view program) const override {

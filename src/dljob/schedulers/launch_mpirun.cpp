@@ -5,13 +5,20 @@
 namespace dljob::schedulers {
 namespace {
 
-// An MPI library's launcher (PBS and Moab sites): the host list comes from the scheduler's
-// environment ($PBS_NODEFILE), so only the number of tasks is named.
+// An MPI library's launcher (PBS, Moab and sqsub sites; local for several ranks): the host list
+// comes from the scheduler's environment ($PBS_NODEFILE), so only the number of tasks is named.
+// The program is the flavour's own name where the site gives it (mpirun.openmpi,
+// mpiexec.mpich): the generic mpirun may be another MPI's, or Slurm's srun wrapper.
 class MpirunLauncher final : public Launcher {
 public:
     [[nodiscard]] LauncherKind kind() const override { return LauncherKind::mpirun; }
     [[nodiscard]] std::string prefix(const LaunchGeometry& g) const override {
-        return fmt::format("mpirun -n {}", g.nodes * g.tasks_per_node);
+        std::string out =
+            fmt::format("{} -n {}", g.program.empty() ? "mpirun" : g.program, g.ranks());
+        for (const auto& flag : g.flags) {
+            out += " " + flag;
+        }
+        return out;
     }
     [[nodiscard]] std::string command(const LaunchGeometry& g,
                                       std::string_view program) const override {

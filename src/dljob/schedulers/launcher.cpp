@@ -12,7 +12,19 @@ LaunchGeometry launch_geometry(const Partition& partition, const ResolvedResourc
     geometry.cores_per_task = std::max(1, resources.cores_per_node / tasks);
     geometry.gpus_per_task = resources.gpus_per_node / tasks;
     geometry.node_cores = partition.node.cores;
+    if (geometry.ranks() > 1) {
+        geometry.program = partition.mpi.launcher;
+        geometry.flags = partition.mpi.flags;
+    }
     return geometry;
+}
+
+const Launcher& job_launcher(const Partition& partition, const ResolvedResources& resources) {
+    if (partition.launcher == LauncherKind::none &&
+        resources.nodes * resources.tasks_per_node > 1) {
+        return mpirun_launcher();
+    }
+    return launcher_of(partition.launcher);
 }
 
 const Launcher& launcher_of(LauncherKind kind) {

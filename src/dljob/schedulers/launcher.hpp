@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dljob::schedulers {
 
@@ -18,6 +19,12 @@ struct LaunchGeometry {
     int cores_per_task = 1; // CPU cores each task may use (--cpus-per-task)
     int gpus_per_task = 0;
     int node_cores = 1; // cores of a whole node (Cray nodes are allocated whole)
+    /// The partition's MPI settings (mpi: in the site profile), given only to jobs of more
+    /// than one rank: the mpirun-style program to call, and flags after the launcher's own.
+    std::string program;
+    std::vector<std::string> flags;
+
+    [[nodiscard]] int ranks() const { return nodes * tasks_per_node; }
 };
 
 class Launcher {
@@ -37,6 +44,10 @@ public:
 
 /// The geometry of a job with `resources` on `partition`.
 LaunchGeometry launch_geometry(const Partition& partition, const ResolvedResources& resources);
+
+/// The launcher that starts the job's processes: the partition's, except that several ranks on
+/// a partition without one (local) are started by the MPI launcher (`mpi.launcher`).
+const Launcher& job_launcher(const Partition& partition, const ResolvedResources& resources);
 
 /// The launcher of `kind`.
 const Launcher& launcher_of(LauncherKind kind);

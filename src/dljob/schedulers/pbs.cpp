@@ -348,7 +348,7 @@ SubmitPlan plan_pbs_dialect(const JobFacts& facts, const std::string& program) {
     plan.submit_argv = {program};
     for (const auto& [flag, value] : options) {
         if (flag != "-o" || facts.log_in_directive) {
-            plan.directives.push_back(flag + " " + value);
+            plan.directives.push_back(fmt::format("{} {}", flag, value));
         }
         plan.submit_argv.insert(plan.submit_argv.end(), {flag, value});
         if (flag != "-N" && !batch_only_flag(flag)) {

@@ -249,10 +249,17 @@ std::vector<std::string> queue_options(const JobFacts& facts, SubmitPlan& plan) 
                                          memory.sqsub(), res.cores_per_node, partition.node.cores));
     }
     std::vector<std::string> options{"-q", partition.queue};
-    if (!partition.sqsub_flag.empty()) {
-        options.insert(options.end(), {"-f", partition.sqsub_flag});
+    // Several ranks are an MPI job of that many processes (the script still runs once, with
+    // --nompirun, and starts them itself through the partition's mpi launcher).
+    const int ranks = res.nodes * res.tasks_per_node;
+    if (ranks > 1) {
+        options.insert(options.end(), {"-f", "mpi", "-n", std::to_string(ranks)});
+    } else {
+        if (!partition.sqsub_flag.empty()) {
+            options.insert(options.end(), {"-f", partition.sqsub_flag});
+        }
+        options.insert(options.end(), {"-n", std::to_string(res.cores_per_node)});
     }
-    options.insert(options.end(), {"-n", std::to_string(res.cores_per_node)});
     if (res.nodes > 1) {
         options.insert(options.end(), {"-N", std::to_string(res.nodes)});
     }

@@ -105,9 +105,11 @@ schedulers::LaunchGeometry geometry(int nodes, int tasks_per_node, int cores_per
 }
 
 TEST(Launcher, EachLauncherStartsOneTaskPerSlot) {
-    const auto g = geometry(2, 4, 3, 16);
+    auto g = geometry(2, 4, 3, 16);
+    g.gpus_per_task = 1;
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::srun).command(g, "prog"),
-              "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=3 -- prog");
+              "srun --nodes=2 --ntasks=8 --ntasks-per-node=4 --cpus-per-task=3 --gpus-per-task=1 "
+              "--kill-on-bad-exit=1 --label -- prog");
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::aprun).command(g, "prog"),
               "aprun -n 8 -N 4 -d 4 -cc none -b -- prog");
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::mpirun).command(g, "prog"),
@@ -115,6 +117,37 @@ TEST(Launcher, EachLauncherStartsOneTaskPerSlot) {
     EXPECT_EQ(schedulers::launcher_of(LauncherKind::none).command(g, "prog"), "prog");
     EXPECT_TRUE(schedulers::launcher_of(LauncherKind::aprun).script_off_compute_node());
     EXPECT_FALSE(schedulers::launcher_of(LauncherKind::srun).script_off_compute_node());
+}
+
+// One task: the launch lines as they were before several ranks existed.
+TEST(Launcher, OneTaskPerNodeKeepsTheSingleRankLine) {
+    const auto g = geometry(2, 1, 8, 16);
+    EXPECT_EQ(schedulers::launcher_of(LauncherKind::srun).command(g, "prog"),
+              "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=8 "
+              "--kill-on-bad-exit=1 --label -- prog");
+    const auto one = geometry(1, 1, 8, 16);
+    EXPECT_EQ(schedulers::launcher_of(LauncherKind::srun).command(one, "prog"),
+              "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=8 -- prog");
+    EXPECT_EQ(schedulers::launcher_of(LauncherKind::aprun).command(one, "prog"),
+              "aprun -n 1 -N 1 -d 16 -cc none -b -- prog");
+}
+
+// The site's MPI launcher by its flavour's name, and its flags.
+TEST(Launcher, TheSitesMpiLauncherAndFlags) {
+    Partition partition;
+    partition.node.cores = 8;
+    partition.mpi.launcher = "mpirun.openmpi";
+    partition.mpi.flags = {"--oversubscribe", "--bind-to", "none"};
+    ResolvedResources res;
+    res.tasks_per_node = 2;
+    res.cores_per_node = 2;
+    const auto& launcher = schedulers::job_launcher(partition, res);
+    EXPECT_EQ(launcher.kind(), LauncherKind::mpirun);
+    EXPECT_EQ(launcher.command(schedulers::launch_geometry(partition, res), "prog"),
+              "mpirun.openmpi -n 2 --oversubscribe --bind-to none -- prog");
+    res.tasks_per_node = 1; // one rank: no launcher, no MPI
+    EXPECT_EQ(schedulers::job_launcher(partition, res).kind(), LauncherKind::none);
+    EXPECT_TRUE(schedulers::launch_geometry(partition, res).flags.empty());
 }
 
 TEST(Launcher, GeometryComesFromTheResolvedResources) {

@@ -1,0 +1,226 @@
+#!/bin/bash
+# shellcheck disable=SC2089,SC2090 # values below are single-quoted on purpose
+#PBS -N lenet-mnist
+#PBS -q gpu
+#PBS -l nodes=2:ppn=16,walltime=01:00:00
+#PBS -j oe
+#PBS -o /scratch/dljob/runs/golden-run/job.log
+#PBS -r n
+#PBS -m n
+# dljob job script: recipe lenet-mnist, site bigred2, partition gpu (pbs).
+# Rendered by dljob from templates/; edit the recipe or the site profile, not this file.
+# note: site bigred2 has no node-local storage; the data is read in place
+# Submitted with:
+#   qsub -N lenet-mnist -q gpu -l nodes=2:ppn=16,walltime=01:00:00 -j oe -o /scratch/dljob/runs/golden-run/job.log -r n -m n /scratch/dljob/runs/golden-run/job.pbs
+set -uo pipefail
+
+# Values, each validated or single-quoted by dljob.
+DLJOB_RUN_DIR='/scratch/dljob/runs/golden-run'
+DLJOB_SCRIPT="$DLJOB_RUN_DIR"/'job.pbs'
+DLJOB_JOB_TOKEN='golden-token'
+DLJOB_SCHEDULER=pbs
+DLJOB_WALLTIME_SECONDS="${PBS_WALLTIME:-3600}"
+DLJOB_WARNING_SIGNAL=USR2
+DLJOB_WARNING_SECONDS=300
+DLJOB_NODES=2
+DLJOB_GPUS_PER_NODE=1
+DLJOB_CORES_PER_NODE=16
+DLJOB_DATA_SOURCE="${HOME-}"'/data/mnist'
+DLJOB_DATA_DIR="$DLJOB_DATA_SOURCE"
+DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/networks/lenet.yaml' --run-dir "$DLJOB_RUN_DIR" --data-dir "$DLJOB_DATA_DIR" --resume auto)
+export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
+export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
+
+
+# ---- prologue -------------------------------------------------------------------------------
+dljob_step='start'
+dljob_child=''
+dljob_data_link='' # set when the compute side linked $DLJOB_DATA_DIR to a staged pack
+dljob_data_copy='' # set when the compute side copied a tree (not a pack) to $DLJOB_DATA_DIR
+
+# Writes <run_dir>/NAME atomically (temporary file, then rename).
+dljob_write() {
+    printf '%s\n' "$2" >"$DLJOB_RUN_DIR/.$1.$$" && mv -f -- "$DLJOB_RUN_DIR/.$1.$$" "$DLJOB_RUN_DIR/$1"
+}
+
+# Forwards a signal to the running child (training, or the launcher that runs it). Any signal
+# but the walltime warning (a cancel, the walltime's own kill) means the job must not continue
+# itself; dljob status decides then, from what the scheduler says.
+dljob_stopped=''
+# shellcheck disable=SC2034 # dljob_stopped is read by the batch families' epilogue
+dljob_forward() {
+    if [ "$1" != "$DLJOB_WARNING_SIGNAL" ]; then
+        dljob_stopped=$1
+    fi
+    if [ -n "$dljob_child" ]; then
+        kill -s "$1" "$dljob_child" 2>/dev/null || true
+    fi
+}
+
+# Waits for the child; a trapped signal interrupts `wait`, so wait again until it has exited.
+dljob_wait_child() {
+    local rc=0
+    while true; do
+        wait "$dljob_child"
+        rc=$?
+        if ! kill -0 "$dljob_child" 2>/dev/null; then
+            break
+        fi
+    done
+    wait "$dljob_child" 2>/dev/null
+    local final=$?
+    if [ "$final" -ne 127 ]; then
+        rc=$final
+    fi
+    dljob_child=''
+    return "$rc"
+}
+
+dljob_trap_signals() {
+    trap 'dljob_forward TERM' TERM
+    trap 'dljob_forward INT' INT
+    trap 'dljob_forward HUP' HUP
+    trap 'dljob_forward USR1' USR1
+    trap 'dljob_forward USR2' USR2
+}
+
+# Compute side: runs where the GPUs are (started by aprun on the compute nodes). Stages the data, then runs
+# the training in the background and waits, so signals reach the trap at once.
+if [ "${1:-}" = "--dljob-compute" ]; then
+    dljob_trap_signals
+    cd -- "$DLJOB_RUN_DIR" || exit 1
+
+    dljob_step='train'
+    "${DLJOB_COMMAND[@]}" &
+    dljob_child=$!
+    dljob_wait_child
+    dljob_rc=$?
+    if [ "$dljob_rc" -ne 0 ] && [ "$dljob_rc" -ne 75 ]; then
+        dljob_write failed_command "$dljob_step: ${DLJOB_COMMAND[0]}"
+    fi
+    if [ -n "$dljob_data_link" ]; then
+        rm -f -- "$DLJOB_DATA_DIR"
+        # The staged copy goes with the last job on this node that uses it: node-local disks
+        # and RAM disks belong to whoever runs here next.
+        '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
+            echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2
+    fi
+    if [ -n "$dljob_data_copy" ]; then
+        # The copy is this job's alone, and on a RAM disk (Big Red II's ramdisk tier) it is node
+        # memory that would outlive the job.
+        rm -rf -- "$DLJOB_DATA_DIR" ||
+            echo "dljob: warning: could not remove the copy $DLJOB_DATA_DIR of $DLJOB_DATA_SOURCE" >&2
+    fi
+    exit "$dljob_rc"
+fi
+
+# Batch side.
+cd -- "$DLJOB_RUN_DIR" || {
+    echo "dljob: error: cannot enter the run directory $DLJOB_RUN_DIR" >&2
+    exit 1
+}
+rm -f -- "$DLJOB_RUN_DIR/exit_code" "$DLJOB_RUN_DIR/failed_command"
+if [ ! -r "$DLJOB_SCRIPT" ]; then
+    DLJOB_SCRIPT=$0 # rendered with -o elsewhere: the compute side runs this copy
+fi
+# This attempt's own token and number: the script was rendered with the first attempt's token,
+# and whoever continued the job (the job itself, dljob status) named the next attempt's token in
+# continuation.<token> before submitting it, so the last link of that chain is this attempt.
+DLJOB_ATTEMPT=1
+dljob_previous_token=''
+# shellcheck disable=SC2034 # dljob_previous_token is read by the batch families' epilogue
+while [ "$DLJOB_ATTEMPT" -lt 100000 ]; do
+    dljob_next=$(sed -n 's/^next_token=//p' "$DLJOB_RUN_DIR/continuation.$DLJOB_JOB_TOKEN" 2>/dev/null | tail -n 1)
+    case "$dljob_next" in
+    '' | *[!A-Za-z0-9._-]*) break ;;
+    esac
+    dljob_previous_token=$DLJOB_JOB_TOKEN
+    DLJOB_JOB_TOKEN=$dljob_next
+    DLJOB_ATTEMPT=$((DLJOB_ATTEMPT + 1))
+done
+export DLJOB_JOB_TOKEN DLJOB_ATTEMPT
+DLJOB_JOB_ID="${PBS_JOBID:-${SLURM_JOB_ID:-}}"
+DLJOB_JOB_START=$(date +%s)
+export DLJOB_JOB_ID DLJOB_JOB_START
+dljob_write job_identity "token=$DLJOB_JOB_TOKEN
+scheduler=$DLJOB_SCHEDULER
+job_id=$DLJOB_JOB_ID
+host=$(hostname 2>/dev/null || echo unknown)
+started=$DLJOB_JOB_START
+pid=$$"
+
+# Ends the job: records the failing step (if any), then exit_code last (readers rely on it);
+# none when a next attempt is named (continuation.<token> holds this attempt's end, and an
+# exit_code would read as the next attempt's).
+dljob_continued=''
+dljob_finish() {
+    trap - TERM INT HUP USR1 USR2
+    if [ -n "${dljob_timer:-}" ]; then
+        kill "$dljob_timer" 2>/dev/null || true
+    fi
+    if [ "$1" -ne 0 ] && [ "$1" -ne 75 ] && [ ! -e "$DLJOB_RUN_DIR/failed_command" ]; then
+        dljob_write failed_command "$dljob_step"
+    fi
+    if [ -z "$dljob_continued" ]; then
+        dljob_write exit_code "$1"
+    fi
+    exit "$1"
+}
+dljob_fail() {
+    echo "dljob: error: $dljob_step failed with exit status $1" >&2
+    dljob_finish "$1"
+}
+
+# Loads with `module "$@"` and checks the module is really loaded: Tcl and Cray modules exit 0
+# even when a module is missing.
+dljob_module() {
+    local name="${*: -1}"
+    module "$@" || return $?
+    case ":${LOADEDMODULES:-}:" in
+    *":$name:"* | *":$name/"*) return 0 ;;
+    esac
+    echo "dljob: error: module $name is not loaded after 'module $*'" >&2
+    return 1
+}
+
+dljob_step='. /opt/modules/default/init/bash'
+# shellcheck disable=SC1090,SC1091
+. '/opt/modules/default/init/bash' || dljob_fail $?
+dljob_step='find the module command'
+command -v module >/dev/null 2>&1 || dljob_fail 127
+dljob_step='module switch PrgEnv-cray PrgEnv-gnu'
+dljob_module switch PrgEnv-cray PrgEnv-gnu || dljob_fail $?
+dljob_step='module load cudatoolkit/5.5.51-1.0402.9594.3.1'
+dljob_module load cudatoolkit/5.5.51-1.0402.9594.3.1 || dljob_fail $?
+dljob_step='module load cray-mpich'
+dljob_module load cray-mpich || dljob_fail $?
+dljob_trap_signals
+# No warning signal from the scheduler: send USR2 to this shell 300 s before the
+# walltime; the trap forwards it to the training, which checkpoints and exits 75.
+(
+    trap 'kill "$dljob_sleep" 2>/dev/null; exit 0' TERM
+    sleep "$((DLJOB_WALLTIME_SECONDS > DLJOB_WARNING_SECONDS ? DLJOB_WALLTIME_SECONDS - DLJOB_WARNING_SECONDS : 1))" &
+    dljob_sleep=$!
+    wait "$dljob_sleep"
+    kill -s USR2 "$$"
+) >/dev/null 2>&1 &
+dljob_timer=$!
+dljob_step='run the training through aprun launcher'
+aprun -n 2 -N 1 -d 16 -cc none -b -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
+dljob_child=$!
+dljob_wait_child
+dljob_rc=$?
+
+# ---- epilogue -------------------------------------------------------------------------------
+# exit_code: 0 finished, 75 checkpointed before the walltime (resume me), anything else failed.
+# Checkpointed before the walltime (warned, not cancelled): the job submits its next attempt
+# itself, so the chain goes on with nobody running dljob (docs/schedulers.md, Continuations).
+if [ "$dljob_rc" -eq 75 ] && [ -z "$dljob_stopped" ]; then
+    dljob_step='continue the job'
+    if '/opt/dljob/bin/dljob' continue-job "$DLJOB_RUN_DIR" --token "$DLJOB_JOB_TOKEN" \
+        --attempt "$DLJOB_ATTEMPT" --previous "$dljob_previous_token" --started "$DLJOB_JOB_START"; then
+        dljob_continued=1
+    fi
+fi
+dljob_finish "$dljob_rc"
+

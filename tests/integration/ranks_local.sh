@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# ranks_local.sh: issue 21 on the local site, on any laptop: resources.ranks: 2 renders
+# `mpirun.openmpi -n 2 ...` (Open MPI by its Debian name), the job runs two CPU ranks,
+# completes, rank 0 alone writes metrics.jsonl, and job.log tags each line with its rank.
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+command -v mpirun.openmpi >/dev/null || { echo "SKIP: no mpirun.openmpi (scripts/setup.sh installs it)"; exit 77; }
+root=$(cd "$HERE/../.." && pwd)
+data=/usr/share/datasets/fashion-mnist
+[ -r "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no $data (scripts/setup.sh installs it)"; exit 77; }
+# CI runs as root, in a container without the ptrace rights of Open MPI's single-copy transport.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none MPIEXEC_TIMEOUT=120
+args=(--site local --set resources.gpus=0 --set resources.ranks=2 --set resources.memory=1G
+  --set resources.walltime=00:10:00 --set train.max_iter=30 --set train.threads=1
+  --set data.stage_to=none)
+"$DLJOB" render "$root/recipes/fashion-mnist.yaml" "${args[@]}" >"$WORK/rendered.sh"
+check "mpirun.openmpi starts both ranks" 1 \
+  "$(grep -c '^mpirun.openmpi -n 2 --oversubscribe --bind-to none --tag-output -- ' "$WORK/rendered.sh")"
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${args[@]}")
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
+check "submitted" 1 "$([ -n "$job" ] && [ -d "$run_dir" ] && echo 1 || echo 0)"
+check "the job completes" COMPLETED "$(wait_state "$job" COMPLETED)"
+check "exit code 0" 0 "$(cat "$run_dir/exit_code" 2>/dev/null)"
+check "metrics.jsonl is written once (rank 0): one start record, of 2 ranks" "1 2" \
+  "$(python3 -c 'import json,sys; s=[r for r in map(json.loads, open(sys.argv[1])) if r["type"]=="start"]; print(len(s), s[0].get("ranks", 1) if s else 0)' "$run_dir/metrics.jsonl")"
+check "job.log tags rank 0's lines" 1 "$(grep -c '^\[1,0\]<stdout>:dltrain: training from iteration 0' "$run_dir/job.log")"
+finish
