@@ -26,4 +26,8 @@ check "exit code 0" 0 "$(cat "$run_dir/exit_code" 2>/dev/null)"
 check "metrics.jsonl is written once (rank 0): one start record, of 2 ranks" "1 2" \
   "$(python3 -c 'import json,sys; s=[r for r in map(json.loads, open(sys.argv[1])) if r["type"]=="start"]; print(len(s), s[0].get("ranks", 1) if s else 0)' "$run_dir/metrics.jsonl")"
 check "job.log tags rank 0's lines" 1 "$(grep -c '^\[1,0\]<stdout>:dltrain: training from iteration 0' "$run_dir/job.log")"
+# dljob status shows the ranks (issue 21), from the start line, in the table and in --json.
+check "status shows the job's 2 ranks" 1 "$("$DLJOB" status "$job" | grep -c "(2 ranks")"
+check "status --json has them" 2 \
+  "$("$DLJOB" status "$job" --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["metrics"]["ranks"])')"
 finish

@@ -17,7 +17,7 @@ namespace {
 constexpr std::int64_t application_id = 0x444A4F42;
 
 // Each entry moves the schema from version i to i+1; never edit a released entry, add one.
-constexpr std::array<std::string_view, 3> migrations{
+constexpr std::array<std::string_view, 4> migrations{
     R"sql(
 CREATE TABLE jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -82,6 +82,10 @@ ALTER TABLE jobs ADD COLUMN after_job INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN after_ok INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE jobs ADD COLUMN sweep TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN sweep_point TEXT NOT NULL DEFAULT '[]';
+)sql",
+    // 4: the training's ranks (data-parallel dltrain), for status's per-rank throughput.
+    R"sql(
+ALTER TABLE metrics ADD COLUMN ranks INTEGER NOT NULL DEFAULT 1;
 )sql",
 };
 
@@ -416,12 +420,12 @@ Result<void> SqliteJobStore::update_metrics(std::int64_t id, const JobMetrics& m
         Txn txn(*m_db);
         auto upsert = m_db->prepare(
             "INSERT INTO metrics (job_id, iter, max_iter, loss, accuracy, images_per_s, "
-            "elapsed_s, final_status, start_iter) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "elapsed_s, final_status, start_iter, ranks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(job_id) DO "
             "UPDATE SET iter = excluded.iter, max_iter = excluded.max_iter, loss = excluded.loss, "
             "accuracy = excluded.accuracy, images_per_s = excluded.images_per_s, "
             "elapsed_s = excluded.elapsed_s, final_status = excluded.final_status, "
-            "start_iter = excluded.start_iter");
+            "start_iter = excluded.start_iter, ranks = excluded.ranks");
         upsert.bind(id)
             .bind(metrics.iter)
             .bind(metrics.max_iter)
@@ -430,7 +434,8 @@ Result<void> SqliteJobStore::update_metrics(std::int64_t id, const JobMetrics& m
             .bind(metrics.images_per_s)
             .bind(metrics.elapsed_s)
             .bind(metrics.final_status)
-            .bind(metrics.start_iter);
+            .bind(metrics.start_iter)
+            .bind(static_cast<std::int64_t>(metrics.ranks));
         upsert.run();
         txn.commit();
         return {};
@@ -526,6 +531,7 @@ JobMetrics read_metrics(const Stmt& stmt) {
     m.elapsed_s = real(5);
     m.final_status = stmt.text(6);
     m.start_iter = stmt.int64(7);
+    m.ranks = static_cast<int>(stmt.int64(8));
     return m;
 }
 
@@ -534,7 +540,7 @@ JobMetrics read_metrics(const Stmt& stmt) {
 Result<std::optional<JobMetrics>> SqliteJobStore::metrics(std::int64_t id) {
     return guarded([&]() -> Result<std::optional<JobMetrics>> {
         auto stmt = m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
-                                  "elapsed_s, final_status, start_iter FROM metrics "
+                                  "elapsed_s, final_status, start_iter, ranks FROM metrics "
                                   "WHERE job_id = ?");
         stmt.bind(id);
         if (!stmt.step()) {
@@ -547,10 +553,10 @@ Result<std::optional<JobMetrics>> SqliteJobStore::metrics(std::int64_t id) {
 Result<std::map<std::int64_t, JobMetrics>> SqliteJobStore::all_metrics() {
     return guarded([&]() -> Result<std::map<std::int64_t, JobMetrics>> {
         auto stmt = m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
-                                  "elapsed_s, final_status, start_iter, job_id FROM metrics");
+                                  "elapsed_s, final_status, start_iter, ranks, job_id FROM metrics");
         std::map<std::int64_t, JobMetrics> all;
         while (stmt.step()) {
-            all.emplace(stmt.int64(8), read_metrics(stmt));
+            all.emplace(stmt.int64(9), read_metrics(stmt));
         }
         return all;
     });

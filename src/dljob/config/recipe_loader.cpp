@@ -233,26 +233,9 @@ Result<std::string> read_solver_value(const YamlNode& node, const std::string& k
     return text + "]";
 }
 
-Result<void> read_train(const YamlNode& node, Recipe& recipe,
-                        const std::filesystem::path& base_dir) {
-    std::vector<std::string> allowed = {"config", "threads", "max_iter", "weights"};
-    allowed.insert(allowed.end(), solver_override_keys.begin(), solver_override_keys.end());
-    DLJOB_TRY(check_mapping(node, "train", allowed));
-    for (const auto key : solver_override_keys) {
-        const auto* value = node.find(key);
-        if (value == nullptr) {
-            continue;
-        }
-        const std::string key_path = join_key("train", key);
-        auto text = read_solver_value(*value, std::string(key), key_path);
-        if (!text) {
-            return fail(text.error());
-        }
-        // dltrain calls the solver's type `type`; in a recipe that word would be ambiguous.
-        recipe.train.solver.emplace_back(key == "solver" ? "type" : std::string(key), *text);
-        record(recipe, key_path, value->mark);
-    }
-    const auto* config = node.find("config");
+// train.config: the dltrain network and solver file, relative to the recipe.
+Result<void> read_train_config(const YamlNode& node, const YamlNode* config, Recipe& recipe,
+                               const std::filesystem::path& base_dir) {
     if (config == nullptr) {
         return invalid(node.mark, "train.config",
                        "missing: the dltrain network and solver config file",
@@ -278,6 +261,55 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
             "give the path of the dltrain network and solver config (a YAML file)");
     }
     record(recipe, "train.config", config->mark);
+    return {};
+}
+
+// train.weights: a checkpoint or .caffemodel to start from, or "@ID", the one job ID ends with.
+Result<void> read_train_weights(const YamlNode& weights_node, Recipe& recipe,
+                                const std::filesystem::path& base_dir) {
+    const YamlNode* weights = &weights_node;
+    auto v = read_word(*weights, "train.weights", R"([^\x00-\x1f\x7f]{1,4000})",
+                       "a dltrain checkpoint path without control characters");
+    if (!v) {
+        return fail(v.error());
+    }
+    // "@ID": the checkpoint of the dljob job this one waits for (submit --after ID).
+    if (v->front() == '@' && !std::regex_match(*v, std::regex{"@[1-9][0-9]{0,17}"})) {
+        return invalid(weights->mark, "train.weights",
+                       fmt::format("'{}': expected @ and a dljob job id, like @12", *v));
+    }
+    // ~ and $VARIABLE are the job's to expand (the cluster's home, $SCRATCH); a relative
+    // path is the recipe's neighbour, like train.config.
+    const bool for_the_job = v->front() == '~' || v->front() == '$' || v->front() == '@';
+    std::filesystem::path file{*v};
+    if (!for_the_job && file.is_relative()) {
+        file = base_dir / file;
+    }
+    recipe.train.weights = for_the_job ? *v : file.lexically_normal().string();
+    record(recipe, "train.weights", weights->mark);
+    return {};
+}
+
+Result<void> read_train(const YamlNode& node, Recipe& recipe,
+                        const std::filesystem::path& base_dir) {
+    std::vector<std::string> allowed = {"config", "threads", "max_iter", "weights"};
+    allowed.insert(allowed.end(), solver_override_keys.begin(), solver_override_keys.end());
+    DLJOB_TRY(check_mapping(node, "train", allowed));
+    for (const auto key : solver_override_keys) {
+        const auto* value = node.find(key);
+        if (value == nullptr) {
+            continue;
+        }
+        const std::string key_path = join_key("train", key);
+        auto text = read_solver_value(*value, std::string(key), key_path);
+        if (!text) {
+            return fail(text.error());
+        }
+        // dltrain calls the solver's type `type`; in a recipe that word would be ambiguous.
+        recipe.train.solver.emplace_back(key == "solver" ? "type" : std::string(key), *text);
+        record(recipe, key_path, value->mark);
+    }
+    DLJOB_TRY(read_train_config(node, node.find("config"), recipe, base_dir));
     if (const auto* threads = node.find("threads"); threads != nullptr) {
         auto v = read_int(*threads, "train.threads", 1, 1024);
         if (!v) {
@@ -294,25 +326,7 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
         record(recipe, "train.max_iter", max_iter->mark);
     }
     if (const auto* weights = node.find("weights"); weights != nullptr) {
-        auto v = read_word(*weights, "train.weights", R"([^\x00-\x1f\x7f]{1,4000})",
-                           "a dltrain checkpoint path without control characters");
-        if (!v) {
-            return fail(v.error());
-        }
-        // "@ID": the checkpoint of the dljob job this one waits for (submit --after ID).
-        if (v->front() == '@' && !std::regex_match(*v, std::regex{"@[1-9][0-9]{0,17}"})) {
-            return invalid(weights->mark, "train.weights",
-                           fmt::format("'{}': expected @ and a dljob job id, like @12", *v));
-        }
-        // ~ and $VARIABLE are the job's to expand (the cluster's home, $SCRATCH); a relative
-        // path is the recipe's neighbour, like train.config.
-        const bool for_the_job = v->front() == '~' || v->front() == '$' || v->front() == '@';
-        std::filesystem::path file{*v};
-        if (!for_the_job && file.is_relative()) {
-            file = base_dir / file;
-        }
-        recipe.train.weights = for_the_job ? *v : file.lexically_normal().string();
-        record(recipe, "train.weights", weights->mark);
+        DLJOB_TRY(read_train_weights(*weights, recipe, base_dir));
     }
     return {};
 }
@@ -527,6 +541,30 @@ Error sweep_value_error(Error error, const SourceMark& at, const std::string& ke
     return error;
 }
 
+// A sweep's whole-number range A..B, at most max_sweep_points values.
+Result<std::pair<long long, long long>> sweep_range(const YamlNode& values,
+                                                    const std::string& key_path) {
+    const std::string spec = values.is_scalar() ? values.scalar : std::string();
+    const auto dots = spec.find("..");
+    const auto from = dots == std::string::npos
+                          ? std::nullopt
+                          : whole_number(std::string_view(spec).substr(0, dots));
+    const auto to = dots == std::string::npos
+                        ? std::nullopt
+                        : whole_number(std::string_view(spec).substr(dots + 2));
+    if (!from || !to || *from > *to) {
+        return invalid(values.mark, key_path,
+                       "expected a list of values like [0.1, 0.01], or a range of whole "
+                       "numbers A..B with A <= B like 1..5");
+    }
+    // In unsigned arithmetic: -9e18..9e18 overflows a signed difference.
+    if (static_cast<unsigned long long>(*to) - static_cast<unsigned long long>(*from) >=
+        max_sweep_points) {
+        return invalid(values.mark, key_path, fmt::format("more than {} values", max_sweep_points));
+    }
+    return std::pair{*from, *to};
+}
+
 Result<void> read_sweep(const YamlNode& node, const YamlNode& root, Recipe& recipe,
                         const std::filesystem::path& base_dir) {
     if (node.is_null()) {
@@ -578,33 +616,19 @@ Result<void> read_sweep(const YamlNode& node, const YamlNode& root, Recipe& reci
                 axis.values.push_back(*text);
             }
         } else {
-            const std::string spec = values.is_scalar() ? values.scalar : std::string();
-            const auto dots = spec.find("..");
-            const auto from = dots == std::string::npos
-                                  ? std::nullopt
-                                  : whole_number(std::string_view(spec).substr(0, dots));
-            const auto to = dots == std::string::npos
-                                ? std::nullopt
-                                : whole_number(std::string_view(spec).substr(dots + 2));
-            if (!from || !to || *from > *to) {
-                return invalid(values.mark, key_path,
-                               "expected a list of values like [0.1, 0.01], or a range of whole "
-                               "numbers A..B with A <= B like 1..5");
+            auto range = sweep_range(values, key_path);
+            if (!range) {
+                return fail(range.error());
             }
-            // In unsigned arithmetic: -9e18..9e18 overflows a signed difference.
-            if (static_cast<unsigned long long>(*to) - static_cast<unsigned long long>(*from) >=
-                max_sweep_points) {
-                return invalid(values.mark, key_path,
-                               fmt::format("more than {} values", max_sweep_points));
-            }
+            const auto [from, to] = *range;
             // A range's values differ only in size: its two ends stand for it.
-            for (const long long end : {*from, *to}) {
+            for (const long long end : {from, to}) {
                 YamlNode number = values;
                 number.scalar = std::to_string(end);
                 number.quoted = false;
                 DLJOB_TRY(check(leaf, number, values.mark, key_path, number.scalar));
             }
-            for (long long v = *from; v <= *to; ++v) {
+            for (long long v = from; v <= to; ++v) {
                 axis.values.push_back(std::to_string(v));
             }
         }

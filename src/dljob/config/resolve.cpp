@@ -53,6 +53,60 @@ Result<void> resolve_cpu_ranks(const Recipe& recipe, ResolvedResources& out) {
     return {};
 }
 
+// GPUs over nodes: as many per node as asked (all on one node unless nodes: says), each node's
+// cores with them (tied where the site ties cores to GPUs).
+Result<void> resolve_gpus(const Recipe& recipe, const Partition& partition,
+                          const std::string& place, ResolvedResources& out) {
+    const Resources& want = recipe.resources;
+    const NodeGeometry& node = partition.node;
+    if (node.gpus == 0) {
+        return refuse(recipe, "resources.gpus",
+                      fmt::format("{} GPU(s) requested, but {} has no GPUs", want.gpus, place),
+                      "choose a GPU partition with --partition, or set gpus: 0");
+    }
+    int nodes = want.nodes.value_or(1);
+    if (!want.nodes && want.gpus > node.gpus) {
+        const int needed = (want.gpus + node.gpus - 1) / node.gpus;
+        return refuse(recipe, "resources.gpus",
+                      fmt::format("{} GPUs requested, but nodes of {} have {} GPU(s) each",
+                                  want.gpus, place, node.gpus),
+                      fmt::format("ask for nodes: {} explicitly (one training process per "
+                                  "node), or for at most {} GPU(s)",
+                                  needed, node.gpus));
+    }
+    if (want.gpus % nodes != 0) {
+        return refuse(recipe, "resources.gpus",
+                      fmt::format("{} GPUs do not divide evenly over {} nodes", want.gpus, nodes),
+                      "ask for a multiple of the node count");
+    }
+    const int per_node = want.gpus / nodes;
+    if (per_node > node.gpus) {
+        return refuse(recipe, "resources.gpus",
+                      fmt::format("{} GPUs on {} node(s) is {} per node, but nodes of {} have "
+                                  "{} GPU(s) each",
+                                  want.gpus, nodes, per_node, place, node.gpus),
+                      fmt::format("ask for nodes: {}", (want.gpus + node.gpus - 1) / node.gpus));
+    }
+    out.nodes = nodes;
+    out.gpus_per_node = per_node;
+    if (node.cores_per_gpu > 0) {
+        const int tied = std::max(1, static_cast<int>(std::floor(node.cores_per_gpu * per_node)));
+        if (want.cores_per_gpu && *want.cores_per_gpu * per_node > tied) {
+            return refuse(recipe, "resources.cores_per_gpu",
+                          fmt::format("{} ties cores to GPUs: {} GPU(s) per node come with {} "
+                                      "core(s) ({} per GPU), fewer than the {} asked for",
+                                      place, per_node, tied, node.cores_per_gpu,
+                                      *want.cores_per_gpu * per_node),
+                          "drop cores_per_gpu, or ask for more GPUs");
+        }
+        out.cores_per_node = tied;
+    } else {
+        const int default_per_gpu = std::max(1, node.cores / node.gpus);
+        out.cores_per_node = want.cores_per_gpu.value_or(default_per_gpu) * per_node;
+    }
+    return {};
+}
+
 } // namespace
 
 Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProfile& site,
@@ -63,54 +117,7 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
     ResolvedResources out;
 
     if (want.gpus > 0) {
-        if (node.gpus == 0) {
-            return refuse(recipe, "resources.gpus",
-                          fmt::format("{} GPU(s) requested, but {} has no GPUs", want.gpus, place),
-                          "choose a GPU partition with --partition, or set gpus: 0");
-        }
-        int nodes = want.nodes.value_or(1);
-        if (!want.nodes && want.gpus > node.gpus) {
-            const int needed = (want.gpus + node.gpus - 1) / node.gpus;
-            return refuse(recipe, "resources.gpus",
-                          fmt::format("{} GPUs requested, but nodes of {} have {} GPU(s) each",
-                                      want.gpus, place, node.gpus),
-                          fmt::format("ask for nodes: {} explicitly (one training process per "
-                                      "node), or for at most {} GPU(s)",
-                                      needed, node.gpus));
-        }
-        if (want.gpus % nodes != 0) {
-            return refuse(
-                recipe, "resources.gpus",
-                fmt::format("{} GPUs do not divide evenly over {} nodes", want.gpus, nodes),
-                "ask for a multiple of the node count");
-        }
-        const int per_node = want.gpus / nodes;
-        if (per_node > node.gpus) {
-            return refuse(
-                recipe, "resources.gpus",
-                fmt::format("{} GPUs on {} node(s) is {} per node, but nodes of {} have "
-                            "{} GPU(s) each",
-                            want.gpus, nodes, per_node, place, node.gpus),
-                fmt::format("ask for nodes: {}", (want.gpus + node.gpus - 1) / node.gpus));
-        }
-        out.nodes = nodes;
-        out.gpus_per_node = per_node;
-        if (node.cores_per_gpu > 0) {
-            const int tied =
-                std::max(1, static_cast<int>(std::floor(node.cores_per_gpu * per_node)));
-            if (want.cores_per_gpu && *want.cores_per_gpu * per_node > tied) {
-                return refuse(recipe, "resources.cores_per_gpu",
-                              fmt::format("{} ties cores to GPUs: {} GPU(s) per node come with {} "
-                                          "core(s) ({} per GPU), fewer than the {} asked for",
-                                          place, per_node, tied, node.cores_per_gpu,
-                                          *want.cores_per_gpu * per_node),
-                              "drop cores_per_gpu, or ask for more GPUs");
-            }
-            out.cores_per_node = tied;
-        } else {
-            const int default_per_gpu = std::max(1, node.cores / node.gpus);
-            out.cores_per_node = want.cores_per_gpu.value_or(default_per_gpu) * per_node;
-        }
+        DLJOB_TRY(resolve_gpus(recipe, partition, place, out));
     } else {
         out.nodes = want.nodes.value_or(1);
         out.gpus_per_node = 0;

@@ -206,89 +206,83 @@ Result<void> read_mpi(const YamlNode& node, const std::string& path, MpiSpec& mp
     return {};
 }
 
-Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site) {
-    const std::string path = join_key("partitions", entry.key);
-    const YamlNode& node = entry.value;
-    DLJOB_TRY(check_mapping(node, path,
-                            {"queue", "scheduler", "launcher", "node", "max_nodes", "walltime",
-                             "features", "account_required", "forbids_ppn", "gpu_directive",
-                             "gpu_type_in_request", "sqsub_flag", "extra_directives", "mpi"}));
-    Partition p;
-    p.name = entry.key;
-    if (!std::regex_match(p.name, std::regex{std::string(name_pattern)})) {
-        return invalid(entry.key_mark, path, fmt::format("expected a name of {}", name_describe));
+// A partition's walltime: {default, max}, the default no longer than the maximum.
+Result<void> read_partition_walltime(const YamlNode& value, const std::string& key,
+                                     SiteProfile& site, Partition& p) {
+    DLJOB_TRY(check_mapping(value, key, {"default", "max"}));
+    const auto* def = value.find("default");
+    const auto* max = value.find("max");
+    if (def == nullptr || max == nullptr) {
+        return invalid(value.mark, key, "expected both default: and max:");
     }
-    for (const char* required : {"scheduler", "node", "walltime"}) {
-        if (node.find(required) == nullptr) {
-            return invalid(node.mark, join_key(path, required), "missing; it is required");
+    DLJOB_TRY(assign(read_walltime(*def, key + ".default"), p.default_walltime));
+    DLJOB_TRY(assign(read_walltime(*max, key + ".max"), p.max_walltime));
+    site.origins[key + ".default"] = def->mark.str();
+    site.origins[key + ".max"] = max->mark.str();
+    if (p.default_walltime > p.max_walltime) {
+        return invalid(def->mark, key + ".default",
+                       fmt::format("default {} is above the maximum {}", p.default_walltime.hms(),
+                                   p.max_walltime.hms()));
+    }
+    return {};
+}
+
+// One key of a partition (the keys were checked against the known ones).
+Result<void> read_partition_field(const YamlNode::Entry& field, const std::string& key,
+                                  SiteProfile& site, Partition& p) {
+    const YamlNode& value = field.value;
+    if (field.key == "queue") {
+        DLJOB_TRY(
+            assign(read_word(value, key, option_value_pattern, option_value_describe), p.queue));
+    } else if (field.key == "scheduler") {
+        std::vector<std::string> families;
+        for (const SchedulerKind kind : scheduler_kinds()) {
+            families.emplace_back(to_string(kind));
         }
+        std::string v;
+        DLJOB_TRY(assign(read_choice(value, key, families), v));
+        p.scheduler = scheduler_kind(v).value_or(SchedulerKind::local);
+    } else if (field.key == "launcher") {
+        std::string v;
+        DLJOB_TRY(assign(read_choice(value, key, {"aprun", "srun", "mpirun", "none"}), v));
+        p.launcher = v == "aprun"    ? LauncherKind::aprun
+                     : v == "srun"   ? LauncherKind::srun
+                     : v == "mpirun" ? LauncherKind::mpirun
+                                     : LauncherKind::none;
+    } else if (field.key == "node") {
+        DLJOB_TRY(read_node(value, key, site, p.node));
+    } else if (field.key == "max_nodes") {
+        DLJOB_TRY(assign(read_int(value, key, 1, 100000), p.max_nodes));
+    } else if (field.key == "walltime") {
+        DLJOB_TRY(read_partition_walltime(value, key, site, p));
+    } else if (field.key == "features") {
+        DLJOB_TRY(assign(read_word_list(value, key, "[A-Za-z0-9._-]{1,64}",
+                                        "feature names of A-Z a-z 0-9 . _ -"),
+                         p.features));
+    } else if (field.key == "account_required") {
+        DLJOB_TRY(assign(read_bool(value, key), p.account_required));
+    } else if (field.key == "forbids_ppn") {
+        DLJOB_TRY(assign(read_bool(value, key), p.forbids_ppn));
+    } else if (field.key == "gpu_directive") {
+        std::string v;
+        DLJOB_TRY(assign(read_choice(value, key, {"gpus-per-node", "gres"}), v));
+        p.gpu_directive = v == "gres" ? GpuDirective::gres : GpuDirective::gpus_per_node;
+    } else if (field.key == "gpu_type_in_request") {
+        DLJOB_TRY(assign(read_bool(value, key), p.gpu_type_in_request));
+    } else if (field.key == "sqsub_flag") {
+        DLJOB_TRY(assign(read_choice(value, key, {"threaded", "mpi", "serial"}), p.sqsub_flag));
+    } else if (field.key == "extra_directives") {
+        DLJOB_TRY(assign(read_word_list(value, key, extra_directive_pattern,
+                                        "whole options like --qos=normal or -l gres=ccm"),
+                         p.extra_directives));
+    } else if (field.key == "mpi") {
+        DLJOB_TRY(read_mpi(value, key, p.mpi));
     }
-    for (const auto& field : node.entries) {
-        const std::string key = join_key(path, field.key);
-        const YamlNode& value = field.value;
-        site.origins[key] = value.mark.str();
-        if (field.key == "queue") {
-            DLJOB_TRY(assign(read_word(value, key, option_value_pattern, option_value_describe),
-                             p.queue));
-        } else if (field.key == "scheduler") {
-            std::vector<std::string> families;
-            for (const SchedulerKind kind : scheduler_kinds()) {
-                families.emplace_back(to_string(kind));
-            }
-            std::string v;
-            DLJOB_TRY(assign(read_choice(value, key, families), v));
-            p.scheduler = scheduler_kind(v).value_or(SchedulerKind::local);
-        } else if (field.key == "launcher") {
-            std::string v;
-            DLJOB_TRY(assign(read_choice(value, key, {"aprun", "srun", "mpirun", "none"}), v));
-            p.launcher = v == "aprun"    ? LauncherKind::aprun
-                         : v == "srun"   ? LauncherKind::srun
-                         : v == "mpirun" ? LauncherKind::mpirun
-                                         : LauncherKind::none;
-        } else if (field.key == "node") {
-            DLJOB_TRY(read_node(value, key, site, p.node));
-        } else if (field.key == "max_nodes") {
-            DLJOB_TRY(assign(read_int(value, key, 1, 100000), p.max_nodes));
-        } else if (field.key == "walltime") {
-            DLJOB_TRY(check_mapping(value, key, {"default", "max"}));
-            const auto* def = value.find("default");
-            const auto* max = value.find("max");
-            if (def == nullptr || max == nullptr) {
-                return invalid(value.mark, key, "expected both default: and max:");
-            }
-            DLJOB_TRY(assign(read_walltime(*def, key + ".default"), p.default_walltime));
-            DLJOB_TRY(assign(read_walltime(*max, key + ".max"), p.max_walltime));
-            site.origins[key + ".default"] = def->mark.str();
-            site.origins[key + ".max"] = max->mark.str();
-            if (p.default_walltime > p.max_walltime) {
-                return invalid(def->mark, key + ".default",
-                               fmt::format("default {} is above the maximum {}",
-                                           p.default_walltime.hms(), p.max_walltime.hms()));
-            }
-        } else if (field.key == "features") {
-            DLJOB_TRY(assign(read_word_list(value, key, "[A-Za-z0-9._-]{1,64}",
-                                            "feature names of A-Z a-z 0-9 . _ -"),
-                             p.features));
-        } else if (field.key == "account_required") {
-            DLJOB_TRY(assign(read_bool(value, key), p.account_required));
-        } else if (field.key == "forbids_ppn") {
-            DLJOB_TRY(assign(read_bool(value, key), p.forbids_ppn));
-        } else if (field.key == "gpu_directive") {
-            std::string v;
-            DLJOB_TRY(assign(read_choice(value, key, {"gpus-per-node", "gres"}), v));
-            p.gpu_directive = v == "gres" ? GpuDirective::gres : GpuDirective::gpus_per_node;
-        } else if (field.key == "gpu_type_in_request") {
-            DLJOB_TRY(assign(read_bool(value, key), p.gpu_type_in_request));
-        } else if (field.key == "sqsub_flag") {
-            DLJOB_TRY(assign(read_choice(value, key, {"threaded", "mpi", "serial"}), p.sqsub_flag));
-        } else if (field.key == "extra_directives") {
-            DLJOB_TRY(assign(read_word_list(value, key, extra_directive_pattern,
-                                            "whole options like --qos=normal or -l gres=ccm"),
-                             p.extra_directives));
-        } else if (field.key == "mpi") {
-            DLJOB_TRY(read_mpi(value, key, p.mpi));
-        }
-    }
+    return {};
+}
+
+// What a partition's keys must agree on between them.
+Result<void> check_partition(const YamlNode& node, const std::string& path, const Partition& p) {
     if (p.launcher == LauncherKind::aprun && p.scheduler != SchedulerKind::pbs &&
         p.scheduler != SchedulerKind::moab) {
         return invalid(node.find("launcher")->mark, join_key(path, "launcher"),
@@ -314,6 +308,32 @@ Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site
     if (p.gpu_type_in_request && p.node.gpu_model.empty()) {
         return invalid(node.mark, join_key(path, "gpu_type_in_request"), "needs node.gpu_model");
     }
+    return {};
+}
+
+Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site) {
+    const std::string path = join_key("partitions", entry.key);
+    const YamlNode& node = entry.value;
+    DLJOB_TRY(check_mapping(node, path,
+                            {"queue", "scheduler", "launcher", "node", "max_nodes", "walltime",
+                             "features", "account_required", "forbids_ppn", "gpu_directive",
+                             "gpu_type_in_request", "sqsub_flag", "extra_directives", "mpi"}));
+    Partition p;
+    p.name = entry.key;
+    if (!std::regex_match(p.name, std::regex{std::string(name_pattern)})) {
+        return invalid(entry.key_mark, path, fmt::format("expected a name of {}", name_describe));
+    }
+    for (const char* required : {"scheduler", "node", "walltime"}) {
+        if (node.find(required) == nullptr) {
+            return invalid(node.mark, join_key(path, required), "missing; it is required");
+        }
+    }
+    for (const auto& field : node.entries) {
+        const std::string key = join_key(path, field.key);
+        site.origins[key] = field.value.mark.str();
+        DLJOB_TRY(read_partition_field(field, key, site, p));
+    }
+    DLJOB_TRY(check_partition(node, path, p));
     return p;
 }
 

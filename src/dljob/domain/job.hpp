@@ -76,6 +76,8 @@ struct JobMetrics {
     std::optional<double> elapsed_s; // since the training process started
     std::string final_status;
     std::int64_t start_iter = 0; // where that process started (a resumed one: not 0)
+    /// The training's data-parallel ranks (its start line); images_per_s counts them all.
+    int ranks = 1;
 };
 
 } // namespace dljob

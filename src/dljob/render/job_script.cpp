@@ -525,6 +525,29 @@ std::string scheduler_job_name(const std::string& wanted, const SchedulerBehavio
     return ok ? wanted : fmt::format("dlj-{:08x}", fnv1a(wanted));
 }
 
+// dltrain's CUDA plugin needs the CUDA runtime and cuDNN when the job runs. A GPU training on a
+// site with modules that does not ask for them gets neither loaded, and dltrain then refuses the
+// GPU it was given: said at render (and so at validate and submit), not after the queue.
+void note_cuda_needs(const RenderRequest& req, const ResolvedResources& resources, Notes& notes) {
+    if (req.recipe.kind != RecipeKind::train || resources.gpus_per_node == 0 ||
+        req.site.modules.flavor == ModuleFlavor::none) {
+        return;
+    }
+    std::string missing;
+    for (const char* need : {"cuda", "cudnn"}) {
+        if (std::find(req.recipe.needs.begin(), req.recipe.needs.end(), need) ==
+            req.recipe.needs.end()) {
+            missing += std::string(missing.empty() ? "" : " and ") + need;
+        }
+    }
+    if (!missing.empty()) {
+        notes.add(fmt::format("the recipe asks for GPUs but its environment.needs has no {}: "
+                              "site {} loads them as modules, and without them dltrain's CUDA "
+                              "plugin cannot start and the job fails; add needs: [cuda, cudnn]",
+                              missing, req.site.name));
+    }
+}
+
 Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templates) {
     auto partition = find_partition(req);
     if (!partition) {
@@ -555,6 +578,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
                                *account,      (req.run_dir / out.script_name).string(),
                                log,           is_directive_safe(log)};
     Notes notes(out.notes);
+    note_cuda_needs(req, out.resources, notes);
     TemplateData data;
     plan_submission(req, family, facts, out, notes, data);
     set_job_values(req, family, part, out, notes, data);

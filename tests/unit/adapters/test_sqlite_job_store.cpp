@@ -171,11 +171,14 @@ TEST_F(SqliteStore, StoresLatestMetrics) {
     m.iter = 200;
     m.accuracy = 0.9;
     m.start_iter = 150;
+    m.ranks = 4;
     ASSERT_TRUE(store->update_metrics(job->id, m));
     auto stored = store->metrics(job->id);
     ASSERT_TRUE(stored && stored->has_value());
     EXPECT_EQ((*stored)->iter, 200);
     EXPECT_EQ((*stored)->start_iter, 150);
+    EXPECT_EQ((*stored)->ranks, 4);
+    EXPECT_EQ(store->all_metrics()->at(job->id).ranks, 4);
     EXPECT_EQ(store->all_metrics()->at(job->id).start_iter, 150);
     EXPECT_DOUBLE_EQ(*(*stored)->accuracy, 0.9);
     EXPECT_FALSE((*stored)->images_per_s.has_value());
@@ -304,6 +307,7 @@ TEST_F(SqliteStore, AVersionOneStoreIsUpgradedKeepingItsJobs) {
             db.exec(std::string("ALTER TABLE jobs DROP COLUMN ") + column);
         }
         db.exec("ALTER TABLE metrics DROP COLUMN start_iter");
+        db.exec("ALTER TABLE metrics DROP COLUMN ranks");
         db.exec("PRAGMA user_version=1");
     }
     auto store = open_store();

@@ -308,6 +308,37 @@ TEST(StatusMetrics, AResumedProcessCountsFromItsOwnStart) {
               std::string::npos);
 }
 
+// A data-parallel training (issue 21): its start line names its ranks, and status shows them
+// with the throughput of each beside the whole's. A resumed process on fewer ranks says so.
+TEST(StatusMetrics, ADataParallelTrainingShowsItsRanksAndTheirShareOfTheThroughput) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-ranks-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "metrics.jsonl")
+        << R"({"type":"start","iter":0,"max_iter":1000,"ranks":4,"global_batch_size":256})"
+        << "\n"
+        << R"({"type":"train","iter":100,"max_iter":1000,"loss":0.5,"images_per_s":8000,)"
+        << R"("elapsed_s":10})"
+        << "\n";
+    auto metrics = read_metrics(dir.string());
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->ranks, 4);
+    EXPECT_EQ(progress_text(*metrics, JobState::running),
+              "iter 100/1000 loss 0.500 8000 img/s (4 ranks, 2000 each) ETA 1m30s");
+    // Continued on one rank: the new start line's count, not the first one's.
+    std::ofstream(dir / "metrics.jsonl", std::ios::app)
+        << R"({"type":"start","iter":100,"max_iter":1000})"
+        << "\n"
+        << R"({"type":"train","iter":200,"max_iter":1000,"loss":0.4,"images_per_s":3000,)"
+        << R"("elapsed_s":10})"
+        << "\n";
+    auto resumed = read_metrics(dir.string());
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(resumed);
+    EXPECT_EQ(resumed->ranks, 1);
+    EXPECT_EQ(progress_text(*resumed, JobState::running).find("ranks"), std::string::npos);
+}
+
 // `status --watch` (issue 22): under each job's row, a sparkline of the loss in its run
 // directory, the same one `plot --format text` draws (plot.hpp's sparkline).
 TEST(StatusWatch, AFrameShowsASparklineOfEachJobsTrainingLossUnderItsRow) {

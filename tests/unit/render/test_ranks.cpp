@@ -176,5 +176,32 @@ TEST(Ranks, RefusesRanksThatDoNotFit) {
     EXPECT_TRUE(contains(refused.error().message, "resources.ranks")) << refused.error().message;
 }
 
+// A GPU training that does not ask the site for CUDA and cuDNN is told so at render (issue 21:
+// a job that asks for GPUs trains on GPUs or says why not, before it waits in a queue).
+TEST(TwoRanksLaunch, AGpuTrainingWithoutCudaNeedsIsWarnedOnASiteWithModules) {
+    auto templates = builtin_templates();
+    RenderRequest request = golden_request("graham", "mnist");
+    request.recipe.resources.gpus = 1;
+    auto with_needs = render::render_job(request, templates);
+    ASSERT_TRUE(with_needs) << with_needs.error().message;
+    for (const auto& note : with_needs->notes) {
+        EXPECT_EQ(note.find("CUDA plugin"), std::string::npos) << note;
+    }
+    request.recipe.needs = {"cuda"};
+    auto without = render::render_job(request, templates);
+    ASSERT_TRUE(without) << without.error().message;
+    const auto note = std::find_if(without->notes.begin(), without->notes.end(),
+                                   [](const std::string& n) { return contains(n, "CUDA plugin"); });
+    ASSERT_NE(note, without->notes.end());
+    EXPECT_TRUE(contains(*note, "no cudnn")) << *note;
+    EXPECT_TRUE(contains(without->script, "# note: the recipe asks for GPUs")) << without->script;
+    // A CPU training, or a site without modules, has nothing to load.
+    request.recipe.resources.gpus = 0;
+    auto cpu = render::render_job(request, templates);
+    ASSERT_TRUE(cpu) << cpu.error().message;
+    EXPECT_TRUE(std::none_of(cpu->notes.begin(), cpu->notes.end(),
+                             [](const std::string& n) { return contains(n, "CUDA plugin"); }));
+}
+
 } // namespace
 } // namespace dljob::test

@@ -119,6 +119,8 @@ private:
     };
     Attempt from_mirror(int fd, const std::string& part, const std::string& name,
                         const std::string& url, std::uint64_t size, Error& write_error);
+    Result<std::string> from_mirrors(int fd, const std::string& part, const std::string& name,
+                                     const std::vector<std::string>& urls, std::uint64_t size);
 
     // Where one request's bytes go: the part file at `position`, which a server that ignores
     // Range resets to 0.
@@ -278,6 +280,52 @@ private:
     bool m_armed = true;
 };
 
+// Tries each mirror in turn (each with its retries) until one delivers the whole part; returns
+// its URL. All of them 404: the part is removed. Otherwise it is kept for a rerun to resume.
+Result<std::string> Downloader::from_mirrors(int fd, const std::string& part,
+                                             const std::string& name,
+                                             const std::vector<std::string>& urls,
+                                             std::uint64_t size) {
+    std::vector<std::string> not_found;
+    std::string last_failure;
+    bool stalled = false;
+    for (const auto& url : urls) {
+        Error write_error;
+        write_error.code = ErrorCode::internal;
+        const Attempt attempt = from_mirror(fd, part, name, url, size, write_error);
+        if (!write_error.message.empty()) {
+            return fail(write_error);
+        }
+        if (attempt.done) {
+            return url;
+        }
+        if (attempt.not_found) {
+            not_found.push_back(url);
+            notice(fmt::format("{}: {} at {}", name, attempt.failure, url));
+        } else {
+            last_failure = fmt::format("{} ({})", url, attempt.failure);
+            stalled = attempt.stalled;
+            if (urls.size() > 1) {
+                notice(fmt::format("{}: giving up on {} ({})", name, url, attempt.failure));
+            }
+        }
+    }
+    if (not_found.size() == urls.size()) {
+        ::unlink(part.c_str());
+        std::string list;
+        for (const auto& url : not_found) {
+            list += (list.empty() ? "" : ", ") + url;
+        }
+        return fail(ErrorCode::not_found, fmt::format("{} not found (HTTP 404): {}", name, list),
+                    "check the URL; nothing was written");
+    }
+    return fail(stalled ? ErrorCode::timeout : ErrorCode::io,
+                fmt::format("could not download {}: {}", name, last_failure),
+                fmt::format("the bytes received so far are kept in {}; run the same command "
+                            "again to resume",
+                            part));
+}
+
 Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::string& name,
                                       const std::vector<std::string>& urls,
                                       const Checksums& expected, std::uint64_t size) {
@@ -306,50 +354,9 @@ Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::s
                     "run the command again to verify it");
     }
 
-    std::vector<std::string> not_found;
-    std::string last_failure;
-    bool stalled = false;
-    bool done = false;
-    std::string used_url;
-    for (const auto& url : urls) {
-        Error write_error;
-        write_error.code = ErrorCode::internal;
-        const Attempt attempt = from_mirror(fd.get(), part, name, url, size, write_error);
-        if (!write_error.message.empty()) {
-            return fail(write_error);
-        }
-        if (attempt.done) {
-            done = true;
-            used_url = url;
-            break;
-        }
-        if (attempt.not_found) {
-            not_found.push_back(url);
-            notice(fmt::format("{}: {} at {}", name, attempt.failure, url));
-        } else {
-            last_failure = fmt::format("{} ({})", url, attempt.failure);
-            stalled = attempt.stalled;
-            if (urls.size() > 1) {
-                notice(fmt::format("{}: giving up on {} ({})", name, url, attempt.failure));
-            }
-        }
-    }
-    if (!done) {
-        if (not_found.size() == urls.size()) {
-            ::unlink(part.c_str());
-            std::string list;
-            for (const auto& url : not_found) {
-                list += (list.empty() ? "" : ", ") + url;
-            }
-            return fail(ErrorCode::not_found,
-                        fmt::format("{} not found (HTTP 404): {}", name, list),
-                        "check the URL; nothing was written");
-        }
-        return fail(stalled ? ErrorCode::timeout : ErrorCode::io,
-                    fmt::format("could not download {}: {}", name, last_failure),
-                    fmt::format("the bytes received so far are kept in {}; run the same command "
-                                "again to resume",
-                                part));
+    auto used_url = from_mirrors(fd.get(), part, name, urls, size);
+    if (!used_url) {
+        return fail(used_url.error());
     }
 
     auto digests = digest_file(part);
@@ -359,12 +366,12 @@ Result<FetchedFile> Downloader::fetch(const std::string& directory, const std::s
     if (const std::string wrong = mismatch(expected, *digests); !wrong.empty()) {
         ::unlink(part.c_str());
         return fail(ErrorCode::io,
-                    fmt::format("checksum mismatch for {} from {}: {}", name, used_url, wrong),
+                    fmt::format("checksum mismatch for {} from {}: {}", name, *used_url, wrong),
                     "the download was deleted; run again to retry, or check the checksum");
     }
     DLJOB_TRY(publish(fd.get(), part, final_path, directory));
     remove_if_empty.disarm();
-    fetched.origin = used_url;
+    fetched.origin = *used_url;
     fetched.bytes = digests->bytes;
     fetched.sha256 = digests->sha256;
     fetched.verified = expected.any();

@@ -418,6 +418,43 @@ Result<std::uint64_t> stage_tree(const std::string& dataset, bool have_pack,
     return read_from_source;
 }
 
+// Room on the target for what this stage writes, less the reserve (RAM disks keep some free
+// by default); --skip-space-check trusts the user over a statvfs that lies.
+Result<void> check_stage_space(const StageRequest& request, const DatasetManifest& manifest,
+                               std::size_t manifest_bytes, const std::string& directory,
+                               bool copy_needed) {
+    auto space = adapters::filesystem_space(directory);
+    if (!space) {
+        return fail(space.error());
+    }
+    auto need = space_needed(request, manifest, manifest_bytes, space->block_size, copy_needed);
+    if (!need) {
+        return fail(need.error());
+    }
+    const std::uint64_t reserve = request.reserve.value_or(
+        space->ram_disk ? default_ram_disk_reserve(*space) : std::uint64_t{0});
+    if (!request.skip_space_check) {
+        DLJOB_TRY(check_space(*need, *space, reserve, directory));
+    }
+    return {};
+}
+
+// The dataset's manifest, as text (copied with the pack) and parsed; a directory that is not a
+// pack says so.
+Result<std::pair<std::string, DatasetManifest>> read_manifest(const std::string& dataset) {
+    const std::string manifest_path = dataset + "/" + dataset_manifest_name;
+    auto text = adapters::read_text_file(manifest_path);
+    if (!text) {
+        auto missing = load_manifest(dataset);
+        return fail(missing ? text.error() : missing.error());
+    }
+    auto manifest = parse_manifest(*text, manifest_path);
+    if (!manifest) {
+        return fail(manifest.error());
+    }
+    return std::pair{std::move(*text), std::move(*manifest)};
+}
+
 } // namespace
 
 GetEnv process_environment() {
@@ -429,16 +466,12 @@ GetEnv process_environment() {
 
 Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& getenv,
                                   const StageNotice& notice) {
-    const std::string manifest_path = request.dataset + "/" + dataset_manifest_name;
-    auto manifest_text = adapters::read_text_file(manifest_path);
-    if (!manifest_text) {
-        auto missing = load_manifest(request.dataset);
-        return fail(missing ? manifest_text.error() : missing.error());
+    auto read = read_manifest(request.dataset);
+    if (!read) {
+        return fail(read.error());
     }
-    auto manifest = parse_manifest(*manifest_text, manifest_path);
-    if (!manifest) {
-        return fail(manifest.error());
-    }
+    const std::string& manifest_text = read->first;
+    const DatasetManifest& manifest = read->second;
     auto target = existing_target(request, getenv);
     if (!target) {
         return fail(target.error());
@@ -446,11 +479,11 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     if (notice && !target->warning.empty()) {
         notice(target->warning);
     }
-    const std::string key = stage_cache_key(*manifest);
+    const std::string key = stage_cache_key(manifest);
     const CachePaths paths = cache_paths(target->directory, key);
     // The cache hit needs no lock: markers are written after their directory is complete. A
     // user to register takes the lock, so that no cleanup can count users in between.
-    if (!request.user_pid && is_hit(paths, *manifest, request.extract)) {
+    if (!request.user_pid && is_hit(paths, manifest, request.extract)) {
         return hit_result(paths, request, *target);
     }
     DLJOB_TRY(adapters::make_private_directory(paths.root));
@@ -463,47 +496,35 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     if (!lock) {
         return fail(lock.error());
     }
-    if (is_hit(paths, *manifest, request.extract)) {
+    if (is_hit(paths, manifest, request.extract)) {
         return hit_result(paths, request, *target);
     }
     DLJOB_TRY(adapters::make_private_directory(paths.entry));
-    DLJOB_TRY(remove_leftovers(paths, *manifest));
+    DLJOB_TRY(remove_leftovers(paths, manifest));
     remove_abandoned(target->directory, key, notice);
 
-    auto space = adapters::filesystem_space(target->directory);
-    if (!space) {
-        return fail(space.error());
-    }
     // After remove_leftovers a pack or tree on disk is a complete one. --extract reads the
     // pack where it lies (the source, or a copy staged earlier, which is faster to read) and
     // writes only the tree: a copy first would double the writes and the RAM disk it takes.
     const bool have_pack = adapters::path_exists(paths.pack);
     const bool copy_needed = !request.extract && !have_pack;
-    auto need =
-        space_needed(request, *manifest, manifest_text->size(), space->block_size, copy_needed);
-    if (!need) {
-        return fail(need.error());
-    }
-    const std::uint64_t reserve = request.reserve.value_or(
-        space->ram_disk ? default_ram_disk_reserve(*space) : std::uint64_t{0});
-    if (!request.skip_space_check) {
-        DLJOB_TRY(check_space(*need, *space, reserve, target->directory));
-    }
+    DLJOB_TRY(
+        check_stage_space(request, manifest, manifest_text.size(), target->directory, copy_needed));
 
     StageResult result{request.extract ? paths.tree : paths.pack, false, 0, target->chosen_because};
     if (copy_needed) {
-        auto copied = stage_pack_copy(request.dataset, paths, *manifest, *manifest_text);
+        auto copied = stage_pack_copy(request.dataset, paths, manifest, manifest_text);
         if (!copied) {
             return fail(copied.error());
         }
         result.bytes_copied = *copied;
     }
     if (request.extract) {
-        auto read = stage_tree(request.dataset, have_pack, paths, *manifest, request.threads);
-        if (!read) {
-            return fail(read.error());
+        auto from_source = stage_tree(request.dataset, have_pack, paths, manifest, request.threads);
+        if (!from_source) {
+            return fail(from_source.error());
         }
-        result.bytes_copied += *read;
+        result.bytes_copied += *from_source;
     }
     if (request.keep && !adapters::path_exists(paths.keep)) {
         DLJOB_TRY(adapters::write_text_file(paths.keep, "staged with --keep\n"));

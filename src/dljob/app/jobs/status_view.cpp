@@ -65,6 +65,12 @@ std::string progress_text(const JobMetrics& m, JobState state) {
     }
     if (m.images_per_s) {
         text += fmt::format(" {:.0f} img/s", *m.images_per_s);
+        if (m.ranks > 1) {
+            text += fmt::format(" ({} ranks, {:.0f} each)", m.ranks,
+                                *m.images_per_s / static_cast<double>(m.ranks));
+        }
+    } else if (m.ranks > 1) {
+        text += fmt::format(" ({} ranks)", m.ranks);
     }
     // From this process's own pace: a resumed one did not run the iterations before its start.
     if (m.elapsed_s && m.iter > m.start_iter && m.max_iter > m.iter && m.final_status.empty() &&
@@ -98,6 +104,45 @@ std::string display_name(const Job& job) {
 namespace {
 
 // The table, with `below(view)`'s line (if any) under each job's own row.
+// Per sweep: how many points in each state, in the order states are listed. A continued point
+// is one point, in its latest listed attempt's state: an attempt that a listed one continues is
+// not counted, and a later attempt recorded without the sweep (by a dljob before attempts kept
+// it) belongs to its first attempt's.
+struct SweepCounts {
+    std::map<std::string, std::map<JobState, int>> states;
+    std::map<std::int64_t, std::string> sweep_of; // by job id, inherited along chains
+};
+
+SweepCounts count_sweep_points(const std::vector<JobView>& jobs) {
+    SweepCounts counts;
+    std::set<std::int64_t> continued;
+    std::map<std::int64_t, const Job*> by_id;
+    for (const auto& view : jobs) {
+        by_id[view.job.id] = &view.job;
+        if (view.job.continues != 0) {
+            continued.insert(view.job.continues);
+        }
+    }
+    for (const auto& view : jobs) {
+        const Job* first = &view.job;
+        for (int hops = 0; hops < 10000 && first->sweep.empty() && first->continues != 0; ++hops) {
+            const auto before = by_id.find(first->continues);
+            if (before == by_id.end()) {
+                break;
+            }
+            first = before->second;
+        }
+        if (first->sweep.empty()) {
+            continue;
+        }
+        counts.sweep_of[view.job.id] = first->sweep;
+        if (continued.count(view.job.id) == 0) {
+            ++counts.states[first->sweep][view.job.state];
+        }
+    }
+    return counts;
+}
+
 void print_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64_t now,
                  bool fold_sweeps, const std::function<std::string(const JobView&)>& below) {
     if (jobs.empty()) {
@@ -106,45 +151,16 @@ void print_table(std::ostream& out, const std::vector<JobView>& jobs, std::int64
     }
     out << fmt::format("{:<6} {:<20} {:<10} {:<10} {:<28} {:<17} {}\n", "ID", "NAME", "SITE",
                        "SCHED-ID", "STATE", "ELAPSED/WALL", "PROGRESS");
-    // Per sweep: how many points in each state, in the order states are listed. A continued
-    // point is one point, in its latest listed attempt's state: an attempt that a listed one
-    // continues is not counted, and a later attempt recorded without the sweep (by a dljob
-    // before attempts kept it) belongs to its first attempt's.
-    std::map<std::string, std::map<JobState, int>> sweeps;
-    std::map<std::int64_t, std::string> sweep_of; // by job id, inherited along chains
+    SweepCounts sweeps;
     if (fold_sweeps) {
-        std::set<std::int64_t> continued;
-        std::map<std::int64_t, const Job*> by_id;
-        for (const auto& view : jobs) {
-            by_id[view.job.id] = &view.job;
-            if (view.job.continues != 0) {
-                continued.insert(view.job.continues);
-            }
-        }
-        for (const auto& view : jobs) {
-            const Job* first = &view.job;
-            for (int hops = 0; hops < 10000 && first->sweep.empty() && first->continues != 0;
-                 ++hops) {
-                const auto before = by_id.find(first->continues);
-                if (before == by_id.end()) {
-                    break;
-                }
-                first = before->second;
-            }
-            if (first->sweep.empty()) {
-                continue;
-            }
-            sweep_of[view.job.id] = first->sweep;
-            if (continued.count(view.job.id) == 0) {
-                ++sweeps[first->sweep][view.job.state];
-            }
-        }
+        sweeps = count_sweep_points(jobs);
     }
     for (const auto& view : jobs) {
         const Job& job = view.job;
-        const auto in_sweep = sweep_of.find(job.id);
-        if (auto it = in_sweep == sweep_of.end() ? sweeps.end() : sweeps.find(in_sweep->second);
-            it != sweeps.end()) {
+        const auto in_sweep = sweeps.sweep_of.find(job.id);
+        if (auto it = in_sweep == sweeps.sweep_of.end() ? sweeps.states.end()
+                                                        : sweeps.states.find(in_sweep->second);
+            it != sweeps.states.end()) {
             if (it->second.empty()) {
                 continue; // folded into the sweep's line already
             }
@@ -257,6 +273,7 @@ void print_status_json(std::ostream& out, const std::vector<JobView>& jobs) {
                                 {"loss", optional(m.loss)},
                                 {"accuracy", optional(m.accuracy)},
                                 {"images_per_s", optional(m.images_per_s)},
+                                {"ranks", m.ranks},
                                 {"final_status", m.final_status}};
         }
         out << entry.dump() << '\n';

@@ -358,6 +358,28 @@ void check_storage(const SiteProfile& site, const GetEnv& getenv, std::vector<Do
     }
 }
 
+// `dltrain device-query` as a job would run it: with the site's cuda and cudnn modules loaded.
+ProcessRequest device_query_request(const SiteProfile& site, const std::filesystem::path& dltrain) {
+    std::vector<std::string> cuda_modules;
+    for (const char* need : {"cuda", "cudnn"}) {
+        if (auto it = site.modules.needs.find(need); it != site.modules.needs.end()) {
+            cuda_modules.insert(cuda_modules.end(), it->second.begin(), it->second.end());
+        }
+    }
+    ProcessRequest request;
+    if (site.modules.flavor == ModuleFlavor::none || cuda_modules.empty()) {
+        request.argv = {dltrain.string(), "device-query"};
+    } else {
+        request.argv = module_shell(site.modules, "for m in \"$@\"; do module load \"$m\" "
+                                                  ">/dev/null 2>&1; done; exec \"$DLJOB_DLTRAIN\" "
+                                                  "device-query");
+        request.argv.insert(request.argv.end(), cuda_modules.begin(), cuda_modules.end());
+        request.env["DLJOB_MODULES_INIT"] = site.modules.init_script;
+        request.env["DLJOB_DLTRAIN"] = dltrain.string();
+    }
+    return request;
+}
+
 void check_dltrain(ProcessRunner& runner, const SiteProfile& site, const DoctorOptions& options,
                    std::vector<DoctorFinding>& out) {
     std::error_code ec;
@@ -392,24 +414,7 @@ void check_dltrain(ProcessRunner& runner, const SiteProfile& site, const DoctorO
         }
         return;
     }
-    // As a job would run it: with the site's cuda and cudnn modules loaded.
-    std::vector<std::string> cuda_modules;
-    for (const char* need : {"cuda", "cudnn"}) {
-        if (auto it = site.modules.needs.find(need); it != site.modules.needs.end()) {
-            cuda_modules.insert(cuda_modules.end(), it->second.begin(), it->second.end());
-        }
-    }
-    ProcessRequest request;
-    if (site.modules.flavor == ModuleFlavor::none || cuda_modules.empty()) {
-        request.argv = {dltrain.string(), "device-query"};
-    } else {
-        request.argv = module_shell(site.modules, "for m in \"$@\"; do module load \"$m\" "
-                                                  ">/dev/null 2>&1; done; exec \"$DLJOB_DLTRAIN\" "
-                                                  "device-query");
-        request.argv.insert(request.argv.end(), cuda_modules.begin(), cuda_modules.end());
-        request.env["DLJOB_MODULES_INIT"] = site.modules.init_script;
-        request.env["DLJOB_DLTRAIN"] = dltrain.string();
-    }
+    ProcessRequest request = device_query_request(site, dltrain);
     request.timeout = std::chrono::seconds(120);
     auto query = runner.run(request);
     if (!query || query->exit_code != 0) {
