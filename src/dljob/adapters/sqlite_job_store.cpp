@@ -552,8 +552,9 @@ Result<std::optional<JobMetrics>> SqliteJobStore::metrics(std::int64_t id) {
 
 Result<std::map<std::int64_t, JobMetrics>> SqliteJobStore::all_metrics() {
     return guarded([&]() -> Result<std::map<std::int64_t, JobMetrics>> {
-        auto stmt = m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
-                                  "elapsed_s, final_status, start_iter, ranks, job_id FROM metrics");
+        auto stmt =
+            m_db->prepare("SELECT iter, max_iter, loss, accuracy, images_per_s, "
+                          "elapsed_s, final_status, start_iter, ranks, job_id FROM metrics");
         std::map<std::int64_t, JobMetrics> all;
         while (stmt.step()) {
             all.emplace(stmt.int64(9), read_metrics(stmt));

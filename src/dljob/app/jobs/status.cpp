@@ -223,8 +223,7 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir,
             metrics.final_status.clear();
             metrics.start_iter = static_cast<std::int64_t>(number("iter").value_or(0));
             // A count from a file: kept to what a launcher can start.
-            metrics.ranks =
-                static_cast<int>(std::clamp(number("ranks").value_or(1.0), 1.0, 1e6));
+            metrics.ranks = static_cast<int>(std::clamp(number("ranks").value_or(1.0), 1.0, 1e6));
         }
         if (type == "train") {
             any = true;
