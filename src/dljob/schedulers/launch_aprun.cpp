@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace dljob::schedulers {
 namespace {
@@ -17,10 +18,7 @@ public:
         std::string out =
             fmt::format("aprun -n {} -N {} -d {} -cc none", g.ranks(), g.tasks_per_node,
                         std::max(1, g.node_cores / g.tasks_per_node));
-        for (const auto& flag : g.flags) {
-            out += " " + flag;
-        }
-        return out;
+        return with_site_flags(std::move(out), g);
     }
     [[nodiscard]] std::string command(const LaunchGeometry& g,
                                       std::string_view program) const override {

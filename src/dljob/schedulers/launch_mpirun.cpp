@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace dljob::schedulers {
 namespace {
 
@@ -15,14 +17,7 @@ public:
     [[nodiscard]] std::string prefix(const LaunchGeometry& g) const override {
         std::string out =
             fmt::format("{} -n {}", g.program.empty() ? "mpirun" : g.program, g.ranks());
-        for (const auto& flag : g.flags) {
-            out += " " + flag;
-        }
-        return out;
-    }
-    [[nodiscard]] std::string command(const LaunchGeometry& g,
-                                      std::string_view program) const override {
-        return fmt::format("{} -- {}", prefix(g), program);
+        return with_site_flags(std::move(out), g);
     }
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace dljob::schedulers {
 namespace {
 
@@ -23,14 +25,7 @@ public:
             // --label: each line of job.log starts with the rank that wrote it ("1: ...").
             out += " --kill-on-bad-exit=1 --label";
         }
-        for (const auto& flag : g.flags) {
-            out += " " + flag;
-        }
-        return out;
-    }
-    [[nodiscard]] std::string command(const LaunchGeometry& g,
-                                      std::string_view program) const override {
-        return fmt::format("{} -- {}", prefix(g), program);
+        return with_site_flags(std::move(out), g);
     }
 };
 

@@ -41,4 +41,15 @@ const Launcher& launcher_of(LauncherKind kind) {
     return no_launcher();
 }
 
+std::string Launcher::command(const LaunchGeometry& geometry, std::string_view program) const {
+    return prefix(geometry) + " -- " + std::string(program);
+}
+
+std::string Launcher::with_site_flags(std::string options, const LaunchGeometry& geometry) {
+    for (const auto& flag : geometry.flags) {
+        options += " " + flag;
+    }
+    return options;
+}
+
 } // namespace dljob::schedulers

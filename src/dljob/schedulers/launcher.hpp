@@ -37,9 +37,15 @@ public:
     /// The words before the program that start one task per slot of `geometry`; empty: the
     /// program runs where the script runs.
     [[nodiscard]] virtual std::string prefix(const LaunchGeometry& geometry) const = 0;
-    /// The whole command line that starts `program` (shell words, already quoted).
+    /// The whole command line that starts `program` (shell words, already quoted): by default
+    /// the prefix, `--` and the program.
     [[nodiscard]] virtual std::string command(const LaunchGeometry& geometry,
-                                              std::string_view program) const = 0;
+                                              std::string_view program) const;
+
+protected:
+    /// `options` followed by the partition's MPI flags (mpi.flags), which come after the
+    /// launcher's own.
+    static std::string with_site_flags(std::string options, const LaunchGeometry& geometry);
 };
 
 /// The geometry of a job with `resources` on `partition`.

@@ -256,16 +256,6 @@ bool batch_only_flag(std::string_view flag) {
     return flag == "-j" || flag == "-o" || flag == "-r" || flag == "-m" || flag == "-M";
 }
 
-void append_split(std::vector<std::string>& argv, const std::string& option) {
-    const auto space = option.find(' ');
-    if (space == std::string::npos) {
-        argv.push_back(option);
-    } else {
-        argv.push_back(option.substr(0, space));
-        argv.push_back(option.substr(space + 1));
-    }
-}
-
 std::vector<std::pair<std::string, std::string>> dialect_options(const JobFacts& facts, bool moab) {
     const Partition& partition = facts.partition;
     const ResolvedResources& res = facts.resources;

@@ -317,17 +317,6 @@ std::vector<std::string> mail_options(const MailSpec& mail) {
             "--mail-type=" + (types.empty() ? std::string("NONE") : joined(types, ","))};
 }
 
-// "-l gres=ccm"-style extras are two argv elements.
-void append_split(std::vector<std::string>& argv, const std::string& option) {
-    const auto space = option.find(' ');
-    if (space == std::string::npos) {
-        argv.push_back(option);
-    } else {
-        argv.push_back(option.substr(0, space));
-        argv.push_back(option.substr(space + 1));
-    }
-}
-
 class SlurmFamily final : public SchedulerFamily {
 public:
     [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::slurm; }

@@ -165,4 +165,14 @@ std::string token_job_name(const std::string& token) {
     return "dlj-" + token;
 }
 
+void append_split(std::vector<std::string>& argv, const std::string& option) {
+    const auto space = option.find(' ');
+    if (space == std::string::npos) {
+        argv.push_back(option);
+    } else {
+        argv.push_back(option.substr(0, space));
+        argv.push_back(option.substr(space + 1));
+    }
+}
+
 } // namespace dljob::schedulers

@@ -60,4 +60,7 @@ std::string current_user(const SchedulerOptions& options);
 /// The job name that carries the token where a scheduler has no comment field.
 std::string token_job_name(const std::string& token);
 
+/// A site's extra option as argv words: "-l gres=ccm" is two, "--qos=normal" one.
+void append_split(std::vector<std::string>& argv, const std::string& option);
+
 } // namespace dljob::schedulers
