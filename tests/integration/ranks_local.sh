@@ -16,7 +16,7 @@ args=(--site local --set resources.gpus=0 --set resources.ranks=2 --set resource
   --set data.stage_to=none)
 "$DLJOB" render "$root/recipes/fashion-mnist.yaml" "${args[@]}" >"$WORK/rendered.sh"
 check "mpirun.openmpi starts both ranks" 1 \
-  "$(grep -c '^mpirun.openmpi -n 2 --oversubscribe --bind-to none --tag-output -- ' "$WORK/rendered.sh")"
+  "$(grep -c '^mpirun.openmpi -n 2 --tag-output --oversubscribe --bind-to none -- ' "$WORK/rendered.sh")"
 out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${args[@]}")
 job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
 run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
@@ -26,6 +26,12 @@ check "exit code 0" 0 "$(cat "$run_dir/exit_code" 2>/dev/null)"
 check "metrics.jsonl is written once (rank 0): one start record, of 2 ranks" "1 2" \
   "$(python3 -c 'import json,sys; s=[r for r in map(json.loads, open(sys.argv[1])) if r["type"]=="start"]; print(len(s), s[0].get("ranks", 1) if s else 0)' "$run_dir/metrics.jsonl")"
 check "job.log tags rank 0's lines" 1 "$(grep -c '^\[1,0\]<stdout>:dltrain: training from iteration 0' "$run_dir/job.log")"
+# dljob logs --rank keeps each rank's lines apart, untagged (Open MPI's --tag-output).
+check "logs --rank 0 prints rank 0's lines untagged" 1 \
+  "$("$DLJOB" logs "$job" --rank 0 | grep -c '^dltrain: training from iteration 0')"
+check "logs --rank 0 has no other rank's line" 0 "$("$DLJOB" logs "$job" --rank 0 | grep -c '^\[1,')"
+check "logs --rank 1 is not rank 0's" 0 \
+  "$("$DLJOB" logs "$job" --rank 1 | grep -c '^dltrain: training from iteration 0')"
 # dljob status shows the ranks (issue 21), from the start line, in the table and in --json.
 check "status shows the job's 2 ranks" 1 "$("$DLJOB" status "$job" | grep -c "(2 ranks")"
 check "status --json has them" 2 \

@@ -42,6 +42,8 @@ check "the log says 2 ranks" 1 "$(grep -c '2 ranks x batch 64 = 128' "$run_dir/j
 # srun --label: each rank's lines in job.log carry its rank; dltrain's own lines come from rank 0.
 check "rank 0's lines are labelled" 1 "$(grep -c '^0: dltrain: training from iteration 0' "$run_dir/job.log")"
 check "no unlabelled dltrain line" 0 "$(grep -c '^dltrain:' "$run_dir/job.log")"
+check "logs --rank 0 prints rank 0's lines without the label" 1 \
+  "$("$DLJOB" logs "$job" --rank 0 | grep -c '^dltrain: training from iteration 0')"
 # dljob status shows the ranks (issue 21), from the start line, in the table and in --json.
 check "status shows the job's 2 ranks" 1 "$("$DLJOB" status "$job" | grep -c "(2 ranks")"
 check "status --json has them" 2 \

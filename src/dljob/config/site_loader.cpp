@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <regex>
 
 namespace dljob::config {
@@ -183,8 +184,21 @@ Result<void> read_node(const YamlNode& node, const std::string& path, SiteProfil
 
 // `mpi: {module: openmpi/4.1, launcher: mpirun.openmpi, flags: [--bind-to, none]}`: how the
 // partition runs several ranks (rendered only for jobs of more than one rank).
+// An MPI's flavor by the names its launcher and module go by: Debian's alternatives and the
+// clusters' module trees both carry it (mpirun.openmpi, mpiexec.mpich, openmpi/4.1.5, mpich/3.4).
+MpiFlavor infer_mpi_flavor(const MpiSpec& mpi) {
+    const std::string program = std::filesystem::path(mpi.launcher).filename().string();
+    if (program.ends_with(".openmpi") || mpi.module.starts_with("openmpi")) {
+        return MpiFlavor::openmpi;
+    }
+    if (program.ends_with(".mpich") || mpi.module.starts_with("mpich")) {
+        return MpiFlavor::mpich;
+    }
+    return MpiFlavor::unknown;
+}
+
 Result<void> read_mpi(const YamlNode& node, const std::string& path, MpiSpec& mpi) {
-    DLJOB_TRY(check_mapping(node, path, {"module", "launcher", "flags"}));
+    DLJOB_TRY(check_mapping(node, path, {"module", "launcher", "flags", "flavor"}));
     if (const auto* module = node.find("module")) {
         DLJOB_TRY(assign(read_word(*module, join_key(path, "module"),
                                    "[A-Za-z0-9][A-Za-z0-9._/+-]{0,127}",
@@ -202,6 +216,13 @@ Result<void> read_mpi(const YamlNode& node, const std::string& path, MpiSpec& mp
                                         "-{0,2}[A-Za-z0-9][A-Za-z0-9._,:=/+-]{0,127}",
                                         "options and their values, each a list item"),
                          mpi.flags));
+    }
+    if (const auto* flavor = node.find("flavor")) {
+        std::string v;
+        DLJOB_TRY(assign(read_choice(*flavor, join_key(path, "flavor"), {"openmpi", "mpich"}), v));
+        mpi.flavor = v == "openmpi" ? MpiFlavor::openmpi : MpiFlavor::mpich;
+    } else {
+        mpi.flavor = infer_mpi_flavor(mpi);
     }
     return {};
 }

@@ -19,6 +19,9 @@ namespace dljob {
 enum class SchedulerKind { pbs, moab, sqsub, slurm, local };
 enum class LauncherKind { aprun, srun, mpirun, none };
 enum class ModuleFlavor { lmod, tcl, cray, none };
+/// Whose mpirun a partition's MPI launcher is: its options for tagging each rank's output and
+/// placing ranks per node differ (unknown: neither is added).
+enum class MpiFlavor { unknown, openmpi, mpich };
 
 const char* to_string(SchedulerKind kind) noexcept;
 /// Every family, in the order the site profile's `scheduler:` choices are listed.
@@ -55,6 +58,9 @@ struct MpiSpec {
     std::string module;             // loaded after the recipe's modules; empty: none
     std::string launcher;           // mpirun-style launcher's program; empty: "mpirun"
     std::vector<std::string> flags; // after the launcher's own options (srun, aprun too)
+    /// `flavor:`, else inferred from the launcher's or the module's name (mpirun.openmpi,
+    /// openmpi/4.1, mpiexec.mpich, mpich/3.4).
+    MpiFlavor flavor = MpiFlavor::unknown;
 };
 
 struct Partition {

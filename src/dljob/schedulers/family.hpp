@@ -73,6 +73,9 @@ public:
     /// Whether a checkpointed job submits its next attempt itself through `dljob continue-job`
     /// (false for local: its wrapper continues the job).
     [[nodiscard]] virtual bool job_continues_itself() const { return true; }
+    /// The environment variable naming the file that lists the job's hosts, for an MPI
+    /// launcher to place ranks on; empty: the launcher finds the hosts itself.
+    [[nodiscard]] virtual std::string_view node_file_variable() const { return {}; }
 
     /// Directives, submit command and resource options for one job.
     [[nodiscard]] virtual SubmitPlan plan(const JobFacts& facts) const = 0;

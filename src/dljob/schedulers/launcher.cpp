@@ -1,3 +1,4 @@
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/launcher.hpp>
 
 #include <algorithm>
@@ -15,6 +16,10 @@ LaunchGeometry launch_geometry(const Partition& partition, const ResolvedResourc
     if (geometry.ranks() > 1) {
         geometry.program = partition.mpi.launcher;
         geometry.flags = partition.mpi.flags;
+        geometry.flavor = partition.mpi.flavor;
+        if (geometry.nodes > 1) {
+            geometry.node_file_variable = family_of(partition.scheduler).node_file_variable();
+        }
     }
     return geometry;
 }

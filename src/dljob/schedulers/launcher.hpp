@@ -23,6 +23,10 @@ struct LaunchGeometry {
     /// than one rank: the mpirun-style program to call, and flags after the launcher's own.
     std::string program;
     std::vector<std::string> flags;
+    MpiFlavor flavor = MpiFlavor::unknown;
+    /// On several nodes: the variable naming the scheduler's host list ($PBS_NODEFILE); empty:
+    /// the MPI asks the scheduler itself.
+    std::string node_file_variable;
 
     [[nodiscard]] int ranks() const { return nodes * tasks_per_node; }
 };

@@ -248,6 +248,7 @@ namespace {
 
 class MoabFamily final : public SchedulerFamily {
 public:
+    [[nodiscard]] std::string_view node_file_variable() const override { return "PBS_NODEFILE"; }
     [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::moab; }
     [[nodiscard]] std::string_view template_name() const override { return "moab.sh"; }
     [[nodiscard]] std::string_view script_name() const override { return "job.pbs"; }

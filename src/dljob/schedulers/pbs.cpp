@@ -294,6 +294,7 @@ std::vector<std::pair<std::string, std::string>> dialect_options(const JobFacts&
 
 class PbsFamily final : public SchedulerFamily {
 public:
+    [[nodiscard]] std::string_view node_file_variable() const override { return "PBS_NODEFILE"; }
     [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::pbs; }
     [[nodiscard]] std::string_view template_name() const override { return "pbs.sh"; }
     [[nodiscard]] std::string_view script_name() const override { return "job.pbs"; }

@@ -192,7 +192,7 @@ dljob_trap_signals
 ) >/dev/null 2>&1 &
 dljob_timer=$!
 dljob_step='run the training through mpirun launcher'
-mpirun.openmpi -n 2 --oversubscribe --bind-to none --tag-output -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
+mpirun.openmpi -n 2 --tag-output --oversubscribe --bind-to none -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
 dljob_child=$!
 dljob_wait_child
 dljob_rc=$?

@@ -219,7 +219,7 @@ dljob_trap_signals
 ) >/dev/null 2>&1 &
 dljob_timer=$!
 dljob_step='run the training through mpirun launcher'
-mpirun -n 2 -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
+mpirun -n 2 --tag-output -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
 dljob_child=$!
 dljob_wait_child
 dljob_rc=$?

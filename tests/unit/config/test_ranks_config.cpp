@@ -43,6 +43,27 @@ TEST(MpiSpec, IsReadFromThePartition) {
     EXPECT_EQ(mpi.flags, (std::vector<std::string>{"--bind-to", "none"}));
 }
 
+// The flavor decides the launcher's tagging and placement options: named, or read from the
+// names Debian and module trees give it.
+TEST(MpiSpec, FlavorIsNamedOrReadFromTheLauncherOrModule) {
+    const auto flavor = [](const std::string& mpi) {
+        auto site = load_site("    mpi: " + mpi + "\n");
+        EXPECT_TRUE(site) << site.error().message;
+        return site ? site->partitions.front().mpi.flavor : MpiFlavor::unknown;
+    };
+    EXPECT_EQ(flavor("{launcher: mpirun.openmpi}"), MpiFlavor::openmpi);
+    EXPECT_EQ(flavor("{launcher: /usr/bin/mpiexec.mpich}"), MpiFlavor::mpich);
+    EXPECT_EQ(flavor("{module: openmpi/4.1.5, launcher: mpiexec}"), MpiFlavor::openmpi);
+    EXPECT_EQ(flavor("{module: mpich/3.4}"), MpiFlavor::mpich);
+    EXPECT_EQ(flavor("{module: intelmpi, launcher: mpiexec}"), MpiFlavor::unknown);
+    EXPECT_EQ(flavor("{module: openmpi, flavor: mpich}"), MpiFlavor::mpich);
+    auto bad = load_site("    mpi: {flavor: lam}\n");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("partitions.gpu.mpi.flavor"), std::string::npos)
+        << bad.error().message;
+    EXPECT_NE(bad.error().message.find("openmpi"), std::string::npos) << bad.error().message;
+}
+
 TEST(MpiSpec, RefusesWhatAShellWouldRead) {
     auto launcher = load_site("    mpi: {launcher: \"mpirun; rm -rf ~\"}\n");
     ASSERT_FALSE(launcher);

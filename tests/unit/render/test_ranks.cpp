@@ -65,9 +65,12 @@ TEST(TwoRanksLaunch, EachFamilyStartsTheRanksItsWay) {
         {"bigred2",
          {"#PBS -l nodes=2:ppn=16", "aprun -n 2 -N 1 -d 16 -cc none -b -- ",
           "dljob_module load cray-mpich"}},
-        {"helios", {"#PBS -l nodes=1:gpus=2", "mpiexec -n 2 -- ", "dljob_module load openmpi"}},
-        {"sharcnet", {"sqsub -q gpu -f mpi -n 2 ", "mpirun -n 2 -- ", "dljob_module load openmpi"}},
-        {"local", {"mpirun.openmpi -n 2 --oversubscribe --bind-to none --tag-output -- "}},
+        {"helios",
+         {"#PBS -l nodes=1:gpus=2", "mpiexec -n 2 --tag-output -- ", "dljob_module load openmpi"}},
+        {"sharcnet",
+         {"sqsub -q gpu -f mpi -n 2 ", "mpirun -n 2 --tag-output -- ",
+          "dljob_module load openmpi"}},
+        {"local", {"mpirun.openmpi -n 2 --tag-output --oversubscribe --bind-to none -- "}},
     };
     for (const auto& [site, parts] : expected) {
         auto rendered = render::render_job(two_ranks(site), templates);

@@ -150,6 +150,39 @@ TEST(Launcher, TheSitesMpiLauncherAndFlags) {
     EXPECT_TRUE(schedulers::launch_geometry(partition, res).flags.empty());
 }
 
+// Each MPI flavor tags its ranks' output, and on several PBS nodes spreads them T per node over
+// $PBS_NODEFILE; an MPI of unknown flavor gets neither, and sqsub's MPI finds its hosts itself.
+TEST(Launcher, TheMpiFlavorTagsAndPlacesTheRanks) {
+    Partition partition;
+    partition.scheduler = SchedulerKind::pbs;
+    partition.launcher = LauncherKind::mpirun;
+    partition.node.cores = 16;
+    ResolvedResources res;
+    res.nodes = 2;
+    res.tasks_per_node = 4;
+    res.cores_per_node = 16;
+    const auto line = [&](MpiFlavor flavor, const std::string& program) {
+        partition.mpi.flavor = flavor;
+        partition.mpi.launcher = program;
+        return schedulers::job_launcher(partition, res)
+            .command(schedulers::launch_geometry(partition, res), "prog");
+    };
+    EXPECT_EQ(line(MpiFlavor::openmpi, "mpirun"),
+              "mpirun -n 8 --tag-output --map-by ppr:4:node --hostfile \"$PBS_NODEFILE\" -- prog");
+    EXPECT_EQ(line(MpiFlavor::mpich, "mpiexec"),
+              "mpiexec -n 8 -prepend-rank -ppn 4 -f \"$PBS_NODEFILE\" -- prog");
+    EXPECT_EQ(line(MpiFlavor::unknown, "mpiexec"), "mpiexec -n 8 -- prog");
+    partition.scheduler = SchedulerKind::moab;
+    EXPECT_EQ(line(MpiFlavor::mpich, "mpiexec"),
+              "mpiexec -n 8 -prepend-rank -ppn 4 -f \"$PBS_NODEFILE\" -- prog");
+    partition.scheduler = SchedulerKind::sqsub;
+    EXPECT_EQ(line(MpiFlavor::openmpi, "mpirun"),
+              "mpirun -n 8 --tag-output --map-by ppr:4:node -- prog");
+    res.nodes = 1; // one node: nothing to place
+    partition.scheduler = SchedulerKind::pbs;
+    EXPECT_EQ(line(MpiFlavor::openmpi, "mpirun"), "mpirun -n 4 --tag-output -- prog");
+}
+
 TEST(Launcher, GeometryComesFromTheResolvedResources) {
     Partition partition;
     partition.node.cores = 16;

@@ -114,6 +114,11 @@ void describe_partition(const Partition& p, SiteDescription& d) {
     d.line(4, "mpi.module", p.mpi.module.empty() ? "(none)" : p.mpi.module, k + ".mpi");
     d.line(4, "mpi.launcher", p.mpi.launcher.empty() ? "mpirun" : p.mpi.launcher, k + ".mpi");
     d.line(4, "mpi.flags", join(p.mpi.flags), k + ".mpi");
+    d.line(4, "mpi.flavor",
+           p.mpi.flavor == MpiFlavor::openmpi ? "openmpi"
+           : p.mpi.flavor == MpiFlavor::mpich ? "mpich"
+                                              : "unknown (output untagged, default placement)",
+           k + ".mpi");
 }
 
 void describe_storage(const StorageTier& tier, SiteDescription& d) {
