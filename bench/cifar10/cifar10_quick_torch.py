@@ -41,7 +41,8 @@ def read_cifar(pattern):
     records = []
     for path in sorted(glob.glob(pattern)):
         with open(path, "rb") as f:
-            records.append(torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).reshape(-1, 3073))
+            data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+        records.append(data.reshape(-1, 3073))
     if not records:
         raise SystemExit(f"no CIFAR-10 batches match {pattern}")
     data = torch.cat(records)
@@ -75,7 +76,8 @@ def main():
     start_wall = time.perf_counter()
     train_x, train_y = (t.to(device) for t in
                         read_cifar(os.path.join(args.data_dir, "data_batch_*.bin")))
-    test_x, test_y = (t.to(device) for t in read_cifar(os.path.join(args.data_dir, "test_batch.bin")))
+    test_x, test_y = (t.to(device) for t in
+                      read_cifar(os.path.join(args.data_dir, "test_batch.bin")))
 
     def gaussian(shape, std):
         return (torch.randn(shape) * std).to(device).requires_grad_(True)
