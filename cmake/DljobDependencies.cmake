@@ -24,6 +24,41 @@ add_library(dljob::zstd ALIAS PkgConfig::ZSTD)
 # packed by dljob pack (src/dljob/adapters/lmdb_database.cpp).
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET GLOBAL lmdb)
 add_library(dljob::lmdb ALIAS PkgConfig::LMDB)
+# LevelDB: Caffe's older databases (convert_imageset -backend leveldb), read by the engine
+# (engine/src/data/leveldb_dataset.cpp) and packed by dljob pack
+# (src/dljob/adapters/leveldb_database.cpp). Optional: LMDB replaced it in Caffe, and a build
+# without it still names a LevelDB it meets and says how to read it. Found by hand: Debian's
+# leveldbConfig.cmake links "snappy" by name, whose libsnappy.so only libsnappy-dev ships, and
+# the shared libleveldb already carries that dependency.
+string(TOUPPER "${DLJOB_LEVELDB}" _dljob_leveldb)
+if(NOT _dljob_leveldb MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "DLJOB_LEVELDB='${DLJOB_LEVELDB}': expected AUTO, ON or OFF")
+endif()
+set(DLJOB_LEVELDB_ENABLED OFF)
+add_library(dljob::leveldb INTERFACE IMPORTED)
+if(NOT _dljob_leveldb STREQUAL "OFF")
+    find_path(LEVELDB_INCLUDE_DIR leveldb/db.h)
+    find_library(LEVELDB_LIBRARY NAMES leveldb)
+    if(LEVELDB_INCLUDE_DIR AND LEVELDB_LIBRARY)
+        set(DLJOB_LEVELDB_ENABLED ON)
+        target_include_directories(dljob::leveldb SYSTEM INTERFACE ${LEVELDB_INCLUDE_DIR})
+        target_link_libraries(dljob::leveldb INTERFACE ${LEVELDB_LIBRARY})
+    elseif(_dljob_leveldb STREQUAL "ON")
+        message(FATAL_ERROR "DLJOB_LEVELDB=ON but LevelDB was not found: install libleveldb-dev "
+                            "(scripts/setup.sh) or configure with -DDLJOB_LEVELDB=OFF")
+    endif()
+endif()
+# The files that read LevelDB say DLJOB_HAVE_LEVELDB (1 or 0), set on them alone where their
+# targets are made (dljob_leveldb_sources), so switching LevelDB on rebuilds only them.
+if(DLJOB_LEVELDB_ENABLED)
+    set(DLJOB_HAVE_LEVELDB 1)
+else()
+    set(DLJOB_HAVE_LEVELDB 0)
+endif()
+function(dljob_leveldb_sources)
+    set_source_files_properties(${ARGN} PROPERTIES COMPILE_DEFINITIONS
+                                                   DLJOB_HAVE_LEVELDB=${DLJOB_HAVE_LEVELDB})
+endfunction()
 # protobuf: Caffe's prototxt files, parsed against engine/proto/caffe.proto (CMake's own
 # FindProtobuf: Debian ships no protobuf CMake config).
 find_package(Protobuf REQUIRED)

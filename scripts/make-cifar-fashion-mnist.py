@@ -17,8 +17,10 @@ of classes and images, real (if easier) pictures.
             batches.meta.txt: the class names, one a line (label 0 first)
     record  1 label byte (0-9) + 3072 pixel bytes, no header: CIFAR-10's "binary version"
 
-Needs only Debian's python3 and python3-numpy. Writes each file under a temporary name and
-renames it, so an interrupted run leaves no half-written batch.
+Needs only Debian's python3; NumPy (python3-numpy) when it is there, otherwise the same bytes
+are made in plain Python, a few seconds slower (bench/lenet_gpu/on_gpu.sh cifar runs it on a GPU
+machine that may have PyTorch and no NumPy). Writes each file under a temporary name and renames
+it, so an interrupted run leaves no half-written batch.
 """
 import argparse
 import gzip
@@ -26,7 +28,10 @@ import os
 import struct
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    np = None
 
 CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
            "Bag", "Ankle boot"]
@@ -47,21 +52,37 @@ def read_idx(directory, stem):
                  "(apt install dataset-fashion-mnist, or give --source)")
     rank = data[3]
     dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
-    values = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank)
-    if values.size != int(np.prod(dims)):
-        sys.exit(f"make-cifar-fashion-mnist: {path}: {values.size} values, header says {dims}")
-    return values.reshape(dims)
+    values = memoryview(data)[4 + 4 * rank:]
+    expected = 1
+    for d in dims:
+        expected *= d
+    if len(values) != expected:
+        sys.exit(f"make-cifar-fashion-mnist: {path}: {len(values)} values, header says {dims}")
+    return dims[0], values
 
 
 def records(images, labels):
-    """N x 3073 uint8: label, then R, G, B planes of the padded image."""
-    n = images.shape[0]
-    padded = np.zeros((n, 32, 32), dtype=np.uint8)
-    padded[:, 2:30, 2:30] = images
-    out = np.empty((n, 3073), dtype=np.uint8)
-    out[:, 0] = labels
-    out[:, 1:] = np.repeat(padded.reshape(n, 1, 1024), 3, axis=1).reshape(n, 3072)
-    return out
+    """N x 3073 bytes: label, then R, G, B planes of the padded image."""
+    n, pixels = images
+    labels = labels[1]
+    if np is not None:
+        grey = np.frombuffer(pixels, dtype=np.uint8).reshape(n, 28, 28)
+        padded = np.zeros((n, 32, 32), dtype=np.uint8)
+        padded[:, 2:30, 2:30] = grey
+        out = np.empty((n, 3073), dtype=np.uint8)
+        out[:, 0] = np.frombuffer(labels, dtype=np.uint8)
+        out[:, 1:] = np.repeat(padded.reshape(n, 1, 1024), 3, axis=1).reshape(n, 3072)
+        return out.tobytes()
+    out = bytearray(n * 3073)
+    plane = bytearray(1024)  # the padding stays zero: only the 28 x 28 middle is rewritten
+    for i in range(n):
+        image = pixels[i * 784:(i + 1) * 784]
+        for row in range(28):
+            plane[(row + 2) * 32 + 2:(row + 2) * 32 + 30] = image[row * 28:(row + 1) * 28]
+        start = i * 3073
+        out[start] = labels[i]
+        out[start + 1:start + 3073] = plane * 3
+    return bytes(out)
 
 
 def write(path, data):
@@ -80,14 +101,15 @@ def main():
                     read_idx(args.source, "train-labels-idx1-ubyte"))
     test = records(read_idx(args.source, "t10k-images-idx3-ubyte"),
                    read_idx(args.source, "t10k-labels-idx1-ubyte"))
-    if train.shape[0] < PER_BATCH * TRAIN_BATCHES or test.shape[0] < PER_BATCH:
+    size = PER_BATCH * 3073
+    if len(train) < size * TRAIN_BATCHES or len(test) < size:
         sys.exit("make-cifar-fashion-mnist: the source has fewer images than CIFAR-10's 50,000 "
                  "+ 10,000")
     os.makedirs(args.out_dir, exist_ok=True)
     for b in range(TRAIN_BATCHES):
         write(os.path.join(args.out_dir, f"data_batch_{b + 1}.bin"),
-              train[b * PER_BATCH:(b + 1) * PER_BATCH].tobytes())
-    write(os.path.join(args.out_dir, "test_batch.bin"), test[:PER_BATCH].tobytes())
+              train[b * size:(b + 1) * size])
+    write(os.path.join(args.out_dir, "test_batch.bin"), test[:size])
     write(os.path.join(args.out_dir, "batches.meta.txt"), ("\n".join(CLASSES) + "\n").encode())
     print(f"make-cifar-fashion-mnist: wrote {TRAIN_BATCHES} x {PER_BATCH} training and "
           f"{PER_BATCH} test images to {args.out_dir}")

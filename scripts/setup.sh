@@ -15,6 +15,8 @@ build_packages=(
     libsqlite3-dev libboost-dev libboost-filesystem-dev libarchive-dev libxxhash-dev libzstd-dev
     libkainjow-mustache-dev libopenblas-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev nettle-dev
     liblmdb-dev libprotobuf-dev protobuf-compiler
+    # Optional in the build (DLJOB_LEVELDB=AUTO): Caffe's older LevelDB datasets.
+    libleveldb-dev
 )
 test_packages=(
     libgtest-dev clang-format clang-tidy shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod

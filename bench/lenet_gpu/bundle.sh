@@ -5,7 +5,8 @@
 #   bundle.tar.gz   BUILD/engine/dltrain (+ .bin), BUILD/src/dljob (+ .bin), BUILD/tests/dl_engine_tests,
 #                   and the shared libraries they need except glibc, libstdc++ and CUDA's own
 #                   (cuBLAS, cuDNN: the GPU machine has them, its driver must match the toolkit)
-#   fashion-mnist/  the benchmark's data (Debian's dataset-fashion-mnist)
+#   fashion-mnist/  the benchmark's data (Debian's dataset-fashion-mnist); on_gpu.sh cifar makes its
+#                   CIFAR-shaped batches from it there (184 MB written, none of it carried)
 #
 #   bench/lenet_gpu/bundle.sh [--build DIR]    (default DIR: build-gpu, configured and built
 #                                               here with CUDA for sm_90 unless it exists)

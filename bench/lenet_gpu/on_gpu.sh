@@ -12,8 +12,13 @@
 #             batch 16 to 256 (where a step stops being bound by launches)
 #   job       README's main job on the GPU: `dljob submit recipes/fashion-mnist.yaml --site local
 #             --wait` (data from the bundle), then `dljob status --all` and the run's device
+#   cifar     cifar10_quick on the GPU for --iters N iterations (default 5,000, Caffe's): dltrain
+#             --device cuda against bench/cifar10/cifar10_quick_torch.py eager and with the whole
+#             step in a CUDA graph, on the CIFAR-shaped Fashion-MNIST made here from the bundle's
+#             fashion-mnist/ (scripts/make-cifar-fashion-mnist.py, NumPy not needed); images/s
+#             and test accuracy side by side
 #
-#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|opcheck|dp|profile|kernels|job [run.sh arguments]
+#   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|opcheck|dp|profile|kernels|job|cifar [arguments]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?usage: $0 tests|bench [run.sh arguments]}
@@ -188,8 +193,60 @@ job)
     done
     exit "$status"
     ;;
+cifar)
+    iters=5000
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --iters) iters=$2; shift 2 ;;
+        *) echo "usage: $0 cifar [--iters N]" >&2; exit 2 ;;
+        esac
+    done
+    work=$(mktemp -d)
+    "$python" "$root/scripts/make-cifar-fashion-mnist.py" "$work/data" --source "$bundle/fashion-mnist"
+    config=$root/recipes/networks/cifar10_quick.yaml
+    # The PyTorch twin subtracts the mean the shipped config does (as bench/cifar10/run.sh).
+    mean=$(sed -n 's/^ *mean_value: *\([0-9.]*\) *$/\1/p' "$config" | head -1)
+    status=0
+    echo "dltrain --device cuda: $iters iterations"
+    "$build/engine/dltrain" train --device cuda --config "$config" --run-dir "$work/dltrain" \
+        --data-dir "$work/data" --max-iter "$iters" --deadline none > "$work/dltrain.log" 2>&1 ||
+        { status=$?; tail -5 "$work/dltrain.log"; }
+    for mode in eager graph; do
+        echo "pytorch $mode: $iters iterations"
+        flag=""
+        [ "$mode" = eager ] || flag=--cuda-graph
+        # shellcheck disable=SC2086 # $flag is one word or none
+        "$python" "$root/bench/cifar10/cifar10_quick_torch.py" --device cuda $flag \
+            --iters "$iters" --mean "$mean" --data-dir "$work/data" > "$work/$mode.jsonl" ||
+            { status=$?; tail -5 "$work/$mode.jsonl"; }
+    done
+    "$python" - "$work" <<'PY' || status=$?
+import json, sys
+work = sys.argv[1]
+def final(path):
+    try:
+        lines = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
+        return [l for l in lines if l.get("type") == "final"][-1]
+    except (OSError, IndexError, ValueError):
+        return None
+runs = [("dltrain", final(f"{work}/dltrain/metrics.jsonl")),
+        ("torch eager", final(f"{work}/eager.jsonl")),
+        ("torch graph", final(f"{work}/graph.jsonl"))]
+print(f"{'':16}" + "".join(f"{name:>14}" for name, _ in runs))
+for key, label, form in (("train_images_per_s", "train images/s", "{:14.0f}"),
+                         ("test_accuracy", "test accuracy", "{:14.4f}")):
+    print(f"{label:16}" + "".join(form.format(r[key]) if r else f"{'failed':>14}" for _, r in runs))
+d = runs[0][1]
+for name, r in runs[1:]:
+    if d and r:
+        print(f"dltrain / {name}: {d['train_images_per_s'] / r['train_images_per_s']:.2f}x images/s, "
+              f"accuracy {d['test_accuracy'] - r['test_accuracy']:+.4f}")
+PY
+    rm -rf "$work"
+    exit "$status"
+    ;;
 *)
-    echo "usage: $0 tests|bench|sanitize|profile|job [run.sh arguments]" >&2
+    echo "usage: $0 tests|bench|sanitize|opcheck|dp|profile|kernels|job|cifar [arguments]" >&2
     exit 2
     ;;
 esac

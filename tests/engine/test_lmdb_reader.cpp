@@ -1,6 +1,7 @@
-// Caffe's LMDB Data sources (data/lmdb_dataset.hpp): databases written here with LMDB's C API and
-// Datums encoded by hand in protobuf's wire format (what caffe_pb2.Datum.SerializeToString gives
-// for these fields), read back raw and encoded; damaged Datums and databases are clear errors.
+// Caffe's LMDB Data sources (data/lmdb_dataset.hpp, data/datum_dataset.hpp): databases written here
+// with LMDB's C API and Datums encoded by hand in protobuf's wire format (what
+// caffe_pb2.Datum.SerializeToString gives for these fields), read back raw and encoded; damaged
+// Datums and databases are clear errors.
 
 #include "data/idx_dataset.hpp"
 #include "data/lmdb_dataset.hpp"
@@ -175,17 +176,20 @@ TEST_F(LmdbReader, DataShorterThanItsShapeAndTruncatedDatumsAreRefused) {
     EXPECT_NE(message.find("record 0"), std::string::npos) << message;
 }
 
-TEST_F(LmdbReader, FloatDatumsAndForeignLabelSourcesAreRefusedByName) {
+TEST_F(LmdbReader, FloatDatumsShortOfTheirShapeAndForeignLabelSourcesAreRefusedByName) {
+    // float_data Datums are read (tests/engine/test_leveldb_reader.cpp); one value for two is not.
     std::string floats;
     put_field(floats, 1, 1);
     put_field(floats, 2, 1);
-    put_field(floats, 3, 1);
+    put_field(floats, 3, 2);
     put_varint(floats, (6U << 3U) | 5U); // float_data: one fixed32
     floats += std::string("\0\0\x80\x3f", 4);
     const fs::path db = m_dir.path() / "float_lmdb";
     write_lmdb(db, {floats});
     std::string message = load_error(db);
-    EXPECT_NE(message.find("float_data"), std::string::npos) << message;
+    EXPECT_NE(message.find("1 float_data values for its shape 1x1x2 (2 expected)"),
+              std::string::npos)
+        << message;
     try {
         dl::data::load_idx(db, m_dir.path() / "labels");
         ADD_FAILURE() << "no error";

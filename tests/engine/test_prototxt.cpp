@@ -213,10 +213,6 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
                              "  pooling_param { pool: STOCHASTIC kernel_size: 2 }\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:1:", 0), 0U) << message;
     EXPECT_NE(message.find("STOCHASTIC"), std::string::npos) << message;
-    // Caffe's default backend.
-    message = prototxt_error("layer {\n  name: \"d\"\n  type: \"Data\"\n  top: \"data\"\n"
-                             "  data_param { source: \"x\" batch_size: 2 }\n}\n");
-    EXPECT_NE(message.find("LEVELDB"), std::string::npos) << message;
     // A parameter block of another layer type.
     message = prototxt_error("layer {\n  name: \"r\"\n  type: \"ReLU\"\n"
                              "  dropout_param { dropout_ratio: 0.1 }\n}\n");

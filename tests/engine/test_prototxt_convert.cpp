@@ -5,6 +5,7 @@
 #include "support/run_process.hpp"
 
 #include <dl/config.hpp>
+#include <dl/error.hpp>
 
 #include <gtest/gtest.h>
 
@@ -71,6 +72,47 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
     const fs::path out = dir.path() / "again.prototxt";
     convert("--config " + file.string() + " -o " + out.string());
     EXPECT_EQ(to_yaml(load_config(out)), to_yaml(load_config(file)));
+}
+
+// A Data layer's backend (LEVELDB, also Caffe's default where none is given, or LMDB) is kept
+// through YAML and back; which database the source is, is checked when it is read
+// (LeveldbReader.DltrainTrainsOnAPrototxtWithBackendLeveldb).
+TEST(PrototxtConvert, TheDataBackendSurvivesBothFormats) {
+    dl_test::TempDir dir;
+    const fs::path file = dir.path() / "backends.prototxt";
+    std::ofstream(file) << R"(name: "backends"
+layer { name: "d" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+        data_param { source: "train_leveldb" batch_size: 4 backend: LEVELDB } }
+layer { name: "d" type: "Data" top: "data" top: "label" include { phase: TEST }
+        data_param { source: "test_db" batch_size: 4 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip" inner_product_param { num_output: 2 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+)";
+    const NetConfig original = load_config(file);
+    ASSERT_EQ(original.layers.size(), 4U);
+    EXPECT_EQ(original.layers[0].backend, "leveldb");
+    EXPECT_EQ(original.layers[1].backend, "leveldb"); // Caffe's default
+    const fs::path yaml = dir.path() / "backends.yaml";
+    convert("--config " + file.string() + " -o " + yaml.string());
+    EXPECT_NE(dl_test::read_file(yaml).find("backend: leveldb"), std::string::npos);
+    const fs::path again = dir.path() / "again.prototxt";
+    convert("--config " + yaml.string() + " -o " + again.string());
+    EXPECT_NE(dl_test::read_file(again).find("backend: LEVELDB"), std::string::npos);
+    EXPECT_EQ(to_yaml(load_config(again)), to_yaml(original));
+    EXPECT_EQ(to_yaml(load_config(yaml)), to_yaml(original));
+
+    // A YAML config may say it too, and only lmdb or leveldb.
+    std::ofstream(dir.path() / "bad.yaml") << "layers:\n  - {name: d, type: Data, top: data, "
+                                              "source: x, batch_size: 2, backend: rocksdb}\n";
+    try {
+        (void)load_config(dir.path() / "bad.yaml");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("key 'backend' in layer 'd': unknown value 'rocksdb' "
+                                             "(valid: lmdb, leveldb)"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(PrototxtConvert, WhatCaffeCannotSayIsNamed) {

@@ -38,6 +38,8 @@ struct LayerConfig {
     // Data
     std::string source;       // IDX images, .gz or raw; relative paths resolve against the data dir
     std::string label_source; // IDX labels
+    std::string backend;      // Caffe's data_param backend, "lmdb" or "leveldb"; empty: the
+                              // source's files say what it is
     int batch_size = 0;
     float scale = 1.0F;
     std::vector<float> mean_value; // subtracted before scaling: one per channel, or one for all

@@ -311,11 +311,9 @@ public:
         const std::string& type = p.type();
         if (type == "Data") {
             const auto& d = p.data_param();
-            if (d.backend() != caffe::DataParameter::LMDB) {
-                fail(line, fmt::format("{}: backend LEVELDB (Caffe's default) is not supported: "
-                                       "convert the data to LMDB and say backend: LMDB",
-                                       where));
-            }
+            // Checked against the source when it is read (data::check_backend): a file names
+            // databases that need not exist where it is converted or validated.
+            l.backend = d.backend() == caffe::DataParameter::LMDB ? "lmdb" : "leveldb";
             if (!d.has_source() || !d.has_batch_size()) {
                 fail(line, fmt::format("{}: data_param needs source and batch_size", where));
             }

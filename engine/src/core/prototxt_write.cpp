@@ -76,7 +76,8 @@ caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string
             caffe::DataParameter& data = *layer.mutable_data_param();
             data.set_source(in.source);
             data.set_batch_size(static_cast<unsigned>(in.batch_size));
-            data.set_backend(caffe::DataParameter::LMDB);
+            data.set_backend(in.backend == "leveldb" ? caffe::DataParameter::LEVELDB
+                                                     : caffe::DataParameter::LMDB);
             caffe::TransformationParameter& transform = *layer.mutable_transform_param();
             transform.set_scale(in.scale);
             for (const float mean : in.mean_value) {

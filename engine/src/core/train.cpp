@@ -93,6 +93,7 @@ std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
     const fs::path images = resolve(layer.source, base);
     const fs::path labels = resolve(layer.label_source, base);
     try {
+        data::check_backend(images, layer.backend);
         source->set = data::load_idx(images, labels);
     } catch (const Error& e) {
         throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(), layer.line,

@@ -35,8 +35,8 @@ const std::vector<std::string>& common_keys() {
 const std::map<std::string, std::vector<std::string>>& type_keys() {
     static const std::map<std::string, std::vector<std::string>> values = {
         {"Data",
-         {"source", "label_source", "batch_size", "scale", "mean_value", "mean_file", "crop_size",
-          "mirror", "shuffle", "shape"}},
+         {"source", "label_source", "backend", "batch_size", "scale", "mean_value", "mean_file",
+          "crop_size", "mirror", "shuffle", "shape"}},
         {"Convolution",
          {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
           "bias_filler"}},
@@ -403,6 +403,9 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
 
     reader.read(node, "source", layer.source, where);
     reader.read(node, "label_source", layer.label_source, where);
+    if (node["backend"]) {
+        reader.read_choice(node, "backend", layer.backend, {"lmdb", "leveldb"}, where);
+    }
     reader.read_positive(node, "batch_size", layer.batch_size, where, 1);
     reader.read(node, "scale", layer.scale, where);
     reader.read(node, "shuffle", layer.shuffle, where);
@@ -761,6 +764,9 @@ std::string to_yaml(const NetConfig& config) {
         if (type == "Data") {
             out << YAML::Key << "source" << YAML::Value << layer.source;
             out << YAML::Key << "label_source" << YAML::Value << layer.label_source;
+            if (!layer.backend.empty()) {
+                out << YAML::Key << "backend" << YAML::Value << layer.backend;
+            }
             out << YAML::Key << "batch_size" << YAML::Value << layer.batch_size;
             out << YAML::Key << "scale" << YAML::Value << layer.scale;
             out << YAML::Key << "shuffle" << YAML::Value << layer.shuffle;

@@ -76,6 +76,39 @@ void BatchReader::run() {
     const std::size_t out_image = channels * out_height * out_width;
     // Per channel: planes of H x W values; a mean image is planes of one value.
     const std::size_t plane = m_mean.empty() ? image : image / m_mean.size();
+    // One image into out: bytes, or Caffe's float_data values, by the same transform.
+    const auto fill = [&](const auto* pixels, float* out, std::uint64_t position) {
+        if (!transformed) {
+            if (m_mean.empty()) {
+                for (std::size_t p = 0; p < image; ++p) {
+                    out[p] = static_cast<float>(pixels[p]) * m_scale;
+                }
+            } else {
+                for (std::size_t p = 0; p < image; ++p) {
+                    out[p] = (static_cast<float>(pixels[p]) - m_mean[p / plane]) * m_scale;
+                }
+            }
+        } else {
+            // Caffe's DataTransformer::Transform: the mean is taken at the pixel's place in
+            // the whole image, and a flip mirrors the place it is written to.
+            const CropDraw draw = crop_draw(m_crop, position, m_set.height, m_set.width);
+            for (std::size_t c = 0; c < channels; ++c) {
+                for (std::size_t h = 0; h < out_height; ++h) {
+                    const std::size_t from =
+                        (c * height + h + static_cast<std::size_t>(draw.row)) * width +
+                        static_cast<std::size_t>(draw.column);
+                    float* row = out + (c * out_height + h) * out_width;
+                    for (std::size_t w = 0; w < out_width; ++w) {
+                        const std::size_t p = from + w;
+                        const float mean = m_mean.empty() ? 0.0F : m_mean[p / plane];
+                        row[draw.flip ? out_width - 1 - w : w] =
+                            (static_cast<float>(pixels[p]) - mean) * m_scale;
+                    }
+                }
+            }
+        }
+    };
+    const bool floats = !m_set.float_pixels.empty();
     std::size_t tail = 0;
     while (true) {
         {
@@ -91,36 +124,11 @@ void BatchReader::run() {
             const std::uint64_t position =
                 m_producer_cursor + m_offset + static_cast<std::uint64_t>(i);
             const std::size_t index = m_order.at(position);
-            const std::uint8_t* pixels = m_set.pixels.data() + index * image;
             float* out = slot.data.data() + static_cast<std::size_t>(i) * out_image;
-            if (!transformed) {
-                if (m_mean.empty()) {
-                    for (std::size_t p = 0; p < image; ++p) {
-                        out[p] = static_cast<float>(pixels[p]) * m_scale;
-                    }
-                } else {
-                    for (std::size_t p = 0; p < image; ++p) {
-                        out[p] = (static_cast<float>(pixels[p]) - m_mean[p / plane]) * m_scale;
-                    }
-                }
+            if (floats) {
+                fill(m_set.float_pixels.data() + index * image, out, position);
             } else {
-                // Caffe's DataTransformer::Transform: the mean is taken at the pixel's place in
-                // the whole image, and a flip mirrors the place it is written to.
-                const CropDraw draw = crop_draw(m_crop, position, m_set.height, m_set.width);
-                for (std::size_t c = 0; c < channels; ++c) {
-                    for (std::size_t h = 0; h < out_height; ++h) {
-                        const std::size_t from =
-                            (c * height + h + static_cast<std::size_t>(draw.row)) * width +
-                            static_cast<std::size_t>(draw.column);
-                        float* row = out + (c * out_height + h) * out_width;
-                        for (std::size_t w = 0; w < out_width; ++w) {
-                            const std::size_t p = from + w;
-                            const float mean = m_mean.empty() ? 0.0F : m_mean[p / plane];
-                            row[draw.flip ? out_width - 1 - w : w] =
-                                (static_cast<float>(pixels[p]) - mean) * m_scale;
-                        }
-                    }
-                }
+                fill(m_set.pixels.data() + index * image, out, position);
             }
             slot.labels[static_cast<std::size_t>(i)] =
                 m_set.labels.empty() ? 0.0F : static_cast<float>(m_set.labels[index]);

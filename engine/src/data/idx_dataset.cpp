@@ -2,6 +2,7 @@
 
 #include "data/cifar_dataset.hpp"
 #include "data/image_decode.hpp"
+#include "data/leveldb_dataset.hpp"
 #include "data/lmdb_dataset.hpp"
 #include "data/pack_reader.hpp"
 #include "io/regular_file.hpp"
@@ -331,6 +332,9 @@ IdxDataset read_idx_header(const std::filesystem::path& images) {
     if (is_lmdb_source(images)) {
         return read_lmdb_header(images);
     }
+    if (is_leveldb_source(images)) {
+        return read_leveldb_header(images);
+    }
     if (auto pack_source = image_pack_source(images)) {
         const Pack pack(pack_source->first);
         return load_pack_images(pack, pack_source->second, false, false);
@@ -360,6 +364,15 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
                                     images.string(), labels.string()));
         }
         return load_lmdb(images, !labels.empty());
+    }
+    if (is_leveldb_source(images)) {
+        if (!labels.empty() && labels != images) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{} is a LevelDB of Datums, whose labels are in its records: "
+                                    "set label_source to the same path as source (not {})",
+                                    images.string(), labels.string()));
+        }
+        return load_leveldb(images, !labels.empty());
     }
     if (auto pack_source = image_pack_source(images)) {
         const Pack pack(pack_source->first);
@@ -420,6 +433,30 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
         throw Error(ErrorKind::config, fmt::format("data file {} has no images", images.string()));
     }
     return set;
+}
+
+void check_backend(const std::filesystem::path& source, const std::string& backend) {
+    if (backend.empty()) {
+        return;
+    }
+    const std::string says = backend == "leveldb"
+                                 ? "the Data layer's backend is LEVELDB (Caffe's default where "
+                                   "data_param names none)"
+                                 : "the Data layer's backend is LMDB";
+    std::string is;
+    if (backend == "leveldb" && is_lmdb_source(source)) {
+        is = "an LMDB (it holds data.mdb): say backend: LMDB";
+    } else if (backend == "lmdb" && is_leveldb_source(source)) {
+        is = "a LevelDB (it holds CURRENT): say backend: LEVELDB";
+    } else if (!is_lmdb_source(source) && !is_leveldb_source(source)) {
+        std::error_code error;
+        is = std::filesystem::exists(source, error)
+                 ? "not a database (a directory holding data.mdb or CURRENT)"
+                 : "not there";
+    } else {
+        return;
+    }
+    throw Error(ErrorKind::config, fmt::format("{} but {} is {}", says, source.string(), is));
 }
 
 } // namespace dl::data

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 namespace dl::data {
@@ -21,6 +22,9 @@ struct IdxDataset {
     int height = 0;
     int width = 0;
     std::vector<std::uint8_t> pixels; // count x channels x height x width
+    // Instead of pixels, for Caffe's float_data Datums (data/datum_dataset.hpp): the same layout,
+    // transformed as bytes are ((value - mean) * scale). Never both.
+    std::vector<float> float_pixels;
     std::vector<std::uint8_t> labels; // count, empty when no label file
     [[nodiscard]] std::size_t image_size() const {
         return static_cast<std::size_t>(channels) * height * width;
@@ -32,5 +36,10 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
 
 /// Reads only the header: count, channels, height, width.
 IdxDataset read_idx_header(const std::filesystem::path& images);
+
+/// A Caffe Data layer's `backend` (data_param: "lmdb" or "leveldb"; empty: none said, the
+/// source's files decide) against what `source` is: a mismatch, or a source that is no
+/// database, is a dl::Error(config) saying which backend to name.
+void check_backend(const std::filesystem::path& source, const std::string& backend);
 
 } // namespace dl::data

@@ -1,8 +1,5 @@
 #include "data/lmdb_dataset.hpp"
 
-#include "data/image_decode.hpp"
-#include "data/protobuf_wire.hpp"
-
 #include <dl/error.hpp>
 #include <dl/train.hpp>
 
@@ -11,9 +8,7 @@
 #include <lmdb.h>
 
 #include <cerrno>
-#include <cstring>
 #include <functional>
-#include <limits>
 
 namespace dl::data {
 namespace {
@@ -21,15 +16,6 @@ namespace {
 [[noreturn]] void fail(const std::string& message) {
     throw Error(ErrorKind::config, message);
 }
-
-int dimension(std::uint64_t value, const char* name, const std::string& what) {
-    if (value > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-        fail(fmt::format("{}: Datum {} {} is out of range", what, name, value));
-    }
-    return static_cast<int>(value);
-}
-
-// --- LMDB -----------------------------------------------------------------------------------
 
 [[noreturn]] void lmdb_fail(const std::filesystem::path& source, const char* call, int rc) {
     fail(fmt::format("LMDB {}: {} failed: {}", source.string(), call, mdb_strerror(rc)));
@@ -110,120 +96,20 @@ private:
     MDB_cursor* m_cursor = nullptr;
 };
 
-std::string key_text(const MDB_val& key) {
-    std::string text(static_cast<const char*>(key.mv_data), std::min<std::size_t>(key.mv_size, 64));
-    for (char& c : text) {
-        if (c < 0x20 || c > 0x7E) {
-            c = '?';
-        }
-    }
-    return text;
-}
-
-/// The pixels of one record (decoded when encoded), checked.
-DecodedImage pixels_of(const Datum& datum, const std::string& what) {
-    if (datum.has_float_data && datum.data.empty()) {
-        fail(fmt::format("{}: a float_data Datum; only uint8 data (raw or encoded) is read", what));
-    }
-    if (datum.encoded) {
-        return decode_image(datum.data, 0, what);
-    }
-    DecodedImage image;
-    image.channels = datum.channels;
-    image.height = datum.height;
-    image.width = datum.width;
-    const std::uint64_t expected =
-        static_cast<std::uint64_t>(datum.channels) * datum.height * datum.width;
-    if (expected == 0 || datum.data.size() != expected) {
-        fail(fmt::format("{}: {} bytes of data for its shape {}x{}x{} ({} expected)", what,
-                         datum.data.size(), datum.channels, datum.height, datum.width, expected));
-    }
-    image.pixels = datum.data;
-    return image;
-}
-
 IdxDataset read(const std::filesystem::path& source, bool with_labels, bool first_only) {
     LmdbReader reader(source);
-    IdxDataset set;
-    set.count = reader.entries();
-    if (set.count == 0) {
-        fail(fmt::format("LMDB {} has no records", source.string()));
-    }
-    if (!first_only) {
-        // Not sized from the count: a damaged database's claim is not trusted with memory.
-        set.labels.reserve(with_labels ? std::min<std::size_t>(set.count, 1U << 20) : 0);
-    }
-    std::size_t seen = 0;
+    DatumSet set("LMDB " + source.string(), with_labels, first_only);
+    const std::size_t entries = reader.entries();
     reader.each(
         [&](std::size_t index, const MDB_val& key, const MDB_val& value) {
-            const std::string what =
-                fmt::format("LMDB {}: record {} (key '{}')", source.string(), index, key_text(key));
-            const Datum datum =
-                parse_datum(static_cast<const std::uint8_t*>(value.mv_data), value.mv_size, what);
-            DecodedImage image = pixels_of(datum, what);
-            if (index == 0) {
-                set.channels = image.channels;
-                set.height = image.height;
-                set.width = image.width;
-            } else if (image.channels != set.channels || image.height != set.height ||
-                       image.width != set.width) {
-                fail(fmt::format("{}: {}x{}x{} but the first record is {}x{}x{}", what,
-                                 image.channels, image.height, image.width, set.channels,
-                                 set.height, set.width));
-            }
-            if (with_labels) {
-                if (datum.label < 0 || datum.label > 255) {
-                    fail(fmt::format("{}: label {} (labels 0 to 255 are read)", what, datum.label));
-                }
-                set.labels.push_back(static_cast<std::uint8_t>(datum.label));
-            }
-            if (!first_only) {
-                set.pixels.insert(set.pixels.end(), image.pixels.begin(), image.pixels.end());
-            }
-            ++seen;
+            set.add(index, {static_cast<const char*>(key.mv_data), key.mv_size},
+                    {static_cast<const char*>(value.mv_data), value.mv_size});
         },
         first_only);
-    if (!first_only) {
-        set.count = seen;
-    }
-    return set;
+    return set.finish(entries);
 }
 
 } // namespace
-
-Datum parse_datum(const std::uint8_t* bytes, std::size_t size, const std::string& what) {
-    Datum datum;
-    WireReader in(bytes, size, what, "Datum");
-    while (!in.done()) {
-        const std::uint64_t tag = in.varint();
-        const auto field = static_cast<std::uint32_t>(tag >> 3U);
-        const auto wire = static_cast<std::uint32_t>(tag & 7U);
-        if (field >= 1 && field <= 3 && wire == 0) {
-            const int value = dimension(in.varint(),
-                                        field == 1   ? "channels"
-                                        : field == 2 ? "height"
-                                                     : "width",
-                                        what);
-            (field == 1 ? datum.channels : field == 2 ? datum.height : datum.width) = value;
-        } else if (field == 4 && wire == 2) {
-            const auto [start, length] = in.bytes();
-            datum.data.assign(start, start + length);
-        } else if (field == 5 && wire == 0) {
-            // int32 in a varint: negative values are sign-extended to 64 bits.
-            datum.label = static_cast<std::int64_t>(in.varint());
-        } else if (field == 6) {
-            datum.has_float_data = true;
-            in.skip(wire, field);
-        } else if (field == 7 && wire == 0) {
-            datum.encoded = in.varint() != 0;
-        } else if (field >= 1 && field <= 7) {
-            in.malformed(fmt::format("field {} has wire type {} at byte {}", field, wire, in.at()));
-        } else {
-            in.skip(wire, field);
-        }
-    }
-    return datum;
-}
 
 bool is_lmdb_source(const std::filesystem::path& source) {
     std::error_code error;

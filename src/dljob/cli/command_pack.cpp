@@ -16,12 +16,13 @@ namespace dljob::cli {
 
 void set_pack_command(CLI::App& app, Context& context) {
     auto* command = app.add_subcommand(
-        "pack", "Pack a directory tree, an image list of 'path label' lines or Caffe's LMDB of "
-                "Datums into one tar archive with an index and a manifest (docs/data.md)");
+        "pack",
+        "Pack a directory tree, an image list of 'path label' lines or Caffe's LMDB or "
+        "LevelDB of Datums into one tar archive with an index and a manifest (docs/data.md)");
     auto request = std::make_shared<app::PackRequest>();
     command
         ->add_option("SOURCE", request->source,
-                     "Directory, image list file (train.txt), or Caffe LMDB of Datums")
+                     "Directory, image list file (train.txt), or Caffe LMDB or LevelDB of Datums")
         ->required();
     command->add_option("-o,--output", request->output, "Dataset directory to create")->required();
     command->add_option("--root", request->list_root,

@@ -1,7 +1,8 @@
-// `dljob pack` of Caffe's LMDB databases of Datums (written here with LMDB's C API, Datums in
-// protobuf's wire format as caffe_pb2 serialises them): each record becomes an image member with
-// its label, in key order, whose pixels are the Datum's; bad records name the database, the
-// record and its key and leave nothing behind. tests/integration/data_pack_train.sh trains
+// `dljob pack` of Caffe's LMDB and LevelDB databases of Datums (written here with LMDB's C API
+// and LevelDB's C++ API, Datums in protobuf's wire format as caffe_pb2 serialises them): each
+// record becomes an image member with its label, in key order, whose pixels are the Datum's; a
+// LevelDB packs as an LMDB of the same records does; bad records name the database, the record
+// and its key and leave nothing behind. tests/integration/data_pack_train.sh trains
 // dltrain on such a pack and on the LMDB itself and gets the same run.
 
 #include "unit/data/data_test_support.hpp"
@@ -13,6 +14,11 @@
 #include <gtest/gtest.h>
 
 #include <lmdb.h>
+
+#if DLJOB_HAVE_LEVELDB
+#include <leveldb/db.h>
+#include <leveldb/write_batch.h>
+#endif
 
 #include <fstream>
 #include <sstream>
@@ -74,6 +80,25 @@ void write_lmdb(const std::filesystem::path& dir, const std::vector<std::string>
     ASSERT_EQ(mdb_txn_commit(txn), 0);
     mdb_env_close(env);
 }
+
+#if DLJOB_HAVE_LEVELDB
+/// Caffe's LevelDB writer (db_leveldb.cpp): a new database and write batches; put in reverse key
+/// order, so that the order read back is LevelDB's own.
+void write_leveldb(const std::filesystem::path& dir, const std::vector<std::string>& values) {
+    leveldb::Options options;
+    options.create_if_missing = true;
+    options.error_if_exists = true;
+    leveldb::DB* raw = nullptr;
+    const leveldb::Status status = leveldb::DB::Open(options, dir.string(), &raw);
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    const std::unique_ptr<leveldb::DB> db(raw);
+    leveldb::WriteBatch batch;
+    for (std::size_t i = values.size(); i-- > 0;) {
+        batch.Put(fmt::format("{:08}_img{}.jpg", i, i), values[i]);
+    }
+    ASSERT_TRUE(db->Write(leveldb::WriteOptions(), &batch).ok());
+}
+#endif
 
 std::string planar(int i, int channels, int height, int width) {
     std::string out;
@@ -223,6 +248,70 @@ TEST(PackLmdb, ABadRecordNamesTheDatabaseRecordAndKeyAndLeavesNothing) {
         << junk.error().message;
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
 }
+
+#if DLJOB_HAVE_LEVELDB
+
+TEST(PackLeveldb, ALeveldbPacksAsAnLmdbOfTheSameRecords) {
+    ScratchDir dir;
+    std::vector<std::string> values;
+    for (int i = 0; i < 12; ++i) {
+        values.push_back(i % 2 == 0 ? datum(3, 5, 7, planar(i, 3, 5, 7), i % 10)
+                                    : datum(3, 5, 7, planar(i, 3, 5, 7), (i * 7) % 10));
+    }
+    write_lmdb(dir.path() / "train_lmdb", values);
+    write_leveldb(dir.path() / "train_leveldb", values);
+    auto from_lmdb = pack(dir / "train_lmdb", dir / "lmdb.dlpack");
+    ASSERT_TRUE(from_lmdb) << from_lmdb.error().message;
+    auto from_leveldb = pack(dir / "train_leveldb", dir / "leveldb.dlpack");
+    ASSERT_TRUE(from_leveldb) << from_leveldb.error().message;
+    EXPECT_EQ(from_leveldb->manifest.files, 12U);
+    EXPECT_TRUE(from_leveldb->manifest.labelled);
+    EXPECT_EQ(test::read_file(dir.path() / "leveldb.dlpack" / "data.tar"),
+              test::read_file(dir.path() / "lmdb.dlpack" / "data.tar"));
+    EXPECT_EQ(test::read_file(dir.path() / "leveldb.dlpack" / "index.tsv"),
+              test::read_file(dir.path() / "lmdb.dlpack" / "index.tsv"));
+    const auto members = members_of(dir.path() / "leveldb.dlpack");
+    ASSERT_EQ(members.size(), 12U);
+    EXPECT_EQ(members[3].path, "00000003.ppm");
+    EXPECT_EQ(members[3].label, "1");
+}
+
+TEST(PackLeveldb, ABadRecordOrADamagedDatabaseNamesItAndLeavesNothing) {
+    ScratchDir dir;
+    write_leveldb(dir.path() / "db",
+                  {datum(1, 2, 2, "abcd", 0), datum(3, 5, 7, planar(0, 3, 5, 4), 1)});
+    auto bad = pack(dir / "db", dir / "out");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("LevelDB " + (dir / "db") +
+                                       ": record 1 (key '00000001_img1.jpg'): a 3x5x7 Datum "
+                                       "holds 60 data bytes, not 105"),
+              std::string::npos)
+        << bad.error().message;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
+
+    test::write_file(dir.path() / "junk" / "CURRENT", "MANIFEST-000042\n");
+    auto junk = pack(dir / "junk", dir / "out");
+    ASSERT_FALSE(junk);
+    EXPECT_NE(junk.error().message.find("LevelDB " + (dir / "junk") + ": open failed:"),
+              std::string::npos)
+        << junk.error().message;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
+}
+
+#else
+
+TEST(PackLeveldb, ABuildWithoutLeveldbSaysSo) {
+    ScratchDir dir;
+    test::write_file(dir.path() / "db" / "CURRENT", "MANIFEST-000002\n");
+    auto result = pack(dir / "db", dir / "out");
+    ASSERT_FALSE(result);
+    EXPECT_NE(result.error().message.find("is a LevelDB, and this dljob was built without LevelDB"),
+              std::string::npos)
+        << result.error().message;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
+}
+
+#endif
 
 } // namespace
 } // namespace dljob::app

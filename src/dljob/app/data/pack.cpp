@@ -2,6 +2,7 @@
 #include <dljob/adapters/compress_zstd.hpp>
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_xxhash.hpp>
+#include <dljob/adapters/leveldb_database.hpp>
 #include <dljob/adapters/lmdb_database.hpp>
 #include <dljob/adapters/process_boost.hpp>
 #include <dljob/app/data/caffe_datum.hpp>
@@ -403,17 +404,20 @@ public:
         return {};
     }
 
-    /// Caffe's LMDB of Datums: each record, in key order, becomes an image member (NNNNNNNN.pgm,
-    /// .ppm, .png or .jpg, numbered in that order) with its label, the members dltrain reads
-    /// from a pack (docs/data.md), so the pack holds the images dltrain reads from the LMDB.
-    Result<void> add_lmdb(const std::string& directory) {
-        DLJOB_TRY(adapters::for_each_lmdb_record(
+    /// Caffe's LMDB or LevelDB of Datums (`kind` names which in messages): each record, in key
+    /// order, becomes an image member (NNNNNNNN.pgm, .ppm, .png or .jpg, numbered in that
+    /// order) with its label, the members dltrain reads from a pack (docs/data.md), so the pack
+    /// holds the images dltrain reads from the database. Both keep keys in bytewise order, so
+    /// the same records pack the same from either.
+    template <typename ForEach>
+    Result<void> add_datums(const char* kind, const std::string& directory, ForEach for_each) {
+        DLJOB_TRY(for_each(
             directory,
             [&](std::uint64_t index, std::string_view key, std::string_view value) -> Result<void> {
                 auto member = datum_member(value);
                 if (!member) {
                     Error error = member.error();
-                    error.message = fmt::format("LMDB {}: record {} (key '{}'): {}", directory,
+                    error.message = fmt::format("{} {}: record {} (key '{}'): {}", kind, directory,
                                                 index, key, error.message);
                     return fail(std::move(error));
                 }
@@ -422,7 +426,7 @@ public:
             }));
         if (m_manifest.files == 0) {
             return fail(ErrorCode::config_invalid,
-                        fmt::format("LMDB {} holds no records: nothing to pack", directory));
+                        fmt::format("{} {} holds no records: nothing to pack", kind, directory));
         }
         return {};
     }
@@ -501,7 +505,9 @@ Result<DatasetManifest> write_pack(const PackRequest& request, const std::string
     manifest.created_by = fmt::format("dljob {}", build_info::version);
     Packer packer(data, index, manifest, progress);
     if (is_tree && adapters::is_lmdb_directory(request.source)) {
-        DLJOB_TRY(packer.add_lmdb(request.source));
+        DLJOB_TRY(packer.add_datums("LMDB", request.source, adapters::for_each_lmdb_record));
+    } else if (is_tree && adapters::is_leveldb_directory(request.source)) {
+        DLJOB_TRY(packer.add_datums("LevelDB", request.source, adapters::for_each_leveldb_record));
     } else if (is_tree) {
         DLJOB_TRY(packer.add_tree(request.source, ""));
         if (manifest.files == 0 && manifest.directories == 0) {
