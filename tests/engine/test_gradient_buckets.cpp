@@ -124,7 +124,7 @@ TEST(GradientBuckets, TheNetNamesEachParametersLayerAndReportsLayersInBackwardOr
 
 TEST(GradientBuckets, TheCapComesFromDltrainBucketMb) {
     ::unsetenv("DLTRAIN_BUCKET_MB");
-    EXPECT_EQ(dl::bucket_cap_floats(), 262144U);
+    EXPECT_EQ(dl::bucket_cap_floats(), 25U * 262144U);
     ::setenv("DLTRAIN_BUCKET_MB", "0", 1);
     EXPECT_EQ(dl::bucket_cap_floats(), 0U);
     ::setenv("DLTRAIN_BUCKET_MB", "0.5", 1);

@@ -31,7 +31,10 @@ std::vector<GradientBucket> plan_buckets(const std::vector<Param>& params, std::
 }
 
 std::size_t bucket_cap_floats() {
-    constexpr double k_default_mb = 1.0;
+    // PyTorch DDP's default: a network of a few MB (LeNet's 1.7) is one bucket, summed after
+    // its backward pass, which then stays in the step's recorded CUDA graph; a larger one is
+    // cut, and its sums overlap its backward pass.
+    constexpr double k_default_mb = 25.0;
     // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
     const char* value = std::getenv("DLTRAIN_BUCKET_MB");
     double mb = k_default_mb;

@@ -45,7 +45,7 @@ struct GradientBucket {
 std::vector<GradientBucket> plan_buckets(const std::vector<Param>& params, std::size_t cap_floats);
 
 /// The bucket cap: DLTRAIN_BUCKET_MB (MiB of floats, decimals allowed; 0 means one bucket),
-/// else 1 MiB. Throws dl::Error(usage) naming the variable for a value that is not a number
+/// else 25 MiB. Throws dl::Error(usage) naming the variable for a value that is not a number
 /// >= 0.
 std::size_t bucket_cap_floats();
 
