@@ -14,6 +14,11 @@
 // bucket, while the backward pass goes on), progress() tests them between layers and moves a
 // sum from its reduce-scatter to its allgather, and wait_all() polls them to the end against
 // the timeout. The blocking allreduce_sum is a start and a wait_all.
+//
+// Between two tests nothing moves: a rendezvous needs both ranks inside MPI, and on a CPU rank a
+// layer's backward is one long call. DLTRAIN_MPI_PROGRESS=thread adds a thread that tests the
+// sums in flight every 50 us (MPI_THREAD_SERIALIZED: every MPI call of the plugin holds one
+// mutex), for machines with a core to spare for it.
 
 #include "mpi/mpi_plugin.hpp"
 
@@ -30,10 +35,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,12 +84,18 @@ public:
     explicit MpiCommunicator(double timeout_s) : m_timeout_s(timeout_s) {
         int initialised = 0;
         MPI_Initialized(&initialised);
+        const char* progress = std::getenv("DLTRAIN_MPI_PROGRESS"); // NOLINT(concurrency-mt-unsafe)
+        const bool want_thread = progress != nullptr && std::string(progress) == "thread";
+        int provided = MPI_THREAD_SINGLE;
         if (initialised == 0) {
-            int provided = 0;
-            if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            if (MPI_Init_thread(nullptr, nullptr,
+                                want_thread ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED,
+                                &provided) != MPI_SUCCESS) {
                 throw Error(ErrorKind::device, "MPI_Init_thread failed");
             }
             m_owns_init = true;
+        } else {
+            MPI_Query_thread(&provided);
         }
         MPI_Comm_dup(MPI_COMM_WORLD, &m_comm);
         // Errors come back to us (a dead peer's request fails) instead of MPI's own abort, so
@@ -94,9 +107,25 @@ public:
         m_cuda_aware = cuda_aware();
         const char* mode = std::getenv("DLTRAIN_ALLREDUCE"); // NOLINT(concurrency-mt-unsafe)
         m_library_sum = mode != nullptr && std::string(mode) == "library";
+        if (want_thread && provided < MPI_THREAD_SERIALIZED) {
+            std::cerr << fmt::format(
+                "dltrain: warning: rank {}: {} gives no MPI_THREAD_SERIALIZED: "
+                "DLTRAIN_MPI_PROGRESS=thread ignored\n",
+                m_rank, m_library);
+        } else if (want_thread) {
+            m_progress = std::thread([this] { progress_loop(); });
+        }
     }
 
     ~MpiCommunicator() override {
+        if (m_progress.joinable()) {
+            {
+                const std::lock_guard<std::recursive_mutex> lock(m_mutex);
+                m_stop = true;
+            }
+            m_wake.notify_one();
+            m_progress.join();
+        }
         // After an error on this rank the others may sit in a collective: finalising would
         // wait for them. Leaving without it lets the launcher end the job and name this rank.
         if (std::uncaught_exceptions() > 0 || !m_owns_init) {
@@ -130,6 +159,7 @@ public:
         if (m_size == 1 || count == 0) {
             return;
         }
+        const std::unique_lock<std::recursive_mutex> lock(m_mutex);
         // Every rank starts the same sums in the same order, so the n-th sum since the last
         // wait_all has the same tags everywhere, and no message of one bucket can match a
         // receive of another.
@@ -154,12 +184,14 @@ public:
             check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
                                  m_comm, &sum.requests.back()),
                   what);
-            return;
+        } else {
+            post_scatter(sum);
         }
-        post_scatter(sum);
+        m_wake.notify_one();
     }
 
     bool progress() override {
+        const std::lock_guard<std::recursive_mutex> lock(m_mutex);
         bool done = true;
         for (Sum& sum : m_pending) {
             done = advance(sum) && done;
@@ -175,14 +207,18 @@ public:
         const auto start = Clock::now();
         while (true) {
             bool done = true;
-            for (Sum& sum : m_pending) {
-                done = advance(sum) && done;
+            {
+                const std::lock_guard<std::recursive_mutex> lock(m_mutex);
+                for (Sum& sum : m_pending) {
+                    done = advance(sum) && done;
+                }
             }
             if (done) {
                 break;
             }
             const double waited = std::chrono::duration<double>(Clock::now() - start).count();
             if (waited > m_timeout_s) {
+                const std::lock_guard<std::recursive_mutex> lock(m_mutex);
                 timed_out();
             }
             if (waited < k_spin_s) {
@@ -191,6 +227,7 @@ public:
                 std::this_thread::sleep_for(std::chrono::microseconds(50));
             }
         }
+        const std::lock_guard<std::recursive_mutex> lock(m_mutex);
         m_pending.clear();
     }
 
@@ -199,9 +236,12 @@ public:
             return;
         }
         MPI_Request request = MPI_REQUEST_NULL;
-        check(MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_INT64_T, MPI_MAX,
-                             m_comm, &request),
-              what);
+        {
+            const std::lock_guard<std::recursive_mutex> lock(m_mutex);
+            check(MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_INT64_T,
+                                 MPI_MAX, m_comm, &request),
+                  what);
+        }
         wait({request}, {}, what);
     }
 
@@ -210,11 +250,16 @@ public:
             return;
         }
         MPI_Request request = MPI_REQUEST_NULL;
-        check(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, m_comm, &request), what);
+        {
+            const std::lock_guard<std::recursive_mutex> lock(m_mutex);
+            check(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, m_comm, &request),
+                  what);
+        }
         wait({request}, {}, what);
     }
 
     [[noreturn]] void abort(int exit_code) override {
+        const std::lock_guard<std::recursive_mutex> lock(m_mutex);
         MPI_Abort(MPI_COMM_WORLD, exit_code);
         std::_Exit(exit_code); // MPI_Abort does not return; the compiler does not know it
     }
@@ -228,8 +273,8 @@ private:
     enum class Phase { scatter, gather, done };
 
     // One started sum: its buffer, and the requests of the phase in flight; peers[i] is the
-    // rank request i waits for (-1 for a send, or the library's collective), so that a timeout
-    // names the ranks that did not answer.
+    // rank request i waits for (a send of a large message waits for its receiver too; -1 for
+    // the library's collective), so that a timeout names the ranks that did not answer.
     struct Sum {
         float* data;
         std::size_t count;
@@ -264,7 +309,7 @@ private:
                 continue;
             }
             sum.requests.emplace_back();
-            sum.peers.push_back(-1);
+            sum.peers.push_back(peer);
             check(MPI_Isend(sum.data + first, static_cast<int>(length), MPI_FLOAT, peer, sum.tag,
                             m_comm, &sum.requests.back()),
                   sum.what);
@@ -306,7 +351,7 @@ private:
                 continue;
             }
             sum.requests.emplace_back();
-            sum.peers.push_back(-1);
+            sum.peers.push_back(peer);
             check(MPI_Isend(sum.data + mine_begin, static_cast<int>(mine), MPI_FLOAT, peer,
                             sum.tag + 1, m_comm, &sum.requests.back()),
                   sum.what);
@@ -342,6 +387,27 @@ private:
             }
         }
         return true;
+    }
+
+    // DLTRAIN_MPI_PROGRESS=thread: tests the sums in flight while the training thread computes,
+    // asleep while there are none.
+    void progress_loop() {
+        std::unique_lock<std::recursive_mutex> lock(m_mutex);
+        while (true) {
+            m_wake.wait(lock, [this] {
+                return m_stop || std::any_of(m_pending.begin(), m_pending.end(),
+                                             [](const Sum& s) { return s.phase != Phase::done; });
+            });
+            if (m_stop) {
+                return;
+            }
+            for (Sum& sum : m_pending) {
+                advance(sum);
+            }
+            lock.unlock();
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+            lock.lock();
+        }
     }
 
     [[noreturn]] void timed_out() {
@@ -400,7 +466,11 @@ private:
                 }
                 int flag = 0;
                 MPI_Status status;
-                const int result = MPI_Test(&requests[i], &flag, &status);
+                int result = MPI_SUCCESS;
+                {
+                    const std::lock_guard<std::recursive_mutex> lock(m_mutex);
+                    result = MPI_Test(&requests[i], &flag, &status);
+                }
                 if (result != MPI_SUCCESS) {
                     fail(fmt::format("{}: the exchange with {} failed ({}): it died?", what,
                                      i < peers.size() ? fmt::format("rank {}", peers[i])
@@ -463,6 +533,12 @@ private:
     // Per slot, kept from step to step; a deque, so that a pending sum's pointer to its own
     // stays valid while later ones are added.
     std::deque<std::vector<float>> m_scratch;
+    // Every MPI call holds it: the progress thread's tests and the training thread's calls take
+    // turns (MPI_THREAD_SERIALIZED).
+    std::recursive_mutex m_mutex; // recursive: fail() ends every rank from inside a held call
+    std::condition_variable_any m_wake;
+    bool m_stop = false;
+    std::thread m_progress;
 };
 
 std::unique_ptr<Communicator> make_mpi_communicator(double timeout_s) {
