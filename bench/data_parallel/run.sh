@@ -1,9 +1,11 @@
 #!/bin/sh
 # Data-parallel dltrain on this machine: LeNet on Fashion-MNIST, 2 ranks x 1 thread (batch 32
 # each, under mpirun.openmpi) against 1 rank x 2 threads (batch 64), the same global batch of 64
-# and the same number of steps, alternated `--rounds` times. The 2 ranks run twice per round:
-# with one gradient bucket (DLTRAIN_BUCKET_MB=0, the sum after the whole backward pass) and with
-# buckets (DLTRAIN_BUCKET_MB=--bucket-mb, default 1: the sums overlap the backward pass). Prints
+# and the same number of steps, alternated `--rounds` times. The 2 ranks run three times per
+# round: with one gradient bucket (DLTRAIN_BUCKET_MB=0, the sum after the whole backward pass),
+# with buckets (DLTRAIN_BUCKET_MB=--bucket-mb, 1 by default here: LeNet in 2; the sums start
+# during the backward pass, tested between layers), and with buckets and MPI's progress thread
+# (DLTRAIN_MPI_PROGRESS=thread: the sums also move during a layer). Prints
 # per run: train images/s (of the global batch), the exchange time per step (a sum in flight,
 # packing and unpacking: dltrain's allreduce_s) and the part of it the step waited for
 # (allreduce_wait_s; the rest was hidden behind the backward pass), and the ratio 2 ranks /
@@ -61,10 +63,14 @@ round=1
 while [ "$round" -le "$rounds" ]; do
     "$dltrain" train --device cpu --threads 2 --deadline none --config "$work/one.yaml" \
         --run-dir "$work/one_$round" --data-dir "$data_dir" --max-iter "$iters" >/dev/null
-    for mb in 0 "$bucket_mb"; do
-        DLTRAIN_BUCKET_MB=$mb mpirun.openmpi --oversubscribe --bind-to none -n 2 "$dltrain" train \
-            --device cpu --threads 1 --deadline none --config "$work/two.yaml" \
-            --run-dir "$work/two_${mb}_$round" --data-dir "$data_dir" --max-iter "$iters" >/dev/null
+    for variant in one buckets thread; do
+        mb=$bucket_mb progress=none
+        [ "$variant" = one ] && mb=0
+        [ "$variant" = thread ] && progress=thread
+        DLTRAIN_BUCKET_MB=$mb DLTRAIN_MPI_PROGRESS=$progress mpirun.openmpi --oversubscribe \
+            --bind-to none -n 2 "$dltrain" train --device cpu --threads 1 --deadline none \
+            --config "$work/two.yaml" --run-dir "$work/two_${variant}_$round" \
+            --data-dir "$data_dir" --max-iter "$iters" >/dev/null
     done
     round=$((round + 1))
 done
@@ -81,26 +87,27 @@ import json, sys
 work, rounds, iters, mb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 def lines(run):
     return [json.loads(l) for l in open(f"{work}/{run}/metrics.jsonl") if l.strip()]
-def final(run):
-    return lines(run)[-1]
-buckets = lines(f"two_{mb}_1")[0].get("buckets", 1)
-print(f"2 ranks: 1 bucket, or {buckets} buckets of DLTRAIN_BUCKET_MB={mb}; per step: "
-      "exchange ms (a sum in flight, packing, unpacking) / waited ms (not hidden)")
-print(f"{'round':>5} {'1x2 img/s':>10} {'2x1 1 bucket':>13} {'ratio':>6} {'ms/waited':>11}"
-      f" {'2x1 buckets':>12} {'ratio':>6} {'ms/waited':>11}")
-ratios = {0: [], 1: []}
+buckets = lines("two_buckets_1")[0].get("buckets", 1)
+variants = [("one", "1 bucket"), ("buckets", f"{buckets} buckets"),
+            ("thread", f"{buckets} b.+thread")]
+print(f"2 ranks x 1 thread: 1 bucket; {buckets} buckets of DLTRAIN_BUCKET_MB={mb}; the same with "
+      "DLTRAIN_MPI_PROGRESS=thread. Per step: exchange ms (a sum in flight, packing, unpacking) "
+      "/ waited ms (the part not hidden behind the backward pass)")
+print(f"{'round':>5} {'1x2 img/s':>10}" + "".join(f" {what:>15} {'ratio':>5} {'ms/waited':>11}"
+                                                   for _, what in variants))
+ratios = {v: [] for v, _ in variants}
 for r in range(1, rounds + 1):
-    one = final(f"one_{r}")
+    one = lines(f"one_{r}")[-1]
     row = f"{r:5} {one['train_images_per_s']:10.0f}"
-    for k, run in enumerate((f"two_0_{r}", f"two_{mb}_{r}")):
-        two = final(run)
+    for v, _ in variants:
+        two = lines(f"two_{v}_{r}")[-1]
         ratio = two["train_images_per_s"] / one["train_images_per_s"]
-        ratios[k].append(ratio)
+        ratios[v].append(ratio)
         ms = 1000 * two["allreduce_s"] / iters
         wait = 1000 * two.get("allreduce_wait_s", two["allreduce_s"]) / iters
-        row += f" {two['train_images_per_s']:{13 if k == 0 else 12}.0f} {ratio:6.2f} {ms:5.2f}/{wait:5.2f}"
+        row += f" {two['train_images_per_s']:15.0f} {ratio:5.2f} {ms:5.2f}/{wait:5.2f}"
     print(row)
-for k, what in ((0, "1 bucket"), (1, f"{buckets} buckets")):
-    values = sorted(ratios[k])
+for v, what in variants:
+    values = sorted(ratios[v])
     print(f"median ratio 2 ranks ({what}) / 1 rank: {values[len(values) // 2]:.2f} (target >= 0.90)")
 PY

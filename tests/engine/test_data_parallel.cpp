@@ -323,7 +323,7 @@ fs::path constant_workspace(const fs::path& dir, int max_iter) {
         std::ofstream(dir / (prefix + "-images-idx3-ubyte"), std::ios::binary) << images;
         std::ofstream(dir / (prefix + "-labels-idx1-ubyte"), std::ios::binary) << labels;
     }
-    const fs::path config = dir / "tiny.yaml";
+    fs::path config = dir / "tiny.yaml";
     std::ofstream(config) << dl_test::tiny_net_yaml(max_iter);
     return config;
 }
