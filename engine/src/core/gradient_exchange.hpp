@@ -64,12 +64,8 @@ public:
     void after_layer(std::size_t layer);
     /// After the backward pass: starts the buckets left (the last carries the stop request,
     /// `stop_here`, and the loss), waits for every sum, and scales the gradients by 1/N.
+    /// After a backward pass run without after_layer (a recorded step), it starts them all.
     Outcome finish(bool stop_here);
-    /// The whole exchange after a backward pass run without after_layer (a recorded step).
-    Outcome run(bool stop_here, int iteration) {
-        begin(iteration);
-        return finish(stop_here);
-    }
 
     struct Seconds {
         /// Time with a sum in flight (seen done between layers, so at most a layer late),
