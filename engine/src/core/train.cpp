@@ -410,6 +410,17 @@ void seed_dropout_stream(std::mt19937& rng, std::uint32_t seed, int rank, int it
     rng.seed(sequence);
 }
 
+/// A device draws a mask from (a key, its draw counter, the index), the key taken from the rng
+/// when the step is recorded and then fixed in the recording. So on a device rank r > 0 the
+/// keys come from (seed, rank) alone, the generator restarted where the step's ops are issued,
+/// recorded or not, and the iteration goes into the counter, set before every step: each mask
+/// is again a function of (seed, rank, iteration, which Dropout layer). Room for 2^20 Dropout
+/// layers per step.
+constexpr int k_dropout_key_iteration = -1;
+std::uint64_t dropout_counter(int iteration) {
+    return static_cast<std::uint64_t>(iteration) << 20U;
+}
+
 /// FNV-1a over every parameter's bytes: equal on every rank after the start-up, or the ranks
 /// would train different models.
 std::int64_t parameter_hash(const Net& net) {
@@ -800,7 +811,11 @@ int train(const TrainOptions& options) {
     // are recorded, and the update runs after the exchange. With several gradient buckets the
     // backward pass runs unrecorded, so that each bucket's sum starts as its layers finish.
     const bool overlap = exchange && exchange->bucket_count() > 1;
+    const bool device_dropout_keys = comm->rank() > 0 && !backend.host_accessible();
     const auto step_ops = [&] {
+        if (device_dropout_keys) {
+            seed_dropout_stream(net.rng(), s.random_seed, comm->rank(), k_dropout_key_iteration);
+        }
         net.enqueue_forward();
         if (!overlap) {
             net.backward();
@@ -839,7 +854,9 @@ int train(const TrainOptions& options) {
         staged = false;
         const float rate = solver.current_lr();
         solver.prepare_update();
-        if (comm->rank() > 0) {
+        if (device_dropout_keys) {
+            backend.set_dropout_counter(dropout_counter(iter));
+        } else if (comm->rank() > 0) {
             seed_dropout_stream(net.rng(), s.random_seed, comm->rank(), iter);
         }
         if (recording) {
