@@ -176,6 +176,11 @@ public:
     // net's rng (bit-for-bit repeatable); a device draws it from a counter-based generator
     // seeded from that rng, so that a recorded step draws a fresh mask on every replay.
     virtual void dropout_mask(std::size_t n, float ratio, std::mt19937& rng, float* mask) = 0;
+    // A device's dropout draw counter (the counter-based generator's position; each mask
+    // advances it by one), set before a step: a data-parallel rank r > 0 sets it from the
+    // iteration, so that its masks follow (seed, rank, iteration) in a replayed recording too.
+    // The CPU draws from the rng itself: nothing to set.
+    virtual void set_dropout_counter(std::uint64_t /*value*/) {}
     // y = x * mask * scale (mask is 0/1, or null for none), used forward and backward.
     virtual void masked_scale(std::size_t n, const float* x, const float* mask, float scale,
                               float* y) = 0;

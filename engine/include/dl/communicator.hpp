@@ -59,10 +59,28 @@ public:
     [[nodiscard]] virtual bool accepts(const Memory& memory) const {
         return memory.host_accessible();
     }
+    /// Whether a sum of backend memory is ordered after the backend's earlier work by the
+    /// communicator itself (NCCL, on the device's streams); otherwise the caller waits for the
+    /// device before handing its pointer over (a CUDA-aware MPI reads it from the host's side).
+    [[nodiscard]] virtual bool orders_device_work() const { return false; }
     /// In-place sum of `count` floats across ranks. Deterministic by default: element i is
     /// summed in rank order, ((x0 + x1) + x2) + ..., whatever the MPI library's algorithm, so
     /// two runs with the same N give the same bits. `what` names the call in a timeout message.
     virtual void allreduce_sum(float* data, std::size_t count, const std::string& what) = 0;
+    /// The same sum, started and not waited for (the gradient buckets of a backward pass still
+    /// running): `data` is the communicator's until wait_all() returns. Every rank starts the
+    /// same sums in the same order; the result is the blocking sum's, bit for bit. By default
+    /// the sum is done at once (nothing to overlap).
+    virtual void start_allreduce_sum(float* data, std::size_t count, const std::string& what) {
+        allreduce_sum(data, count, what);
+    }
+    /// Lets the started sums advance without waiting (MPI moves a message only inside MPI
+    /// calls): called between layers of the backward pass. True when every started sum is
+    /// done (as far as this rank can tell).
+    virtual bool progress() { return true; }
+    /// Waits for every started sum, bounded like every collective: a rank that does not answer
+    /// within the timeout ends every rank, named.
+    virtual void wait_all() {}
     /// Element-wise maximum of host values (agreements: stop flags, iterations, hashes).
     virtual void allreduce_max(std::int64_t* values, std::size_t count,
                                const std::string& what) = 0;

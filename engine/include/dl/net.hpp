@@ -6,7 +6,9 @@
 #include <dl/config.hpp>
 #include <dl/tensor.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -20,6 +22,9 @@ struct Param {
     std::string name; // "<layer>.<index>", e.g. "conv1.0" for the weights
     std::shared_ptr<Tensor> tensor;
     ParamSpec spec;
+    /// The index of the layer that owns it, in the net's layer order: its diff is final once
+    /// that layer's backward has run (each parameter is used once).
+    std::size_t layer = 0;
 };
 
 /// A Data layer's tops: the trainer fills them from a reader; the net never reads files.
@@ -54,8 +59,11 @@ public:
     void enqueue_forward();
     /// The weighted sum of the losses of the last forward (waits for a device).
     [[nodiscard]] float read_loss() const;
-    /// Fills every parameter's diff (issues the ops; recordable).
-    void backward();
+    /// Fills every parameter's diff (issues the ops; recordable), last layer first.
+    /// `after_layer(i)`, when given, is called after layer i's backward ops were issued: the
+    /// diffs of its parameters are then final (the data-parallel sum starts on them while the
+    /// layers below compute).
+    void backward(const std::function<void(std::size_t layer)>& after_layer = {});
     [[nodiscard]] Backend& backend() const { return m_backend; }
 
     /// forward/backward with per-layer wall times accumulated into `timings` (same order as

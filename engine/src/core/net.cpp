@@ -158,7 +158,8 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
             if (!layer.learnable(i)) {
                 spec = ParamSpec{0.0F, 0.0F};
             }
-            m_params.push_back(Param{fmt::format("{}.{}", layer_config.name, i), tensor, spec});
+            m_params.push_back(
+                Param{fmt::format("{}.{}", layer_config.name, i), tensor, spec, m_layers.size()});
         }
         entry->backward = layer.can_backward() && (any_grad || !shapes.empty());
         if (entry->backward) {
@@ -209,10 +210,14 @@ float Net::read_loss() const {
     return loss;
 }
 
-void Net::backward() {
-    for (auto it = m_layers.rbegin(); it != m_layers.rend(); ++it) {
-        if ((*it)->backward) {
-            (*it)->layer->backward((*it)->tops, (*it)->propagate_down, (*it)->bottoms);
+void Net::backward(const std::function<void(std::size_t layer)>& after_layer) {
+    for (std::size_t i = m_layers.size(); i-- > 0;) {
+        Entry& entry = *m_layers[i];
+        if (entry.backward) {
+            entry.layer->backward(entry.tops, entry.propagate_down, entry.bottoms);
+            if (after_layer) {
+                after_layer(i);
+            }
         }
     }
 }

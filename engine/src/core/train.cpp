@@ -187,7 +187,9 @@ std::string progress_text(const nlohmann::json& line) {
             line.value("loss", 0.0), line.value("lr", 0.0), line.value("images_per_s", 0.0),
             100.0 * line.value("data_wait_fraction", 0.0));
         if (line.contains("allreduce_ms")) {
-            text += fmt::format("  allreduce {:.2f} ms/step", line.value("allreduce_ms", 0.0));
+            text +=
+                fmt::format("  allreduce {:.2f} ms/step ({:.2f} waited)",
+                            line.value("allreduce_ms", 0.0), line.value("allreduce_wait_ms", 0.0));
         }
         return text;
     }
@@ -399,6 +401,27 @@ std::string rank_device(const std::string& asked, const RankEnv& env, int ranks)
     return fmt::format("cuda:{}", env.local_rank % visible);
 }
 
+/// Rank r > 0 draws its dropout masks from a stream of its own, restarted every step from
+/// (seed, rank, iteration): independent of the other ranks' masks, and the same in a resumed run
+/// as in an unbroken one without any per-rank state in the checkpoint. Rank 0 keeps the net's
+/// continuous stream (saved in the checkpoint), so that one rank trains as it always did.
+void seed_dropout_stream(std::mt19937& rng, std::uint32_t seed, int rank, int iteration) {
+    std::seed_seq sequence{seed, static_cast<std::uint32_t>(rank),
+                           static_cast<std::uint32_t>(iteration), 0x64726f70U /* "drop" */};
+    rng.seed(sequence);
+}
+
+/// A device draws a mask from (a key, its draw counter, the index), the key taken from the rng
+/// when the step is recorded and then fixed in the recording. So on a device rank r > 0 the
+/// keys come from (seed, rank) alone, the generator restarted where the step's ops are issued,
+/// recorded or not, and the iteration goes into the counter, set before every step: each mask
+/// is again a function of (seed, rank, iteration, which Dropout layer). Room for 2^20 Dropout
+/// layers per step.
+constexpr int k_dropout_key_iteration = -1;
+std::uint64_t dropout_counter(int iteration) {
+    return static_cast<std::uint64_t>(iteration) << 20U;
+}
+
 /// FNV-1a over every parameter's bytes: equal on every rank after the start-up, or the ranks
 /// would train different models.
 std::int64_t parameter_hash(const Net& net) {
@@ -509,6 +532,8 @@ int train(const TrainOptions& options) {
         throw Error(ErrorKind::usage,
                     fmt::format("DLTRAIN_COMM='{}': expected mpi or nccl", comm_kind));
     }
+    // The gradient buckets' size: a bad value is refused before anything starts.
+    const std::size_t bucket_cap = bucket_cap_floats();
     // The ranks, from the launcher's environment: one rank loads no MPI at all.
     const RankEnv rank_env = detect_rank_env();
     const std::unique_ptr<Communicator> comm = make_communicator(rank_env);
@@ -658,7 +683,7 @@ int train(const TrainOptions& options) {
         nccl = plugin->make_nccl_communicator(backend, *comm, collective_timeout_seconds());
     }
     if (distributed || nccl) {
-        exchange = std::make_unique<GradientExchange>(net, nccl ? *nccl : *comm);
+        exchange = std::make_unique<GradientExchange>(net, nccl ? *nccl : *comm, bucket_cap);
     }
     if (root) {
         std::ofstream resolved(options.run_dir / "config.resolved.yaml");
@@ -709,6 +734,7 @@ int train(const TrainOptions& options) {
         start_line["communicator"] =
             fmt::format("{}, {}", nccl ? nccl->name() : comm->name(), exchange->path());
         start_line["launcher"] = rank_env.launcher;
+        start_line["buckets"] = exchange->bucket_count();
     }
     log(start_line);
 
@@ -783,14 +809,23 @@ int train(const TrainOptions& options) {
     // One step's ops: run directly the first time (that sets up descriptors, algorithms and
     // workspaces), then recorded once and replayed when the backend records (a CUDA graph).
     // With several ranks the update waits for the gradient sum: only forward and backward
-    // are recorded, and the update runs after the exchange.
+    // are recorded, and the update runs after the exchange. With several gradient buckets the
+    // backward pass runs unrecorded, so that each bucket's sum starts as its layers finish.
+    const bool overlap = exchange && exchange->bucket_count() > 1;
+    const bool device_dropout_keys = comm->rank() > 0 && !backend.host_accessible();
     const auto step_ops = [&] {
+        if (device_dropout_keys) {
+            seed_dropout_stream(net.rng(), s.random_seed, comm->rank(), k_dropout_key_iteration);
+        }
         net.enqueue_forward();
-        net.backward();
+        if (!overlap) {
+            net.backward();
+        }
         if (!exchange) {
             solver.enqueue_update();
         }
     };
+    const auto after_layer = [&](std::size_t layer) { exchange->after_layer(layer); };
     std::unique_ptr<Recording> recording;
     bool tried_recording = false;
     int slot = 0;
@@ -806,6 +841,7 @@ int train(const TrainOptions& options) {
     long long window_images = 0;
     int window_steps = 0;
     double total_exchange_s = 0.0;
+    double total_wait_s = 0.0;
     bool leaving = false;
     while (solver.iteration() < s.max_iter) {
         const int iter = solver.iteration();
@@ -819,6 +855,11 @@ int train(const TrainOptions& options) {
         staged = false;
         const float rate = solver.current_lr();
         solver.prepare_update();
+        if (device_dropout_keys) {
+            backend.set_dropout_counter(dropout_counter(iter));
+        } else if (comm->rank() > 0) {
+            seed_dropout_stream(net.rng(), s.random_seed, comm->rank(), iter);
+        }
         if (recording) {
             recording->replay();
         } else {
@@ -831,7 +872,11 @@ int train(const TrainOptions& options) {
         bool all_stop = false;
         std::optional<float> global_loss;
         if (exchange) {
-            const auto outcome = exchange->run(must_leave(), iter);
+            exchange->begin(iter);
+            if (overlap) {
+                net.backward(after_layer);
+            }
+            const auto outcome = exchange->finish(must_leave());
             all_stop = outcome.stop;
             global_loss = outcome.loss;
             solver.enqueue_update();
@@ -883,10 +928,13 @@ int train(const TrainOptions& options) {
                                    {"data_wait_fraction", window_wait_s / window_s},
                                    {"elapsed_s", seconds_since(wall_start)}};
             if (exchange) {
-                // The time each step spent summing (waiting for the slowest rank included).
-                const double exchange_s = exchange->take_seconds();
-                total_exchange_s += exchange_s;
-                line["allreduce_ms"] = 1000.0 * exchange_s / std::max(window_steps, 1);
+                // The time each step's sums took (waiting for the slowest rank included), and
+                // the part of it not hidden behind the backward pass.
+                const auto exchange_s = exchange->take_seconds();
+                total_exchange_s += exchange_s.total;
+                total_wait_s += exchange_s.waiting;
+                line["allreduce_ms"] = 1000.0 * exchange_s.total / std::max(window_steps, 1);
+                line["allreduce_wait_ms"] = 1000.0 * exchange_s.waiting / std::max(window_steps, 1);
             }
             log(line);
             window_s = 0.0;
@@ -919,9 +967,10 @@ int train(const TrainOptions& options) {
          total_train_s > 0 ? static_cast<double>(total_images) / total_train_s : 0.0},
         {"wall_s", seconds_since(wall_start)}};
     if (exchange) {
-        total_exchange_s += exchange->take_seconds();
+        const auto exchange_s = exchange->take_seconds();
         final_line["ranks"] = ranks;
-        final_line["allreduce_s"] = total_exchange_s;
+        final_line["allreduce_s"] = total_exchange_s + exchange_s.total;
+        final_line["allreduce_wait_s"] = total_wait_s + exchange_s.waiting;
         // No rank leaves before rank 0's checkpoint is on disk: a launcher that sees one rank
         // exit (75 is non-zero) ends the others, the writer included.
         std::int64_t done = 0;

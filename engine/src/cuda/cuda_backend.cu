@@ -514,6 +514,10 @@ public:
         kernels::dropout_mask(m_stream, n, ratio, seed,
                               static_cast<unsigned long long*>(m_counter->pointer), mask);
     }
+    void set_dropout_counter(std::uint64_t value) override {
+        const auto counter = static_cast<unsigned long long>(value);
+        upload(m_counter->pointer, &counter, sizeof(counter));
+    }
     void masked_scale(std::size_t n, const float* x, const float* mask, float scale,
                       float* y) override {
         kernels::masked_scale(m_stream, n, x, mask, scale, y);

@@ -7,6 +7,11 @@
 // the collective timeout together with ncclCommGetAsyncError; on expiry or error the
 // communicator is aborted (ncclCommAbort, never ncclCommDestroy, which can block on a broken
 // one) and the bootstrap ends every rank.
+//
+// The sums of a backward pass's buckets (start_allreduce_sum) run on a stream of their own,
+// each ordered after the work the compute stream had issued when it started (an event), so
+// that NCCL sums one bucket while the GPU computes the gradients of the next; wait_all polls
+// an event after the last one and orders the compute stream after it.
 
 #include "cuda/cuda_check.cuh"
 #include "cuda/nccl_api.cuh"
@@ -93,6 +98,8 @@ public:
         check(m_nccl.CommInitRank(&m_comm, bootstrap.size(), id, bootstrap.rank()),
               "ncclCommInitRank");
         DL_CUDA_CHECK(cudaEventCreateWithFlags(&m_done, cudaEventDisableTiming));
+        DL_CUDA_CHECK(cudaEventCreateWithFlags(&m_ready, cudaEventDisableTiming));
+        DL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_sum_stream, cudaStreamNonBlocking));
     }
 
     ~NcclCommunicator() override {
@@ -106,6 +113,12 @@ public:
         if (m_done != nullptr) {
             cudaEventDestroy(m_done);
         }
+        if (m_ready != nullptr) {
+            cudaEventDestroy(m_ready);
+        }
+        if (m_sum_stream != nullptr) {
+            cudaStreamDestroy(m_sum_stream);
+        }
     }
     NcclCommunicator(const NcclCommunicator&) = delete;
     NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -118,6 +131,7 @@ public:
     [[nodiscard]] bool accepts(const Memory& memory) const override {
         return !memory.host_accessible();
     }
+    [[nodiscard]] bool orders_device_work() const override { return true; }
     void set_timeout(double seconds) override {
         m_timeout_s = seconds;
         m_bootstrap.set_timeout(seconds);
@@ -128,6 +142,28 @@ public:
               "ncclAllReduce");
         DL_CUDA_CHECK(cudaEventRecord(m_done, m_stream));
         wait(what);
+    }
+    void start_allreduce_sum(float* data, std::size_t count, const std::string& what) override {
+        // The bucket's gradients (and its packing) were issued on the compute stream: the sum
+        // starts after them, on its own stream, while the compute stream goes on.
+        DL_CUDA_CHECK(cudaEventRecord(m_ready, m_stream));
+        DL_CUDA_CHECK(cudaStreamWaitEvent(m_sum_stream, m_ready, 0));
+        check(m_nccl.AllReduce(data, data, count, ncclFloat32, ncclSum, m_comm, m_sum_stream),
+              "ncclAllReduce");
+        DL_CUDA_CHECK(cudaEventRecord(m_done, m_sum_stream));
+        if (m_started.empty()) {
+            m_started = what;
+        }
+    }
+    bool progress() override { return m_started.empty() || cudaEventQuery(m_done) == cudaSuccess; }
+    void wait_all() override {
+        if (m_started.empty()) {
+            return;
+        }
+        wait(m_started);
+        // Done, as the host saw; the compute stream is ordered after the sums all the same.
+        DL_CUDA_CHECK(cudaStreamWaitEvent(m_stream, m_done, 0));
+        m_started.clear();
     }
     void allreduce_max(std::int64_t* values, std::size_t count, const std::string& what) override {
         m_bootstrap.allreduce_max(values, count, what);
@@ -222,6 +258,9 @@ private:
     double m_timeout_s;
     ncclComm_t m_comm = nullptr;
     cudaEvent_t m_done = nullptr;
+    cudaEvent_t m_ready = nullptr;       // the compute stream, where a bucket's sum may start
+    cudaStream_t m_sum_stream = nullptr; // the buckets' sums
+    std::string m_started;               // the first started sum since wait_all, for messages
     std::string m_version;
 };
 

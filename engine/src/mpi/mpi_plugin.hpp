@@ -13,8 +13,9 @@
 namespace dl::mpi {
 
 struct PluginApi {
-    /// Initialises MPI (MPI_THREAD_FUNNELED: only the training thread calls it) and returns
-    /// the world communicator; throws dl::Error(device) when MPI does not start.
+    /// Initialises MPI (MPI_THREAD_FUNNELED: only the training thread calls it; SERIALIZED with
+    /// DLTRAIN_MPI_PROGRESS=thread) and returns the world communicator; throws
+    /// dl::Error(device) when MPI does not start.
     std::unique_ptr<Communicator> (*make_communicator)(double timeout_s);
     const char* flavour; // "openmpi", "mpich" or "mpi" (the site's own, whatever it is)
 };
