@@ -1,8 +1,9 @@
 // The CPU backend's convolution against a plain double-precision loop over the definition, for
 // both of its paths: Winograd F(2x2, 5x5) (5x5, stride 1, at least 8 input channels) and im2col
-// + sgemm (everything else). Forward, dx, dw and db, on LeNet's conv2 and on shapes that take the
-// edge cases: padding, odd output sizes (a tile half outside), a batch that is not a multiple of
-// the 8 images a Winograd tile group holds, and more tile positions than one block.
+// + sgemm (everything else, one image per sgemm from 32 x 32 outputs up). Forward, dx, dw and db,
+// on LeNet's conv2 and on shapes that take the edge cases: padding, odd output sizes (a tile half
+// outside), a batch that is not a multiple of the 8 images a Winograd tile group holds, and more
+// tile positions than one block.
 
 #include "cpu/winograd.hpp"
 
@@ -175,6 +176,17 @@ TEST(CpuConvolution, Im2colMatchesTheDefinition) {
     check({1, 32, 72, 72, 2, 5, 1, 0, 1}, false);
     check({3, 8, 9, 9, 4, 3, 2, 1, 1}, false);
     check({2, 8, 8, 8, 4, 5, 1, 1, 2}, false); // grouped
+}
+
+// From 1024 outputs per plane on, im2col takes one image per sgemm, writes y and reads dy in
+// place (no gathered copy) and sums the weight gradient transposed.
+TEST(CpuConvolution, Im2colOneImagePerSgemmMatchesTheDefinition) {
+    check({3, 3, 32, 32, 8, 5, 1, 2, 1}, false); // cifar10_quick's conv1, batch 3 on 2 threads
+    check({1, 3, 32, 32, 8, 5, 1, 2, 1}, false); // batch 1
+    // Odd sizes (33 x 35 outputs), two groups, padding.
+    check({2, 4, 33, 35, 6, 3, 1, 1, 2}, false);
+    // Stride 2 (35 x 33 outputs) on 3 threads.
+    check({5, 3, 70, 66, 4, 3, 2, 1, 1}, false, 3);
 }
 
 } // namespace

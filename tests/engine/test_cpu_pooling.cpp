@@ -87,6 +87,9 @@ std::vector<PoolGeometry> geometries() {
     out.push_back({1, 1, 32, 32, 3, 2, 0});
     out.push_back({1, 1, 16, 16, 3, 2, 0});
     out.push_back({1, 1, 8, 8, 3, 2, 0});
+    // Whole vectors of 8 output columns and a partial one after them (17 and 16 + 1).
+    out.push_back({1, 1, 35, 35, 3, 2, 0});
+    out.push_back({1, 1, 7, 33, 3, 2, 1});
     return out;
 }
 

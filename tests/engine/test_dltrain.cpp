@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <sstream>
 
@@ -338,6 +339,43 @@ TEST_F(Dltrain, CheckBuildsTheNetsWithoutTraining) {
                                      " --data-dir " + m_dir.path().string());
     EXPECT_EQ(with_data.exit_code, 0) << with_data.output;
     EXPECT_NE(with_data.output.find(": ok"), std::string::npos) << with_data.output;
+}
+
+// `dltrain time`: a row per layer with wall-clock and CPU milliseconds, forward and backward, and
+// the step's CPU in all; every figure a non-negative number, the CPU total their sum.
+TEST_F(Dltrain, TimePrintsWallAndCpuMillisecondsPerLayer) {
+    const auto config = workspace(10);
+    const auto result = run_shell(std::string(DLTRAIN_BINARY) + " time --device cpu --config " +
+                                  config.string() + " --threads 1 --iterations 3");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    std::istringstream out(result.output);
+    std::string header;
+    std::getline(out, header);
+    EXPECT_NE(header.find("fwd cpu ms"), std::string::npos) << header;
+    EXPECT_NE(header.find("bwd cpu ms"), std::string::npos) << header;
+    std::vector<std::string> layers;
+    double cpu_sum = 0.0;
+    std::string line;
+    while (std::getline(out, line) && line.rfind("Average", 0) != 0) {
+        std::istringstream row(line);
+        std::string name;
+        std::string type;
+        std::array<double, 4> ms{-1.0, -1.0, -1.0, -1.0};
+        row >> name >> type >> ms[0] >> ms[1] >> ms[2] >> ms[3];
+        ASSERT_FALSE(row.fail()) << line;
+        for (double value : ms) {
+            EXPECT_GE(value, 0.0) << line;
+        }
+        cpu_sum += ms[2] + ms[3];
+        layers.push_back(name);
+    }
+    EXPECT_EQ(layers, (std::vector<std::string>{"data", "conv1", "pool1", "ip1", "relu1", "drop1",
+                                                "ip2", "loss"}));
+    const auto at = result.output.find("Average CPU time per forward-backward: ");
+    ASSERT_NE(at, std::string::npos) << result.output;
+    const double cpu_total = std::stod(result.output.substr(at + 39));
+    EXPECT_GT(cpu_total, 0.0);
+    EXPECT_NEAR(cpu_total, cpu_sum, 0.001 * static_cast<double>(layers.size()) + 1e-9);
 }
 
 TEST_F(Dltrain, TestCommandScoresACheckpoint) {

@@ -39,6 +39,10 @@ struct LayerTiming {
     std::string type;
     double forward_ms = 0.0;
     double backward_ms = 0.0;
+    // The process's CPU time (all threads, spinning included): on a machine shared with other
+    // work, wall-clock per layer measures the load as much as the layer.
+    double forward_cpu_ms = 0.0;
+    double backward_cpu_ms = 0.0;
 };
 
 class Net {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <map>
 
 namespace dl {
@@ -227,6 +228,12 @@ double elapsed_ms(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
         .count();
 }
+
+double process_cpu_ms() {
+    timespec now{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) * 1e-6;
+}
 } // namespace
 
 float Net::forward_timed(std::vector<LayerTiming>& timings) {
@@ -238,9 +245,11 @@ float Net::forward_timed(std::vector<LayerTiming>& timings) {
         timings[i].type = entry.layer->config().type;
         m_backend.synchronize();
         const auto start = std::chrono::steady_clock::now();
+        const double cpu_start = process_cpu_ms();
         entry.layer->forward(entry.bottoms, entry.tops);
         m_backend.synchronize();
         timings[i].forward_ms += elapsed_ms(start);
+        timings[i].forward_cpu_ms += process_cpu_ms() - cpu_start;
         if (entry.layer->is_loss()) {
             loss += entry.layer->config().loss_weight * entry.tops[0]->read_scalar();
         }
@@ -255,9 +264,11 @@ void Net::backward_timed(std::vector<LayerTiming>& timings) {
         if (entry.backward) {
             m_backend.synchronize();
             const auto start = std::chrono::steady_clock::now();
+            const double cpu_start = process_cpu_ms();
             entry.layer->backward(entry.tops, entry.propagate_down, entry.bottoms);
             m_backend.synchronize();
             timings[i].backward_ms += elapsed_ms(start);
+            timings[i].backward_cpu_ms += process_cpu_ms() - cpu_start;
         }
     }
 }

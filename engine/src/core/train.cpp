@@ -1126,19 +1126,24 @@ int time_net(const TimeOptions& options) {
         net.backward_timed(timings);
     }
     const double total_ms = seconds_since(start) * 1000.0 / iterations;
-    fmt::print("{:<12} {:<16} {:>12} {:>12}\n", "layer", "type", "forward ms", "backward ms");
+    fmt::print("{:<12} {:<16} {:>12} {:>12} {:>12} {:>12}\n", "layer", "type", "forward ms",
+               "backward ms", "fwd cpu ms", "bwd cpu ms");
     double forward = 0.0;
     double backward = 0.0;
+    double cpu = 0.0;
     for (const auto& timing : timings) {
-        fmt::print("{:<12} {:<16} {:>12.3f} {:>12.3f}\n", timing.name, timing.type,
-                   timing.forward_ms / iterations, timing.backward_ms / iterations);
+        fmt::print("{:<12} {:<16} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", timing.name,
+                   timing.type, timing.forward_ms / iterations, timing.backward_ms / iterations,
+                   timing.forward_cpu_ms / iterations, timing.backward_cpu_ms / iterations);
         forward += timing.forward_ms / iterations;
         backward += timing.backward_ms / iterations;
+        cpu += (timing.forward_cpu_ms + timing.backward_cpu_ms) / iterations;
     }
     fmt::print("Average forward pass: {:.3f} ms\nAverage backward pass: {:.3f} ms\n"
-               "Average forward-backward: {:.3f} ms ({:.0f} images/s at batch {}, {})\n",
+               "Average forward-backward: {:.3f} ms ({:.0f} images/s at batch {}, {})\n"
+               "Average CPU time per forward-backward: {:.3f} ms\n",
                forward, backward, total_ms, net.batch_size() * 1000.0 / total_ms, net.batch_size(),
-               backend->device_name());
+               backend->device_name(), cpu);
     return exit_code::finished;
 }
 

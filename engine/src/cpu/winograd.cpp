@@ -109,6 +109,43 @@ std::ptrdiff_t plane_offset(int image, int channels, int channel, std::ptrdiff_t
     return (static_cast<std::ptrdiff_t>(image) * channels + channel) * plane_size;
 }
 
+// One plane of a Lanes2d buffer (dst) from the planes src[0, images) (height x width each),
+// placed `offset` rows and columns in from its corner; zeros everywhere else. A full group
+// writes each pixel's 8 lanes as one vector and zeros only the border: lane by lane, the plane
+// was passed over 8 times in strided scalar stores, after a fill of the whole of it.
+[[gnu::always_inline]] inline void gather_plane(const std::array<const float*, k_lanes>& src,
+                                                int images, int height, int width,
+                                                const Lanes2d& shape, int offset, float* dst) {
+    const std::ptrdiff_t row = static_cast<std::ptrdiff_t>(shape.cols) * k_lanes;
+    if (images < k_lanes) {
+        std::fill(dst, dst + row * shape.rows, 0.0F);
+        for (int lane = 0; lane < images; ++lane) {
+            for (int h = 0; h < height; ++h) {
+                float* out = dst + (h + offset) * row + offset * k_lanes + lane;
+                for (int w = 0; w < width; ++w) {
+                    out[static_cast<std::ptrdiff_t>(w) * k_lanes] = src[lane][h * width + w];
+                }
+            }
+        }
+        return;
+    }
+    std::fill(dst, dst + offset * row, 0.0F);
+    std::fill(dst + (offset + height) * row, dst + shape.rows * row, 0.0F);
+    for (int h = 0; h < height; ++h) {
+        float* out = dst + (h + offset) * row;
+        std::fill(out, out + offset * k_lanes, 0.0F);
+        std::fill(out + (offset + width) * k_lanes, out + row, 0.0F);
+        out += offset * k_lanes;
+        for (int w = 0; w < width; ++w) {
+            Lanes pixel;
+            for (int lane = 0; lane < k_lanes; ++lane) {
+                pixel[lane] = src[lane][h * width + w];
+            }
+            std::memcpy(out + static_cast<std::ptrdiff_t>(w) * k_lanes, &pixel, sizeof pixel);
+        }
+    }
+}
+
 } // namespace
 
 bool applies(const ConvGeometry& g) {
@@ -212,17 +249,13 @@ void gather_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& blo
                    float* xt) {
     const Lanes2d shape = input_lanes(tiling);
     const std::ptrdiff_t plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
-    std::fill(xt, xt + shape.floats(g.channels), 0.0F);
-    for (int lane = 0; lane < block.images; ++lane) {
-        for (int c = 0; c < g.channels; ++c) {
-            const float* src = x + plane_offset(block.image + lane, g.channels, c, plane);
-            for (int h = 0; h < g.height; ++h) {
-                float* dst = xt + lanes_at(shape, c, h + g.pad, g.pad) + lane;
-                for (int w = 0; w < g.width; ++w) {
-                    dst[static_cast<std::ptrdiff_t>(w) * k_lanes] = src[h * g.width + w];
-                }
-            }
+    for (int c = 0; c < g.channels; ++c) {
+        std::array<const float*, k_lanes> src{};
+        for (int lane = 0; lane < block.images; ++lane) {
+            src[lane] = x + plane_offset(block.image + lane, g.channels, c, plane);
         }
+        gather_plane(src, block.images, g.height, g.width, shape, g.pad,
+                     xt + lanes_at(shape, c, 0, 0));
     }
 }
 
@@ -301,17 +334,12 @@ void gather_output_gradients(const ConvGeometry& g, const Tiling& tiling, const 
     const int out_h = g.out_height();
     const int out_w = g.out_width();
     const std::ptrdiff_t plane = static_cast<std::ptrdiff_t>(out_h) * out_w;
-    std::fill(dyt, dyt + shape.floats(g.outputs), 0.0F);
-    for (int lane = 0; lane < block.images; ++lane) {
-        for (int o = 0; o < g.outputs; ++o) {
-            const float* src = dy + plane_offset(block.image + lane, g.outputs, o, plane);
-            for (int h = 0; h < out_h; ++h) {
-                float* dst = dyt + lanes_at(shape, o, h, 0) + lane;
-                for (int w = 0; w < out_w; ++w) {
-                    dst[static_cast<std::ptrdiff_t>(w) * k_lanes] = src[h * out_w + w];
-                }
-            }
+    for (int o = 0; o < g.outputs; ++o) {
+        std::array<const float*, k_lanes> src{};
+        for (int lane = 0; lane < block.images; ++lane) {
+            src[lane] = dy + plane_offset(block.image + lane, g.outputs, o, plane);
         }
+        gather_plane(src, block.images, out_h, out_w, shape, 0, dyt + lanes_at(shape, o, 0, 0));
     }
 }
 
