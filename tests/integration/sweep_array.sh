@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# sweep_array.sh: a sweep on the real test Slurm is ONE job array (issue 22): --sweep-limit 2
+# becomes --array=0-2%2, each point's record holds its task's id (ARRAY_TASK), the scheduler
+# never runs more than two tasks at once (from the tasks' own start and end times), every
+# point's status is its own, a point is cancelled alone (scancel ARRAY_TASK; the throttled
+# task then starts), and `dljob cancel SWEEP` ends the whole array with one scancel.
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+command -v squeue >/dev/null || { echo "SKIP: no squeue (the test cluster is not running)"; exit 77; }
+site=test-slurm
+
+# Every scancel dljob runs, logged, then the real one.
+mkdir -p "$WORK/bin"
+real_scancel=$(command -v scancel)
+printf '#!/bin/sh\necho "$*" >>"%s"\nexec "%s" "$@"\n' "$WORK/scancel.log" "$real_scancel" >"$WORK/bin/scancel"
+chmod +x "$WORK/bin/scancel"
+export PATH=$WORK/bin:$PATH
+: >"$WORK/scancel.log"
+
+points() { # OUTPUT -> "dljob-id scheduler-id" per submitted point
+  sed -n 's/^submitted job \([0-9]*\) .* as slurm \([^:]*\):.*/\1 \2/p' <<<"$1"
+}
+task_times() { # ARRAY -> "start end" (epoch seconds) per task, from slurmctld's records
+  scontrol show job "$1" -o | tr ' ' '\n' | sed -n 's/^\(StartTime\|EndTime\)=//p' |
+    while read -r t; do date -d "$t" +%s; done | paste - -
+}
+
+# ---- 1. three points, at most two at once -----------------------------------------------------
+# shellcheck disable=SC2046 # site_args is several words
+out=$("$DLJOB" submit "$HERE/recipes/sweep.yaml" $(site_args "$site") \
+  --sweep command.environment.ACC=0.5,0.9,0.7 --sweep-limit 2 2>/dev/null)
+echo "$out"
+mapfile -t rows < <(points "$out")
+check "three points" 3 "${#rows[@]}"
+array=${rows[0]#* }
+array=${array%_*}
+check "each point is a task of one array, in order" "${array}_0 ${array}_1 ${array}_2" \
+  "$(for r in "${rows[@]}"; do printf '%s ' "${r#* }"; done | sed 's/ $//')"
+check "throttled to two tasks at once" 1 \
+  "$(scontrol show job "$array" -o | grep -c "ArrayTaskThrottle=2")"
+for r in "${rows[@]}"; do
+  id=${r% *}
+  check "point $id completes" COMPLETED "$(wait_state "$id" COMPLETED)"
+  check "point $id's status names its task" "${r#* }" "$(field "$id" scheduler_id)"
+done
+check "Slurm ran one array of three tasks" 3 \
+  "$(scontrol show job "$array" -o | grep -c "ArrayJobId=$array ")"
+task_times "$array" >"$WORK/times"
+cat "$WORK/times"
+check "the scheduler ran three tasks" 3 "$(wc -l <"$WORK/times")"
+# The most tasks running at one instant: at each task's start, those started and not yet ended.
+check "never more than two tasks running" 2 "$(awk '{ s[NR] = $1; e[NR] = $2 }
+  END { for (i = 1; i <= NR; i++) { n = 0; for (j = 1; j <= NR; j++) if (s[j] <= s[i] && s[i] < e[j]) n++;
+        if (n > most) most = n }; print most }' "$WORK/times")"
+check "a task ran after another had ended (the limit held it back)" 1 "$(awk '{ s[NR] = $1; e[NR] = $2 }
+  END { for (i = 1; i <= NR; i++) for (j = 1; j <= NR; j++) if (i != j && s[i] >= e[j]) { print 1; exit } print 0 }' "$WORK/times")"
+check "each point's own metrics" "0.5 0.9 0.7" \
+  "$(for r in "${rows[@]}"; do "$DLJOB" status "${r% *}" --json |
+    python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["metrics"]["accuracy"])'; done | xargs)"
+
+# ---- 2. cancel one point, then the sweep --------------------------------------------------------
+# shellcheck disable=SC2046
+out=$("$DLJOB" submit "$HERE/recipes/sweep_cancel.yaml" $(site_args "$site") --sweep-limit 2 2>/dev/null)
+echo "$out"
+mapfile -t rows < <(points "$out")
+sweep=$(sed -n 's/^sweep \(sw-[0-9a-f]*\): .*/\1/p' <<<"$out")
+array=${rows[0]#* }
+array=${array%_*}
+ids=()
+for r in "${rows[@]}"; do ids+=("${r% *}"); done
+check "points 1 and 2 run" "RUNNING RUNNING" \
+  "$(wait_state "${ids[0]}" RUNNING) $(wait_state "${ids[1]}" RUNNING)"
+check "point 3 waits for the limit" PENDING "$(field "${ids[2]}" state)"
+check "squeue -r shows the throttled task pending" PENDING \
+  "$(squeue -h -r -j "${array}_2" -o %T 2>/dev/null)"
+"$DLJOB" cancel "${ids[1]}" >/dev/null
+check "one point cancelled with its task's id" "${array}_1" "$(tail -n 1 "$WORK/scancel.log")"
+check "the cancelled point is CANCELLED" CANCELLED "$(field "${ids[1]}" state)"
+check "its place goes to point 3" RUNNING "$(wait_state "${ids[2]}" RUNNING)"
+check "point 1 still runs" RUNNING "$(field "${ids[0]}" state)"
+: >"$WORK/scancel.log"
+cancelled=$("$DLJOB" cancel "$sweep")
+echo "$cancelled"
+check "cancel SWEEP is one scancel of the array" "$array" "$(cat "$WORK/scancel.log")"
+check "and reports every point" 3 "$(grep -c "^job [0-9]*: CANCELLED" <<<"$cancelled")"
+if wait_queue_empty 60; then empty=1; else empty=0; fi
+check "the scheduler holds no task of the array" 1 "$empty"
+check "Slurm ended every task CANCELLED" 3 \
+  "$(scontrol show job "$array" -o | grep -c "JobState=CANCELLED")"
+finish
