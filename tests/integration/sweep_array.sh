@@ -87,4 +87,36 @@ if wait_queue_empty 60; then empty=1; else empty=0; fi
 check "the scheduler holds no task of the array" 1 "$empty"
 check "Slurm ended every task CANCELLED" 3 \
   "$(scontrol show job "$array" -o | grep -c "JobState=CANCELLED")"
+
+# ---- 3. a point that continues ----------------------------------------------------------------
+# Each point of continue.yaml exits 75 twice: its task submits the point's next attempt as a
+# job of its own, in the point's run directory, with no dljob command run meanwhile.
+# shellcheck disable=SC2046
+out=$("$DLJOB" submit "$HERE/recipes/continue.yaml" $(site_args "$site") \
+  --sweep command.environment.POINT=1,2 2>/dev/null)
+echo "$out"
+mapfile -t rows < <(points "$out")
+array=${rows[0]#* }
+array=${array%_*}
+check "two points, one array" "${array}_0 ${array}_1" "${rows[0]#* } ${rows[1]#* }"
+if wait_queue_empty 240; then empty=1; else empty=0; fi
+check "both chains ended unattended" 1 "$empty"
+"$DLJOB" status --all --json >"$WORK/all.json"
+for r in "${rows[@]}"; do
+  check "point ${r% *}: three attempts in its run directory, the last COMPLETED, attempts 2 and 3 jobs of their own" \
+    "TIMEOUT:${r#* } TIMEOUT:job COMPLETED:job 1" "$(python3 - "$WORK/all.json" "${r% *}" <<'PY'
+import json, sys
+jobs = {j["id"]: j for j in map(json.loads, open(sys.argv[1]))}
+chain = [jobs[int(sys.argv[2])]]
+while True:
+    nxt = [j for j in jobs.values() if j["continues"] == chain[-1]["id"]]
+    if not nxt:
+        break
+    chain.append(nxt[0])
+ids = [j["scheduler_id"] if k == 0 else ("job" if j["scheduler_id"].isdigit() else j["scheduler_id"])
+       for k, j in enumerate(chain)]
+print(" ".join(f'{j["state"]}:{i}' for j, i in zip(chain, ids)), len({j["run_dir"] for j in chain}))
+PY
+)"
+done
 finish
