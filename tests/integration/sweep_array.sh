@@ -1,24 +1,41 @@
 #!/usr/bin/env bash
-# sweep_array.sh: a sweep on the real test Slurm is ONE job array (issue 22): --sweep-limit 2
-# becomes --array=0-2%2, each point's record holds its task's id (ARRAY_TASK), the scheduler
-# never runs more than two tasks at once (from the tasks' own start and end times), every
-# point's status is its own, a point is cancelled alone (scancel ARRAY_TASK; the throttled
-# task then starts), and `dljob cancel SWEEP` ends the whole array with one scancel.
+# sweep_array.sh SITE: a sweep is ONE job array where the scheduler has them (issue 22), on the
+# real test Slurm (test-slurm: --array=0-2%2), through the Torque wrappers (test-pbs: qsub -t
+# 0-2%2) and the Moab shims (test-moab: msub -t dljob[0-2]%2), all running on the test Slurm:
+# each point's record holds its task's id in the family's form, Slurm holds one array and
+# never runs more than two of its tasks at once (from the tasks' own start and end times),
+# every point's status is its own, a point is cancelled alone (by its task's id; the throttled
+# task then starts), `dljob cancel SWEEP` ends the whole array with one command, and a point
+# that exits 75 continues as a job of its own.
 # shellcheck disable=SC1091
 . "$(dirname "$0")/lib.sh"
 command -v squeue >/dev/null || { echo "SKIP: no squeue (the test cluster is not running)"; exit 77; }
-site=test-slurm
+site=${1:-test-slurm}
+family=${site#test-}
+# The family's cancel command, its form of task 1 of array A and of the whole array.
+case $family in
+slurm) cancel=scancel task1='%s_1' whole='%s' ;;
+pbs) cancel=qdel task1='%s[1]' whole='%s[]' ;;
+moab) cancel=canceljob task1='Moab.%s[1]' whole='Moab.%s' ;;
+esac
 
-# Every scancel dljob runs, logged, then the real one.
+# Every cancel command dljob runs, logged, then the one it would have run.
 mkdir -p "$WORK/bin"
-real_scancel=$(command -v scancel)
-printf '#!/bin/sh\necho "$*" >>"%s"\nexec "%s" "$@"\n' "$WORK/scancel.log" "$real_scancel" >"$WORK/bin/scancel"
-chmod +x "$WORK/bin/scancel"
+real_cancel=$(command -v "$cancel")
+printf '#!/bin/sh\necho "$*" >>"%s"\nexec "%s" "$@"\n' "$WORK/cancel.log" "$real_cancel" >"$WORK/bin/$cancel"
+chmod +x "$WORK/bin/$cancel"
 export PATH=$WORK/bin:$PATH
-: >"$WORK/scancel.log"
+: >"$WORK/cancel.log"
 
 points() { # OUTPUT -> "dljob-id scheduler-id" per submitted point
-  sed -n 's/^submitted job \([0-9]*\) .* as slurm \([^:]*\):.*/\1 \2/p' <<<"$1"
+  sed -n "s/^submitted job \([0-9]*\) .* as $family \([^:]*\):.*/\1 \2/p" <<<"$1"
+}
+slurm_array() { # a point's scheduler id -> the Slurm number of its array
+  local id=${1#Moab.}
+  echo "${id%%[_[]*}"
+}
+task_of() { # ARRAY INDEX -> the family's id of that task
+  case $family in slurm) echo "$1_$2" ;; pbs) echo "$1[$2]" ;; moab) echo "Moab.$1[$2]" ;; esac
 }
 task_times() { # ARRAY -> "start end" (epoch seconds) per task, from slurmctld's records
   scontrol show job "$1" -o | tr ' ' '\n' | sed -n 's/^\(StartTime\|EndTime\)=//p' |
@@ -32,9 +49,9 @@ out=$("$DLJOB" submit "$HERE/recipes/sweep.yaml" $(site_args "$site") \
 echo "$out"
 mapfile -t rows < <(points "$out")
 check "three points" 3 "${#rows[@]}"
-array=${rows[0]#* }
-array=${array%_*}
-check "each point is a task of one array, in order" "${array}_0 ${array}_1 ${array}_2" \
+array=$(slurm_array "${rows[0]#* }")
+check "each point is a task of one array, in order" \
+  "$(task_of "$array" 0) $(task_of "$array" 1) $(task_of "$array" 2)" \
   "$(for r in "${rows[@]}"; do printf '%s ' "${r#* }"; done | sed 's/ $//')"
 check "throttled to two tasks at once" 1 \
   "$(scontrol show job "$array" -o | grep -c "ArrayTaskThrottle=2")"
@@ -64,8 +81,7 @@ out=$("$DLJOB" submit "$HERE/recipes/sweep_cancel.yaml" $(site_args "$site") --s
 echo "$out"
 mapfile -t rows < <(points "$out")
 sweep=$(sed -n 's/^sweep \(sw-[0-9a-f]*\): .*/\1/p' <<<"$out")
-array=${rows[0]#* }
-array=${array%_*}
+array=$(slurm_array "${rows[0]#* }")
 ids=()
 for r in "${rows[@]}"; do ids+=("${r% *}"); done
 check "points 1 and 2 run" "RUNNING RUNNING" \
@@ -74,14 +90,16 @@ check "point 3 waits for the limit" PENDING "$(field "${ids[2]}" state)"
 check "squeue -r shows the throttled task pending" PENDING \
   "$(squeue -h -r -j "${array}_2" -o %T 2>/dev/null)"
 "$DLJOB" cancel "${ids[1]}" >/dev/null
-check "one point cancelled with its task's id" "${array}_1" "$(tail -n 1 "$WORK/scancel.log")"
+# shellcheck disable=SC2059 # the family's form is the format
+check "one point cancelled with its task's id" "$(printf "$task1" "$array")" "$(tail -n 1 "$WORK/cancel.log")"
 check "the cancelled point is CANCELLED" CANCELLED "$(field "${ids[1]}" state)"
 check "its place goes to point 3" RUNNING "$(wait_state "${ids[2]}" RUNNING)"
 check "point 1 still runs" RUNNING "$(field "${ids[0]}" state)"
-: >"$WORK/scancel.log"
+: >"$WORK/cancel.log"
 cancelled=$("$DLJOB" cancel "$sweep")
 echo "$cancelled"
-check "cancel SWEEP is one scancel of the array" "$array" "$(cat "$WORK/scancel.log")"
+# shellcheck disable=SC2059
+check "cancel SWEEP is one $cancel of the array" "$(printf "$whole" "$array")" "$(cat "$WORK/cancel.log")"
 check "and reports every point" 3 "$(grep -c "^job [0-9]*: CANCELLED" <<<"$cancelled")"
 if wait_queue_empty 60; then empty=1; else empty=0; fi
 check "the scheduler holds no task of the array" 1 "$empty"
@@ -96,9 +114,8 @@ out=$("$DLJOB" submit "$HERE/recipes/continue.yaml" $(site_args "$site") \
   --sweep command.environment.POINT=1,2 2>/dev/null)
 echo "$out"
 mapfile -t rows < <(points "$out")
-array=${rows[0]#* }
-array=${array%_*}
-check "two points, one array" "${array}_0 ${array}_1" "${rows[0]#* } ${rows[1]#* }"
+array=$(slurm_array "${rows[0]#* }")
+check "two points, one array" "$(task_of "$array" 0) $(task_of "$array" 1)" "${rows[0]#* } ${rows[1]#* }"
 if wait_queue_empty 240; then empty=1; else empty=0; fi
 check "both chains ended unattended" 1 "$empty"
 "$DLJOB" status --all --json >"$WORK/all.json"
@@ -113,7 +130,7 @@ while True:
     if not nxt:
         break
     chain.append(nxt[0])
-ids = [j["scheduler_id"] if k == 0 else ("job" if j["scheduler_id"].isdigit() else j["scheduler_id"])
+ids = [j["scheduler_id"] if k == 0 else ("job" if "[" not in j["scheduler_id"] and "_" not in j["scheduler_id"] else j["scheduler_id"])
        for k, j in enumerate(chain)]
 print(" ".join(f'{j["state"]}:{i}' for j, i in zip(chain, ids)), len({j["run_dir"] for j in chain}))
 PY
