@@ -581,6 +581,40 @@ protected:
     }
 };
 
+// `--after A:ok` renders afterok on A's attempt running then; that attempt exits 75 when it
+// continues, which the scheduler would never count as ok. The job moves every dependant still
+// waiting to its next attempt with the family's own command before it exits, from the run
+// directory's `dependants` (the job has no store).
+TEST_F(JobSideContinuation, DependantsWaitForTheNextAttemptInsteadOfThisOne) {
+    running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    ASSERT_TRUE(record_dependant(dir / "run", "5000", true));
+    ASSERT_TRUE(record_dependant(dir / "run", "5001", false));
+    runner_->reply("sbatch", 0, "4001\n");
+    runner_->reply("scontrol", 0, "");
+    runner_->reply("scontrol", 1, "", "scontrol: error: Job is no longer pending execution\n");
+    std::string note;
+    ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    ASSERT_EQ(runner_->calls.size(), 3U);
+    EXPECT_EQ(runner_->calls[0].front(), "sbatch"); // the next attempt's id first
+    EXPECT_EQ(runner_->calls[1], (std::vector<std::string>{"scontrol", "update", "JobId=5000",
+                                                           "Dependency=afterok:4001"}));
+    EXPECT_EQ(runner_->calls[2], (std::vector<std::string>{"scontrol", "update", "JobId=5001",
+                                                           "Dependency=afterany:4001"}));
+    // One that has started already needs no moving: said, and the continuation stands.
+    EXPECT_NE(note.find("job 5001 still waits on this attempt"), std::string::npos) << note;
+    EXPECT_NE(note.find("no longer pending"), std::string::npos) << note;
+}
+
+TEST_F(JobSideContinuation, AFamilyWithoutTheCommandRunsNothing) {
+    ASSERT_TRUE(record_dependant(dir / "run", "77", true));
+    std::string note;
+    retarget_dependants(*runner_, "sqsub", dir / "run", "78", note);
+    retarget_dependants(*runner_, "slurm", dir / "elsewhere", "78", note); // no dependants
+    EXPECT_TRUE(runner_->calls.empty());
+    EXPECT_TRUE(note.empty()) << note;
+}
+
 TEST_F(JobSideContinuation, TheJobSubmitsItsNextAttemptWithItsOwnTokenAndStatusRecordsIt) {
     const Job first = running_slurm("tokfirst01");
     write_checkpoint("iter_00000100.ckpt");
