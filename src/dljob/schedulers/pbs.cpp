@@ -48,9 +48,13 @@ std::optional<std::string> parse_qsub_id(std::string_view output) {
         if (line.empty()) {
             continue;
         }
-        // ^\d+(\.[A-Za-z0-9-]+)*$ (Rocoto's rule)
+        // ^\d+(\[\])?(\.[A-Za-z0-9-]+)*$ (Rocoto's rule, and an array's [])
         const auto dot = line.find('.');
-        const auto number = line.substr(0, dot);
+        auto number = line.substr(0, dot);
+        // A job array: "123[].server" (Torque's answer to qsub -t).
+        if (number.size() > 2 && number.substr(number.size() - 2) == "[]") {
+            number.remove_suffix(2);
+        }
         if (!all_digits(number)) {
             continue;
         }

@@ -256,8 +256,9 @@ TEST_P(ArrayScript, EachTaskRunsItsPointsScriptWithItsLogAndId) {
     }
     const auto& family = schedulers::family_of(run.kind);
     const std::string script = schedulers::array_script(family, facts);
-    EXPECT_EQ(line_starting(script, run.directive.substr(0, run.directive.find(' ') + 1)),
-              run.directive);
+    EXPECT_EQ(line_starting(script, run.directive), run.directive) << script;
+    EXPECT_EQ(line_starting(script, std::string(family.directive_prefix()) + " --job-name"),
+              std::string(family.directive_prefix()) + " --job-name=lenet");
     std::ofstream(root / "array.sh") << script;
     auto ran = test::run_shell(fmt::format("cd {} && env -i PATH=/usr/bin:/bin {} bash array.sh",
                                            root.string(), run.env));

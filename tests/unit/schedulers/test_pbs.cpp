@@ -26,6 +26,7 @@ TEST_F(PbsAdapter, ParsesQsubIdsSkippingBanners) {
     EXPECT_EQ(parse_qsub_id(scheduler_output("pbs-qsub-torque.txt")), "9086117.bw");
     EXPECT_FALSE(parse_qsub_id(scheduler_output("pbs-qsub-rejected.txt")).has_value());
     EXPECT_EQ(pbs_numeric_id("179.server.example.edu"), "179");
+    EXPECT_EQ(parse_qsub_id("9086117[].bw\n"), "9086117[].bw"); // qsub -t: an array
 }
 
 TEST_F(PbsAdapter, SubmitNamesJobAfterTokenWithinTorqueLimit) {

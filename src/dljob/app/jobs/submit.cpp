@@ -240,7 +240,8 @@ Result<RecordedSubmit> record_recipe(JobContext& context, const SubmitOptions& o
         return fail(recorded.error());
     }
     prepared->first.job = recorded->job;
-    return RecordedSubmit{std::move(prepared->first), std::move(*recorded)};
+    return RecordedSubmit{std::move(prepared->first), std::move(*recorded),
+                          prepared->second.request.site};
 }
 
 SubmitRequest submit_request(const Job& job) {

@@ -48,6 +48,7 @@ struct RecordedJob {
 struct RecordedSubmit {
     SubmitOutcome outcome;
     RecordedJob recorded;
+    SiteProfile site; // the site it was rendered for
 };
 /// submit_recipe without the scheduler: a sweep's points are recorded one by one, then
 /// submitted as one job array (app/jobs/sweep.hpp). Not for a dry run.

@@ -98,6 +98,20 @@ submit_array(JobContext& context, const SubmitOptions& options,
                 (void)context.store().remove(one->recorded.job.id);
                 return std::optional<SweepOutcome>{}; // sqsub, local: a job per point
             }
+            const SiteProfile& site = one->site;
+            if (const int most = site.behaviour.max_array_size;
+                most > 0 && points.size() > static_cast<std::size_t>(most)) {
+                (void)context.store().remove(one->recorded.job.id);
+                const auto origin = site.origins.find("scheduler.max_array_size");
+                return fail(ErrorCode::usage,
+                            fmt::format("sweep of {} points: site {} takes job arrays of at "
+                                        "most {} tasks (scheduler.max_array_size, {}); nothing "
+                                        "submitted",
+                                        points.size(), site.name, most,
+                                        origin == site.origins.end() ? std::string("its profile")
+                                                                     : origin->second),
+                            "sweep fewer values, or split the sweep in several");
+            }
         }
         auto mine = shared_directives(rendered.script, family->directive_prefix(),
                                       one->recorded.job.run_dir);
