@@ -63,7 +63,8 @@ protected:
                                      const std::string& extra = "") {
         const auto path = dir / (name + ".yaml");
         std::ofstream(path) << "name: " << name << "\nhostnames: " << hostnames << "\n"
-                            << extra << "modules: {system: none}\n"
+                            << extra
+                            << "modules: {system: none}\n"
                                "partitions:\n"
                                "  cpu:\n"
                                "    scheduler: slurm\n"

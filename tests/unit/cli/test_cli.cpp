@@ -150,9 +150,9 @@ TEST(CliBinary, ASweepLimitBelowOneIsRefusedAndSubmitsNothing) {
                                        "train.max_iter=10,20 --sweep-limit=" +
                                        limit);
         EXPECT_EQ(refused.exit_code, 2) << refused.output;
-        EXPECT_NE(refused.output.find(std::string("--sweep-limit ") + limit +
-                                      ": expected 1 or more"),
-                  std::string::npos)
+        EXPECT_NE(
+            refused.output.find(std::string("--sweep-limit ") + limit + ": expected 1 or more"),
+            std::string::npos)
             << refused.output;
     }
     EXPECT_EQ(test::run_shell("test -e " + dir + "/runs").exit_code, 1) << "a run directory";

@@ -260,8 +260,8 @@ TEST_P(ArrayScript, EachTaskRunsItsPointsScriptWithItsLogAndId) {
     EXPECT_EQ(line_starting(script, std::string(family.directive_prefix()) + " --job-name"),
               std::string(family.directive_prefix()) + " --job-name=lenet");
     std::ofstream(root / "array.sh") << script;
-    auto ran = test::run_shell(fmt::format("cd {} && env -i PATH=/usr/bin:/bin {} bash array.sh",
-                                           root.string(), run.env));
+    auto ran = test::run_shell(
+        fmt::format("cd {} && env -i PATH=/usr/bin:/bin {} bash array.sh", root.string(), run.env));
     EXPECT_EQ(ran.exit_code, 0) << ran.output;
     EXPECT_EQ(ran.output, ""); // all of it went to the point's log
     std::ifstream log(root / "p1" / "job.log");
@@ -270,9 +270,9 @@ TEST_P(ArrayScript, EachTaskRunsItsPointsScriptWithItsLogAndId) {
     EXPECT_EQ(line.substr(0, line.find(" pid ")),
               fmt::format("ran {} as {}", (root / "p1" / "job.sh").string(), run.task_id));
     EXPECT_FALSE(std::filesystem::exists(root / "p0" / "job.log"));
-    auto stray = test::run_shell(fmt::format(
-        "cd {} && env -i PATH=/usr/bin:/bin {} bash array.sh", root.string(),
-        std::string(run.env).replace(run.env.find("=1"), 2, "=7")));
+    auto stray = test::run_shell(
+        fmt::format("cd {} && env -i PATH=/usr/bin:/bin {} bash array.sh", root.string(),
+                    std::string(run.env).replace(run.env.find("=1"), 2, "=7")));
     EXPECT_EQ(stray.exit_code, 1);
     EXPECT_NE(stray.output.find("array task index '7' is no point of sweep sw-abc123"),
               std::string::npos)
@@ -288,8 +288,8 @@ INSTANTIATE_TEST_SUITE_P(
         // Torque itself, then Slurm's Torque wrappers (which set only Slurm's variables).
         ArrayRun{SchedulerKind::pbs, "PBS_ARRAYID=1 PBS_JOBID=77[1].server", "#PBS -t 0-1%1",
                  "77[1].server"},
-        ArrayRun{SchedulerKind::pbs, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
-                 "#PBS -t 0-1%1", "77[1]"},
+        ArrayRun{SchedulerKind::pbs, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#PBS -t 0-1%1",
+                 "77[1]"},
         ArrayRun{SchedulerKind::moab, "MOAB_JOBARRAYINDEX=1 MOAB_JOBID=Moab.77[1]",
                  "#PBS -t dljob[0-1]%1", "Moab.77[1]"},
         ArrayRun{SchedulerKind::moab, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
