@@ -142,6 +142,23 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     EXPECT_TRUE(fs::exists(dir / "run" / "job.log"));
 }
 
+// The status that continues a job moves its dependants too (a scheduler without
+// kill_invalid_depend still holds them pending), to the attempt it submitted.
+TEST_F(Continuation, AStatusThatContinuesAJobMovesItsDependantsToTheNextAttempt) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    ASSERT_TRUE(record_dependant(dir / "run", "5000", true));
+    runner_->reply("sbatch", 0, "4242\n");
+    runner_->reply("scontrol", 0, "");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    ASSERT_EQ(runner_->calls.size(), 2U);
+    EXPECT_EQ(runner_->calls[1], (std::vector<std::string>{"scontrol", "update", "JobId=5000",
+                                                           "Dependency=afterok:4242"}));
+    EXPECT_TRUE(note.empty()) << note;
+}
+
 // Issue 22: a continued sweep point is one point, in its latest attempt's state, in the
 // folded status line and in `dljob sweep`'s table.
 TEST_F(Continuation, AContinuedSweepPointCountsOnceInItsLatestAttemptsState) {
