@@ -66,16 +66,36 @@ std::string submitted_ids(const SweepOutcome& outcome) {
     return done;
 }
 
-// Each point recorded with its run directory, then one job array for all of them. Returns
-// nullopt (nothing recorded) when the points cannot share one array script: they ask for
-// different resources (a swept resources.* key), so each is a job of its own.
-Result<std::optional<SweepOutcome>>
-submit_array(JobContext& context, const SubmitOptions& options,
-             const std::vector<std::vector<std::string>>& points, const std::string& sweep,
-             int limit, std::string& why_not) {
+void remove_rows(JobContext& context, const std::vector<RecordedSubmit>& recorded) {
+    for (const auto& r : recorded) {
+        (void)context.store().remove(r.recorded.job.id); // their directories go with them
+    }
+}
+
+// The refusal of a sweep larger than the site's arrays, naming the profile's line.
+std::optional<Error> over_array_size(const SiteProfile& site, std::size_t points) {
+    const int most = site.behaviour.max_array_size;
+    if (most <= 0 || points <= static_cast<std::size_t>(most)) {
+        return std::nullopt;
+    }
+    const auto origin = site.origins.find("scheduler.max_array_size");
+    return Error{
+        ErrorCode::usage,
+        fmt::format("sweep of {} points: site {} takes job arrays of at most {} tasks "
+                    "(scheduler.max_array_size, {}); nothing submitted",
+                    points, site.name, most,
+                    origin == site.origins.end() ? std::string("its profile") : origin->second),
+        "sweep fewer values, or split the sweep in several"};
+}
+
+// Every point recorded with its run directory, for one job array. Empty (nothing recorded)
+// when the family has no arrays, or when the points cannot share one array script: they ask
+// for different resources (a swept resources.* key); `why_not` then says so.
+Result<std::vector<RecordedSubmit>>
+record_points(JobContext& context, const SubmitOptions& options,
+              const std::vector<std::vector<std::string>>& points, const std::string& sweep,
+              int limit, std::vector<std::string>& directives, std::string& why_not) {
     std::vector<RecordedSubmit> recorded;
-    std::vector<std::string> directives;
-    const schedulers::SchedulerFamily* family = nullptr;
     for (std::size_t i = 0; i < points.size(); ++i) {
         SubmitOptions point = options;
         point.overrides.insert(point.overrides.end(), points[i].begin(), points[i].end());
@@ -83,54 +103,49 @@ submit_array(JobContext& context, const SubmitOptions& options,
         point.sweep_point = points[i];
         auto one = record_recipe(context, point);
         if (!one) {
-            for (const auto& r : recorded) {
-                (void)context.store().remove(r.recorded.job.id);
-            }
+            remove_rows(context, recorded);
             Error error = one.error();
             error.message = fmt::format("sweep {} point {} of {}: {} (nothing submitted)", sweep,
                                         i + 1, points.size(), error.message);
             return fail(error);
         }
-        const auto& rendered = one->outcome.rendered;
-        if (family == nullptr) {
-            family = &schedulers::family_of(rendered.scheduler);
-            if (family->array_options(ArraySpec{static_cast<int>(points.size()), limit}).empty()) {
+        const auto& family = schedulers::family_of(one->outcome.rendered.scheduler);
+        if (i == 0) {
+            if (family.array_options(ArraySpec{static_cast<int>(points.size()), limit}).empty()) {
                 (void)context.store().remove(one->recorded.job.id);
-                return std::optional<SweepOutcome>{}; // sqsub, local: a job per point
+                return std::vector<RecordedSubmit>{}; // sqsub, local: a job per point
             }
-            const SiteProfile& site = one->site;
-            if (const int most = site.behaviour.max_array_size;
-                most > 0 && points.size() > static_cast<std::size_t>(most)) {
+            if (auto refused = over_array_size(one->site, points.size())) {
                 (void)context.store().remove(one->recorded.job.id);
-                const auto origin = site.origins.find("scheduler.max_array_size");
-                return fail(ErrorCode::usage,
-                            fmt::format("sweep of {} points: site {} takes job arrays of at "
-                                        "most {} tasks (scheduler.max_array_size, {}); nothing "
-                                        "submitted",
-                                        points.size(), site.name, most,
-                                        origin == site.origins.end() ? std::string("its profile")
-                                                                     : origin->second),
-                            "sweep fewer values, or split the sweep in several");
+                return fail(*refused);
             }
         }
-        auto mine = shared_directives(rendered.script, family->directive_prefix(),
+        auto mine = shared_directives(one->outcome.rendered.script, family.directive_prefix(),
                                       one->recorded.job.run_dir);
         if (i == 0) {
             directives = std::move(mine);
-        } else if (mine != directives || rendered.scheduler != family->kind()) {
-            for (const auto& r : recorded) {
-                (void)context.store().remove(r.recorded.job.id);
-            }
+        } else if (mine != directives ||
+                   one->outcome.rendered.scheduler != recorded.front().outcome.rendered.scheduler) {
+            remove_rows(context, recorded);
             (void)context.store().remove(one->recorded.job.id);
             why_not = fmt::format("point {} asks for other resources than point 1 (a swept "
                                   "resources key?), so each point is a job of its own, not one "
                                   "job array",
                                   i + 1);
-            return std::optional<SweepOutcome>{};
+            return std::vector<RecordedSubmit>{};
         }
         recorded.push_back(std::move(*one));
     }
-    const ArraySpec array{static_cast<int>(points.size()), limit};
+    return recorded;
+}
+
+// The recorded points as one job array: its script written next to the first point's, one
+// submission, each point's record given its task's id.
+Result<SweepOutcome> submit_points(JobContext& context, std::vector<RecordedSubmit>& recorded,
+                                   const std::vector<std::string>& directives,
+                                   const std::string& sweep, int limit) {
+    const auto& family = schedulers::family_of(recorded.front().outcome.rendered.scheduler);
+    const ArraySpec array{static_cast<int>(recorded.size()), limit};
     const Job& first = recorded.front().recorded.job;
     const std::filesystem::path run_dir(first.run_dir);
     SubmitRequest request = submit_request(first);
@@ -149,15 +164,10 @@ submit_array(JobContext& context, const SubmitOptions& options,
     for (const auto& r : recorded) {
         facts.scripts.push_back(r.recorded.job.script_path);
     }
-    const auto remove_all = [&] {
-        for (const auto& r : recorded) {
-            (void)context.store().remove(r.recorded.job.id);
-        }
-    };
     if (auto error = util::write_file_atomic(request.script_path,
-                                             schedulers::array_script(*family, facts), true);
+                                             schedulers::array_script(family, facts), true);
         !error.empty()) {
-        remove_all();
+        remove_rows(context, recorded);
         return fail(ErrorCode::io, fmt::format("sweep {}: cannot write {}: {}", sweep,
                                                request.script_path, error));
     }
@@ -165,43 +175,42 @@ submit_array(JobContext& context, const SubmitOptions& options,
     auto submitted =
         scheduler ? (*scheduler)->submit(request) : Result<Submission>(fail(scheduler.error()));
     const std::int64_t now = util::unix_now();
-    SweepOutcome outcome;
-    outcome.sweep = sweep;
     if (!submitted) {
         const Error& error = submitted.error();
+        const std::string what = fmt::format("sweep {}: the job array of {} points: {}", sweep,
+                                             recorded.size(), error.message);
         if (error.code == ErrorCode::scheduler_rejected) {
-            remove_all(); // the run directories go with their PendingRunDir
-            return fail(error.code,
-                        fmt::format("sweep {}: the job array of {} points: {}", sweep,
-                                    points.size(), error.message),
-                        error.hint);
+            remove_rows(context, recorded);
+            return fail(error.code, what, error.hint);
         }
-        // No answer: the array may exist. Every point is kept for reconciliation by token.
+        // No answer: the array may exist. Every point is kept for reconciliation.
         for (auto& r : recorded) {
             (void)context.store().mark_submit_unknown(r.recorded.job.id, now);
             r.recorded.run_dir.keep();
         }
         return fail(error.code,
-                    fmt::format("sweep {}: the job array of {} points: {} (jobs recorded; their "
-                                "submission is checked when they start)",
-                                sweep, points.size(), error.message),
+                    what + " (jobs recorded; their submission is checked when they start)",
                     "run 'dljob status' later: it never submits them twice");
     }
     if (request.after) {
         note_dependant(*request.after, submitted->scheduler_id,
                        recorded.front().outcome.rendered.notes);
     }
+    // The array exists: every point's directory stays, whatever happens to the records.
+    for (auto& r : recorded) {
+        r.recorded.run_dir.keep();
+    }
+    SweepOutcome outcome;
+    outcome.sweep = sweep;
     for (std::size_t i = 0; i < recorded.size(); ++i) {
         auto& r = recorded[i];
-        const std::string task =
-            family->array_task_id(submitted->scheduler_id, static_cast<int>(i));
+        const std::string task = family.array_task_id(submitted->scheduler_id, static_cast<int>(i));
         DLJOB_TRY(context.store().mark_submitted(r.recorded.job.id, task, "", now));
-        r.recorded.run_dir.keep();
         r.outcome.job.scheduler_id = task;
         r.outcome.job.phase = SubmitPhase::submitted;
         outcome.points.push_back(std::move(r.outcome));
     }
-    return std::optional<SweepOutcome>{std::move(outcome)};
+    return outcome;
 }
 
 } // namespace
@@ -340,15 +349,15 @@ Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& opti
     outcome.sweep = fmt::format("sw-{}", util::random_hex(6));
     std::string note; // why the points are not one job array
     if (!options.dry_run && points->size() > 1) {
-        std::string why_not;
-        auto array = submit_array(context, options, *points, outcome.sweep, limit, why_not);
-        if (!array) {
-            return fail(array.error());
+        std::vector<std::string> directives;
+        auto recorded =
+            record_points(context, options, *points, outcome.sweep, limit, directives, note);
+        if (!recorded) {
+            return fail(recorded.error());
         }
-        if (*array) {
-            return std::move(**array);
+        if (!recorded->empty()) {
+            return submit_points(context, *recorded, directives, outcome.sweep, limit);
         }
-        note = why_not;
     }
     for (std::size_t i = 0; i < points->size(); ++i) {
         SubmitOptions point = options;
