@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # sweep_cancel.sh SITE: a recipe's sweep: block (three points, no --sweep) through SITE's
-# scheduler: every point is submitted as a job of its own and runs, status tells each point
-# apart and folds the sweep, cancelling one point ends only that one in the scheduler, and
-# `dljob cancel SWEEP` ends every other point.
+# scheduler: every point is submitted (a task of one job array on Slurm, PBS and Moab, a job of
+# its own on sqsub) and runs, status tells each point apart and folds the sweep, cancelling one
+# point ends only that one, and `dljob cancel SWEEP` ends every other point. (sweep_array.sh
+# checks the array itself: the commands run, the tasks' times.)
 # shellcheck disable=SC1091
 . "$(dirname "$0")/lib.sh"
 site=$1

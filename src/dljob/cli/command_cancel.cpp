@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ void set_cancel_command(CLI::App& app, Context& context) {
             }
         };
         std::vector<std::string> expanded;
+        std::set<std::string> arrays;
         for (const auto& id : *ids) {
             if (id.rfind("sw-", 0) != 0) {
                 expanded.push_back(id);
@@ -42,10 +44,17 @@ void set_cancel_command(CLI::App& app, Context& context) {
                 failed(points.error());
                 continue;
             }
+            // A sweep that is one job array goes with one scheduler command.
+            auto told = app::cancel_arrays(jobs, *points);
+            if (!told) {
+                failed(told.error());
+            } else {
+                arrays.insert(told->begin(), told->end());
+            }
             expanded.insert(expanded.end(), points->begin(), points->end());
         }
         for (const auto& id : expanded) {
-            auto job = app::cancel_job(jobs, id);
+            auto job = app::cancel_job(jobs, id, arrays);
             if (!job) {
                 failed(job.error());
                 continue;

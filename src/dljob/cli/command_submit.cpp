@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <ostream>
@@ -91,7 +92,7 @@ void set_submit_command(CLI::App& app, Context& context) {
     auto options = std::make_shared<app::SubmitOptions>();
     auto wait = std::make_shared<bool>(false);
     auto sweeps = std::make_shared<std::vector<std::string>>();
-    auto sweep_limit = std::make_shared<int>(0);
+    auto sweep_limit = std::make_shared<int>(-1); // -1: not given, no limit
     command->add_option("RECIPE", options->recipe, "Recipe file (YAML)")->required();
     add_site_options(*command, *options, SiteOptionSet::with_partition);
     command
@@ -108,7 +109,8 @@ void set_submit_command(CLI::App& app, Context& context) {
                      "repeatable, the cartesian product of all")
         ->allow_extra_args(false);
     command->add_option("--sweep-limit", *sweep_limit,
-                        "At most N points of the sweep run at once (0: no limit)");
+                        "At most N points of the sweep run at once (N >= 1; default: no "
+                        "limit)");
     command->add_flag("--dry-run", options->dry_run, "Print the job script; submit nothing");
     command->add_flag("--wait", *wait,
                       "Wait for the job to end, showing its progress; exit 1 unless it "
@@ -125,7 +127,12 @@ void set_submit_command(CLI::App& app, Context& context) {
                 throw Failure(ErrorCode::usage, "--wait follows one job, not a sweep",
                               "follow the sweep with: dljob sweep ID");
             }
-            auto swept = app::submit_sweep(jobs, *options, *axes, *sweep_limit);
+            if (*sweep_limit == 0 || *sweep_limit < -1) {
+                throw Failure(ErrorCode::usage,
+                              fmt::format("--sweep-limit {}: expected 1 or more", *sweep_limit),
+                              "leave --sweep-limit out to run every point at once");
+            }
+            auto swept = app::submit_sweep(jobs, *options, *axes, std::max(*sweep_limit, 0));
             if (!swept) {
                 throw Failure(swept.error());
             }

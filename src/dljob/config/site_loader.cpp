@@ -106,7 +106,7 @@ Result<void> read_modules(const YamlNode& node, SiteProfile& site) {
 Result<void> read_scheduler(const YamlNode& node, SiteProfile& site) {
     DLJOB_TRY(check_mapping(node, "scheduler",
                             {"job_name_max", "job_name_pattern", "warning_signal", "grace_seconds",
-                             "script_on_service_node"}));
+                             "script_on_service_node", "max_array_size"}));
     SchedulerBehaviour& b = site.behaviour;
     for (const auto& entry : node.entries) {
         const std::string key = join_key("scheduler", entry.key);
@@ -142,6 +142,8 @@ Result<void> read_scheduler(const YamlNode& node, SiteProfile& site) {
             DLJOB_TRY(assign(read_int(entry.value, key, 0, 3600), b.grace_seconds));
         } else if (entry.key == "script_on_service_node") {
             DLJOB_TRY(assign(read_bool(entry.value, key), b.script_on_service_node));
+        } else if (entry.key == "max_array_size") {
+            DLJOB_TRY(assign(read_int(entry.value, key, 1, 100000000), b.max_array_size));
         }
     }
     return {};

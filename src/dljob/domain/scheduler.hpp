@@ -23,6 +23,13 @@ struct JobDependency {
     bool ok = true;           // afterok; false: afterany
 };
 
+/// A sweep submitted as one job array: tasks 0 .. size-1, at most `limit` of them running at
+/// once (0: no limit). Each family renders its own form (SchedulerFamily::array_options).
+struct ArraySpec {
+    int size = 0;
+    int limit = 0;
+};
+
 struct SubmitRequest {
     std::string script_path;
     std::string run_dir;
@@ -40,6 +47,8 @@ struct SubmitRequest {
     int max_continuations = 0;
     /// Wait for this job first; only ever set on a chain's first attempt.
     std::optional<JobDependency> after;
+    /// Submit the script as a job array (a sweep's array script); the answer is the array's id.
+    std::optional<ArraySpec> array;
 };
 
 struct Submission {

@@ -106,6 +106,9 @@ struct SchedulerBehaviour {
     std::string warning_signal = "USR2"; // sent before the walltime kill (where supported)
     int grace_seconds = 120;             // how long before the kill it arrives
     bool script_on_service_node = false; // Cray: compute work must go through aprun
+    /// The most tasks a job array may have (Slurm's MaxArraySize, Torque's max_job_array_size);
+    /// 0: not known. A sweep of more points is refused before anything is submitted.
+    int max_array_size = 0;
 };
 
 struct SiteProfile {

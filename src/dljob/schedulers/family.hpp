@@ -88,6 +88,29 @@ public:
     virtual void add_submit_options(std::vector<std::string>& submit_argv,
                                     const std::vector<std::string>& options) const;
 
+    /// Job arrays (a sweep is one array where the family has them, docs/sweeps.md). The
+    /// options that make a submission an array of `array.size` tasks, indexes 0 .. size-1, at
+    /// most `array.limit` running at once (0: no limit); empty: the family has no arrays, and a
+    /// sweep is one job per point.
+    [[nodiscard]] virtual std::vector<std::string> array_options(const ArraySpec& array) const;
+    /// What starts a directive line in the family's scripts ("#SBATCH"); empty: none.
+    [[nodiscard]] virtual std::string_view directive_prefix() const { return {}; }
+    /// A quoted shell expression, inside an array task: its index.
+    [[nodiscard]] virtual std::string_view array_index_expression() const { return {}; }
+    /// A quoted shell expression, inside an array task: its id as array_task_id names it.
+    [[nodiscard]] virtual std::string_view array_task_id_expression() const { return {}; }
+    /// The scheduler's id of task `index` of the array that submit answered `array_id` for.
+    [[nodiscard]] virtual std::string array_task_id(const std::string& array_id, int index) const;
+    /// The array's own id from one task's (cancels the whole array); `task_id` itself when it
+    /// names no array task.
+    [[nodiscard]] virtual std::string array_of(const std::string& task_id) const;
+
+    /// The command that makes the pending job `dependant` wait for `after` instead of what it
+    /// waited for (a continued job's dependants move to its next attempt); empty: the family
+    /// cannot change a pending job's dependency.
+    [[nodiscard]] virtual std::vector<std::string>
+    retarget_dependency(const std::string& dependant, const JobDependency& after) const;
+
     /// The command that opens an interactive session with the request's resources, or a
     /// refusal naming the closest thing.
     [[nodiscard]] virtual Result<InteractivePlan>
@@ -100,6 +123,20 @@ public:
     [[nodiscard]] virtual std::unique_ptr<Scheduler>
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const = 0;
 };
+
+/// A sweep's one job array (docs/sweeps.md): each task runs its point's own job script.
+struct ArrayScriptFacts {
+    std::string sweep;                   // the sweep id, for the script's comments and errors
+    std::vector<std::string> directives; // the points' shared directives (text after the prefix)
+    ArraySpec array;                     // size: the number of points
+    std::vector<std::string> scripts;    // each point's job script (absolute), by task index
+};
+
+/// The array script of `family` (array_options must be non-empty): its directives and the
+/// array's, then a body that picks the task's point by its index, sends the task's output to
+/// that point's job.log and runs the point's script in its place (exec: the scheduler's
+/// signals reach it), with DLJOB_ARRAY_TASK_ID naming the task for the point's record.
+std::string array_script(const SchedulerFamily& family, const ArrayScriptFacts& facts);
 
 /// The family of `kind`.
 const SchedulerFamily& family_of(SchedulerKind kind);

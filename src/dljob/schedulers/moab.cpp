@@ -16,6 +16,10 @@
 //     any other code                                                     -> FAILED
 //   not listed (purged after the completed window)                       -> absent
 //
+// Job arrays (a sweep, docs/sweeps.md): Moab's own, `msub -t NAME[0-2]%2` (ENABLEJOBARRAYS in
+// moab.cfg); the tasks are Moab.45[0] .. Moab.45[2] to showq and canceljob, Moab.45 the whole
+// array. A pending job's dependency changes with `mjobctl -m depend=afterok:ID JOB`.
+//
 // Quirks: the text form of showq has no DRMJID and varies by version, so --xml is parsed with a
 // lenient attribute scanner; completed jobs are asked for (showq -c) only when a job is missing
 // from the first query.
@@ -163,6 +167,10 @@ Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
         const auto wait = pbs_dialect_dependency(*request.after);
         argv.insert(argv.end(), wait.begin(), wait.end());
     }
+    if (request.array) {
+        const auto array = moab_family().array_options(*request.array);
+        argv.insert(argv.end(), array.begin(), array.end());
+    }
     argv.push_back(request.script_path);
     return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
                           [](const ProcessResult& result) { return parse_msub_id(result.out); });
@@ -265,6 +273,28 @@ public:
     [[nodiscard]] std::vector<std::string>
     dependency_options(const JobDependency& after) const override {
         return pbs_dialect_dependency(after);
+    }
+    // Moab's own arrays (not Torque's): msub -t NAME[0-2]%2; task 4 of Moab.45 is Moab.45[4].
+    [[nodiscard]] std::vector<std::string> array_options(const ArraySpec& array) const override {
+        return {"-t", array.limit > 0 ? fmt::format("dljob[0-{}]%{}", array.size - 1, array.limit)
+                                      : fmt::format("dljob[0-{}]", array.size - 1)};
+    }
+    [[nodiscard]] std::string_view directive_prefix() const override { return "#PBS"; }
+    [[nodiscard]] std::string_view array_index_expression() const override {
+        return R"("${MOAB_JOBARRAYINDEX:-${PBS_ARRAYID:-${SLURM_ARRAY_TASK_ID:-}}}")";
+    }
+    [[nodiscard]] std::string_view array_task_id_expression() const override {
+        return R"("${MOAB_JOBID:-Moab.${SLURM_ARRAY_JOB_ID:-}[${SLURM_ARRAY_TASK_ID:-}]}")";
+    }
+    [[nodiscard]] std::string array_task_id(const std::string& array_id, int index) const override {
+        return fmt::format("{}[{}]", array_id, index);
+    }
+    [[nodiscard]] std::string array_of(const std::string& task_id) const override {
+        return task_id.substr(0, task_id.find('['));
+    }
+    [[nodiscard]] std::vector<std::string>
+    retarget_dependency(const std::string& dependant, const JobDependency& after) const override {
+        return {"mjobctl", "-m", pbs_dialect_dependency(after).at(1), dependant};
     }
     [[nodiscard]] Result<InteractivePlan>
     interactive(const InteractiveRequest& request) const override {

@@ -19,6 +19,13 @@
 //   keep_completed): the records printed are used whatever the exit status.
 // - `qstat -x` (XML) is Torque-only (the wrappers reject it), so the text form is parsed.
 // - qdel of an unknown or finished job fails; that is reported.
+// - Job arrays (a sweep, docs/sweeps.md): `qsub -t 0-2%2` answers "123[].server"; task 4 is
+//   "123[4].server" to qstat and qdel, "123[].server" the whole array. The Slurm wrappers pass
+//   -t on as --array and answer "123", but their qstat lists a task by its own Slurm number and
+//   their qdel kills a job by the number its id starts with (the whole array): the test suite's
+//   tests/shims/qstat and qdel take the Torque forms onto Slurm's 123_4 first.
+// - qalter -W depend= changes a pending job's dependency (a continued job moves its dependants
+//   to its next attempt); the Slurm wrappers' qalter has no -W (the shim translates it).
 //
 // Rendering: the PBS dialect (#PBS lines; the options repeated on the qsub/msub command line
 // with a single -l, legacy-schedulers.md §5.5: CLI flags win, and the Slurm wrappers take one
@@ -41,9 +48,13 @@ std::optional<std::string> parse_qsub_id(std::string_view output) {
         if (line.empty()) {
             continue;
         }
-        // ^\d+(\.[A-Za-z0-9-]+)*$ (Rocoto's rule)
+        // ^\d+(\[\])?(\.[A-Za-z0-9-]+)*$ (Rocoto's rule, and an array's [])
         const auto dot = line.find('.');
-        const auto number = line.substr(0, dot);
+        auto number = line.substr(0, dot);
+        // A job array: "123[].server" (Torque's answer to qsub -t).
+        if (number.size() > 2 && number.substr(number.size() - 2) == "[]") {
+            number.remove_suffix(2);
+        }
         if (!all_digits(number)) {
             continue;
         }
@@ -149,6 +160,10 @@ Result<Submission> PbsScheduler::submit(const SubmitRequest& request) {
     if (request.after) {
         const auto wait = pbs_dialect_dependency(*request.after);
         argv.insert(argv.end(), wait.begin(), wait.end());
+    }
+    if (request.array) {
+        const auto array = pbs_family().array_options(*request.array);
+        argv.insert(argv.end(), array.begin(), array.end());
     }
     argv.push_back(request.script_path);
     return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
@@ -312,6 +327,28 @@ public:
     dependency_options(const JobDependency& after) const override {
         return pbs_dialect_dependency(after);
     }
+    [[nodiscard]] std::vector<std::string> array_options(const ArraySpec& array) const override {
+        return {"-t", array.limit > 0 ? fmt::format("0-{}%{}", array.size - 1, array.limit)
+                                      : fmt::format("0-{}", array.size - 1)};
+    }
+    [[nodiscard]] std::string_view directive_prefix() const override { return "#PBS"; }
+    // Slurm's Torque wrappers set the SLURM_ARRAY_* variables only.
+    [[nodiscard]] std::string_view array_index_expression() const override {
+        return R"("${PBS_ARRAYID:-${SLURM_ARRAY_TASK_ID:-}}")";
+    }
+    [[nodiscard]] std::string_view array_task_id_expression() const override {
+        return R"("${PBS_JOBID:-${SLURM_ARRAY_JOB_ID:-}[${SLURM_ARRAY_TASK_ID:-}]}")";
+    }
+    [[nodiscard]] std::string array_task_id(const std::string& array_id, int index) const override {
+        return pbs_array_task_id(array_id, index);
+    }
+    [[nodiscard]] std::string array_of(const std::string& task_id) const override {
+        return pbs_array_of(task_id);
+    }
+    [[nodiscard]] std::vector<std::string>
+    retarget_dependency(const std::string& dependant, const JobDependency& after) const override {
+        return {"qalter", "-W", pbs_dialect_dependency(after).at(1), dependant};
+    }
     [[nodiscard]] Result<InteractivePlan>
     interactive(const InteractiveRequest& request) const override {
         auto argv = pbs_dialect_interactive(request, "qsub", !request.qsub_is_slurm_wrapper);
@@ -379,6 +416,26 @@ std::vector<std::string> pbs_dialect_dependency(const JobDependency& after) {
     // Torque's qsub, PBS Pro's and Moab's msub all take the PBS form.
     return {"-W",
             fmt::format("depend={}:{}", after.ok ? "afterok" : "afterany", after.scheduler_id)};
+}
+
+std::string pbs_array_task_id(const std::string& array_id, int index) {
+    // Torque answers "123[].server" for an array, the Slurm wrappers a bare "123".
+    if (const auto empty = array_id.find("[]"); empty != std::string::npos) {
+        return fmt::format("{}[{}]{}", array_id.substr(0, empty), index,
+                           array_id.substr(empty + 2));
+    }
+    const auto dot = array_id.find('.');
+    return fmt::format("{}[{}]{}", array_id.substr(0, dot), index,
+                       dot == std::string::npos ? std::string() : array_id.substr(dot));
+}
+
+std::string pbs_array_of(const std::string& task_id) {
+    const auto open = task_id.find('[');
+    const auto close = task_id.find(']', open);
+    if (open == std::string::npos || close == std::string::npos || close == open + 1) {
+        return task_id;
+    }
+    return task_id.substr(0, open + 1) + task_id.substr(close);
 }
 
 const SchedulerFamily& pbs_family() {

@@ -25,6 +25,11 @@ std::optional<std::string> parse_qsub_id(std::string_view output);
 std::vector<PbsRecord> parse_qstat_f(std::string_view output);
 /// The numeric part of a Torque id ("179.server" -> "179"): qstat's columns truncate ids.
 std::string pbs_numeric_id(std::string_view id);
+/// Task `index` of the array qsub answered `array_id` for ("123[].server" -> "123[4].server",
+/// the wrappers' "123" -> "123[4]").
+std::string pbs_array_task_id(const std::string& array_id, int index);
+/// The whole array of a task ("123[4].server" -> "123[].server"); `task_id` if it is none.
+std::string pbs_array_of(const std::string& task_id);
 /// Maps job_state (and exit_status, when Torque gives it) onto dljob's states.
 SchedulerStatus map_pbs_state(const PbsRecord& record);
 

@@ -22,6 +22,12 @@
 //   default window starts at midnight: it is asked only for jobs squeue no longer shows, with an
 //   explicit --starttime, and its failure is not an error (the exit_code file still decides).
 // - scancel prints nothing and returns 0 even for unknown ids.
+// - Job arrays (a sweep, docs/sweeps.md): a task is "123_4" to squeue, sacct and scancel alike.
+//   squeue folds the pending tasks into one line ("123_[1-3%2]") unless asked -r, so it is
+//   always asked -r; sacct's JobIDRaw of a task is its own number, so its JobID is asked too.
+// - A pending job's dependency can be changed (scontrol update JobId=D Dependency=...): a
+//   continued job moves its dependants to its next attempt before it exits 75, which would
+//   otherwise leave an afterok never satisfied (kill_invalid_depend then cancels them).
 //
 // Rendering (SlurmFamily below): #SBATCH directives; sbatch reads them, so the adapter submits
 // `sbatch --parsable SCRIPT` and the rendered submit command (options repeated) is for people.
@@ -80,8 +86,8 @@ std::optional<int> parse_exit_code(std::string_view text) {
 
 /// The user's jobs that squeue still lists (all states): id, state, reason and comment.
 Result<std::vector<SlurmRow>> list_queue(ProcessRunner& runner, const SchedulerOptions& options) {
-    auto listed =
-        run_command(runner, {"squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%r|%k"}, options);
+    auto listed = run_command(
+        runner, {"squeue", "-h", "--me", "-r", "-t", "all", "-o", "%i|%T|%r|%k"}, options);
     if (!listed) {
         return fail(listed.error());
     }
@@ -149,6 +155,14 @@ std::vector<SlurmRow> parse_sacct(std::string_view output) {
         if (fields.size() > 3) {
             row.reason = std::string(trim(fields[3]));
         }
+        // An array task: its JobID (123_4) is how dljob knows it, its JobIDRaw its own number.
+        if (fields.size() > 4) {
+            const auto id = trim(fields[4]);
+            const auto parts = split(id, '_');
+            if (parts.size() == 2 && all_digits(parts[0]) && all_digits(parts[1])) {
+                row.id = std::string(id);
+            }
+        }
         rows.push_back(std::move(row));
     }
     return rows;
@@ -183,6 +197,10 @@ Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
         const auto wait = slurm_family().dependency_options(*request.after);
         argv.insert(argv.end(), wait.begin(), wait.end());
     }
+    if (request.array) {
+        const auto array = slurm_family().array_options(*request.array);
+        argv.insert(argv.end(), array.begin(), array.end());
+    }
     argv.push_back(request.script_path);
     return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
                           [](const ProcessResult& result) { return parse_sbatch_id(result.out); });
@@ -216,7 +234,7 @@ SlurmScheduler::poll(const std::vector<JobRef>& jobs) {
     if (!missing.empty()) {
         auto accounted =
             run_command(m_runner,
-                        {"sacct", "-X", "-P", "-n", "-o", "JobIDRaw,State,ExitCode,Reason",
+                        {"sacct", "-X", "-P", "-n", "-o", "JobIDRaw,State,ExitCode,Reason,JobID",
                          "--starttime=now-7days", "-j", missing},
                         m_options);
         // Without slurmdbd sacct fails; the jobs then stay missing and the exit_code file
@@ -373,6 +391,32 @@ public:
     dependency_options(const JobDependency& after) const override {
         return {fmt::format("--dependency={}:{}", after.ok ? "afterok" : "afterany",
                             after.scheduler_id)};
+    }
+
+    [[nodiscard]] std::vector<std::string> array_options(const ArraySpec& array) const override {
+        return {array.limit > 0 ? fmt::format("--array=0-{}%{}", array.size - 1, array.limit)
+                                : fmt::format("--array=0-{}", array.size - 1)};
+    }
+    [[nodiscard]] std::string_view directive_prefix() const override { return "#SBATCH"; }
+    [[nodiscard]] std::string_view array_index_expression() const override {
+        return R"("${SLURM_ARRAY_TASK_ID:-}")";
+    }
+    // SLURM_JOB_ID is the task's own number, which a pending task does not have yet: the
+    // JOBID_TASK form is what squeue -r, sacct and scancel all take.
+    [[nodiscard]] std::string_view array_task_id_expression() const override {
+        return R"("${SLURM_ARRAY_JOB_ID:-}_${SLURM_ARRAY_TASK_ID:-}")";
+    }
+    [[nodiscard]] std::string array_task_id(const std::string& array_id, int index) const override {
+        return fmt::format("{}_{}", array_id, index);
+    }
+    [[nodiscard]] std::string array_of(const std::string& task_id) const override {
+        return task_id.substr(0, task_id.find('_'));
+    }
+    [[nodiscard]] std::vector<std::string>
+    retarget_dependency(const std::string& dependant, const JobDependency& after) const override {
+        return {
+            "scontrol", "update", "JobId=" + dependant,
+            fmt::format("Dependency={}:{}", after.ok ? "afterok" : "afterany", after.scheduler_id)};
     }
 
     [[nodiscard]] Result<InteractivePlan>

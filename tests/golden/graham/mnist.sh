@@ -166,6 +166,11 @@ while [ "$DLJOB_ATTEMPT" -lt 100000 ]; do
 done
 export DLJOB_JOB_TOKEN DLJOB_ATTEMPT
 DLJOB_JOB_ID="${SLURM_JOB_ID:-}"
+# A task of a sweep's job array is named by the array's id and its index (docs/schedulers.md,
+# Sweeps as job arrays), which its array script passes; a next attempt this job submits is a
+# job of its own, so the name is not passed on.
+DLJOB_JOB_ID=${DLJOB_ARRAY_TASK_ID:-$DLJOB_JOB_ID}
+unset DLJOB_ARRAY_TASK_ID
 DLJOB_JOB_START=$(date +%s)
 export DLJOB_JOB_ID DLJOB_JOB_START
 dljob_write job_identity "token=$DLJOB_JOB_TOKEN

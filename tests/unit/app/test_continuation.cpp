@@ -142,6 +142,23 @@ TEST_F(Continuation, ACheckpointedJobWithProgressIsSubmittedAgainAsItsNextAttemp
     EXPECT_TRUE(fs::exists(dir / "run" / "job.log"));
 }
 
+// The status that continues a job moves its dependants too (a scheduler without
+// kill_invalid_depend still holds them pending), to the attempt it submitted.
+TEST_F(Continuation, AStatusThatContinuesAJobMovesItsDependantsToTheNextAttempt) {
+    const Job ended = ended_job(1, 3, "");
+    write_checkpoint("iter_00000100.ckpt");
+    ASSERT_TRUE(record_dependant(dir / "run", "5000", true));
+    runner_->reply("sbatch", 0, "4242\n");
+    runner_->reply("scontrol", 0, "");
+    std::string note;
+    auto next = continue_if_checkpointed(*context_, ended, 75, note);
+    ASSERT_TRUE(next.has_value()) << note;
+    ASSERT_EQ(runner_->calls.size(), 2U);
+    EXPECT_EQ(runner_->calls[1], (std::vector<std::string>{"scontrol", "update", "JobId=5000",
+                                                           "Dependency=afterok:4242"}));
+    EXPECT_TRUE(note.empty()) << note;
+}
+
 // Issue 22: a continued sweep point is one point, in its latest attempt's state, in the
 // folded status line and in `dljob sweep`'s table.
 TEST_F(Continuation, AContinuedSweepPointCountsOnceInItsLatestAttemptsState) {
@@ -580,6 +597,40 @@ protected:
                           [](const auto& argv) { return argv.front() == "sbatch"; }));
     }
 };
+
+// `--after A:ok` renders afterok on A's attempt running then; that attempt exits 75 when it
+// continues, which the scheduler would never count as ok. The job moves every dependant still
+// waiting to its next attempt with the family's own command before it exits, from the run
+// directory's `dependants` (the job has no store).
+TEST_F(JobSideContinuation, DependantsWaitForTheNextAttemptInsteadOfThisOne) {
+    running_slurm("tokfirst01");
+    write_checkpoint("iter_00000100.ckpt");
+    ASSERT_TRUE(record_dependant(dir / "run", "5000", true));
+    ASSERT_TRUE(record_dependant(dir / "run", "5001", false));
+    runner_->reply("sbatch", 0, "4001\n");
+    runner_->reply("scontrol", 0, "");
+    runner_->reply("scontrol", 1, "", "scontrol: error: Job is no longer pending execution\n");
+    std::string note;
+    ASSERT_TRUE(continue_from_job(*context_, attempt("tokfirst01", 1), note)) << note;
+    ASSERT_EQ(runner_->calls.size(), 3U);
+    EXPECT_EQ(runner_->calls[0].front(), "sbatch"); // the next attempt's id first
+    EXPECT_EQ(runner_->calls[1], (std::vector<std::string>{"scontrol", "update", "JobId=5000",
+                                                           "Dependency=afterok:4001"}));
+    EXPECT_EQ(runner_->calls[2], (std::vector<std::string>{"scontrol", "update", "JobId=5001",
+                                                           "Dependency=afterany:4001"}));
+    // One that has started already needs no moving: said, and the continuation stands.
+    EXPECT_NE(note.find("job 5001 still waits on this attempt"), std::string::npos) << note;
+    EXPECT_NE(note.find("no longer pending"), std::string::npos) << note;
+}
+
+TEST_F(JobSideContinuation, AFamilyWithoutTheCommandRunsNothing) {
+    ASSERT_TRUE(record_dependant(dir / "run", "77", true));
+    std::string note;
+    retarget_dependants(*runner_, "sqsub", dir / "run", "78", note);
+    retarget_dependants(*runner_, "slurm", dir / "elsewhere", "78", note); // no dependants
+    EXPECT_TRUE(runner_->calls.empty());
+    EXPECT_TRUE(note.empty()) << note;
+}
 
 TEST_F(JobSideContinuation, TheJobSubmitsItsNextAttemptWithItsOwnTokenAndStatusRecordsIt) {
     const Job first = running_slurm("tokfirst01");

@@ -7,6 +7,7 @@
 #include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/jobs/submit.hpp>
+#include <dljob/app/jobs/sweep.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
@@ -58,9 +59,11 @@ protected:
             ::setenv(name.c_str(), value.c_str(), 1);
         }
     }
-    std::filesystem::path write_site(const std::string& name, const std::string& hostnames) {
+    std::filesystem::path write_site(const std::string& name, const std::string& hostnames,
+                                     const std::string& extra = "") {
         const auto path = dir / (name + ".yaml");
         std::ofstream(path) << "name: " << name << "\nhostnames: " << hostnames << "\n"
+                            << extra
                             << "modules: {system: none}\n"
                                "partitions:\n"
                                "  cpu:\n"
@@ -326,6 +329,100 @@ TEST_F(Submit, AWalltimeWithinTheCheckpointWarningIsANote) {
               std::string::npos)
         << short_walltime;
     EXPECT_EQ(notes_for("00:02:01").find("checkpoint warning"), std::string::npos);
+}
+
+} // namespace
+} // namespace dljob::app
+
+namespace dljob::app {
+namespace {
+
+class SweepArray : public Submit {
+protected:
+    std::vector<Job> rows(JobContext& jobs) {
+        auto all = jobs.store().list(JobQuery{});
+        EXPECT_TRUE(all);
+        auto listed = all ? *all : std::vector<Job>{};
+        std::sort(listed.begin(), listed.end(),
+                  [](const Job& a, const Job& b) { return a.id < b.id; });
+        return listed;
+    }
+    std::size_t sbatch_calls() const {
+        return static_cast<std::size_t>(
+            std::count_if(runner_->calls.begin(), runner_->calls.end(),
+                          [](const auto& argv) { return argv.front() == "sbatch"; }));
+    }
+    const std::vector<SweepAxis> axes{{"train.max_iter", {"10", "20", "30"}, "--sweep 1"}};
+};
+
+// One sbatch for the whole sweep; each point keeps its own run directory, script and record,
+// and its record names its task.
+TEST_F(SweepArray, ASlurmSweepIsOneArrayWhosePointsHoldTheirTasksIds) {
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    auto jobs = context();
+    runner_->reply("sbatch", 0, "42\n");
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "lab";
+    options.site_files = {lab};
+    auto swept = submit_sweep(jobs, options, axes, 2);
+    ASSERT_TRUE(swept) << swept.error().message;
+    ASSERT_EQ(sbatch_calls(), 1U);
+    const auto& argv = *std::find_if(runner_->calls.begin(), runner_->calls.end(),
+                                     [](const auto& a) { return a.front() == "sbatch"; });
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--array=0-2%2"), argv.end());
+    const auto points = rows(jobs);
+    ASSERT_EQ(points.size(), 3U);
+    for (std::size_t i = 0; i < points.size(); ++i) {
+        EXPECT_EQ(points[i].scheduler_id, fmt::format("42_{}", i));
+        EXPECT_EQ(points[i].phase, SubmitPhase::submitted);
+        EXPECT_EQ(points[i].sweep, swept->sweep);
+        EXPECT_TRUE(std::filesystem::exists(points[i].script_path));
+        EXPECT_EQ(swept->points[i].job.scheduler_id, points[i].scheduler_id);
+    }
+    EXPECT_EQ(argv.back(), (std::filesystem::path(points[0].run_dir) / "array.sh").string());
+    const auto script = util::read_file(argv.back());
+    ASSERT_TRUE(script);
+    for (const auto& point : points) {
+        EXPECT_NE(script->find(point.script_path), std::string::npos);
+    }
+}
+
+TEST_F(SweepArray, ARefusedArrayLeavesNoRowAndNoRunDirectory) {
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    auto jobs = context();
+    runner_->reply("sbatch", 1, "", "sbatch: error: Batch job submission failed: bad array\n");
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "lab";
+    options.site_files = {lab};
+    auto swept = submit_sweep(jobs, options, axes, 0);
+    ASSERT_FALSE(swept);
+    EXPECT_EQ(swept.error().code, ErrorCode::scheduler_rejected);
+    EXPECT_NE(swept.error().message.find("bad array"), std::string::npos);
+    EXPECT_TRUE(rows(jobs).empty());
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "runs")) << "a run directory was left behind";
+}
+
+TEST_F(SweepArray, MorePointsThanTheSitesArraysTakeIsRefusedBeforeAnythingIsSubmitted) {
+    const auto lab =
+        write_site("lab", R"(["login*.lab.example.org"])", "scheduler: {max_array_size: 2}\n");
+    auto jobs = context();
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "lab";
+    options.site_files = {lab};
+    auto swept = submit_sweep(jobs, options, axes, 2);
+    ASSERT_FALSE(swept);
+    EXPECT_EQ(swept.error().code, ErrorCode::usage);
+    EXPECT_NE(swept.error().message.find("sweep of 3 points: site lab takes job arrays of at "
+                                         "most 2 tasks (scheduler.max_array_size, " +
+                                         lab.string() + ":3:"),
+              std::string::npos)
+        << swept.error().message;
+    EXPECT_EQ(sbatch_calls(), 0U);
+    EXPECT_TRUE(rows(jobs).empty());
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "runs"));
 }
 
 } // namespace

@@ -138,6 +138,28 @@ TEST(CliBinary, ValidateRefusesANetworkTooLargeForTheRecipesMemory) {
     test::run_shell("rm -rf " + dir);
 }
 
+// --sweep-limit N runs at most N points at once: 0 or less would run none (or mean nothing),
+// so it is refused before anything is recorded or submitted.
+TEST(CliBinary, ASweepLimitBelowOneIsRefusedAndSubmitsNothing) {
+    const std::string dir = "/tmp/dljob-cli-limit-" + std::to_string(::getpid());
+    const std::string env = "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + dir +
+                            "/jobs.db DLJOB_RUNS_DIR=" + dir + "/runs ";
+    for (const char* limit : {"0", "-3"}) {
+        auto refused = test::run_shell(env + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
+                                       "/recipes/fashion-mnist.yaml --site local --sweep "
+                                       "train.max_iter=10,20 --sweep-limit=" +
+                                       limit);
+        EXPECT_EQ(refused.exit_code, 2) << refused.output;
+        EXPECT_NE(
+            refused.output.find(std::string("--sweep-limit ") + limit + ": expected 1 or more"),
+            std::string::npos)
+            << refused.output;
+    }
+    EXPECT_EQ(test::run_shell("test -e " + dir + "/runs").exit_code, 1) << "a run directory";
+    EXPECT_EQ(test::run_shell("test -e " + dir + "/jobs.db").exit_code, 1) << "a job store";
+    test::run_shell("rm -rf " + dir);
+}
+
 TEST(CliBinary, ValidateAndSubmitRefuseANetworkConfigDltrainWouldRefuse) {
     // A recipe whose network has a 50x50 kernel over 28x28 images: dltrain would exit 3 when
     // the job starts; validate and submit say so now, naming the network file and line.

@@ -1,12 +1,17 @@
 // The scheduler families and launchers (schedulers/family.hpp, launcher.hpp): one answer per
 // family, used alike by the batch script and `dljob shell`.
+#include "support/run_process.hpp"
 #include "unit/render/render_support.hpp"
 
 #include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/launcher.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace dljob {
@@ -198,6 +203,130 @@ TEST(Launcher, GeometryComesFromTheResolvedResources) {
     EXPECT_EQ(g.gpus_per_task, 1);
     EXPECT_EQ(g.node_cores, 16);
 }
+
+} // namespace
+} // namespace dljob
+
+namespace dljob {
+namespace {
+
+// Sweeps are one job array where the family has them (docs/sweeps.md), in each one's own form.
+TEST(SchedulerFamily, ArrayOptionsAreEachFamilysOwnForm) {
+    const ArraySpec limited{3, 2};
+    const ArraySpec unlimited{3, 0};
+    using Words = std::vector<std::string>;
+    EXPECT_EQ(schedulers::slurm_family().array_options(limited), Words{"--array=0-2%2"});
+    EXPECT_EQ(schedulers::slurm_family().array_options(unlimited), Words{"--array=0-2"});
+    EXPECT_EQ(schedulers::pbs_family().array_options(limited), (Words{"-t", "0-2%2"}));
+    EXPECT_EQ(schedulers::pbs_family().array_options(unlimited), (Words{"-t", "0-2"}));
+    EXPECT_EQ(schedulers::moab_family().array_options(limited), (Words{"-t", "dljob[0-2]%2"}));
+    EXPECT_EQ(schedulers::moab_family().array_options(unlimited), (Words{"-t", "dljob[0-2]"}));
+    // No arrays: a sweep is one job per point (sqsub), or limited by dependencies (local).
+    EXPECT_TRUE(schedulers::sqsub_family().array_options(limited).empty());
+    EXPECT_TRUE(schedulers::local_family().array_options(limited).empty());
+}
+
+TEST(SchedulerFamily, AnArrayTaskIsNamedAsItsSchedulerNamesIt) {
+    const auto& slurm = schedulers::slurm_family();
+    EXPECT_EQ(slurm.array_task_id("123", 4), "123_4");
+    EXPECT_EQ(slurm.array_of("123_4"), "123");
+    EXPECT_EQ(slurm.array_of("123"), "123");
+    const auto& pbs = schedulers::pbs_family();
+    EXPECT_EQ(pbs.array_task_id("123[].server", 4), "123[4].server"); // Torque's answer
+    EXPECT_EQ(pbs.array_task_id("123", 4), "123[4]");                 // the Slurm wrappers'
+    EXPECT_EQ(pbs.array_of("123[4].server"), "123[].server");
+    EXPECT_EQ(pbs.array_of("123[4]"), "123[]");
+    EXPECT_EQ(pbs.array_of("123.server"), "123.server");
+    const auto& moab = schedulers::moab_family();
+    EXPECT_EQ(moab.array_task_id("Moab.45", 3), "Moab.45[3]");
+    EXPECT_EQ(moab.array_of("Moab.45[3]"), "Moab.45");
+    EXPECT_EQ(schedulers::sqsub_family().array_of("77"), "77");
+}
+
+TEST(SchedulerFamily, APendingJobsDependencyIsChangedWithTheFamilysCommand) {
+    JobDependency after;
+    after.scheduler_id = "901";
+    using Words = std::vector<std::string>;
+    EXPECT_EQ(schedulers::slurm_family().retarget_dependency("900", after),
+              (Words{"scontrol", "update", "JobId=900", "Dependency=afterok:901"}));
+    EXPECT_EQ(schedulers::pbs_family().retarget_dependency("900.server", after),
+              (Words{"qalter", "-W", "depend=afterok:901", "900.server"}));
+    after.ok = false;
+    after.scheduler_id = "Moab.12";
+    EXPECT_EQ(schedulers::moab_family().retarget_dependency("Moab.11", after),
+              (Words{"mjobctl", "-m", "depend=afterany:Moab.12", "Moab.11"}));
+    EXPECT_TRUE(schedulers::sqsub_family().retarget_dependency("5", after).empty());
+    EXPECT_TRUE(schedulers::local_family().retarget_dependency("5", after).empty());
+}
+
+// The array script, run for real as each family's scheduler would run one task: the task's
+// point runs its own script, in place of the array script, with its output in the point's
+// job.log and DLJOB_ARRAY_TASK_ID naming the task; an index that is no point fails loudly.
+struct ArrayRun {
+    SchedulerKind kind;
+    std::string env; // what the scheduler sets in task 1 of array 77
+    std::string directive;
+    std::string task_id;
+};
+
+class ArrayScript : public ::testing::TestWithParam<ArrayRun> {};
+
+TEST_P(ArrayScript, EachTaskRunsItsPointsScriptWithItsLogAndId) {
+    const ArrayRun& run = GetParam();
+    char pattern[] = "/tmp/dljob-array-XXXXXX";
+    const char* made = mkdtemp(pattern);
+    ASSERT_NE(made, nullptr);
+    const std::filesystem::path root(made);
+    schedulers::ArrayScriptFacts facts;
+    facts.sweep = "sw-abc123";
+    facts.directives = {"--job-name=lenet"};
+    facts.array = ArraySpec{2, 1};
+    for (const char* point : {"p0", "p1"}) {
+        std::filesystem::create_directories(root / point);
+        std::ofstream(root / point / "job.sh")
+            << "echo \"ran $0 as ${DLJOB_ARRAY_TASK_ID:-none} pid $$\"\n";
+        facts.scripts.push_back((root / point / "job.sh").string());
+    }
+    const auto& family = schedulers::family_of(run.kind);
+    const std::string script = schedulers::array_script(family, facts);
+    EXPECT_EQ(line_starting(script, run.directive), run.directive) << script;
+    EXPECT_EQ(line_starting(script, std::string(family.directive_prefix()) + " --job-name"),
+              std::string(family.directive_prefix()) + " --job-name=lenet");
+    std::ofstream(root / "array.sh") << script;
+    auto ran = test::run_shell(
+        fmt::format("cd {} && env -i PATH=/usr/bin:/bin {} bash array.sh", root.string(), run.env));
+    EXPECT_EQ(ran.exit_code, 0) << ran.output;
+    EXPECT_EQ(ran.output, ""); // all of it went to the point's log
+    std::ifstream log(root / "p1" / "job.log");
+    std::string line;
+    std::getline(log, line);
+    EXPECT_EQ(line.substr(0, line.find(" pid ")),
+              fmt::format("ran {} as {}", (root / "p1" / "job.sh").string(), run.task_id));
+    EXPECT_FALSE(std::filesystem::exists(root / "p0" / "job.log"));
+    auto stray = test::run_shell(
+        fmt::format("cd {} && env -i PATH=/usr/bin:/bin {} bash array.sh", root.string(),
+                    std::string(run.env).replace(run.env.find("=1"), 2, "=7")));
+    EXPECT_EQ(stray.exit_code, 1);
+    EXPECT_NE(stray.output.find("array task index '7' is no point of sweep sw-abc123"),
+              std::string::npos)
+        << stray.output;
+    std::filesystem::remove_all(root);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryFamilyWithArrays, ArrayScript,
+    ::testing::Values(
+        ArrayRun{SchedulerKind::slurm, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
+                 "#SBATCH --array=0-1%1", "77_1"},
+        // Torque itself, then Slurm's Torque wrappers (which set only Slurm's variables).
+        ArrayRun{SchedulerKind::pbs, "PBS_ARRAYID=1 PBS_JOBID=77[1].server", "#PBS -t 0-1%1",
+                 "77[1].server"},
+        ArrayRun{SchedulerKind::pbs, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#PBS -t 0-1%1",
+                 "77[1]"},
+        ArrayRun{SchedulerKind::moab, "MOAB_JOBARRAYINDEX=1 MOAB_JOBID=Moab.77[1]",
+                 "#PBS -t dljob[0-1]%1", "Moab.77[1]"},
+        ArrayRun{SchedulerKind::moab, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
+                 "#PBS -t dljob[0-1]%1", "Moab.77[1]"}));
 
 } // namespace
 } // namespace dljob

@@ -31,6 +31,21 @@ TEST_F(MoabAdapter, ParsesMsubIdAfterBlankLine) {
     EXPECT_FALSE(parse_msub_id("ERROR:  cannot submit job\n").has_value());
 }
 
+TEST_F(MoabAdapter, ASweepIsSubmittedAsOneThrottledArray) {
+    runner.reply("msub", 0, "\nMoab.45\n");
+    SubmitRequest request;
+    request.script_path = "/runs/1/array.sh";
+    request.token = "0123456789";
+    request.array = ArraySpec{3, 2};
+    auto submitted = moab.submit(request);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    EXPECT_EQ(submitted->scheduler_id, "Moab.45");
+    const auto& argv = runner.calls.at(0);
+    ASSERT_GE(argv.size(), 3U);
+    EXPECT_EQ(argv.at(argv.size() - 3), "-t");
+    EXPECT_EQ(argv.at(argv.size() - 2), "dljob[0-2]%2");
+}
+
 TEST_F(MoabAdapter, MapsQueuesAndKeepsTheTorqueId) {
     auto jobs = parse_showq_xml(scheduler_output("moab-showq-xml.txt"));
     ASSERT_EQ(jobs.size(), 3U);

@@ -26,6 +26,7 @@ TEST_F(PbsAdapter, ParsesQsubIdsSkippingBanners) {
     EXPECT_EQ(parse_qsub_id(scheduler_output("pbs-qsub-torque.txt")), "9086117.bw");
     EXPECT_FALSE(parse_qsub_id(scheduler_output("pbs-qsub-rejected.txt")).has_value());
     EXPECT_EQ(pbs_numeric_id("179.server.example.edu"), "179");
+    EXPECT_EQ(parse_qsub_id("9086117[].bw\n"), "9086117[].bw"); // qsub -t: an array
 }
 
 TEST_F(PbsAdapter, SubmitNamesJobAfterTokenWithinTorqueLimit) {
@@ -44,6 +45,28 @@ TEST_F(PbsAdapter, SubmitNamesJobAfterTokenWithinTorqueLimit) {
     EXPECT_LE(argv.at(2).size(), 15U);
     EXPECT_EQ(argv.at(4), "walltime=01:02:05");
     EXPECT_EQ(runner.requests.at(0).cwd, "/runs/1");
+}
+
+TEST_F(PbsAdapter, ASweepIsSubmittedAsOneThrottledArray) {
+    runner.reply("qsub", 0, "9086117[].bw\n");
+    SubmitRequest request;
+    request.script_path = "/runs/1/array.sh";
+    request.token = "0123456789";
+    request.array = ArraySpec{3, 2};
+    auto submitted = pbs.submit(request);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    EXPECT_EQ(submitted->scheduler_id, "9086117[].bw");
+    const auto& argv = runner.calls.at(0);
+    ASSERT_GE(argv.size(), 3U);
+    EXPECT_EQ(argv.at(argv.size() - 3), "-t");
+    EXPECT_EQ(argv.at(argv.size() - 2), "0-2%2");
+}
+
+TEST_F(PbsAdapter, PollFindsAnArrayTaskByItsTorqueId) {
+    runner.reply("qstat", 0, "Job Id: 9086117[1].bw\n    job_state = R\n");
+    auto polled = pbs.poll({{"9086117[1].bw", "", "", ""}});
+    ASSERT_TRUE(polled) << polled.error().message;
+    EXPECT_EQ(polled->at("9086117[1].bw").state, JobState::running);
 }
 
 TEST_F(PbsAdapter, RejectedQsubShowsSbatchReasonFromWrapperBanner) {

@@ -52,6 +52,45 @@ TEST_F(SlurmAdapter, SubmitPutsTokenInCommentAndRoundsWalltimeUp) {
     EXPECT_EQ(argv.back(), "/runs/1/job.sh");
 }
 
+TEST_F(SlurmAdapter, ASweepIsSubmittedAsOneThrottledArray) {
+    runner.reply("sbatch", 0, "78\n");
+    SubmitRequest r = request();
+    r.array = ArraySpec{3, 2};
+    auto submitted = slurm.submit(r);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    EXPECT_EQ(submitted->scheduler_id, "78");
+    const auto& argv = runner.calls.at(0);
+    ASSERT_GE(argv.size(), 2U);
+    EXPECT_EQ(argv.at(argv.size() - 2), "--array=0-2%2");
+    EXPECT_EQ(argv.back(), "/runs/1/job.sh");
+}
+
+// squeue folds an array's pending tasks into one line ("78_[1-2%2]") unless asked -r: each
+// point must find its own task, pending or running.
+TEST_F(SlurmAdapter, PollSeesEveryTaskOfAnArray) {
+    runner.reply("squeue", 0,
+                 "78_0|RUNNING|None|dljob:a\n78_1|RUNNING|None|dljob:a\n"
+                 "78_2|PENDING|JobArrayTaskLimit|dljob:a\n");
+    auto polled = slurm.poll({{"78_0", "", "", ""}, {"78_1", "", "", ""}, {"78_2", "", "", ""}});
+    ASSERT_TRUE(polled) << polled.error().message;
+    const auto& squeue = runner.calls.at(0);
+    EXPECT_NE(std::find(squeue.begin(), squeue.end(), "-r"), squeue.end());
+    EXPECT_EQ(polled->at("78_0").state, JobState::running);
+    EXPECT_EQ(polled->at("78_2").state, JobState::pending);
+    EXPECT_EQ(polled->at("78_2").reason, "JobArrayTaskLimit");
+}
+
+// A task squeue forgot is found in sacct by its JobID (78_2); its JobIDRaw is its own number.
+TEST_F(SlurmAdapter, SacctNamesAnArrayTaskByItsJobId) {
+    runner.reply("squeue", 0, "");
+    runner.reply("sacct", 0, "80|COMPLETED|0:0|None|78_2\n81|FAILED|3:0|None|81\n");
+    auto polled = slurm.poll({{"78_2", "", "", ""}, {"81", "", "", ""}});
+    ASSERT_TRUE(polled) << polled.error().message;
+    EXPECT_EQ(polled->at("78_2").state, JobState::completed);
+    EXPECT_EQ(polled->at("81").state, JobState::failed);
+    EXPECT_EQ(runner.calls.at(1).back(), "78_2,81");
+}
+
 TEST_F(SlurmAdapter, RejectedSubmitCarriesSbatchMessage) {
     runner.reply("sbatch", 1, "",
                  "sbatch: error: invalid partition specified: nosuch\n"

@@ -1,16 +1,32 @@
 #include <dljob/app/jobs/cancel.hpp>
 #include <dljob/app/jobs/continuation.hpp>
+#include <dljob/schedulers/family.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <utility>
 
 namespace dljob::app {
+namespace {
 
-Result<Job> cancel_job(JobContext& context, const std::string& id) {
+// "family:array id" of a job that is a task of a job array (a sweep's point), else "".
+std::string array_key(const Job& job) {
+    const auto kind = scheduler_kind(job.scheduler);
+    if (!kind || job.scheduler_id.empty()) {
+        return {};
+    }
+    const std::string array = schedulers::family_of(*kind).array_of(job.scheduler_id);
+    return array == job.scheduler_id ? std::string() : job.scheduler + ":" + array;
+}
+
+} // namespace
+
+Result<Job> cancel_job(JobContext& context, const std::string& id,
+                       const std::set<std::string>& arrays_cancelled) {
     auto job = context.find_job(id);
     if (!job) {
         return fail(job.error());
@@ -20,7 +36,7 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
         // by the id submit printed cancels the chain, i.e. its running attempt.
         std::string note;
         if (auto next = started_continuation(context, *job, note); next && next->id != job->id) {
-            auto next_cancelled = cancel_job(context, std::to_string(next->id));
+            auto next_cancelled = cancel_job(context, std::to_string(next->id), arrays_cancelled);
             if (!next_cancelled) {
                 return fail(next_cancelled.error());
             }
@@ -46,7 +62,7 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
         const auto record = read_continuation_record(job->run_dir, job->token);
         continued_itself = record && !record->next_token.empty();
     }
-    if (!continued_itself) {
+    if (!continued_itself && arrays_cancelled.count(array_key(*job)) == 0) {
         auto cancelled = (*scheduler)->cancel(job_ref(*job));
         if (!cancelled && cancelled.error().code != ErrorCode::not_found) {
             return fail(cancelled.error());
@@ -64,7 +80,7 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
     // started is this chain's running one, and goes too.
     std::string note;
     if (auto next = started_continuation(context, *job, note); next && next->id != job->id) {
-        auto next_cancelled = cancel_job(context, std::to_string(next->id));
+        auto next_cancelled = cancel_job(context, std::to_string(next->id), arrays_cancelled);
         if (!next_cancelled) {
             return fail(next_cancelled.error().code,
                         fmt::format("job {} is cancelled, but its next attempt (job {}): {}", id,
@@ -73,6 +89,42 @@ Result<Job> cancel_job(JobContext& context, const std::string& id) {
         }
     }
     return context.find_job(id);
+}
+
+Result<std::set<std::string>> cancel_arrays(JobContext& context,
+                                            const std::vector<std::string>& ids) {
+    std::map<std::string, Job> arrays; // by array_key: one of its tasks
+    for (const auto& id : ids) {
+        auto job = context.find_job(id);
+        if (!job || is_terminal(job->state)) {
+            continue; // cancel_job says what it is
+        }
+        if (auto key = array_key(*job); !key.empty()) {
+            arrays.emplace(key, *job);
+        }
+    }
+    std::set<std::string> cancelled;
+    for (const auto& [key, job] : arrays) {
+        auto scheduler = context.scheduler(job.scheduler);
+        if (!scheduler) {
+            return fail(scheduler.error());
+        }
+        // As cancel_job does for one point: each task's job, on the cancel's signal, finds
+        // its continuation record taken and submits no next attempt.
+        for (const auto& id : ids) {
+            if (auto point = context.find_job(id); point && array_key(*point) == key) {
+                (void)claim_cancelled(*point);
+            }
+        }
+        JobRef whole = job_ref(job);
+        whole.scheduler_id = key.substr(key.find(':') + 1);
+        auto done = (*scheduler)->cancel(whole);
+        if (!done && done.error().code != ErrorCode::not_found) {
+            return fail(done.error());
+        }
+        cancelled.insert(key);
+    }
+    return cancelled;
 }
 
 Result<std::vector<std::string>> sweep_cancel_ids(JobContext& context, const std::string& sweep) {

@@ -3,13 +3,21 @@
 
 #include <dljob/app/jobs/job_context.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
 namespace dljob::app {
 
-/// Cancels one job; a job already finished is left as it is (not an error).
-Result<Job> cancel_job(JobContext& context, const std::string& id);
+/// Cancels one job; a job already finished is left as it is (not an error). A task of an array
+/// in `arrays_cancelled` (cancel_arrays) is only recorded: its scheduler has been told.
+Result<Job> cancel_job(JobContext& context, const std::string& id,
+                       const std::set<std::string>& arrays_cancelled = {});
+
+/// `dljob cancel SWEEP` where the points are tasks of one job array: the whole array is
+/// cancelled with one scheduler command (scancel 123). Returns the arrays told, for cancel_job.
+Result<std::set<std::string>> cancel_arrays(JobContext& context,
+                                            const std::vector<std::string>& ids);
 
 /// `dljob cancel SWEEP`: the ids to cancel for every point of sweep `sweep` (sw-...), each
 /// point's latest attempt, the last point first (a point may wait on an earlier one, and must

@@ -1,6 +1,8 @@
 #include <dljob/app/jobs/continuation.hpp>
 #include <dljob/app/jobs/submit.hpp>
+#include <dljob/schedulers/family.hpp>
 #include <dljob/util/files.hpp>
+#include <dljob/util/text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -305,6 +307,9 @@ std::optional<Job> continue_if_checkpointed(JobContext& context, const Job& ende
                            ended.id, next.attempt, submitted.error().message);
         return std::nullopt;
     }
+    // Dependants that a scheduler still holds (one that cancels them on an unsatisfiable
+    // dependency already has) wait for the attempt that goes on instead.
+    retarget_dependants(context.runner(), next.scheduler, run_dir, submitted->scheduler_id, note);
     return *submitted;
 }
 
@@ -366,6 +371,67 @@ Result<void> write_chain_file(const Job& job) {
         return fail(ErrorCode::io, fmt::format("cannot write {}: {}", path.string(), error));
     }
     return {};
+}
+
+Result<void> record_dependant(const std::filesystem::path& after_run_dir,
+                              const std::string& scheduler_id, bool ok) {
+    const auto path = after_run_dir / "dependants";
+    const std::string line = fmt::format("{} {}\n", scheduler_id, ok ? "afterok" : "afterany");
+    // One short write with O_APPEND: two submits naming the same job never interleave.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        const int error = errno;
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        return fail(ErrorCode::io,
+                    fmt::format("cannot append to {}: {}", path.string(), std::strerror(error)));
+    }
+    ::close(fd);
+    return {};
+}
+
+void retarget_dependants(ProcessRunner& runner, const std::string& scheduler,
+                         const std::filesystem::path& run_dir, const std::string& next_id,
+                         std::string& note) {
+    const auto text = util::read_file(run_dir / "dependants");
+    const auto kind = scheduler_kind(scheduler);
+    if (!text || !kind) {
+        return;
+    }
+    const auto& family = schedulers::family_of(*kind);
+    std::size_t begin = 0;
+    while (begin < text->size()) {
+        auto end = text->find('\n', begin);
+        if (end == std::string::npos) {
+            end = text->size();
+        }
+        const std::string line = text->substr(begin, end - begin);
+        begin = end + 1;
+        const auto space = line.find(' ');
+        if (space == std::string::npos || space == 0) {
+            continue;
+        }
+        const std::string dependant = line.substr(0, space);
+        const auto argv = family.retarget_dependency(
+            dependant,
+            JobDependency{0, next_id, run_dir.string(), line.substr(space + 1) == "afterok"});
+        if (argv.empty()) {
+            return; // the family cannot: docs/schedulers.md says what the dependant does then
+        }
+        ProcessRequest request;
+        request.argv = argv;
+        request.timeout = std::chrono::seconds(30);
+        auto result = runner.run(request);
+        if (!result || result->exit_code != 0) {
+            // Started or ended already (Slurm: "Job is no longer pending execution"), cancelled,
+            // or forgotten: waiting no longer concerns it. Said, not fatal.
+            note += fmt::format("{}job {} still waits on this attempt ({})",
+                                note.empty() ? "" : "; ", dependant,
+                                result ? std::string(util::trim(result->err + result->out))
+                                       : result.error().message);
+        }
+    }
 }
 
 namespace {
@@ -449,6 +515,13 @@ bool submit_claimed(JobContext& context, const JobSideAttempt& attempt, const Jo
     } else {
         note =
             fmt::format("continued as attempt {}: job {}", next.attempt, submitted->scheduler_id);
+    }
+    // Before this attempt exits 75: a dependant still waiting on it must wait for the chain.
+    std::string moved_note;
+    retarget_dependants(context.runner(), next.scheduler, attempt.run_dir, submitted->scheduler_id,
+                        moved_note);
+    if (!moved_note.empty()) {
+        note += "; " + moved_note;
     }
     return true;
 }

@@ -56,6 +56,22 @@ inline constexpr std::string_view declined_cancelled = "cancelled";
 /// without the job store.
 Result<void> write_chain_file(const Job& job);
 
+/// `dljob submit --after A`: the dependant's scheduler id (`afterok` or `afterany` by `ok`),
+/// one line appended to A's run directory (its `dependants` file): when A continues, the job
+/// that submits its next attempt moves them to it (retarget_dependants), which the job can do
+/// without the store.
+Result<void> record_dependant(const std::filesystem::path& after_run_dir,
+                              const std::string& scheduler_id, bool ok);
+
+/// Makes every dependant recorded in `run_dir` wait for `next_id` (the chain's next attempt)
+/// instead, with `scheduler`'s own command (scontrol update, ...). Run before the attempt exits
+/// 75: an afterok on an attempt that ended non-zero is never satisfied, and Slurm's
+/// kill_invalid_depend cancels the dependant at once. A dependant that has started or ended
+/// cannot and need not move; the others that fail are named in `note`.
+void retarget_dependants(ProcessRunner& runner, const std::string& scheduler,
+                         const std::filesystem::path& run_dir, const std::string& next_id,
+                         std::string& note);
+
 /// <run_dir>/continuation.<token>, when there is one.
 std::optional<ContinuationRecord> read_continuation_record(const std::filesystem::path& run_dir,
                                                            const std::string& token);

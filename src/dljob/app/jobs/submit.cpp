@@ -126,8 +126,8 @@ Result<void> check_before_queueing(JobContext& context, const Recipe& recipe,
 // submit killed at any instant from here on leaves a row that `dljob status` reconciles by its
 // token (and that removes a directory the job never ran in), never a directory that nothing
 // records.
-Result<Job> record_write_and_submit(JobContext& context, const SubmitOptions& options,
-                                    const PreparedJob& prepared, Job job) {
+Result<RecordedJob> record_and_write(JobContext& context, const SubmitOptions& options,
+                                     const PreparedJob& prepared, Job job) {
     JobStore& store = context.store();
     auto recorded = record_job(context, std::move(job));
     if (!recorded) {
@@ -149,21 +149,12 @@ Result<Job> record_write_and_submit(JobContext& context, const SubmitOptions& op
         (void)store.remove(recorded->id);
         return fail(written.error());
     }
-    auto submitted = submit_recorded(context, *recorded);
-    if (!submitted) {
-        // Kept whenever the row is: a submit with no answer may still run the script.
-        if (auto row = store.find_by_token(recorded->token); row && row->has_value()) {
-            written->keep();
-        }
-        return fail(submitted.error());
-    }
-    written->keep();
-    return submitted;
+    return RecordedJob{*recorded, std::move(*written)};
 }
 
-} // namespace
-
-Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
+// The job rendered and checked, not yet recorded.
+Result<std::pair<SubmitOutcome, PreparedJob>> prepare_submit(JobContext& context,
+                                                             const SubmitOptions& options) {
     auto inputs = recipe_job_inputs(options.recipe, options.overrides, options);
     if (!inputs) {
         return fail(inputs.error());
@@ -195,15 +186,62 @@ Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& op
         outcome.job.after_ok = after->ok;
         drop_dependency(outcome.job, prepared->rendered);
     }
+    return std::pair{std::move(outcome), std::move(*prepared)};
+}
+
+} // namespace
+
+void note_dependant(const JobDependency& after, const std::string& scheduler_id,
+                    std::vector<std::string>& notes) {
+    if (auto recorded = record_dependant(after.run_dir, scheduler_id, after.ok); !recorded) {
+        notes.push_back(fmt::format("{}: if job {} continues, this job still waits for the "
+                                    "attempt that runs now",
+                                    recorded.error().message, after.job_id));
+    }
+}
+
+Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {
+    auto prepared = prepare_submit(context, options);
+    if (!prepared) {
+        return fail(prepared.error());
+    }
+    SubmitOutcome& outcome = prepared->first;
     if (options.dry_run) {
         return outcome;
     }
-    auto submitted = record_write_and_submit(context, options, *prepared, outcome.job);
+    auto recorded = record_and_write(context, options, prepared->second, outcome.job);
+    if (!recorded) {
+        return fail(recorded.error());
+    }
+    auto submitted = submit_recorded(context, recorded->job);
     if (!submitted) {
+        // Kept whenever the row is: a submit with no answer may still run the script.
+        if (auto row = context.store().find_by_token(recorded->job.token);
+            row && row->has_value()) {
+            recorded->run_dir.keep();
+        }
         return fail(submitted.error());
     }
+    recorded->run_dir.keep();
     outcome.job = *submitted;
+    if (const auto& after = prepared->second.request.after; after && !after->scheduler_id.empty()) {
+        note_dependant(*after, outcome.job.scheduler_id, outcome.rendered.notes);
+    }
     return outcome;
+}
+
+Result<RecordedSubmit> record_recipe(JobContext& context, const SubmitOptions& options) {
+    auto prepared = prepare_submit(context, options);
+    if (!prepared) {
+        return fail(prepared.error());
+    }
+    auto recorded = record_and_write(context, options, prepared->second, prepared->first.job);
+    if (!recorded) {
+        return fail(recorded.error());
+    }
+    prepared->first.job = recorded->job;
+    return RecordedSubmit{std::move(prepared->first), std::move(*recorded),
+                          prepared->second.request.site};
 }
 
 SubmitRequest submit_request(const Job& job) {

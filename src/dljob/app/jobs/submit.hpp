@@ -5,6 +5,7 @@
 // row behind.
 
 #include <dljob/app/jobs/job_context.hpp>
+#include <dljob/app/jobs/run_dir.hpp>
 #include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/job.hpp>
 #include <dljob/domain/render_request.hpp>
@@ -37,6 +38,26 @@ struct SubmitOutcome {
 };
 
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options);
+
+/// A job recorded (phase submitting) with its run directory written, not yet submitted; the
+/// directory goes unless kept.
+struct RecordedJob {
+    Job job;
+    PendingRunDir run_dir;
+};
+struct RecordedSubmit {
+    SubmitOutcome outcome;
+    RecordedJob recorded;
+    SiteProfile site; // the site it was rendered for
+};
+/// submit_recipe without the scheduler: a sweep's points are recorded one by one, then
+/// submitted as one job array (app/jobs/sweep.hpp). Not for a dry run.
+Result<RecordedSubmit> record_recipe(JobContext& context, const SubmitOptions& options);
+
+/// Records a submitted job (`scheduler_id`) as a dependant of `after` in its run directory
+/// (record_dependant), so a continuation of `after` moves it along; a note when it cannot.
+void note_dependant(const JobDependency& after, const std::string& scheduler_id,
+                    std::vector<std::string>& notes);
 
 /// The request that submits a recorded job's script (again, for a continuation).
 SubmitRequest submit_request(const Job& job);

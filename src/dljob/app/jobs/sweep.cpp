@@ -1,6 +1,8 @@
 #include <dljob/app/jobs/sweep.hpp>
 #include <dljob/config/recipe_loader.hpp>
+#include <dljob/schedulers/family.hpp>
 #include <dljob/util/files.hpp>
+#include <dljob/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -33,6 +35,182 @@ std::string value_of(const std::vector<std::string>& point, const std::string& k
         }
     }
     return {};
+}
+
+// The directives of a rendered script that every point shares: its `prefix` lines, without
+// those naming the point's own run directory (its log), which the array's submit replaces.
+std::vector<std::string> shared_directives(const std::string& script, std::string_view prefix,
+                                           const std::string& run_dir) {
+    std::vector<std::string> directives;
+    const std::string start = std::string(prefix) + " ";
+    std::size_t begin = 0;
+    while (begin < script.size()) {
+        auto end = script.find('\n', begin);
+        if (end == std::string::npos) {
+            end = script.size();
+        }
+        const std::string line = script.substr(begin, end - begin);
+        begin = end + 1;
+        if (line.rfind(start, 0) == 0 && line.find(run_dir) == std::string::npos) {
+            directives.push_back(line.substr(start.size()));
+        }
+    }
+    return directives;
+}
+
+std::string submitted_ids(const SweepOutcome& outcome) {
+    std::string done;
+    for (const auto& p : outcome.points) {
+        done += fmt::format("{}{}", done.empty() ? "" : " ", p.job.id);
+    }
+    return done;
+}
+
+void remove_rows(JobContext& context, const std::vector<RecordedSubmit>& recorded) {
+    for (const auto& r : recorded) {
+        (void)context.store().remove(r.recorded.job.id); // their directories go with them
+    }
+}
+
+// The refusal of a sweep larger than the site's arrays, naming the profile's line.
+std::optional<Error> over_array_size(const SiteProfile& site, std::size_t points) {
+    const int most = site.behaviour.max_array_size;
+    if (most <= 0 || points <= static_cast<std::size_t>(most)) {
+        return std::nullopt;
+    }
+    const auto origin = site.origins.find("scheduler.max_array_size");
+    return Error{
+        ErrorCode::usage,
+        fmt::format("sweep of {} points: site {} takes job arrays of at most {} tasks "
+                    "(scheduler.max_array_size, {}); nothing submitted",
+                    points, site.name, most,
+                    origin == site.origins.end() ? std::string("its profile") : origin->second),
+        "sweep fewer values, or split the sweep in several"};
+}
+
+// Every point recorded with its run directory, for one job array. Empty (nothing recorded)
+// when the family has no arrays, or when the points cannot share one array script: they ask
+// for different resources (a swept resources.* key); `why_not` then says so.
+Result<std::vector<RecordedSubmit>>
+record_points(JobContext& context, const SubmitOptions& options,
+              const std::vector<std::vector<std::string>>& points, const std::string& sweep,
+              int limit, std::vector<std::string>& directives, std::string& why_not) {
+    std::vector<RecordedSubmit> recorded;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+        SubmitOptions point = options;
+        point.overrides.insert(point.overrides.end(), points[i].begin(), points[i].end());
+        point.sweep = sweep;
+        point.sweep_point = points[i];
+        auto one = record_recipe(context, point);
+        if (!one) {
+            remove_rows(context, recorded);
+            Error error = one.error();
+            error.message = fmt::format("sweep {} point {} of {}: {} (nothing submitted)", sweep,
+                                        i + 1, points.size(), error.message);
+            return fail(error);
+        }
+        const auto& family = schedulers::family_of(one->outcome.rendered.scheduler);
+        if (i == 0) {
+            if (family.array_options(ArraySpec{static_cast<int>(points.size()), limit}).empty()) {
+                (void)context.store().remove(one->recorded.job.id);
+                return std::vector<RecordedSubmit>{}; // sqsub, local: a job per point
+            }
+            if (auto refused = over_array_size(one->site, points.size())) {
+                (void)context.store().remove(one->recorded.job.id);
+                return fail(*refused);
+            }
+        }
+        auto mine = shared_directives(one->outcome.rendered.script, family.directive_prefix(),
+                                      one->recorded.job.run_dir);
+        if (i == 0) {
+            directives = std::move(mine);
+        } else if (mine != directives ||
+                   one->outcome.rendered.scheduler != recorded.front().outcome.rendered.scheduler) {
+            remove_rows(context, recorded);
+            (void)context.store().remove(one->recorded.job.id);
+            why_not = fmt::format("point {} asks for other resources than point 1 (a swept "
+                                  "resources key?), so each point is a job of its own, not one "
+                                  "job array",
+                                  i + 1);
+            return std::vector<RecordedSubmit>{};
+        }
+        recorded.push_back(std::move(*one));
+    }
+    return recorded;
+}
+
+// The recorded points as one job array: its script written next to the first point's, one
+// submission, each point's record given its task's id.
+Result<SweepOutcome> submit_points(JobContext& context, std::vector<RecordedSubmit>& recorded,
+                                   const std::vector<std::string>& directives,
+                                   const std::string& sweep, int limit) {
+    const auto& family = schedulers::family_of(recorded.front().outcome.rendered.scheduler);
+    const ArraySpec array{static_cast<int>(recorded.size()), limit};
+    const Job& first = recorded.front().recorded.job;
+    const std::filesystem::path run_dir(first.run_dir);
+    SubmitRequest request = submit_request(first);
+    request.script_path = (run_dir / "array.sh").string();
+    request.log_path = (run_dir / "array.log").string();
+    request.walltime_s = 0;
+    request.array = array;
+    if (first.after != 0) {
+        auto other = context.store().find(first.after);
+        if (other && other->has_value()) {
+            request.after = JobDependency{first.after, (*other)->scheduler_id, (*other)->run_dir,
+                                          first.after_ok};
+        }
+    }
+    schedulers::ArrayScriptFacts facts{sweep, directives, array, {}};
+    for (const auto& r : recorded) {
+        facts.scripts.push_back(r.recorded.job.script_path);
+    }
+    if (auto error = util::write_file_atomic(request.script_path,
+                                             schedulers::array_script(family, facts), true);
+        !error.empty()) {
+        remove_rows(context, recorded);
+        return fail(ErrorCode::io, fmt::format("sweep {}: cannot write {}: {}", sweep,
+                                               request.script_path, error));
+    }
+    auto scheduler = context.scheduler(first.scheduler);
+    auto submitted =
+        scheduler ? (*scheduler)->submit(request) : Result<Submission>(fail(scheduler.error()));
+    const std::int64_t now = util::unix_now();
+    if (!submitted) {
+        const Error& error = submitted.error();
+        const std::string what = fmt::format("sweep {}: the job array of {} points: {}", sweep,
+                                             recorded.size(), error.message);
+        if (error.code == ErrorCode::scheduler_rejected) {
+            remove_rows(context, recorded);
+            return fail(error.code, what, error.hint);
+        }
+        // No answer: the array may exist. Every point is kept for reconciliation.
+        for (auto& r : recorded) {
+            (void)context.store().mark_submit_unknown(r.recorded.job.id, now);
+            r.recorded.run_dir.keep();
+        }
+        return fail(error.code,
+                    what + " (jobs recorded; their submission is checked when they start)",
+                    "run 'dljob status' later: it never submits them twice");
+    }
+    if (request.after) {
+        note_dependant(*request.after, submitted->scheduler_id,
+                       recorded.front().outcome.rendered.notes);
+    }
+    // The array exists: every point's directory stays, whatever happens to the records.
+    for (auto& r : recorded) {
+        r.recorded.run_dir.keep();
+    }
+    SweepOutcome outcome;
+    outcome.sweep = sweep;
+    for (std::size_t i = 0; i < recorded.size(); ++i) {
+        auto& r = recorded[i];
+        const std::string task = family.array_task_id(submitted->scheduler_id, static_cast<int>(i));
+        DLJOB_TRY(context.store().mark_submitted(r.recorded.job.id, task, "", now));
+        r.outcome.job.scheduler_id = task;
+        r.outcome.job.phase = SubmitPhase::submitted;
+        outcome.points.push_back(std::move(r.outcome));
+    }
+    return outcome;
 }
 
 } // namespace
@@ -164,32 +342,45 @@ Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& opti
         return fail(points.error());
     }
     if (limit < 0) {
-        return fail(ErrorCode::usage, "--sweep-limit: expected 0 (no limit) or more");
+        return fail(ErrorCode::usage,
+                    fmt::format("--sweep-limit {}: expected 0 (no limit) or more", limit));
     }
     SweepOutcome outcome;
     outcome.sweep = fmt::format("sw-{}", util::random_hex(6));
+    std::string note; // why the points are not one job array
+    if (!options.dry_run && points->size() > 1) {
+        std::vector<std::string> directives;
+        auto recorded =
+            record_points(context, options, *points, outcome.sweep, limit, directives, note);
+        if (!recorded) {
+            return fail(recorded.error());
+        }
+        if (!recorded->empty()) {
+            return submit_points(context, *recorded, directives, outcome.sweep, limit);
+        }
+    }
     for (std::size_t i = 0; i < points->size(); ++i) {
         SubmitOptions point = options;
         point.overrides.insert(point.overrides.end(), (*points)[i].begin(), (*points)[i].end());
         point.sweep = outcome.sweep;
         point.sweep_point = (*points)[i];
-        // The concurrency limit as dependencies: point i starts once point i - limit has ended,
-        // so at most `limit` run at once (on a laptop's `local` too), whatever the scheduler.
+        // Where there are no arrays, the concurrency limit as dependencies: point i starts once
+        // point i - limit has ended, so at most `limit` run at once (on a laptop's `local` too).
         if (limit > 0 && i >= static_cast<std::size_t>(limit) && !options.dry_run) {
             point.after = fmt::format("{}:any", outcome.points[i - limit].job.id);
         }
         auto submitted = submit_recipe(context, point);
         if (!submitted) {
             Error error = submitted.error();
-            std::string done;
-            for (const auto& p : outcome.points) {
-                done += fmt::format("{}{}", done.empty() ? "" : " ", p.job.id);
-            }
+            const std::string done = submitted_ids(outcome);
             error.message = fmt::format("sweep {} point {} of {}: {}{}", outcome.sweep, i + 1,
                                         points->size(), error.message,
                                         done.empty() ? std::string()
                                                      : fmt::format(" (submitted: jobs {})", done));
             return fail(error);
+        }
+        if (i == 0 && !note.empty()) {
+            submitted->rendered.notes.push_back(note);
         }
         outcome.points.push_back(std::move(*submitted));
     }

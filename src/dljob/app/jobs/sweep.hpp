@@ -1,8 +1,10 @@
 #pragma once
 // `dljob submit RECIPE --sweep train.base_lr=0.1,0.01 --sweep train.random_seed=1..3`: the
-// cartesian product of the values, each point submitted as its own job (its own run directory
-// and record, `--set` overrides validated like the recipe's own values) under one sweep id;
-// `dljob sweep ID` is the table of every point's values and final metrics, best first.
+// cartesian product of the values, each point its own run directory, script and record
+// (`--set` overrides validated like the recipe's own values) under one sweep id, all submitted
+// as ONE job array where the scheduler has them (docs/schedulers.md, Sweeps as job arrays),
+// else one job each; `dljob sweep ID` is the table of every point's values and final metrics,
+// best first.
 
 #include <dljob/app/jobs/job_context.hpp>
 #include <dljob/app/jobs/status.hpp>
@@ -44,10 +46,14 @@ struct SweepOutcome {
 };
 
 /// Submits every point of `axes` with `options` (its overrides first, the point's after).
-/// `limit` > 0: at most that many points run at once, each point after the one `limit` before it
-/// has ended (afterany), so it holds on every scheduler, local too. A dry run renders every
-/// point and submits nothing. A point that fails to submit stops the sweep; those submitted
-/// stay (their ids are in the error's message).
+/// Where the site's family has job arrays, every point is recorded and then the points are one
+/// array (`limit` > 0: its concurrency limit, Slurm's %N), each point's record holding its
+/// task's id; a refused array records nothing, and a sweep larger than the site's
+/// scheduler.max_array_size is refused first. Elsewhere (sqsub, local, points that ask for
+/// different resources) each point is a job of its own and `limit` > 0 makes point i wait
+/// (afterany) for point i - limit. A dry run renders every point and submits nothing. A point
+/// that fails to submit stops the sweep; those submitted stay (their ids are in the error's
+/// message).
 Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& options,
                                   const std::vector<SweepAxis>& axes, int limit);
 
