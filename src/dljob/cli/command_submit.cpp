@@ -117,8 +117,12 @@ void set_submit_command(CLI::App& app, Context& context) {
                       "COMPLETED");
     command->callback([options, wait, sweeps, sweep_limit, &context] {
         auto jobs = app::JobContext::open();
-        // The recipe's sweep: block sweeps as --sweep does.
-        auto axes = app::submit_sweep_axes(*options, *sweeps);
+        // Read once: its sweep: block sweeps as --sweep does, else it is the one job's recipe.
+        auto recipe = app::read_submit_recipe(*options);
+        if (!recipe) {
+            throw Failure(recipe.error());
+        }
+        auto axes = app::submit_sweep_axes(*recipe, *options, *sweeps);
         if (!axes) {
             throw Failure(axes.error());
         }
@@ -139,6 +143,7 @@ void set_submit_command(CLI::App& app, Context& context) {
             print_sweep(context, *swept, options->dry_run);
             return;
         }
+        options->read = std::move(*recipe);
         auto outcome = app::submit_recipe(jobs, *options);
         if (!outcome) {
             throw Failure(outcome.error());

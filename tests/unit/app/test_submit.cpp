@@ -125,6 +125,32 @@ TEST_F(Submit, WithoutSiteSubmitUsesTheDetectedOne) {
     EXPECT_EQ(local->job.scheduler, "local");
 }
 
+// submit reads its recipe once: the read the sweep check made is the one the job is made of,
+// not the file read again (here the file is gone by then, as an edited file would be changed).
+TEST_F(Submit, TheRecipeReadForTheSweepCheckIsTheOneSubmitted) {
+    const auto copy = dir / "mine.yaml";
+    std::filesystem::copy_file(fashion, copy);
+    auto jobs = context();
+    SubmitOptions options;
+    options.recipe = copy;
+    options.site = "local";
+    options.overrides = {"train.max_iter=123"};
+    options.dry_run = true;
+    auto read = read_submit_recipe(options);
+    ASSERT_TRUE(read) << read.error().message;
+    auto axes = submit_sweep_axes(*read, options, {});
+    ASSERT_TRUE(axes) << axes.error().message;
+    EXPECT_TRUE(axes->empty());
+    std::filesystem::remove(copy);
+    options.read = std::move(*read);
+    auto outcome = submit_recipe(jobs, options);
+    ASSERT_TRUE(outcome) << outcome.error().message;
+    EXPECT_NE(outcome->rendered.script.find("--max-iter 123"), std::string::npos)
+        << outcome->rendered.script;
+    options.read.reset(); // without it, the file is read (and now missing)
+    EXPECT_FALSE(submit_recipe(jobs, options));
+}
+
 TEST_F(Submit, RenderShellAndDoctorResolveTheSiteAsSubmitDoes) {
     // One resolver for every verb: render used to fall back to local where submit detected the
     // site by host name, so `render` showed a script that `submit` would not run.

@@ -101,19 +101,27 @@ protected:
 TEST_F(RecipeSweepSubmit, TheRecipesSweepIsSubmittedUnlessSetTurnsItOff) {
     SubmitOptions options;
     options.recipe = recipe;
-    auto axes = submit_sweep_axes(options, {"resources.cores=4"});
+    const auto submit_axes =
+        [&](const std::vector<std::string>& sweeps) -> Result<std::vector<SweepAxis>> {
+        auto read = read_submit_recipe(options);
+        if (!read) {
+            return fail(read.error());
+        }
+        return submit_sweep_axes(*read, options, sweeps);
+    };
+    auto axes = submit_axes({"resources.cores=4"});
     ASSERT_TRUE(axes) << axes.error().message;
     auto points = sweep_product(*axes);
     ASSERT_TRUE(points);
     EXPECT_EQ(*points, (Points{{"command.environment.LR=\"0.1\"", "resources.cores=4"},
                                {"command.environment.LR=\"0.2\"", "resources.cores=4"}}));
     options.overrides = {"sweep="};
-    auto none = submit_sweep_axes(options, {});
+    auto none = submit_axes({});
     ASSERT_TRUE(none) << none.error().message;
     EXPECT_TRUE(none->empty());
     // --set on a swept key would be replaced by every point's value: refused, saying where.
     options.overrides = {"resources.cores=3"};
-    auto clash = submit_sweep_axes(options, {});
+    auto clash = submit_axes({});
     ASSERT_FALSE(clash);
     EXPECT_EQ(clash.error().code, ErrorCode::usage);
     EXPECT_EQ(clash.error().message.rfind(

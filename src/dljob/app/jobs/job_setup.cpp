@@ -41,16 +41,21 @@ Result<JobInputs> recipe_job_inputs(const std::filesystem::path& recipe,
     if (!loaded) {
         return fail(loaded.error());
     }
+    return job_inputs(std::move(*loaded), recipe, where);
+}
+
+Result<JobInputs> job_inputs(Recipe recipe, const std::filesystem::path& path,
+                             const SiteChoice& where) {
     auto site = resolve_site(where);
     if (!site) {
         return fail(site.error());
     }
     JobInputs inputs;
-    inputs.recipe = std::move(*loaded);
+    inputs.recipe = std::move(recipe);
     inputs.site = std::move(*site);
     inputs.partition = where.partition;
     inputs.account = where.account;
-    inputs.recipe_path = recipe;
+    inputs.recipe_path = path;
     return inputs;
 }
 

@@ -49,6 +49,9 @@ struct PreparedJob {
 Result<JobInputs> recipe_job_inputs(const std::filesystem::path& recipe,
                                     const std::vector<std::string>& overrides,
                                     const SiteChoice& where);
+/// The same for a recipe already read from `path`.
+Result<JobInputs> job_inputs(Recipe recipe, const std::filesystem::path& path,
+                             const SiteChoice& where);
 
 Result<PreparedJob> prepare_job(JobInputs inputs);
 

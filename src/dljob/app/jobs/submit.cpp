@@ -5,6 +5,7 @@
 #include <dljob/app/jobs/network_check.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/jobs/submit.hpp>
+#include <dljob/config/recipe_loader.hpp>
 #include <dljob/util/files.hpp>
 #include <dljob/util/paths.hpp>
 
@@ -155,7 +156,8 @@ Result<RecordedJob> record_and_write(JobContext& context, const SubmitOptions& o
 // The job rendered and checked, not yet recorded.
 Result<std::pair<SubmitOutcome, PreparedJob>> prepare_submit(JobContext& context,
                                                              const SubmitOptions& options) {
-    auto inputs = recipe_job_inputs(options.recipe, options.overrides, options);
+    auto inputs = options.read ? job_inputs(*options.read, options.recipe, options)
+                               : recipe_job_inputs(options.recipe, options.overrides, options);
     if (!inputs) {
         return fail(inputs.error());
     }
@@ -198,6 +200,10 @@ void note_dependant(const JobDependency& after, const std::string& scheduler_id,
                                     "attempt that runs now",
                                     recorded.error().message, after.job_id));
     }
+}
+
+Result<Recipe> read_submit_recipe(const SubmitOptions& options) {
+    return config::load_recipe(options.recipe, options.overrides);
 }
 
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options) {

@@ -8,10 +8,12 @@
 #include <dljob/app/jobs/run_dir.hpp>
 #include <dljob/app/sites/resolve_site.hpp>
 #include <dljob/domain/job.hpp>
+#include <dljob/domain/recipe.hpp>
 #include <dljob/domain/render_request.hpp>
 #include <dljob/domain/scheduler.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,9 @@ struct SubmitOptions : SiteChoice {
     /// `overrides`), recorded with the job.
     std::string sweep;
     std::vector<std::string> sweep_point;
+    /// The recipe as `recipe` and `overrides` read, where the caller read it already (submit,
+    /// to look for a sweep: block first): submit_recipe then does not read the file again.
+    std::optional<Recipe> read;
 };
 
 struct SubmitOutcome {
@@ -38,6 +43,9 @@ struct SubmitOutcome {
 };
 
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options);
+
+/// The recipe file with the --set overrides applied and validated (what `read` holds).
+Result<Recipe> read_submit_recipe(const SubmitOptions& options);
 
 /// A job recorded (phase submitting) with its run directory written, not yet submitted; the
 /// directory goes unless kept.

@@ -98,6 +98,7 @@ record_points(JobContext& context, const SubmitOptions& options,
     std::vector<RecordedSubmit> recorded;
     for (std::size_t i = 0; i < points.size(); ++i) {
         SubmitOptions point = options;
+        point.read.reset(); // each point reads the recipe with its own values
         point.overrides.insert(point.overrides.end(), points[i].begin(), points[i].end());
         point.sweep = sweep;
         point.sweep_point = points[i];
@@ -306,15 +307,11 @@ Result<std::vector<std::vector<std::string>>> sweep_points(const std::vector<std
     return sweep_product(*axes, max_points);
 }
 
-Result<std::vector<SweepAxis>> submit_sweep_axes(const SubmitOptions& options,
+Result<std::vector<SweepAxis>> submit_sweep_axes(const Recipe& recipe, const SubmitOptions& options,
                                                  const std::vector<std::string>& sweeps) {
-    // The recipe's own sweep: block, read with the command line's --set (which may change it:
-    // --set sweep= submits the recipe once, unswept).
-    auto recipe = config::load_recipe(options.recipe, options.overrides);
-    if (!recipe) {
-        return fail(recipe.error());
-    }
-    auto axes = sweep_axes(recipe->sweep, sweeps);
+    // The recipe's own sweep: block, as read with the command line's --set (which may change
+    // it: --set sweep= submits the recipe once, unswept).
+    auto axes = sweep_axes(recipe.sweep, sweeps);
     if (!axes) {
         return fail(axes.error());
     }
@@ -361,6 +358,7 @@ Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& opti
     }
     for (std::size_t i = 0; i < points->size(); ++i) {
         SubmitOptions point = options;
+        point.read.reset(); // each point reads the recipe with its own values
         point.overrides.insert(point.overrides.end(), (*points)[i].begin(), (*points)[i].end());
         point.sweep = outcome.sweep;
         point.sweep_point = (*points)[i];

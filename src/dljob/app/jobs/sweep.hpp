@@ -34,10 +34,10 @@ sweep_product(const std::vector<SweepAxis>& axes, std::size_t max_points = max_s
 Result<std::vector<std::vector<std::string>>>
 sweep_points(const std::vector<std::string>& sweeps, std::size_t max_points = max_sweep_points);
 
-/// The sweep `dljob submit` makes of its options: the recipe's `sweep:` block (read with the
-/// --set overrides) merged with `sweeps`. Empty: one job. A --set of a swept key is a usage
-/// error (the point's value would replace it).
-Result<std::vector<SweepAxis>> submit_sweep_axes(const SubmitOptions& options,
+/// The sweep `dljob submit` makes of its options: the `sweep:` block of `recipe` (as read with
+/// the --set overrides: options.read) merged with `sweeps`. Empty: one job. A --set of a swept
+/// key is a usage error (the point's value would replace it).
+Result<std::vector<SweepAxis>> submit_sweep_axes(const Recipe& recipe, const SubmitOptions& options,
                                                  const std::vector<std::string>& sweeps);
 
 struct SweepOutcome {
