@@ -394,28 +394,29 @@ Result<void> record_dependant(const std::filesystem::path& after_run_dir,
 void retarget_dependants(ProcessRunner& runner, const std::string& scheduler,
                          const std::filesystem::path& run_dir, const std::string& next_id,
                          std::string& note) {
-    const auto text = util::read_file(run_dir / "dependants");
     const auto kind = scheduler_kind(scheduler);
-    if (!text || !kind) {
+    if (!kind) {
+        return;
+    }
+    // One short line per `submit --after`: a megabyte is tens of thousands of dependants.
+    const auto read = util::read_regular_file(run_dir / "dependants", std::size_t{1} << 20);
+    if (read.status == util::BoundedRead::Status::missing) {
+        return;
+    }
+    if (read.status != util::BoundedRead::Status::ok) {
+        note += fmt::format("{}{} cannot be read, so its jobs still wait on this attempt",
+                            note.empty() ? "" : "; ", (run_dir / "dependants").string());
         return;
     }
     const auto& family = schedulers::family_of(*kind);
-    std::size_t begin = 0;
-    while (begin < text->size()) {
-        auto end = text->find('\n', begin);
-        if (end == std::string::npos) {
-            end = text->size();
-        }
-        const std::string line = text->substr(begin, end - begin);
-        begin = end + 1;
-        const auto space = line.find(' ');
-        if (space == std::string::npos || space == 0) {
+    for (const std::string_view line : util::split_lines(read.content)) {
+        const auto words = util::split_whitespace(line);
+        if (words.size() != 2) {
             continue;
         }
-        const std::string dependant = line.substr(0, space);
+        const std::string dependant(words[0]);
         const auto argv = family.retarget_dependency(
-            dependant,
-            JobDependency{0, next_id, run_dir.string(), line.substr(space + 1) == "afterok"});
+            dependant, JobDependency{0, next_id, run_dir.string(), words[1] == "afterok"});
         if (argv.empty()) {
             return; // the family cannot: docs/schedulers.md says what the dependant does then
         }
