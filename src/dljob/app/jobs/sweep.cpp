@@ -43,16 +43,9 @@ std::vector<std::string> shared_directives(const std::string& script, std::strin
                                            const std::string& run_dir) {
     std::vector<std::string> directives;
     const std::string start = std::string(prefix) + " ";
-    std::size_t begin = 0;
-    while (begin < script.size()) {
-        auto end = script.find('\n', begin);
-        if (end == std::string::npos) {
-            end = script.size();
-        }
-        const std::string line = script.substr(begin, end - begin);
-        begin = end + 1;
-        if (line.rfind(start, 0) == 0 && line.find(run_dir) == std::string::npos) {
-            directives.push_back(line.substr(start.size()));
+    for (const std::string_view line : util::split_lines(script)) {
+        if (line.starts_with(start) && line.find(run_dir) == std::string_view::npos) {
+            directives.emplace_back(line.substr(start.size()));
         }
     }
     return directives;
