@@ -42,21 +42,25 @@ struct Values {
     bool is_float = false;
 };
 
+// The Datum's shape, checked against the number of values it carries (`unit`: what they are).
+void check_count(const Datum& datum, std::size_t count, const char* unit, const std::string& what) {
+    const std::uint64_t expected =
+        static_cast<std::uint64_t>(datum.channels) * datum.height * datum.width;
+    if (expected == 0 || count != expected) {
+        fail(fmt::format("{}: {} {} for its shape {}x{}x{} ({} expected)", what, count, unit,
+                         datum.channels, datum.height, datum.width, expected));
+    }
+}
+
 Values values_of(Datum& datum, const std::string& what) {
     Values values;
+    values.image.channels = datum.channels;
+    values.image.height = datum.height;
+    values.image.width = datum.width;
     // Caffe's DataTransformer reads data when it has any, float_data otherwise.
     if (datum.data.empty() && !datum.float_data.empty()) {
+        check_count(datum, datum.float_data.size(), "float_data values", what);
         values.is_float = true;
-        values.image.channels = datum.channels;
-        values.image.height = datum.height;
-        values.image.width = datum.width;
-        const std::uint64_t expected =
-            static_cast<std::uint64_t>(datum.channels) * datum.height * datum.width;
-        if (expected == 0 || datum.float_data.size() != expected) {
-            fail(fmt::format("{}: {} float_data values for its shape {}x{}x{} ({} expected)", what,
-                             datum.float_data.size(), datum.channels, datum.height, datum.width,
-                             expected));
-        }
         values.floats = std::move(datum.float_data);
         return values;
     }
@@ -64,15 +68,7 @@ Values values_of(Datum& datum, const std::string& what) {
         values.image = decode_image(datum.data, 0, what);
         return values;
     }
-    values.image.channels = datum.channels;
-    values.image.height = datum.height;
-    values.image.width = datum.width;
-    const std::uint64_t expected =
-        static_cast<std::uint64_t>(datum.channels) * datum.height * datum.width;
-    if (expected == 0 || datum.data.size() != expected) {
-        fail(fmt::format("{}: {} bytes of data for its shape {}x{}x{} ({} expected)", what,
-                         datum.data.size(), datum.channels, datum.height, datum.width, expected));
-    }
+    check_count(datum, datum.data.size(), "bytes of data", what);
     values.image.pixels = std::move(datum.data);
     return values;
 }
