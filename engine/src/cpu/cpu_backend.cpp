@@ -1,5 +1,5 @@
 // CPU reference backend. Convolution is im2col + sgemm over slices of the batch, or Winograd
-// F(2x2, 5x5) around 36 sgemms for 5x5 layers with enough channels (cpu/winograd.hpp); the batch
+// F(4x4, 5x5) around 64 sgemms for 5x5 layers with enough channels (cpu/winograd.hpp); the batch
 // is split into a fixed number of tasks, weight gradients are summed per task and then reduced
 // in task order, so a run is bit-for-bit repeatable (convolutions whatever the thread count).
 // OpenBLAS runs single-threaded: the parallelism is ours (nested BLAS threads on 2 cores collapse
@@ -680,8 +680,8 @@ private:
         });
     }
 
-    // Winograd F(2x2, 5x5) (cpu/winograd.hpp): tasks take groups of k_lanes images, each group
-    // in blocks of tile positions; per block the transforms surround 36 sgemms. The weight
+    // Winograd F(4x4, 5x5) (cpu/winograd.hpp): tasks take groups of k_lanes images, each group
+    // in blocks of tile positions; per block the transforms surround 64 sgemms. The weight
     // gradient is summed per task in the Winograd domain and reduced in task order, like
     // im2col's, so results do not depend on --threads either.
     struct WinogradPlan {
@@ -691,14 +691,14 @@ private:
               block_positions(std::min(tiling.positions, k_block_positions)),
               kernels(g.outputs * g.channels) {}
         // 16 positions of 8 images: 128 columns per sgemm, enough for its full speed; the
-        // block's transformed outputs (36 x outputs x 128) then stay near L2's size.
+        // block's transformed outputs (64 x outputs x 128) then stay near L2's size.
         static constexpr int k_block_positions = 16;
         winograd::Tiling tiling;
         int groups;
         int tasks;
         int block_positions;
         int kernels;
-        // Floats of a full block's 36 transformed matrices of `rows` rows (v: channels, m:
+        // Floats of a full block's 64 transformed matrices of `rows` rows (v: channels, m:
         // outputs); a shorter last block fits in the same space.
         [[nodiscard]] std::size_t block_floats(int rows) const {
             const winograd::Block full{0, winograd::k_lanes, 0, block_positions};
@@ -737,7 +737,7 @@ private:
         const float* u = winograd_kernels(g, plan, w);
         const std::size_t xt_size = winograd::input_lanes(plan.tiling).floats(g.channels);
         const std::size_t v_size = plan.block_floats(g.channels);
-        // Per thread: xt (the group's inputs), v (36 x channels x columns), m (36 x outputs x
+        // Per thread: xt (the group's inputs), v (64 x channels x columns), m (64 x outputs x
         // columns).
         prepare(plan.tasks, xt_size + v_size + plan.block_floats(g.outputs), 0);
         m_pool.run(plan.tasks, [&](int task, int thread) {
@@ -776,8 +776,8 @@ private:
         const std::ptrdiff_t out_spatial =
             static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
         // Per thread: xt and dxt (the group's inputs and their gradient), dyt (its output
-        // gradient), v and dv (36 x channels x columns), dm (36 x outputs x columns).
-        // Per task: du (36 x kernels) then db (outputs).
+        // gradient), v and dv (64 x channels x columns), dm (64 x outputs x columns).
+        // Per task: du (64 x kernels) then db (outputs).
         prepare(plan.tasks, 2 * xt_size + dyt_size + 2 * v_size + plan.block_floats(g.outputs),
                 du_size + static_cast<std::size_t>(g.outputs));
         m_pool.run(plan.tasks, [&](int task, int thread) {

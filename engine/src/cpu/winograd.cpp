@@ -1,17 +1,21 @@
-// The transforms of F(2x2, 5x5) and their adjoints. The matrices come from Toom-Cook
-// interpolation at the points 0, 1, -1, 2, -2 and infinity (docs/engine.md shows how they were
-// derived and checked); the fractions sit in G, which is applied once per kernel per step, so
-// the per-tile transforms B^T and A^T have small integer coefficients and are exact additions.
+// The transforms of F(4x4, 5x5) and their adjoints. The matrices come from Toom-Cook
+// interpolation at the points 0, 1, -1, 2, -2, 1/2, -1/2 and infinity (docs/engine.md shows how
+// they were derived and checked); the awkward fractions sit in G, which is applied once per
+// kernel per step, so the per-tile transforms B^T and A^T have coefficients that are sums of
+// powers of two (exact in binary). B^T is the one F(6x6, 3x3) uses at the same points (NNPACK).
 //
-//   B^T = |4  0 -5  0  1  0|   A^T = |1  1  1  1  1  0|   G = | 1/4     0    0     0    0 |
-//         |0  4  4 -1 -1  0|         |0  1 -1  2 -2  1|       | 1/6   1/6  1/6   1/6  1/6 |
-//         |0 -4  4  1 -1  0|                                  | 1/6  -1/6  1/6  -1/6  1/6 |
-//         |0 -2 -1  2  1  0|                                  | 1/24  1/12 1/6   1/3  2/3 |
-//         |0  2 -1 -2  1  0|                                  | 1/24 -1/12 1/6  -1/3  2/3 |
-//         |0  4  0 -5  0  1|                                  | 0       0    0     0    1 |
+//   B^T = |1    0  -21/4     0  21/4     0  -1  0|   A^T = |1  1  1  1  1    1    1  0|
+//         |0    1      1 -17/4 -17/4     1   1  0|         |0  1 -1  2 -2  1/2 -1/2  0|
+//         |0   -1      1  17/4 -17/4    -1   1  0|         |0  1  1  4  4  1/4  1/4  0|
+//         |0  1/2    1/4  -5/2  -5/4     2   1  0|         |0  1 -1  8 -8  1/8 -1/8  1|
+//         |0 -1/2    1/4   5/2  -5/4    -2   1  0|
+//         |0    2      4  -5/2    -5   1/2   1  0|   G = the 8 x 5 matrix k_g below
+//         |0   -2      4   5/2    -5  -1/2   1  0|
+//         |0   -1      0  21/4     0 -21/4   0  1|
 //
-// y = A^T [(G g G^T) . (B^T d B)] A computes the 2x2 correlation of a 6x6 patch d with a 5x5
-// kernel g.
+// y = A^T [(G g G^T) . (B^T d B)] A computes the 4x4 correlation of an 8x8 patch d with a 5x5
+// kernel g. The line functions below apply these matrices with their common terms shared (the
+// rows come in pairs that differ in the sign of the odd-indexed inputs).
 
 #include "cpu/winograd.hpp"
 
@@ -26,24 +30,25 @@ namespace dl::cpu::winograd {
 namespace {
 
 constexpr int k_kernel = 5;
-constexpr int k_tile = 6;
-constexpr int k_out = 2;
 
 // One float per image lane (GCC/Clang vector extension: one AVX register, or two SSE ones).
 using Lanes = float __attribute__((vector_size(k_lanes * sizeof(float))));
-// A 6x6 tile of lanes, row-major.
+// An 8x8 tile of lanes, row-major.
 using Tile = std::array<Lanes, k_points>;
 
+constexpr float k_ninth = 2.0F / 9;
 constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
-    {1.0F / 4, 0.0F, 0.0F, 0.0F, 0.0F},
-    {1.0F / 6, 1.0F / 6, 1.0F / 6, 1.0F / 6, 1.0F / 6},
-    {1.0F / 6, -1.0F / 6, 1.0F / 6, -1.0F / 6, 1.0F / 6},
-    {1.0F / 24, 1.0F / 12, 1.0F / 6, 1.0F / 3, 2.0F / 3},
-    {1.0F / 24, -1.0F / 12, 1.0F / 6, -1.0F / 3, 2.0F / 3},
+    {1.0F, 0.0F, 0.0F, 0.0F, 0.0F},
+    {-k_ninth, -k_ninth, -k_ninth, -k_ninth, -k_ninth},
+    {-k_ninth, k_ninth, -k_ninth, k_ninth, -k_ninth},
+    {1.0F / 90, 1.0F / 45, 2.0F / 45, 4.0F / 45, 8.0F / 45},
+    {1.0F / 90, -1.0F / 45, 2.0F / 45, -4.0F / 45, 8.0F / 45},
+    {32.0F / 45, 16.0F / 45, 8.0F / 45, 4.0F / 45, 2.0F / 45},
+    {32.0F / 45, -16.0F / 45, 8.0F / 45, -4.0F / 45, 2.0F / 45},
     {0.0F, 0.0F, 0.0F, 0.0F, 1.0F},
 }};
 
-// B^T applied to the 6 lanes p[0], p[s], ..., p[5s], in place.
+// B^T applied to the 8 lanes p[0], p[s], ..., p[7s], in place.
 [[gnu::always_inline]] inline void bt_line(Lanes* p, int s) {
     const Lanes d0 = p[0];
     const Lanes d1 = p[s];
@@ -51,44 +56,76 @@ constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
     const Lanes d3 = p[3 * s];
     const Lanes d4 = p[4 * s];
     const Lanes d5 = p[5 * s];
-    p[0] = 4.0F * d0 - 5.0F * d2 + d4;
-    p[s] = 4.0F * (d1 + d2) - d3 - d4;
-    p[2 * s] = 4.0F * (d2 - d1) + d3 - d4;
-    p[3 * s] = 2.0F * (d3 - d1) - d2 + d4;
-    p[4 * s] = 2.0F * (d1 - d3) - d2 + d4;
-    p[5 * s] = 4.0F * d1 - 5.0F * d3 + d5;
+    const Lanes d6 = p[6 * s];
+    const Lanes d7 = p[7 * s];
+    p[0] = d0 - d6 + 5.25F * (d4 - d2);
+    p[7 * s] = d7 - d1 + 5.25F * (d3 - d5);
+    const Lanes even1 = d2 + d6 - 4.25F * d4;
+    const Lanes odd1 = d1 + d5 - 4.25F * d3;
+    p[s] = even1 + odd1;
+    p[2 * s] = even1 - odd1;
+    const Lanes even2 = 0.25F * d2 + d6 - 1.25F * d4;
+    const Lanes odd2 = 0.5F * d1 - 2.5F * d3 + 2.0F * d5;
+    p[3 * s] = even2 + odd2;
+    p[4 * s] = even2 - odd2;
+    const Lanes even3 = 4.0F * d2 + d6 - 5.0F * d4;
+    const Lanes odd3 = 2.0F * d1 - 2.5F * d3 + 0.5F * d5;
+    p[5 * s] = even3 + odd3;
+    p[6 * s] = even3 - odd3;
 }
 
-// B (the transpose of B^T) applied to 6 lanes at stride s, in place.
+// B (the transpose of B^T) applied to 8 lanes at stride s, in place.
 [[gnu::always_inline]] inline void b_line(Lanes* p, int s) {
     const Lanes w0 = p[0];
-    const Lanes w1 = p[s];
-    const Lanes w2 = p[2 * s];
-    const Lanes w3 = p[3 * s];
-    const Lanes w4 = p[4 * s];
-    const Lanes w5 = p[5 * s];
-    p[0] = 4.0F * w0;
-    p[s] = 4.0F * (w1 - w2 + w5) + 2.0F * (w4 - w3);
-    p[2 * s] = 4.0F * (w1 + w2) - 5.0F * w0 - w3 - w4;
-    p[3 * s] = w2 - w1 + 2.0F * (w3 - w4) - 5.0F * w5;
-    p[4 * s] = w0 - w1 - w2 + w3 + w4;
-    p[5 * s] = w5;
+    const Lanes w7 = p[7 * s];
+    const Lanes sum1 = p[s] + p[2 * s];
+    const Lanes diff1 = p[s] - p[2 * s];
+    const Lanes sum2 = p[3 * s] + p[4 * s];
+    const Lanes diff2 = p[3 * s] - p[4 * s];
+    const Lanes sum3 = p[5 * s] + p[6 * s];
+    const Lanes diff3 = p[5 * s] - p[6 * s];
+    p[s] = diff1 + 0.5F * diff2 + 2.0F * diff3 - w7;
+    p[2 * s] = sum1 + 0.25F * sum2 + 4.0F * sum3 - 5.25F * w0;
+    p[3 * s] = 5.25F * w7 - 4.25F * diff1 - 2.5F * (diff2 + diff3);
+    p[4 * s] = 5.25F * w0 - 4.25F * sum1 - 1.25F * sum2 - 5.0F * sum3;
+    p[5 * s] = diff1 + 2.0F * diff2 + 0.5F * diff3 - 5.25F * w7;
+    p[6 * s] = sum1 + sum2 + sum3 - w0;
 }
 
-// A^T applied to 6 lanes at stride s: the two outputs.
-[[gnu::always_inline]] inline void at_line(const Lanes* p, int s, Lanes& o0, Lanes& o1) {
-    o0 = p[0] + p[s] + p[2 * s] + p[3 * s] + p[4 * s];
-    o1 = p[s] - p[2 * s] + 2.0F * (p[3 * s] - p[4 * s]) + p[5 * s];
+// A^T applied to 8 lanes at stride s: the 4 outputs, written at stride t.
+[[gnu::always_inline]] inline void at_line(const Lanes* p, int s, Lanes* o, int t) {
+    const Lanes sum1 = p[s] + p[2 * s];
+    const Lanes diff1 = p[s] - p[2 * s];
+    const Lanes sum2 = p[3 * s] + p[4 * s];
+    const Lanes diff2 = p[3 * s] - p[4 * s];
+    const Lanes sum3 = p[5 * s] + p[6 * s];
+    const Lanes diff3 = p[5 * s] - p[6 * s];
+    o[0] = p[0] + sum1 + sum2 + sum3;
+    o[t] = diff1 + 2.0F * diff2 + 0.5F * diff3;
+    o[2 * t] = sum1 + 4.0F * sum2 + 0.25F * sum3;
+    o[3 * t] = diff1 + 8.0F * diff2 + 0.125F * diff3 + p[7 * s];
 }
 
-// A applied to two lanes: 6 lanes written at stride s.
-[[gnu::always_inline]] inline void a_line(const Lanes& e0, const Lanes& e1, Lanes* p, int s) {
+// A applied to 4 lanes e[0], e[s], e[2s], e[3s]: 8 lanes written at stride t.
+[[gnu::always_inline]] inline void a_line(const Lanes* e, int s, Lanes* p, int t) {
+    const Lanes e0 = e[0];
+    const Lanes e1 = e[s];
+    const Lanes e2 = e[2 * s];
+    const Lanes e3 = e[3 * s];
     p[0] = e0;
-    p[s] = e0 + e1;
-    p[2 * s] = e0 - e1;
-    p[3 * s] = e0 + 2.0F * e1;
-    p[4 * s] = e0 - 2.0F * e1;
-    p[5 * s] = e1;
+    const Lanes even1 = e0 + e2;
+    const Lanes odd1 = e1 + e3;
+    p[t] = even1 + odd1;
+    p[2 * t] = even1 - odd1;
+    const Lanes even2 = e0 + 4.0F * e2;
+    const Lanes odd2 = 2.0F * e1 + 8.0F * e3;
+    p[3 * t] = even2 + odd2;
+    p[4 * t] = even2 - odd2;
+    const Lanes even3 = e0 + 0.25F * e2;
+    const Lanes odd3 = 0.5F * e1 + 0.125F * e3;
+    p[5 * t] = even3 + odd3;
+    p[6 * t] = even3 - odd3;
+    p[7 * t] = e3;
 }
 
 // The corner of tile position `position`: its first output, and its first input in the padded
@@ -175,7 +212,7 @@ void transform_kernels(const ConvGeometry& g, const float* w, int first, int las
                 kernel[e][lane] = src[e];
             }
         }
-        // t = G g (6x5), then u = t G^T (6x6).
+        // t = G g (8x5), then u = t G^T (8x8).
         std::array<Lanes, k_tile * k_kernel> t{};
         for (int i = 0; i < k_tile; ++i) {
             for (int j = 0; j < k_kernel; ++j) {
@@ -212,7 +249,7 @@ void kernel_gradients(const ConvGeometry& g, const float* du, int first, int las
                 d[xi][lane] = src[lane];
             }
         }
-        // t = G^T du (5x6), then dg = t G (5x5).
+        // t = G^T du (5x8), then dg = t G (5x5).
         std::array<Lanes, k_kernel * k_tile> t{};
         for (int a = 0; a < k_kernel; ++a) {
             for (int j = 0; j < k_tile; ++j) {
@@ -303,13 +340,13 @@ void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block&
             for (int xi = 0; xi < k_points; ++xi) {
                 std::memcpy(&t[xi], src + xi * stride, sizeof(Lanes));
             }
-            std::array<Lanes, k_out * k_tile> half{}; // A^T t: 2 x 6
+            std::array<Lanes, k_out * k_tile> half{}; // A^T t: 4 x 8
             for (int j = 0; j < k_tile; ++j) {
-                at_line(&t[j], k_tile, half[j], half[k_tile + j]);
+                at_line(&t[j], k_tile, &half[j], k_tile);
             }
-            std::array<Lanes, k_out * k_out> out{}; // (A^T t) A: 2 x 2
+            std::array<Lanes, k_out * k_out> out{}; // (A^T t) A: 4 x 4
             for (int a = 0; a < k_out; ++a) {
-                at_line(&half[a * k_tile], 1, out[a * k_out], out[a * k_out + 1]);
+                at_line(&half[a * k_tile], 1, &out[a * k_out], 1);
             }
             const TileAt at(tiling, block.p_first + p);
             const int rows = std::min(k_out, out_h - at.y);
@@ -357,13 +394,13 @@ void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& 
                 std::memcpy(&e[a * k_out], dyt + lanes_at(shape, o, at.y + a, at.x),
                             k_out * sizeof(Lanes));
             }
-            std::array<Lanes, k_tile * k_out> half{}; // A e: 6 x 2
+            std::array<Lanes, k_tile * k_out> half{}; // A e: 8 x 4
             for (int bx = 0; bx < k_out; ++bx) {
-                a_line(e[bx], e[k_out + bx], &half[bx], k_out);
+                a_line(&e[bx], k_out, &half[bx], k_out);
             }
-            Tile t; // (A e) A^T: 6 x 6
+            Tile t; // (A e) A^T: 8 x 8
             for (int i = 0; i < k_tile; ++i) {
-                a_line(half[i * k_out], half[i * k_out + 1], &t[i * k_tile], 1);
+                a_line(&half[i * k_out], 1, &t[i * k_tile], 1);
             }
             float* dst = dm + o * columns + static_cast<std::ptrdiff_t>(p) * k_lanes;
             for (int xi = 0; xi < k_points; ++xi) {

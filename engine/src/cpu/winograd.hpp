@@ -1,20 +1,23 @@
 #pragma once
-// Winograd F(2x2, 5x5) convolution (Lavin and Gray, "Fast Algorithms for Convolutional Neural
-// Networks", 2016) for the CPU backend's stride-1, 5x5, ungrouped convolutions, LeNet's conv2
-// among them. Each 2x2 block of outputs is computed from the 6x6 block of inputs under it,
-// transformed so that the convolution becomes 36 elementwise products; summed over channels,
-// those are 36 small matrix products (sgemm): 36 multiplications per 4 outputs instead of 100.
-// The backward pass is the exact adjoint of the same transforms (the gradient of what the
-// forward pass computed), so dW and dx are 36 sgemms each too. Results differ from im2col +
-// sgemm by rounding only (about 1e-6 relative with these interpolation points: 0, +-1, +-2, inf).
+// Winograd F(4x4, 5x5) convolution (Lavin and Gray, "Fast Algorithms for Convolutional Neural
+// Networks", 2016) for the CPU backend's stride-1, 5x5, ungrouped convolutions, LeNet's and
+// cifar10_quick's conv2 among them. Each 4x4 block of outputs is computed from the 8x8 block of
+// inputs under it, transformed so that the convolution becomes 64 elementwise products; summed
+// over channels, those are 64 small matrix products (sgemm): 64 multiplications per 16 outputs
+// instead of 400 (F(2x2, 5x5), which this replaced, needs 36 per 4: 2.25 times as many, and
+// as many more transformed values to store and read back). The backward pass is the exact
+// adjoint of the same transforms (the gradient of what the forward pass computed), so dW and dx
+// are 64 sgemms each too. Results differ from im2col + sgemm by rounding only: about 5e-6 of
+// the largest output with these interpolation points (0, +-1, +-2, +-1/2, inf), against 2e-6
+// for F(2x2, 5x5).
 //
 // Tiles are handled k_lanes images at a time at the same tile position, one image per lane of
 // an 8-float vector, so every transform is plain vector arithmetic with no shuffles.
 // This file holds the transforms; cpu_backend.cpp owns the sgemms and the threading.
 //
-// Layouts: u and du are [36][outputs][channels]; a block's v and dv are [36][channels][columns]
-// and m and dm are [36][outputs][columns], column (p - p_first) * k_lanes + lane, with
-// point_stride floats between the 36 matrices.
+// Layouts: u and du are [64][outputs][channels]; a block's v and dv are [64][channels][columns]
+// and m and dm are [64][outputs][columns], column (p - p_first) * k_lanes + lane, with
+// point_stride floats between the 64 matrices.
 
 #include <dl/backend.hpp>
 
@@ -23,18 +26,21 @@
 namespace dl::cpu::winograd {
 
 inline constexpr int k_lanes = 8;   // images per tile group
-inline constexpr int k_points = 36; // transformed values per 6x6 tile
+inline constexpr int k_out = 4;     // outputs per tile side
+inline constexpr int k_tile = 8;    // inputs per tile side: k_out + 5 - 1
+inline constexpr int k_points = 64; // transformed values per 8x8 tile
 
 /// Whether the Winograd path computes this convolution. Below 8 input channels (LeNet's conv1)
-/// the 36 products are too thin for sgemm and im2col is faster; on images large enough that a
+/// the 64 products are too thin for sgemm and im2col is faster; on images large enough that a
 /// group's transposed planes would pass 4 MB, im2col's bounded chunks use less memory.
 [[nodiscard]] bool applies(const ConvGeometry& g);
 
-/// The 2x2 output tiles of one image: ceil(out / 2) per side (an odd edge computes a tile whose
-/// outside row or column is dropped).
+/// The 4x4 output tiles of one image: ceil(out / 4) per side (a tile over the edge computes
+/// outputs outside the image, which are dropped).
 struct Tiling {
     explicit Tiling(const ConvGeometry& g)
-        : rows((g.out_height() + 1) / 2), cols((g.out_width() + 1) / 2), positions(rows * cols) {}
+        : rows((g.out_height() + k_out - 1) / k_out), cols((g.out_width() + k_out - 1) / k_out),
+          positions(rows * cols) {}
     int rows;
     int cols;
     int positions;
@@ -52,7 +58,7 @@ struct Block {
 
 /// Floats from one transformed point to the next in a block's v and dv (rows = channels) or m
 /// and dm (rows = outputs). A cache line more than rows x columns: rows x 128 floats is a multiple
-/// of 2 KB, and the 36 vectors one tile writes would all land in two sets of the L1 cache (the
+/// of 2 KB, and the vectors one tile writes would all land in two sets of the L1 cache (the
 /// input transform ran 2.4 times slower that way).
 [[nodiscard]] inline std::ptrdiff_t point_stride(int rows, const Block& block) {
     constexpr int k_line_floats = 16;
@@ -69,9 +75,9 @@ struct Lanes2d {
         return static_cast<std::size_t>(planes) * rows * cols * k_lanes;
     }
 };
-/// The inputs under all tiles (the padding included): 2 * tiles + 4 per side.
+/// The inputs under all tiles (the padding included): 4 * tiles + 4 per side.
 [[nodiscard]] Lanes2d input_lanes(const Tiling& tiling);
-/// The outputs of all tiles (an odd edge's outside row or column included).
+/// The outputs of all tiles (those over the edge included).
 [[nodiscard]] Lanes2d output_lanes(const Tiling& tiling);
 
 /// u = G w G^T for the kernels [first, last) of the outputs x channels kernels (o * C + c).
@@ -82,7 +88,7 @@ void kernel_gradients(const ConvGeometry& g, const float* du, int first, int las
 /// xt (input_lanes, channels planes) = the block's images of x, zeros outside the image.
 void gather_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& block, const float* x,
                    float* xt);
-/// v = B^T d B for each tile's 6x6 input patch d, read from gather_inputs' xt.
+/// v = B^T d B for each tile's 8x8 input patch d, read from gather_inputs' xt.
 void transform_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                       const float* xt, float* v);
 /// y = A^T m A + bias at each tile's outputs inside the image; bias may be null.
