@@ -822,7 +822,10 @@ private:
         m_pool.run(plan.tasks, [&](int task, int thread) {
             float* du_part = m_task_grad[static_cast<std::size_t>(task)].data();
             float* db_part = du_part + du_size;
-            std::fill(du_part, du_part + du_size + g.outputs, 0.0F);
+            // du_part is written by the task's first sgemms (beta 0), not cleared beforehand:
+            // conv3's partial is 512 KB per task.
+            float du_beta = 0.0F;
+            std::fill(db_part, db_part + g.outputs, 0.0F);
             float* xt = m_thread_scratch[static_cast<std::size_t>(thread)].data();
             float* dxt = xt + xt_size;
             float* dyt = dxt + xt_size;
@@ -851,7 +854,7 @@ private:
                         const float* dm_xi = dm + xi * m_stride;
                         // du[xi] (outputs x channels) += dm[xi] (outputs x n) * v[xi]^T
                         gemm(false, true, g.outputs, g.channels, n, 1.0F, dm_xi, v + xi * v_stride,
-                             1.0F, du_part + static_cast<std::ptrdiff_t>(xi) * plan.kernels);
+                             du_beta, du_part + static_cast<std::ptrdiff_t>(xi) * plan.kernels);
                         if (dx != nullptr) {
                             // dv[xi] (channels x n) = u[xi]^T (channels x outputs) * dm[xi]
                             gemm(true, false, g.channels, n, g.outputs, 1.0F,
@@ -862,6 +865,7 @@ private:
                     if (dx != nullptr) {
                         winograd::input_gradients(g, plan.tiling, block, dv, dxt);
                     }
+                    du_beta = 1.0F;
                 }
                 if (dx != nullptr) {
                     winograd::scatter_input_gradients(g, plan.tiling, images, dxt, dx);
