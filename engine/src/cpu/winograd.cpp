@@ -35,6 +35,8 @@ constexpr int k_kernel = 5;
 using Lanes = float __attribute__((vector_size(k_lanes * sizeof(float))));
 // An 8x8 tile of lanes, row-major.
 using Tile = std::array<Lanes, k_points>;
+// Lane indices for __builtin_shuffle.
+using Mask = int __attribute__((vector_size(k_lanes * sizeof(int))));
 
 constexpr float k_ninth = 2.0F / 9;
 constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
@@ -406,6 +408,46 @@ void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& 
             for (int xi = 0; xi < k_points; ++xi) {
                 std::memcpy(dst + xi * stride, &t[xi], sizeof(Lanes));
             }
+        }
+    }
+}
+
+DL_CPU_CLONES
+void transpose(const float* src, int rows, int columns, std::ptrdiff_t src_ld, float* dst) {
+    int r0 = 0;
+    // 8 x 8 blocks in registers: three rounds of pairwise interleaves (lanes 2^k apart).
+    for (; r0 + k_lanes <= rows; r0 += k_lanes) {
+        for (int c0 = 0; c0 < columns; c0 += k_lanes) {
+            std::array<Lanes, k_lanes> a;
+            for (int i = 0; i < k_lanes; ++i) {
+                std::memcpy(&a[i], src + (r0 + i) * src_ld + c0, sizeof(Lanes));
+            }
+            std::array<Lanes, k_lanes> b;
+            for (int i = 0; i < k_lanes; i += 2) {
+                b[i] = __builtin_shuffle(a[i], a[i + 1], Mask{0, 8, 2, 10, 4, 12, 6, 14});
+                b[i + 1] = __builtin_shuffle(a[i], a[i + 1], Mask{1, 9, 3, 11, 5, 13, 7, 15});
+            }
+            for (int i = 0; i < k_lanes; i += 4) {
+                for (int j = 0; j < 2; ++j) {
+                    a[i + j] =
+                        __builtin_shuffle(b[i + j], b[i + j + 2], Mask{0, 1, 8, 9, 4, 5, 12, 13});
+                    a[i + j + 2] =
+                        __builtin_shuffle(b[i + j], b[i + j + 2], Mask{2, 3, 10, 11, 6, 7, 14, 15});
+                }
+            }
+            for (int j = 0; j < 4; ++j) {
+                b[j] = __builtin_shuffle(a[j], a[j + 4], Mask{0, 1, 2, 3, 8, 9, 10, 11});
+                b[j + 4] = __builtin_shuffle(a[j], a[j + 4], Mask{4, 5, 6, 7, 12, 13, 14, 15});
+            }
+            for (int i = 0; i < k_lanes; ++i) {
+                std::memcpy(dst + static_cast<std::ptrdiff_t>(c0 + i) * rows + r0, &b[i],
+                            sizeof(Lanes));
+            }
+        }
+    }
+    for (; r0 < rows; ++r0) {
+        for (int c = 0; c < columns; ++c) {
+            dst[static_cast<std::ptrdiff_t>(c) * rows + r0] = src[r0 * src_ld + c];
         }
     }
 }

@@ -100,6 +100,10 @@ void gather_output_gradients(const ConvGeometry& g, const Tiling& tiling, const 
 /// dm = A dy A^T, dy read from dyt: the adjoint of transform_outputs.
 void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                       const float* dyt, float* dm);
+/// dst (columns x rows, row stride rows) = the transpose of src (rows x columns, row stride
+/// src_ld); columns is a multiple of k_lanes. OpenBLAS runs the weight gradient's 32 x 32 x 64
+/// products twice as fast from dm transposed (`du += dm^T^T v^T`) as from dm (`du += dm v^T`).
+void transpose(const float* src, int rows, int columns, std::ptrdiff_t src_ld, float* dst);
 /// dxt += B dv B^T at each tile's inputs: the adjoint of transform_inputs. Tiles overlap, so
 /// dxt (input_lanes) must be zeroed before a group's first block.
 void input_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
