@@ -201,7 +201,7 @@ template <class C>
                                 store(dst + v * C::width, acc[o][v]);
                             }
                         } else {
-                            std::array<float, segment> part;
+                            std::array<float, segment> part{};
 #pragma GCC unroll 4
                             for (int v = 0; v < vecs; ++v) {
                                 store(part.data() + v * C::width, acc[o][v]);
@@ -267,24 +267,28 @@ template <class C>
                         load(acc[o][t], sums + (o * l.grad_taps + t) * C::width);
                     }
                 }
-                for (int row = 0; row < l.out_h; ++row) {
-                    const float* in = xp + row * l.cols;
-                    const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * l.out_w;
-                    int x0 = 0;
-                    for (; x0 < full; x0 += C::width) {
+                // Down the columns of vectors: with rows as the inner loop, its bound and pointer
+                // steps do not change, where a row of cifar10_quick's conv1 is only 2 vectors and
+                // the setup per row took a third of the time.
+                for (int x0 = 0; x0 < full; x0 += C::width) {
+                    for (int row = 0; row < l.out_h; ++row) {
+                        const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * l.out_w + x0;
                         V d[outs];
 #pragma GCC unroll 8
                         for (int o = 0; o < outs; ++o) {
-                            load(d[o], planes[o] + at + x0);
+                            load(d[o], planes[o] + at);
                         }
-                        gradient_step<C>(acc, d, in + x0, off);
+                        gradient_step<C>(acc, d, xp + row * l.cols + x0, off);
                     }
-                    if (x0 < l.out_w) {
+                }
+                if (full < l.out_w) {
+                    for (int row = 0; row < l.out_h; ++row) {
+                        const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * l.out_w + full;
                         V d[outs];
                         for (int o = 0; o < outs; ++o) {
-                            load_part(d[o], planes[o] + at + x0, l.out_w - x0);
+                            load_part(d[o], planes[o] + at, l.out_w - full);
                         }
-                        gradient_step<C>(acc, d, in + x0, off);
+                        gradient_step<C>(acc, d, xp + row * l.cols + full, off);
                     }
                 }
 #pragma GCC unroll 8
