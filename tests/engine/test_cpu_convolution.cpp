@@ -1,6 +1,6 @@
 // The CPU backend's convolution against a plain double-precision loop over the definition, for
 // its three paths: Winograd F(2x2, 5x5) (5x5, stride 1, at least 8 input channels), direct loops
-// (stride 1, ungrouped, at most 128 taps, outputs at least 16 wide; dw and db only, as for a
+// (stride 1, ungrouped, at most 256 taps, outputs at least 16 wide; dw and db only, as for a
 // first layer) and im2col + sgemm (everything else, one image per sgemm from 32 x 32 outputs
 // up). Forward, dx, dw and db, on LeNet's conv2 and cifar10_quick's conv1 and on shapes that
 // take the edge cases: padding, odd output sizes (a tile half outside, a vector past the edge),
@@ -231,6 +231,8 @@ TEST(CpuConvolution, DirectMatchesTheDefinition) {
     check({5, 2, 17, 20, 5, 7, 1, 4, 1}, Path::direct);
     // 1x1: one tap per channel.
     check({2, 6, 16, 16, 3, 1, 1, 0, 1}, Path::direct, 1);
+    // 3 channels of 9x9: 243 taps, 49 gradient blocks with a partial last one.
+    check({2, 3, 24, 24, 4, 9, 1, 4, 1}, Path::direct);
 }
 
 TEST(CpuConvolution, Im2colMatchesTheDefinition) {
@@ -241,17 +243,17 @@ TEST(CpuConvolution, Im2colMatchesTheDefinition) {
     check({1, 32, 72, 72, 2, 5, 1, 0, 1}, Path::im2col);
     check({3, 8, 9, 9, 4, 3, 2, 1, 1}, Path::im2col);
     check({2, 8, 8, 8, 4, 5, 1, 1, 2}, Path::im2col); // grouped
-    // 3 x 32 x 32 with a 9x9 kernel: 243 taps, enough for sgemm's speed.
-    check({2, 3, 24, 24, 4, 9, 1, 4, 1}, Path::im2col);
+    // 6 channels of 7x7: 294 taps, more than the direct loops take.
+    check({2, 6, 24, 24, 4, 7, 1, 3, 1}, Path::im2col);
 }
 
 // From 1024 outputs per plane on, im2col takes one image per sgemm, writes y and reads dy in
 // place (no gathered copy) and sums the weight gradient transposed.
 TEST(CpuConvolution, Im2colOneImagePerSgemmMatchesTheDefinition) {
-    // cifar10_quick's conv1 shape with 6 channels (150 taps: too many for the direct loops),
-    // batch 3 on 2 threads, and batch 1.
-    check({3, 6, 32, 32, 8, 5, 1, 2, 1}, Path::im2col);
-    check({1, 6, 32, 32, 8, 5, 1, 2, 1}, Path::im2col);
+    // 32 x 32 x 32 with a 3x3 kernel (288 taps: too many for the direct loops), batch 3 on 2
+    // threads, and batch 1.
+    check({3, 32, 32, 32, 8, 3, 1, 1, 1}, Path::im2col);
+    check({1, 32, 32, 32, 8, 3, 1, 1, 1}, Path::im2col);
     // Odd sizes (33 x 35 outputs), two groups, padding.
     check({2, 4, 33, 35, 6, 3, 1, 1, 2}, Path::im2col);
     // Stride 2 (35 x 33 outputs) on 3 threads.

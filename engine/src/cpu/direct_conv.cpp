@@ -11,7 +11,7 @@
 namespace dl::cpu::direct_conv {
 namespace {
 
-constexpr int k_max_taps = 128;
+constexpr int k_max_taps = 256;
 constexpr int k_min_width = 16;
 constexpr std::size_t k_max_scratch_floats = std::size_t{1} << 21U; // 8 MB
 
