@@ -1,10 +1,13 @@
 // The CPU backend's convolution against a plain double-precision loop over the definition, for
-// both of its paths: Winograd F(2x2, 5x5) (5x5, stride 1, at least 8 input channels) and im2col
-// + sgemm (everything else, one image per sgemm from 32 x 32 outputs up). Forward, dx, dw and db,
-// on LeNet's conv2 and on shapes that take the edge cases: padding, odd output sizes (a tile half
-// outside), a batch that is not a multiple of the 8 images a Winograd tile group holds, and more
-// tile positions than one block.
+// its three paths: Winograd F(4x4, 5x5) (5x5, stride 1, at least 8 input channels), direct loops
+// (stride 1, ungrouped, at most 256 taps, outputs at least 16 wide; dw and db only, as for a
+// first layer) and im2col + sgemm (everything else, one image per sgemm from 32 x 32 outputs
+// up). Forward, dx, dw and db, on LeNet's conv2 and cifar10_quick's conv1 and on shapes that
+// take the edge cases: padding, odd output sizes (a tile partly outside, a vector past the edge),
+// a batch that is not a multiple of the 8 images a Winograd tile group holds, and more tile
+// positions than one block.
 
+#include "cpu/direct_conv.hpp"
 #include "cpu/winograd.hpp"
 
 #include <dl/backend.hpp>
@@ -12,7 +15,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -98,8 +103,24 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
                                    << ", expected " << want[worst_at];
 }
 
-void check(const ConvGeometry& g, bool winograd, int threads = 2) {
-    ASSERT_EQ(cpu::winograd::applies(g), winograd) << "the shape does not take the intended path";
+enum class Path { winograd, direct, im2col };
+
+std::ostream& operator<<(std::ostream& out, Path path) {
+    constexpr std::array<const char*, 3> k_names = {"winograd", "direct", "im2col"};
+    return out << k_names[static_cast<std::size_t>(path)];
+}
+
+Path path_of(const ConvGeometry& g) {
+    if (cpu::winograd::applies(g)) {
+        return Path::winograd;
+    }
+    return cpu::direct_conv::applies(g) ? Path::direct : Path::im2col;
+}
+
+// The backward pass runs twice: with dx (which the direct path leaves to im2col) and without it
+// (a first layer: the direct path's own weight gradient).
+void check(const ConvGeometry& g, Path path, int threads = 2) {
+    ASSERT_EQ(path_of(g), path) << "the shape does not take the intended path";
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
     const auto random = [&](std::size_t n) {
@@ -128,28 +149,23 @@ void check(const ConvGeometry& g, bool winograd, int threads = 2) {
     expect_close(dx, want.dx, "dx");
     expect_close(dw, want.dw, "dw");
     expect_close(db, want.db, "db");
+    std::fill(dw.begin(), dw.end(), 1e30F);
+    std::fill(db.begin(), db.end(), 1e30F);
+    backend->conv_backward(g, x.data(), w.data(), dy.data(), nullptr, dw.data(), db.data());
+    expect_close(dw, want.dw, "dw without dx");
+    expect_close(db, want.db, "db without dx");
 }
 
-TEST(CpuConvolution, WinogradMatchesTheDefinitionOnLeNetConv2) {
-    check({64, 20, 12, 12, 50, 5, 1, 0, 1}, true);
-}
-
-TEST(CpuConvolution, WinogradMatchesTheDefinitionWithPaddingOddSizesAndAPartialGroup) {
-    // Output 9 x 7: the last tile row and column are half outside; 11 images: a group of 3.
-    check({11, 8, 11, 9, 6, 5, 1, 2, 1}, true);
-    // Output 20 x 20 = 100 tile positions: more than one block of them.
-    check({3, 9, 24, 24, 4, 5, 1, 0, 1}, true, 1);
-}
-
-TEST(CpuConvolution, WinogradResultsDoNotDependOnTheThreadCount) {
-    const ConvGeometry g{19, 8, 10, 10, 7, 5, 1, 1, 1};
+// Results of forward and backward (dx included when with_dx) on 1, 2 and 3 threads.
+std::vector<std::vector<float>> results_by_threads(const ConvGeometry& g, bool with_dx) {
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
     std::vector<float> x(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width);
-    std::vector<float> w(static_cast<std::size_t>(g.outputs) * g.channels * 25);
+    std::vector<float> w(static_cast<std::size_t>(g.outputs) * g.channels * g.kernel * g.kernel);
+    std::vector<float> b(static_cast<std::size_t>(g.outputs));
     std::vector<float> dy(static_cast<std::size_t>(g.batch) * g.outputs * g.out_height() *
                           g.out_width());
-    for (auto* v : {&x, &w, &dy}) {
+    for (auto* v : {&x, &w, &b, &dy}) {
         for (float& e : *v) {
             e = uniform(rng);
         }
@@ -160,33 +176,88 @@ TEST(CpuConvolution, WinogradResultsDoNotDependOnTheThreadCount) {
         std::vector<float> y(dy.size());
         std::vector<float> dx(x.size());
         std::vector<float> dw(w.size());
-        backend->conv_forward(g, x.data(), w.data(), nullptr, y.data());
-        backend->conv_backward(g, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr);
-        y.insert(y.end(), dx.begin(), dx.end());
+        std::vector<float> db(b.size());
+        backend->conv_forward(g, x.data(), w.data(), b.data(), y.data());
+        backend->conv_backward(g, x.data(), w.data(), dy.data(), with_dx ? dx.data() : nullptr,
+                               dw.data(), db.data());
+        if (with_dx) {
+            y.insert(y.end(), dx.begin(), dx.end());
+        }
         y.insert(y.end(), dw.begin(), dw.end());
+        y.insert(y.end(), db.begin(), db.end());
         results.push_back(y);
     }
+    return results;
+}
+
+TEST(CpuConvolution, WinogradMatchesTheDefinitionOnLeNetConv2) {
+    check({64, 20, 12, 12, 50, 5, 1, 0, 1}, Path::winograd);
+}
+
+TEST(CpuConvolution, WinogradMatchesTheDefinitionWithPaddingOddSizesAndAPartialGroup) {
+    // Output 9 x 7: the last tile row and column are partly outside; 11 images: a group of 3.
+    check({11, 8, 11, 9, 6, 5, 1, 2, 1}, Path::winograd);
+    // Output 20 x 20 = 100 tile positions: more than one block of them.
+    check({3, 9, 24, 24, 4, 5, 1, 0, 1}, Path::winograd, 1);
+}
+
+TEST(CpuConvolution, WinogradResultsDoNotDependOnTheThreadCount) {
+    const ConvGeometry g{19, 8, 10, 10, 7, 5, 1, 1, 1};
+    ASSERT_EQ(path_of(g), Path::winograd);
+    const auto results = results_by_threads(g, true);
     EXPECT_EQ(results[0], results[1]);
     EXPECT_EQ(results[0], results[2]);
 }
 
+// cifar10_quick's conv1 (3 x 32 x 32, 32 outputs, 5x5, pad 2), 11 images: 8 tasks of 1 or 2.
+TEST(CpuConvolution, DirectResultsDoNotDependOnTheThreadCount) {
+    const ConvGeometry g{11, 3, 32, 32, 32, 5, 1, 2, 1};
+    ASSERT_EQ(path_of(g), Path::direct);
+    const auto results = results_by_threads(g, false);
+    EXPECT_EQ(results[0], results[1]);
+    EXPECT_EQ(results[0], results[2]);
+}
+
+TEST(CpuConvolution, DirectMatchesTheDefinition) {
+    check({3, 3, 32, 32, 32, 5, 1, 2, 1}, Path::direct);    // cifar10_quick's conv1, batch 3
+    check({1, 3, 32, 32, 32, 5, 1, 2, 1}, Path::direct, 1); // batch 1 on one thread
+    // LeNet's conv1: 24 x 24 outputs, a partial vector at every row's end.
+    check({4, 1, 28, 28, 20, 5, 1, 0, 1}, Path::direct);
+    // Odd sizes (19 x 37 outputs), 3x3, 7 outputs (a partial block of them), 13 images on 3
+    // threads.
+    check({13, 4, 19, 37, 7, 3, 1, 1, 1}, Path::direct, 3);
+    // 7x7 with pad 4 (more than the kernel's half: outputs wider than the image), 2 channels: 98
+    // taps, not a whole number of gradient blocks; 5 outputs.
+    check({5, 2, 17, 20, 5, 7, 1, 4, 1}, Path::direct);
+    // 1x1: one tap per channel.
+    check({2, 6, 16, 16, 3, 1, 1, 0, 1}, Path::direct, 1);
+    // 3 channels of 9x9: 243 taps, 49 gradient blocks with a partial last one.
+    check({2, 3, 24, 24, 4, 9, 1, 4, 1}, Path::direct);
+}
+
 TEST(CpuConvolution, Im2colMatchesTheDefinition) {
-    check({4, 1, 28, 28, 20, 5, 1, 0, 1}, false); // LeNet's conv1: too few channels
+    // LeNet's conv1 on 18 x 18 images: outputs too narrow for a vector, too few channels for
+    // Winograd.
+    check({4, 1, 18, 18, 20, 5, 1, 0, 1}, Path::im2col);
     // 5x5 on 72 x 72 x 32: a group's transposed planes would take 5.3 MB, im2col instead.
-    check({1, 32, 72, 72, 2, 5, 1, 0, 1}, false);
-    check({3, 8, 9, 9, 4, 3, 2, 1, 1}, false);
-    check({2, 8, 8, 8, 4, 5, 1, 1, 2}, false); // grouped
+    check({1, 32, 72, 72, 2, 5, 1, 0, 1}, Path::im2col);
+    check({3, 8, 9, 9, 4, 3, 2, 1, 1}, Path::im2col);
+    check({2, 8, 8, 8, 4, 5, 1, 1, 2}, Path::im2col); // grouped
+    // 6 channels of 7x7: 294 taps, more than the direct loops take.
+    check({2, 6, 24, 24, 4, 7, 1, 3, 1}, Path::im2col);
 }
 
 // From 1024 outputs per plane on, im2col takes one image per sgemm, writes y and reads dy in
 // place (no gathered copy) and sums the weight gradient transposed.
 TEST(CpuConvolution, Im2colOneImagePerSgemmMatchesTheDefinition) {
-    check({3, 3, 32, 32, 8, 5, 1, 2, 1}, false); // cifar10_quick's conv1, batch 3 on 2 threads
-    check({1, 3, 32, 32, 8, 5, 1, 2, 1}, false); // batch 1
+    // 32 x 32 x 32 with a 3x3 kernel (288 taps: too many for the direct loops), batch 3 on 2
+    // threads, and batch 1.
+    check({3, 32, 32, 32, 8, 3, 1, 1, 1}, Path::im2col);
+    check({1, 32, 32, 32, 8, 3, 1, 1, 1}, Path::im2col);
     // Odd sizes (33 x 35 outputs), two groups, padding.
-    check({2, 4, 33, 35, 6, 3, 1, 1, 2}, false);
+    check({2, 4, 33, 35, 6, 3, 1, 1, 2}, Path::im2col);
     // Stride 2 (35 x 33 outputs) on 3 threads.
-    check({5, 3, 70, 66, 4, 3, 2, 1, 1}, false, 3);
+    check({5, 3, 70, 66, 4, 3, 2, 1, 1}, Path::im2col, 3);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 // CPU reference backend. Convolution is im2col + sgemm over slices of the batch, or Winograd
-// F(4x4, 5x5) around 64 sgemms for 5x5 layers with enough channels (cpu/winograd.hpp); the batch
+// F(4x4, 5x5) around 64 sgemms for 5x5 layers with enough channels (cpu/winograd.hpp), or
+// direct loops for layers with few input channels (cpu/direct_conv.hpp); the batch
 // is split into a fixed number of tasks, weight gradients are summed per task and then reduced
 // in task order, so a run is bit-for-bit repeatable (convolutions whatever the thread count).
 // OpenBLAS runs single-threaded: the parallelism is ours (nested BLAS threads on 2 cores collapse
@@ -9,6 +10,7 @@
 
 #include "cpu/channel_ops.hpp"
 #include "cpu/clones.hpp"
+#include "cpu/direct_conv.hpp"
 #include "cpu/pooling.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/winograd.hpp"
@@ -294,6 +296,10 @@ public:
             winograd_forward(g, x, w, b, y);
             return;
         }
+        if (direct_conv::applies(g)) {
+            direct_forward(g, x, w, b, y);
+            return;
+        }
         const ConvShape s(g);
         const int tasks = std::min(g.batch, k_conv_tasks);
         const int chunk = s.chunk_images(g);
@@ -345,6 +351,11 @@ public:
                        float* dx, float* dw, float* db) override {
         if (winograd::applies(g)) {
             winograd_backward(g, x, w, dy, dx, dw, db);
+            return;
+        }
+        // The first layer has no input gradient: the direct kernels compute dw and db only.
+        if (dx == nullptr && direct_conv::applies(g)) {
+            direct_weight_gradients(g, x, dy, dw, db);
             return;
         }
         const ConvShape s(g);
@@ -892,6 +903,39 @@ private:
             }
             winograd::kernel_gradients(g, du, first, last, dw);
         });
+    }
+
+    // Direct convolution (cpu/direct_conv.hpp) over im2col's fixed split of the batch; per-task
+    // weight gradients reduced in task order as im2col's are.
+    void direct_forward(const ConvGeometry& g, const float* x, const float* w, const float* b,
+                        float* y) {
+        const int tasks = std::min(g.batch, k_conv_tasks);
+        prepare(tasks, direct_conv::scratch_floats(g), 0);
+        m_pool.run(tasks, [&](int task, int thread) {
+            const auto [first, last] = split(g.batch, tasks, task);
+            direct_conv::forward(g, x, w, b, first, last, y,
+                                 m_thread_scratch[static_cast<std::size_t>(thread)].data());
+        });
+    }
+
+    void direct_weight_gradients(const ConvGeometry& g, const float* x, const float* dy, float* dw,
+                                 float* db) {
+        const std::size_t w_size =
+            static_cast<std::size_t>(g.outputs) * g.channels * g.kernel * g.kernel;
+        const int tasks = std::min(g.batch, k_conv_tasks);
+        prepare(tasks, direct_conv::scratch_floats(g),
+                w_size + static_cast<std::size_t>(g.outputs));
+        m_pool.run(tasks, [&](int task, int thread) {
+            const auto [first, last] = split(g.batch, tasks, task);
+            float* dw_part = m_task_grad[static_cast<std::size_t>(task)].data();
+            direct_conv::weight_gradients(
+                g, x, dy, first, last, dw_part, db != nullptr ? dw_part + w_size : nullptr,
+                m_thread_scratch[static_cast<std::size_t>(thread)].data());
+        });
+        reduce_tasks(tasks, w_size, dw, 0);
+        if (db != nullptr) {
+            reduce_tasks(tasks, static_cast<std::size_t>(g.outputs), db, w_size);
+        }
     }
 
     static std::pair<int, int> split(int items, int tasks, int task) {
