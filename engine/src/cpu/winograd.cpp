@@ -132,7 +132,7 @@ constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
 // interleaves, of single lanes, pairs and quads.
 [[gnu::always_inline]] inline void transpose8(std::array<Lanes, k_lanes>& a) {
     static_assert(k_lanes == 8);
-    std::array<Lanes, k_lanes> b;
+    std::array<Lanes, k_lanes> b{};
     for (int i = 0; i < k_lanes; i += 2) {
         b[i] = __builtin_shufflevector(a[i], a[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
         b[i + 1] = __builtin_shufflevector(a[i], a[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
@@ -200,7 +200,7 @@ std::ptrdiff_t plane_offset(int image, int channels, int channel, std::ptrdiff_t
         // 8 pixels of the 8 images at a time: 8 row loads, a register transpose, and 8 pixel
         // stores, where lane by lane it was 64 scalar loads and inserts.
         for (; w + k_lanes <= width; w += k_lanes) {
-            std::array<Lanes, k_lanes> block;
+            std::array<Lanes, k_lanes> block{};
             for (int lane = 0; lane < k_lanes; ++lane) {
                 std::memcpy(&block[lane], src[lane] + at + w, sizeof(Lanes));
             }
@@ -449,7 +449,7 @@ void transpose(const float* src, int rows, int columns, std::ptrdiff_t src_ld, f
     int r0 = 0;
     for (; r0 + k_lanes <= rows; r0 += k_lanes) {
         for (int c0 = 0; c0 < columns; c0 += k_lanes) {
-            std::array<Lanes, k_lanes> block;
+            std::array<Lanes, k_lanes> block{};
             for (int i = 0; i < k_lanes; ++i) {
                 std::memcpy(&block[i], src + (r0 + i) * src_ld + c0, sizeof(Lanes));
             }
@@ -517,7 +517,7 @@ void scatter_input_gradients(const ConvGeometry& g, const Tiling& tiling, const 
                 const float* src = dxt + lanes_at(shape, c, h + g.pad, g.pad);
                 const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(h) * g.width;
                 for (int w = 0; w < vector_width; w += k_lanes) {
-                    std::array<Lanes, k_lanes> pixels;
+                    std::array<Lanes, k_lanes> pixels{};
                     std::memcpy(pixels.data(), src + static_cast<std::ptrdiff_t>(w) * k_lanes,
                                 sizeof pixels);
                     transpose8(pixels);
