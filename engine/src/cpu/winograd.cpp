@@ -262,6 +262,10 @@ void transform_kernels(const ConvGeometry& g, const float* w, int first, int las
                     sum += t[i * k_kernel + k] * k_g[j][k];
                 }
                 float* dst = u + (i * k_tile + j) * kernels + k0;
+                if (lanes == k_lanes) {
+                    std::memcpy(dst, &sum, sizeof sum);
+                    continue;
+                }
                 for (int lane = 0; lane < lanes; ++lane) {
                     dst[lane] = sum[lane];
                 }
@@ -279,6 +283,10 @@ void kernel_gradients(const ConvGeometry& g, const float* du, int first, int las
         Tile d{};
         for (int xi = 0; xi < k_points; ++xi) {
             const float* src = du + xi * kernels + k0;
+            if (lanes == k_lanes) {
+                std::memcpy(&d[xi], src, sizeof(Lanes));
+                continue;
+            }
             for (int lane = 0; lane < lanes; ++lane) {
                 d[xi][lane] = src[lane];
             }
