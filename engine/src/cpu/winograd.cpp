@@ -393,6 +393,27 @@ void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block&
             const TileAt at(tiling, block.p_first + p);
             const int rows = std::min(k_out, out_h - at.y);
             const int cols = std::min(k_out, out_w - at.x);
+            if (rows == k_out && cols == k_out && block.images == k_lanes) {
+                // A whole tile of a full group: two rows of the 8 images at a time through a
+                // register transpose, each image's 4 outputs of a row stored as one vector
+                // (lane by lane it was 128 scalar stores per tile).
+                using Quad = float __attribute__((vector_size(k_out * sizeof(float))));
+                for (int a = 0; a < k_out; a += 2) {
+                    std::array<Lanes, k_lanes> rows_of_lanes{};
+                    std::copy_n(&out[a * k_out], k_lanes, rows_of_lanes.begin());
+                    transpose8(rows_of_lanes);
+                    for (int lane = 0; lane < k_lanes; ++lane) {
+                        float* dst = y + plane_offset(block.image + lane, g.outputs, o, plane) +
+                                     static_cast<std::ptrdiff_t>(at.y + a) * out_w + at.x;
+                        const Lanes both = rows_of_lanes[lane] + b;
+                        const Quad first = __builtin_shufflevector(both, both, 0, 1, 2, 3);
+                        const Quad second = __builtin_shufflevector(both, both, 4, 5, 6, 7);
+                        std::memcpy(dst, &first, sizeof first);
+                        std::memcpy(dst + out_w, &second, sizeof second);
+                    }
+                }
+                continue;
+            }
             for (int lane = 0; lane < block.images; ++lane) {
                 float* dst = y + plane_offset(block.image + lane, g.outputs, o, plane) +
                              static_cast<std::ptrdiff_t>(at.y) * out_w + at.x;
