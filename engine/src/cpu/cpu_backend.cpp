@@ -425,10 +425,7 @@ public:
                 float* d_in = dx + static_cast<std::ptrdiff_t>(p) * in_size;
                 const float* d_out = dy + static_cast<std::ptrdiff_t>(p) * out_size;
                 const std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_size;
-                std::fill(d_in, d_in + in_size, 0.0F);
-                for (int i = 0; i < out_size; ++i) {
-                    d_in[arg[i]] += d_out[i];
-                }
+                max_pool_plane_backward(g, d_out, arg, d_in);
             }
         });
     }

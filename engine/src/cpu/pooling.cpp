@@ -5,9 +5,11 @@
 #include "cpu/clones.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace dl::cpu {
@@ -200,14 +202,377 @@ void relu_backward_copy(std::size_t n, const float* __restrict y, const float* _
     }
 }
 
+
+// cifar10_quick's (and Caffe's usual) pooling, 3x3 windows at stride 2 without padding, without
+// the phase rows: whole output rows at a time, N output columns to a vector (16 for rows of 12 and
+// more, else 8 or 4, so that narrow planes waste few lanes). An input row is read once per output
+// row strip and split with shuffles into the three window columns; max pooling reduces it to its
+// row maxima there and reuses them for both output rows whose windows share the row.
+template <int N>
+struct Lanes;
+template <>
+struct Lanes<16> {
+    using Floats = float __attribute__((vector_size(16 * sizeof(float))));
+    using Ints = std::int32_t __attribute__((vector_size(16 * sizeof(std::int32_t))));
+};
+template <>
+struct Lanes<8> {
+    using Floats = float __attribute__((vector_size(8 * sizeof(float))));
+    using Ints = std::int32_t __attribute__((vector_size(8 * sizeof(std::int32_t))));
+};
+template <>
+struct Lanes<4> {
+    using Floats = float __attribute__((vector_size(4 * sizeof(float))));
+    using Ints = std::int32_t __attribute__((vector_size(4 * sizeof(std::int32_t))));
+};
+
+// The shuffles take and give vectors by reference, like load and store above (cpu/clones.hpp).
+// out[i] = (a, b)[2i] and (a, b)[2i + 1]: the even and the odd pixels of 2N.
+template <class V, std::size_t... K>
+[[gnu::always_inline]] inline void take_evens(V& out, const V& a, const V& b,
+                                              std::index_sequence<K...> /*lanes*/) {
+    out = __builtin_shufflevector(a, b, (2 * K)...);
+}
+template <class V, std::size_t... K>
+[[gnu::always_inline]] inline void take_odds(V& out, const V& a, const V& b,
+                                             std::index_sequence<K...> /*lanes*/) {
+    out = __builtin_shufflevector(a, b, (2 * K + 1)...);
+}
+// out[i] = (a, b)[i + 1]: a one lane down, b's first lane last.
+template <class V, std::size_t... K>
+[[gnu::always_inline]] inline void shift_down(V& out, const V& a, const V& b,
+                                              std::index_sequence<K...> /*lanes*/) {
+    out = __builtin_shufflevector(a, b, (K + 1)...);
+}
+// out[i] = (a, b)[i + N - 1]: b one lane up, a's last lane first.
+template <class V, std::size_t... K>
+[[gnu::always_inline]] inline void shift_up(V& out, const V& a, const V& b,
+                                            std::index_sequence<K...> /*lanes*/) {
+    out = __builtin_shufflevector(a, b, (K + sizeof...(K) - 1)...);
+}
+// out = a[0], b[0], a[1], b[1], ... from lane `from` of a and b on.
+template <class V, std::size_t From, std::size_t... K>
+[[gnu::always_inline]] inline void interleave(V& out, const V& a, const V& b,
+                                              std::index_sequence<K...> /*lanes*/) {
+    out = __builtin_shufflevector(a, b, (From + K / 2 + (K % 2) * sizeof...(K))...);
+}
+
+template <int N>
+struct Pool3x2 {
+    using Floats = typename Lanes<N>::Floats;
+    using Ints = typename Lanes<N>::Ints;
+    static constexpr std::make_index_sequence<N> lanes{};
+
+    template <class V>
+    [[gnu::always_inline]] static void load(V& v, const void* p) {
+        std::memcpy(&v, p, sizeof v);
+    }
+    // The first n (<= N) lanes of v, `fill` in the others.
+    template <class V, class T>
+    [[gnu::always_inline]] static void load_first(V& v, const T* p, int n, T fill) {
+        std::array<T, N> staged;
+        staged.fill(fill);
+        if (n > 0) {
+            std::memcpy(staged.data(), p, static_cast<std::size_t>(n) * sizeof(T));
+        }
+        std::memcpy(&v, staged.data(), sizeof v);
+    }
+    template <class V>
+    [[gnu::always_inline]] static void store_first(void* p, const V& v, int n) {
+        if (n >= N) {
+            std::memcpy(p, &v, sizeof v);
+        } else {
+            std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(v[0]));
+        }
+    }
+    [[gnu::always_inline]] static void splat(Floats& v, float f) {
+        v = f - Floats{}; // f - +0 is f, -0 included
+    }
+    [[gnu::always_inline]] static void iota(Ints& v, int first, int step) {
+        for (int i = 0; i < N; ++i) {
+            v[i] = first + step * i;
+        }
+    }
+
+    // Window columns 0, 1 and 2 of output columns ow0 .. ow0 + N - 1 in one input row: pixels
+    // 2 ow, 2 ow + 1 and 2 ow + 2, `fill` past the row.
+    struct Taps {
+        Floats left;
+        Floats middle;
+        Floats right;
+    };
+    [[gnu::always_inline]] static void taps(Taps& t, const float* row, int width, int ow0,
+                                            float fill) {
+        const int c = 2 * ow0;
+        const int n = width - c;
+        Floats a;
+        Floats b;
+        float extra = fill;
+        if (n >= 2 * N) {
+            load(a, row + c);
+            load(b, row + c + N);
+            if (n > 2 * N) {
+                extra = row[c + 2 * N];
+            }
+        } else {
+            std::array<float, 2 * N> staged;
+            staged.fill(fill);
+            std::memcpy(staged.data(), row + c, static_cast<std::size_t>(n) * sizeof(float));
+            load(a, staged.data());
+            load(b, staged.data() + N);
+        }
+        take_evens(t.left, a, b, lanes);
+        take_odds(t.middle, a, b, lanes);
+        Floats tail;
+        splat(tail, extra);
+        shift_down(t.right, t.left, tail, lanes);
+    }
+
+    // The maximum of each window's part in one input row and its column (Caffe's rules: the
+    // first maximum, never NaN, the window's first pixel if nothing is above -FLT_MAX).
+    struct RowMax {
+        Floats best;
+        Ints column;
+    };
+    [[gnu::always_inline]] static void row_max(RowMax& m, const float* row, int width, int ow0,
+                                               const Ints& first) {
+        Taps t;
+        taps(t, row, width, ow0, -INFINITY);
+        Floats floor;
+        splat(floor, -FLT_MAX);
+        Ints larger = t.left > floor;
+        m.best = larger ? t.left : floor;
+        m.column = first;
+        larger = t.middle > m.best;
+        m.best = larger ? t.middle : m.best;
+        m.column = larger ? first + 1 : m.column;
+        larger = t.right > m.best;
+        m.best = larger ? t.right : m.best;
+        m.column = larger ? first + 2 : m.column;
+    }
+
+    // The row-major scan of a window is the scan of its rows' maxima in row order: a row's
+    // first maximum is where a scan coming from the rows above would stop, if it is larger.
+    [[gnu::always_inline]] static void max_forward(const PoolGeometry& g, const float* x, float* y,
+                                                   std::int32_t* arg) {
+        const int out_h = g.out_height();
+        const int out_w = g.out_width();
+        const int width = g.width;
+        for (int ow0 = 0; ow0 < out_w; ow0 += N) {
+            Ints first;
+            iota(first, 2 * ow0, 2);
+            RowMax top;
+            row_max(top, x, width, ow0, first);
+            for (int oh = 0; oh < out_h; ++oh) {
+                const int h = 2 * oh;
+                Floats best = top.best;
+                Ints index = top.column + h * width;
+                for (int r = h + 1; r < std::min(h + 3, g.height); ++r) {
+                    RowMax next;
+                    row_max(next, x + static_cast<std::ptrdiff_t>(r) * width, width, ow0, first);
+                    const Ints larger = next.best > best;
+                    best = larger ? next.best : best;
+                    index = larger ? next.column + r * width : index;
+                    top = next; // the last one is the next output row's first
+                }
+                const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(oh) * out_w + ow0;
+                store_first(y + at, best, out_w - ow0);
+                store_first(arg + at, index, out_w - ow0);
+            }
+        }
+    }
+
+    [[gnu::always_inline]] static void ave_forward(const PoolGeometry& g, const float* x,
+                                                   float* y) {
+        const int out_h = g.out_height();
+        const int out_w = g.out_width();
+        const int width = g.width;
+        for (int ow0 = 0; ow0 < out_w; ow0 += N) {
+            // The windows' widths, clipped to the image (1 past the last output column).
+            Floats columns;
+            for (int i = 0; i < N; ++i) {
+                const int ow = ow0 + i;
+                columns[i] = ow < out_w ? static_cast<float>(std::min(2 * ow + 3, width) - 2 * ow)
+                                        : 1.0F;
+            }
+            // -0 past the row: adding it changes no sum, so the sums are the reference's.
+            std::array<Taps, 3> rows{};
+            taps(rows[0], x, width, ow0, -0.0F);
+            for (int oh = 0; oh < out_h; ++oh) {
+                const int h = 2 * oh;
+                const int last = std::min(h + 3, g.height);
+                for (int r = h + 1; r < last; ++r) {
+                    taps(rows[r - h], x + static_cast<std::ptrdiff_t>(r) * width, width, ow0,
+                         -0.0F);
+                }
+                Floats sum{};
+                for (int r = 0; r < last - h; ++r) {
+                    sum += rows[r].left;
+                    sum += rows[r].middle;
+                    sum += rows[r].right;
+                }
+                rows[0] = rows[2];
+                // Small integers: the product is exact, the reference's divisor.
+                const Floats quotient = sum / (static_cast<float>(last - h) * columns);
+                store_first(y + static_cast<std::ptrdiff_t>(oh) * out_w + ow0, quotient,
+                            out_w - ow0);
+            }
+        }
+    }
+
+    // The backward passes gather: input pixel pairs (2k, 2k + 1), k = k0 .. k0 + N - 1, of an
+    // input row sum what their windows send them, in the windows' row-major order (the
+    // reference's scatter order): pixel 2k lies in window columns k - 1 and k, pixel 2k + 1 in
+    // k only, and a row 2m in window rows m - 1 and m, a row 2m + 1 in m only. A window that
+    // sends nothing (or does not exist) adds -0, which changes no sum.
+    struct Sent {
+        Ints arg;        // window column k's argmax (max pooling), -1 where none
+        Floats value;    // what it sends, -0 where none
+        Ints arg_left;   // the same for window column k - 1
+        Floats value_left;
+    };
+    [[gnu::always_inline]] static void sent(Sent& s, const float* dy, const std::int32_t* arg,
+                                            int out_w, int k0) {
+        if (k0 + N <= out_w) {
+            load(s.value, dy + k0);
+            if (arg != nullptr) {
+                load(s.arg, arg + k0);
+            }
+        } else {
+            load_first(s.value, dy + k0, out_w - k0, -0.0F);
+            if (arg != nullptr) {
+                load_first(s.arg, arg + k0, out_w - k0, -1);
+            }
+        }
+        if (k0 == 0) {
+            Floats none;
+            splat(none, -0.0F);
+            shift_up(s.value_left, none, s.value, lanes);
+            if (arg != nullptr) {
+                shift_up(s.arg_left, Ints{} - 1, s.arg, lanes);
+            }
+        } else if (k0 - 1 + N <= out_w) {
+            load(s.value_left, dy + k0 - 1);
+            if (arg != nullptr) {
+                load(s.arg_left, arg + k0 - 1);
+            }
+        } else {
+            load_first(s.value_left, dy + k0 - 1, out_w - k0 + 1, -0.0F);
+            if (arg != nullptr) {
+                load_first(s.arg_left, arg + k0 - 1, out_w - k0 + 1, -1);
+            }
+        }
+    }
+
+    // Stores the even and the odd pixels' sums interleaved: pixels 2 k0 .. 2 k0 + 2N - 1 of row.
+    [[gnu::always_inline]] static void store_pairs(float* row, int width, int k0,
+                                                   const Floats& even, const Floats& odd) {
+        Floats low;
+        Floats high;
+        interleave<Floats, 0>(low, even, odd, lanes);
+        interleave<Floats, N / 2>(high, even, odd, lanes);
+        const int n = width - 2 * k0;
+        store_first(row + 2 * k0, low, n);
+        if (n > N) {
+            store_first(row + 2 * k0 + N, high, n - N);
+        }
+    }
+
+    // What window row oh sends to the pixel pairs from k0 on: max pooling sends dy to its
+    // argmax, average pooling dy over the window's size (clipped to the image: exact integers,
+    // so the reference's division) to every pixel, -0 where there is no window.
+    template <bool Max>
+    [[gnu::always_inline]] static void load_sent(Sent& s, const PoolGeometry& g, const float* dy,
+                                                 const std::int32_t* arg, int oh, int k0) {
+        const int out_w = g.out_width();
+        const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(oh) * out_w;
+        sent(s, dy + at, Max ? arg + at : nullptr, out_w, k0);
+        if constexpr (!Max) {
+            Floats columns;
+            Floats columns_left;
+            for (int i = 0; i < N; ++i) {
+                const int k = k0 + i;
+                columns[i] =
+                    k < out_w ? static_cast<float>(std::min(2 * k + 3, g.width) - 2 * k) : 1.0F;
+                columns_left[i] =
+                    k >= 1 && k - 1 < out_w
+                        ? static_cast<float>(std::min(2 * k + 1, g.width) - 2 * k + 2)
+                        : 1.0F;
+            }
+            const float rows = static_cast<float>(std::min(2 * oh + 3, g.height) - 2 * oh);
+            s.value = s.value / (rows * columns);
+            s.value_left = s.value_left / (rows * columns_left);
+        }
+    }
+
+    // dx: each input row's pixel pairs sum what the window rows that hold it send, in order.
+    template <bool Max>
+    [[gnu::always_inline]] static void gather(const PoolGeometry& g, const float* dy,
+                                              const std::int32_t* arg, float* dx) {
+        const int out_h = g.out_height();
+        const int width = g.width;
+        Ints lane;
+        iota(lane, 0, 2);
+        Floats none;
+        splat(none, -0.0F);
+        for (int k0 = 0; 2 * k0 < width; k0 += N) {
+            Sent above{};
+            Sent below{};
+            for (int h = 0; h < g.height; ++h) {
+                const int m = h / 2;
+                if (h % 2 == 0) {
+                    above = below;
+                    if (m < out_h) {
+                        load_sent<Max>(below, g, dy, arg, m, k0);
+                    }
+                }
+                // Pixel 2k's index in the plane (max pooling compares it with the argmax).
+                const Ints pixel = lane + (h * width + 2 * k0);
+                Floats even{};
+                Floats odd{};
+                for (int i = h % 2 == 0 && m >= 1 ? 0 : 1; i < (m < out_h ? 2 : 1); ++i) {
+                    const Sent& s = i == 0 ? above : below;
+                    if constexpr (Max) {
+                        even += s.arg_left == pixel ? s.value_left : none;
+                        even += s.arg == pixel ? s.value : none;
+                        odd += s.arg == pixel + 1 ? s.value : none;
+                    } else {
+                        even += s.value_left;
+                        even += s.value;
+                        odd += s.value;
+                    }
+                }
+                store_pairs(dx + static_cast<std::ptrdiff_t>(h) * width, width, k0, even, odd);
+            }
+        }
+    }
+};
+
+bool is_3x3_stride_2(const PoolGeometry& g) {
+    return g.kernel == 3 && g.stride == 2 && g.pad == 0;
+}
+
 } // namespace
 
 bool pool_vectors_pay(const PoolGeometry& g) {
-    return g.out_width() >= k_width;
+    return is_3x3_stride_2(g) || g.out_width() >= k_width;
 }
 
 DL_CPU_CLONES
 void max_pool_plane(const PoolGeometry& geometry, const float* x, float* y, std::int32_t* arg) {
+    if (is_3x3_stride_2(geometry)) {
+        // A copy the stores cannot alias, as below.
+        const PoolGeometry g3 = geometry;
+        const int columns = g3.out_width();
+        if (columns >= 12) {
+            Pool3x2<16>::max_forward(g3, x, y, arg);
+        } else if (columns >= 6) {
+            Pool3x2<8>::max_forward(g3, x, y, arg);
+        } else {
+            Pool3x2<4>::max_forward(g3, x, y, arg);
+        }
+        return;
+    }
     // A copy the stores below cannot alias: the loops keep its fields in registers.
     const PoolGeometry g = geometry;
     const int out_w = g.out_width();
@@ -281,6 +646,19 @@ void max_pool_plane_reference(const PoolGeometry& g, const float* x, float* y, s
 
 DL_CPU_CLONES
 void ave_pool_plane_forward(const PoolGeometry& geometry, const float* x, float* y) {
+    if (is_3x3_stride_2(geometry)) {
+        // A copy the stores cannot alias, as below.
+        const PoolGeometry g3 = geometry;
+        const int columns = g3.out_width();
+        if (columns >= 12) {
+            Pool3x2<16>::ave_forward(g3, x, y);
+        } else if (columns >= 6) {
+            Pool3x2<8>::ave_forward(g3, x, y);
+        } else {
+            Pool3x2<4>::ave_forward(g3, x, y);
+        }
+        return;
+    }
     // A copy the stores below cannot alias: the loops keep its fields in registers.
     const PoolGeometry g = geometry;
     const int out_w = g.out_width();
@@ -349,6 +727,19 @@ void ave_pool_plane_forward_reference(const PoolGeometry& g, const float* x, flo
 
 DL_CPU_CLONES
 void ave_pool_plane_backward(const PoolGeometry& geometry, const float* dy, float* dx) {
+    if (is_3x3_stride_2(geometry)) {
+        // A copy the stores cannot alias, as below.
+        const PoolGeometry g3 = geometry;
+        const int columns = g3.out_width();
+        if (columns >= 12) {
+            Pool3x2<16>::gather<false>(g3, dy, nullptr, dx);
+        } else if (columns >= 6) {
+            Pool3x2<8>::gather<false>(g3, dy, nullptr, dx);
+        } else {
+            Pool3x2<4>::gather<false>(g3, dy, nullptr, dx);
+        }
+        return;
+    }
     // A copy the stores below cannot alias: the loops keep its fields in registers.
     const PoolGeometry g = geometry;
     const int out_w = g.out_width();
@@ -403,6 +794,34 @@ void ave_pool_plane_backward_reference(const PoolGeometry& g, const float* dy, f
                 }
             }
         }
+    }
+}
+
+DL_CPU_CLONES
+void max_pool_plane_backward(const PoolGeometry& geometry, const float* dy, const std::int32_t* arg,
+                             float* dx) {
+    if (is_3x3_stride_2(geometry)) {
+        // A copy the stores cannot alias, as below.
+        const PoolGeometry g3 = geometry;
+        const int columns = g3.out_width();
+        if (columns >= 12) {
+            Pool3x2<16>::gather<true>(g3, dy, arg, dx);
+        } else if (columns >= 6) {
+            Pool3x2<8>::gather<true>(g3, dy, arg, dx);
+        } else {
+            Pool3x2<4>::gather<true>(g3, dy, arg, dx);
+        }
+        return;
+    }
+    max_pool_plane_backward_reference(geometry, dy, arg, dx);
+}
+
+void max_pool_plane_backward_reference(const PoolGeometry& g, const float* dy,
+                                       const std::int32_t* arg, float* dx) {
+    const std::ptrdiff_t out_size = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
+    std::fill(dx, dx + static_cast<std::ptrdiff_t>(g.height) * g.width, 0.0F);
+    for (std::ptrdiff_t i = 0; i < out_size; ++i) {
+        dx[arg[i]] += dy[i];
     }
 }
 

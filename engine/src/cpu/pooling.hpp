@@ -29,6 +29,13 @@ namespace dl::cpu {
 void max_pool_plane(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg);
 void max_pool_plane_reference(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg);
 
+/// dx (height x width, overwritten) = the sum of the dy that chose each pixel (arg from
+/// max_pool_plane), added in row-major order of the windows in both versions.
+void max_pool_plane_backward(const PoolGeometry& g, const float* dy, const std::int32_t* arg,
+                             float* dx);
+void max_pool_plane_backward_reference(const PoolGeometry& g, const float* dy,
+                                       const std::int32_t* arg, float* dx);
+
 /// y = the window means of one plane x.
 void ave_pool_plane_forward(const PoolGeometry& g, const float* x, float* y);
 void ave_pool_plane_forward_reference(const PoolGeometry& g, const float* x, float* y);
