@@ -285,8 +285,12 @@ struct Pool3x2 {
             std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(v[0]));
         }
     }
+    template <std::size_t... K>
+    [[gnu::always_inline]] static void splat(Floats& v, float f, std::index_sequence<K...> /*l*/) {
+        v = Floats{(static_cast<void>(K), f)...};
+    }
     [[gnu::always_inline]] static void splat(Floats& v, float f) {
-        v = f - Floats{}; // f - +0 is f, -0 included
+        splat(v, f, lanes);
     }
     [[gnu::always_inline]] static void iota(Ints& v, int first, int step) {
         for (int i = 0; i < N; ++i) {
@@ -323,8 +327,7 @@ struct Pool3x2 {
         }
         take_evens(t.left, a, b, lanes);
         take_odds(t.middle, a, b, lanes);
-        Floats tail;
-        splat(tail, extra);
+        const Floats tail{extra}; // only its first lane moves in
         shift_down(t.right, t.left, tail, lanes);
     }
 
@@ -358,6 +361,7 @@ struct Pool3x2 {
         const int out_h = g.out_height();
         const int out_w = g.out_width();
         const int width = g.width;
+        const int height = g.height;
         for (int ow0 = 0; ow0 < out_w; ow0 += N) {
             Ints first;
             iota(first, 2 * ow0, 2);
@@ -367,13 +371,20 @@ struct Pool3x2 {
                 const int h = 2 * oh;
                 Floats best = top.best;
                 Ints index = top.column + h * width;
-                for (int r = h + 1; r < std::min(h + 3, g.height); ++r) {
-                    RowMax next;
-                    row_max(next, x + static_cast<std::ptrdiff_t>(r) * width, width, ow0, first);
-                    const Ints larger = next.best > best;
-                    best = larger ? next.best : best;
-                    index = larger ? next.column + r * width : index;
-                    top = next; // the last one is the next output row's first
+                if (h + 1 < height) {
+                    RowMax middle;
+                    row_max(middle, x + static_cast<std::ptrdiff_t>(h + 1) * width, width, ow0,
+                            first);
+                    const Ints larger = middle.best > best;
+                    best = larger ? middle.best : best;
+                    index = larger ? middle.column + (h + 1) * width : index;
+                }
+                // The next output row's first.
+                if (h + 2 < height) {
+                    row_max(top, x + static_cast<std::ptrdiff_t>(h + 2) * width, width, ow0, first);
+                    const Ints larger = top.best > best;
+                    best = larger ? top.best : best;
+                    index = larger ? top.column + (h + 2) * width : index;
                 }
                 const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(oh) * out_w + ow0;
                 store_first(y + at, best, out_w - ow0);
@@ -505,44 +516,58 @@ struct Pool3x2 {
         }
     }
 
-    // dx: each input row's pixel pairs sum what the window rows that hold it send, in order.
+    // Adds what window row s sends to input row pixel pairs (pixel: the even ones' indices in
+    // the plane). Max pooling adds only where the argmax is the pixel: adding -0 elsewhere would
+    // change nothing.
+    template <bool Max>
+    [[gnu::always_inline]] static void add_sent(Floats& even, Floats& odd, const Sent& s,
+                                                const Ints& pixel) {
+        if constexpr (Max) {
+            even = s.arg_left == pixel ? even + s.value_left : even;
+            even = s.arg == pixel ? even + s.value : even;
+            odd = s.arg == pixel + 1 ? odd + s.value : odd;
+        } else {
+            even += s.value_left;
+            even += s.value;
+            odd += s.value;
+        }
+    }
+
+    // dx: each input row's pixel pairs sum what the window rows that hold it send, in order:
+    // row 2m gets window rows m - 1 and m, row 2m + 1 window row m.
     template <bool Max>
     [[gnu::always_inline]] static void gather(const PoolGeometry& g, const float* dy,
                                               const std::int32_t* arg, float* dx) {
         const int out_h = g.out_height();
         const int width = g.width;
+        const int height = g.height;
         Ints lane;
         iota(lane, 0, 2);
-        Floats none;
-        splat(none, -0.0F);
         for (int k0 = 0; 2 * k0 < width; k0 += N) {
             Sent above{};
             Sent below{};
-            for (int h = 0; h < g.height; ++h) {
-                const int m = h / 2;
-                if (h % 2 == 0) {
-                    above = below;
-                    if (m < out_h) {
-                        load_sent<Max>(below, g, dy, arg, m, k0);
-                    }
-                }
-                // Pixel 2k's index in the plane (max pooling compares it with the argmax).
-                const Ints pixel = lane + (h * width + 2 * k0);
+            for (int m = 0; 2 * m < height; ++m) {
+                float* row = dx + static_cast<std::ptrdiff_t>(2 * m) * width;
+                const Ints pixel = lane + (2 * m * width + 2 * k0);
                 Floats even{};
                 Floats odd{};
-                for (int i = h % 2 == 0 && m >= 1 ? 0 : 1; i < (m < out_h ? 2 : 1); ++i) {
-                    const Sent& s = i == 0 ? above : below;
-                    if constexpr (Max) {
-                        even += s.arg_left == pixel ? s.value_left : none;
-                        even += s.arg == pixel ? s.value : none;
-                        odd += s.arg == pixel + 1 ? s.value : none;
-                    } else {
-                        even += s.value_left;
-                        even += s.value;
-                        odd += s.value;
-                    }
+                if (m >= 1) {
+                    add_sent<Max>(even, odd, above, pixel);
                 }
-                store_pairs(dx + static_cast<std::ptrdiff_t>(h) * width, width, k0, even, odd);
+                if (m >= out_h) { // the last row, below the last window's first
+                    store_pairs(row, width, k0, even, odd);
+                    break;
+                }
+                load_sent<Max>(below, g, dy, arg, m, k0);
+                add_sent<Max>(even, odd, below, pixel);
+                store_pairs(row, width, k0, even, odd);
+                if (2 * m + 1 < height) {
+                    Floats even_below{};
+                    Floats odd_below{};
+                    add_sent<Max>(even_below, odd_below, below, pixel + width);
+                    store_pairs(row + width, width, k0, even_below, odd_below);
+                }
+                above = below;
             }
         }
     }
