@@ -118,7 +118,7 @@ TEST(CpuPooling, MaxPoolingMatchesTheReferenceBitForBitArgmaxIncluded) {
             std::vector<float> want_y(n, -7.0F);
             std::vector<std::int32_t> arg(n, -1);
             std::vector<std::int32_t> want_arg(n, -2);
-            cpu::max_pool_plane(g, x.data(), y.data(), arg.data());
+            cpu::max_pool_planes(g, 1, x.data(), y.data(), arg.data());
             cpu::max_pool_plane_reference(g, x.data(), want_y.data(), want_arg.data());
             expect_same_bits(y, want_y, describe(g));
             ASSERT_EQ(arg, want_arg) << describe(g);
@@ -154,7 +154,7 @@ TEST(CpuPooling, MaxPoolingBackwardMatchesTheReferenceBitForBit) {
             }
             std::vector<float> dx(x.size(), 7.0F);
             std::vector<float> want_dx(x.size(), -7.0F);
-            cpu::max_pool_plane_backward(g, dy.data(), arg.data(), dx.data());
+            cpu::max_pool_planes_backward(g, 1, dy.data(), arg.data(), dx.data());
             cpu::max_pool_plane_backward_reference(g, dy.data(), arg.data(), want_dx.data());
             expect_same_bits(dx, want_dx, "max backward " + describe(g));
         }
@@ -169,11 +169,11 @@ TEST(CpuPooling, MaxPoolingBackwardSumsAPixelsWindowsInRowMajorOrder) {
     x[12] = 1.0F;
     std::vector<float> y(4);
     std::vector<std::int32_t> arg(4);
-    cpu::max_pool_plane(g, x.data(), y.data(), arg.data());
+    cpu::max_pool_planes(g, 1, x.data(), y.data(), arg.data());
     ASSERT_EQ(arg, (std::vector<std::int32_t>{12, 12, 12, 12}));
     const std::vector<float> dy = {1.0F, 1e8F, -1e8F, 0.5F};
     std::vector<float> dx(25, 7.0F);
-    cpu::max_pool_plane_backward(g, dy.data(), arg.data(), dx.data());
+    cpu::max_pool_planes_backward(g, 1, dy.data(), arg.data(), dx.data());
     EXPECT_EQ(dx[12], 0.5F);
     EXPECT_EQ(std::count(dx.begin(), dx.end(), 0.0F), 24);
 }
@@ -187,12 +187,12 @@ TEST(CpuPooling, MaxPoolingTakesTheFirstMaximumInRowMajorOrder) {
     x[5] = 1.0F;
     std::vector<float> y(4);
     std::vector<std::int32_t> arg(4);
-    cpu::max_pool_plane(g, x.data(), y.data(), arg.data());
+    cpu::max_pool_planes(g, 1, x.data(), y.data(), arg.data());
     EXPECT_EQ(y[0], 1.0F);
     EXPECT_EQ(arg[0], 2);
     // A window of NaN only reports -FLT_MAX at its first pixel, like Caffe.
     std::fill(x.begin(), x.end(), std::numeric_limits<float>::quiet_NaN());
-    cpu::max_pool_plane(g, x.data(), y.data(), arg.data());
+    cpu::max_pool_planes(g, 1, x.data(), y.data(), arg.data());
     EXPECT_EQ(y[3], -std::numeric_limits<float>::max());
     EXPECT_EQ(arg[3], 2 * 5 + 2);
 }
@@ -209,7 +209,7 @@ TEST(CpuPooling, AveragePoolingMatchesTheReferenceBitForBit) {
         const std::size_t n = static_cast<std::size_t>(g.out_height()) * g.out_width();
         std::vector<float> y(n, 7.0F);
         std::vector<float> want_y(n, -7.0F);
-        cpu::ave_pool_plane_forward(g, x.data(), y.data());
+        cpu::ave_pool_planes_forward(g, 1, x.data(), y.data());
         cpu::ave_pool_plane_forward_reference(g, x.data(), want_y.data());
         expect_same_bits(y, want_y, "forward " + describe(g));
 
@@ -219,7 +219,7 @@ TEST(CpuPooling, AveragePoolingMatchesTheReferenceBitForBit) {
         }
         std::vector<float> dx(x.size(), 7.0F);
         std::vector<float> want_dx(x.size(), -7.0F);
-        cpu::ave_pool_plane_backward(g, dy.data(), dx.data());
+        cpu::ave_pool_planes_backward(g, 1, dy.data(), dx.data());
         cpu::ave_pool_plane_backward_reference(g, dy.data(), want_dx.data());
         expect_same_bits(dx, want_dx, "backward " + describe(g));
     }
@@ -233,10 +233,73 @@ TEST(CpuPooling, AveragePoolingDividesByTheWindowClippedToTheImagePlusPadding) {
     ASSERT_EQ(g.out_height(), 3);
     std::vector<float> x(16, 1.0F);
     std::vector<float> y(9);
-    cpu::ave_pool_plane_forward(g, x.data(), y.data());
+    cpu::ave_pool_planes_forward(g, 1, x.data(), y.data());
     EXPECT_FLOAT_EQ(y[0], 4.0F / 9.0F);
     EXPECT_FLOAT_EQ(y[4], 1.0F);
     EXPECT_FLOAT_EQ(y[8], 1.0F / 4.0F);
+}
+
+TEST(CpuPooling, SeveralPlanesAtOnceMatchThePlaneReference) {
+    // 3x3 / 2 planes 16 and 8 pixels wide go two and four to a vector (cifar10_quick's pool2
+    // and pool3): every count of planes up to 9, so whole groups and the planes left over, on
+    // heights of both parities; other widths and a padded geometry go one plane at a time.
+    std::mt19937 rng(15);
+    std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
+    std::vector<PoolGeometry> shapes;
+    for (int height : {3, 4, 7, 8, 16}) {
+        for (int width : {7, 8, 9, 15, 16, 17, 32}) {
+            shapes.push_back({1, 1, height, width, 3, 2, 0});
+        }
+    }
+    shapes.push_back({1, 1, 8, 8, 3, 2, 1});
+    for (const PoolGeometry& g : shapes) {
+        const std::size_t in_plane = static_cast<std::size_t>(g.height) * g.width;
+        const std::size_t out_plane = static_cast<std::size_t>(g.out_height()) * g.out_width();
+        for (int planes = 1; planes <= 9; ++planes) {
+            const std::string what = describe(g) + ", " + std::to_string(planes) + " planes";
+            const std::size_t n = static_cast<std::size_t>(planes);
+            const auto x = plane(rng, n * in_plane, true);
+            std::vector<float> real(n * in_plane);
+            std::vector<float> dy(n * out_plane);
+            for (float& e : real) {
+                e = uniform(rng);
+            }
+            for (float& e : dy) {
+                e = uniform(rng);
+            }
+            std::vector<float> y(n * out_plane, 7.0F);
+            std::vector<std::int32_t> arg(n * out_plane, -1);
+            std::vector<float> max_dx(n * in_plane, 7.0F);
+            std::vector<float> ave(n * out_plane, 7.0F);
+            std::vector<float> ave_dx(n * in_plane, 7.0F);
+            cpu::max_pool_planes(g, planes, x.data(), y.data(), arg.data());
+            cpu::max_pool_planes_backward(g, planes, dy.data(), arg.data(), max_dx.data());
+            cpu::ave_pool_planes_forward(g, planes, real.data(), ave.data());
+            cpu::ave_pool_planes_backward(g, planes, dy.data(), ave_dx.data());
+            std::vector<float> want_y(y.size());
+            std::vector<std::int32_t> want_arg(arg.size());
+            std::vector<float> want_max_dx(max_dx.size());
+            std::vector<float> want_ave(ave.size());
+            std::vector<float> want_ave_dx(ave_dx.size());
+            for (std::size_t p = 0; p < n; ++p) {
+                cpu::max_pool_plane_reference(g, x.data() + p * in_plane,
+                                              want_y.data() + p * out_plane,
+                                              want_arg.data() + p * out_plane);
+                cpu::max_pool_plane_backward_reference(g, dy.data() + p * out_plane,
+                                                       want_arg.data() + p * out_plane,
+                                                       want_max_dx.data() + p * in_plane);
+                cpu::ave_pool_plane_forward_reference(g, real.data() + p * in_plane,
+                                                      want_ave.data() + p * out_plane);
+                cpu::ave_pool_plane_backward_reference(g, dy.data() + p * out_plane,
+                                                       want_ave_dx.data() + p * in_plane);
+            }
+            expect_same_bits(y, want_y, "max " + what);
+            ASSERT_EQ(arg, want_arg) << what;
+            expect_same_bits(max_dx, want_max_dx, "max backward " + what);
+            expect_same_bits(ave, want_ave, "ave " + what);
+            expect_same_bits(ave_dx, want_ave_dx, "ave backward " + what);
+        }
+    }
 }
 
 TEST(CpuPooling, BackendPoolingMatchesThePlaneReferenceOnABatch) {

@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -257,11 +258,101 @@ template <class V, std::size_t From, std::size_t... K>
     out = __builtin_shufflevector(a, b, (From + K / 2 + (K % 2) * sizeof...(K))...);
 }
 
-template <int N>
+// out = low, high: two vectors joined into one twice as wide.
+template <class V, class W, std::size_t... K>
+[[gnu::always_inline]] inline void join(V& out, const W& low, const W& high,
+                                        std::index_sequence<K...> /*lanes*/) {
+    out = __builtin_shufflevector(low, high, K...);
+}
+
+// The vector of half the lanes.
+template <class V>
+struct Half;
+template <>
+struct Half<Lanes<16>::Floats> {
+    using Type = Lanes<8>::Floats;
+};
+template <>
+struct Half<Lanes<16>::Ints> {
+    using Type = Lanes<8>::Ints;
+};
+template <>
+struct Half<Lanes<8>::Floats> {
+    using Type = Lanes<4>::Floats;
+};
+template <>
+struct Half<Lanes<8>::Ints> {
+    using Type = Lanes<4>::Ints;
+};
+
+// With S < N, a vector holds G = N / S planes' rows of S output columns: planes of width 2S
+// (cifar10_quick's pool2, 16 wide, and pool3, 8 wide) G at a time, not one plane to a vector
+// that is half or three quarters empty.
+template <int N, int S = N>
 struct Pool3x2 {
     using Floats = typename Lanes<N>::Floats;
     using Ints = typename Lanes<N>::Ints;
     static constexpr std::make_index_sequence<N> lanes{};
+    static constexpr int G = N / S;
+
+    // out[i] = v[i + 1] within each plane's S lanes, tail[0] after a plane's last.
+    template <class V, std::size_t... K>
+    [[gnu::always_inline]] static void next_in_plane(V& out, const V& v, const V& tail,
+                                                     std::index_sequence<K...> /*lanes*/) {
+        out = __builtin_shufflevector(v, tail, (K % S < S - 1 ? K + 1 : N)...);
+    }
+    // out[i] = v[i - 1] within each plane's S lanes, none[0] before a plane's first.
+    template <class V, std::size_t... K>
+    [[gnu::always_inline]] static void previous_in_plane(V& out, const V& v, const V& none,
+                                                         std::index_sequence<K...> /*lanes*/) {
+        out = __builtin_shufflevector(v, none, (K % S == 0 ? N : K - 1)...);
+    }
+
+    // v = G / (N / P) pieces of P lanes, `stride` apart in memory, P = N, N / 2 or N / 4.
+    template <int P, class V>
+    [[gnu::always_inline]] static void load_pieces(V& v, const void* p, std::ptrdiff_t stride) {
+        using T = std::remove_reference_t<decltype(v[0])>;
+        const T* at = static_cast<const T*>(p);
+        if constexpr (P == N) {
+            load(v, at);
+        } else if constexpr (P == N / 2) {
+            typename Half<V>::Type low;
+            typename Half<V>::Type high;
+            load(low, at);
+            load(high, at + stride);
+            join(v, low, high, lanes);
+        } else {
+            static_assert(P == N / 4);
+            typename Half<typename Half<V>::Type>::Type q0;
+            typename Half<typename Half<V>::Type>::Type q1;
+            typename Half<typename Half<V>::Type>::Type q2;
+            typename Half<typename Half<V>::Type>::Type q3;
+            load(q0, at);
+            load(q1, at + stride);
+            load(q2, at + 2 * stride);
+            load(q3, at + 3 * stride);
+            typename Half<V>::Type low;
+            typename Half<V>::Type high;
+            join(low, q0, q1, std::make_index_sequence<N / 2>{});
+            join(high, q2, q3, std::make_index_sequence<N / 2>{});
+            join(v, low, high, lanes);
+        }
+    }
+    // The adjoint: the pieces of P lanes of v to memory, `stride` apart.
+    template <int P, class V>
+    [[gnu::always_inline]] static void store_pieces(void* p, std::ptrdiff_t stride, const V& v) {
+        using T = std::remove_cv_t<std::remove_reference_t<decltype(v[0])>>;
+        T* at = static_cast<T*>(p);
+        if constexpr (P == N) {
+            std::memcpy(at, &v, sizeof v);
+        } else {
+            constexpr int pieces = N / P;
+            for (int q = 0; q < pieces; ++q) {
+                std::memcpy(at + q * stride, reinterpret_cast<const T*>(&v) + q * P,
+                            P * sizeof(T));
+            }
+        }
+    }
 
     template <class V>
     [[gnu::always_inline]] static void load(V& v, const void* p) {
@@ -306,7 +397,20 @@ struct Pool3x2 {
         Floats right;
     };
     [[gnu::always_inline]] static void taps(Taps& t, const float* row, int width, int ow0,
-                                            float fill) {
+                                            float fill, std::ptrdiff_t plane) {
+        if constexpr (G > 1) {
+            // G planes' whole rows (2S pixels): window column 2 of each plane's last output
+            // column is past its row.
+            Floats a;
+            Floats b;
+            load_pieces<2 * S>(a, row, plane);
+            load_pieces<2 * S>(b, row + G / 2 * plane, plane);
+            take_evens(t.left, a, b, lanes);
+            take_odds(t.middle, a, b, lanes);
+            const Floats tail{fill};
+            next_in_plane(t.right, t.left, tail, lanes);
+            return;
+        }
         const int c = 2 * ow0;
         const int n = width - c;
         Floats a;
@@ -338,9 +442,9 @@ struct Pool3x2 {
         Ints column;
     };
     [[gnu::always_inline]] static void row_max(RowMax& m, const float* row, int width, int ow0,
-                                               const Ints& first) {
+                                               const Ints& first, std::ptrdiff_t plane) {
         Taps t;
-        taps(t, row, width, ow0, -INFINITY);
+        taps(t, row, width, ow0, -INFINITY, plane);
         Floats floor;
         splat(floor, -FLT_MAX);
         Ints larger = t.left > floor;
@@ -354,6 +458,23 @@ struct Pool3x2 {
         m.column = larger ? first + 2 : m.column;
     }
 
+    // Column 2 (ow0 + lane) of each lane's window (in its plane: lanes S apart are planes apart).
+    [[gnu::always_inline]] static void first_columns(Ints& v, int ow0) {
+        for (int i = 0; i < N; ++i) {
+            v[i] = 2 * (ow0 + i % S);
+        }
+    }
+    // Output row oh's lanes from ow0 on (n of them in a plane).
+    template <class V>
+    [[gnu::always_inline]] static void store_row(void* p, std::ptrdiff_t plane, const V& v,
+                                                 int n) {
+        if constexpr (G > 1) {
+            store_pieces<S>(p, plane, v);
+        } else {
+            store_first(p, v, n);
+        }
+    }
+
     // The row-major scan of a window is the scan of its rows' maxima in row order: a row's
     // first maximum is where a scan coming from the rows above would stop, if it is larger.
     [[gnu::always_inline]] static void max_forward(const PoolGeometry& g, const float* x, float* y,
@@ -362,11 +483,13 @@ struct Pool3x2 {
         const int out_w = g.out_width();
         const int width = g.width;
         const int height = g.height;
+        const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(height) * width;
+        const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(out_h) * out_w;
         for (int ow0 = 0; ow0 < out_w; ow0 += N) {
             Ints first;
-            iota(first, 2 * ow0, 2);
+            first_columns(first, ow0);
             RowMax top;
-            row_max(top, x, width, ow0, first);
+            row_max(top, x, width, ow0, first, in_plane);
             for (int oh = 0; oh < out_h; ++oh) {
                 const int h = 2 * oh;
                 Floats best = top.best;
@@ -374,23 +497,30 @@ struct Pool3x2 {
                 if (h + 1 < height) {
                     RowMax middle;
                     row_max(middle, x + static_cast<std::ptrdiff_t>(h + 1) * width, width, ow0,
-                            first);
+                            first, in_plane);
                     const Ints larger = middle.best > best;
                     best = larger ? middle.best : best;
                     index = larger ? middle.column + (h + 1) * width : index;
                 }
                 // The next output row's first.
                 if (h + 2 < height) {
-                    row_max(top, x + static_cast<std::ptrdiff_t>(h + 2) * width, width, ow0, first);
+                    row_max(top, x + static_cast<std::ptrdiff_t>(h + 2) * width, width, ow0, first,
+                            in_plane);
                     const Ints larger = top.best > best;
                     best = larger ? top.best : best;
                     index = larger ? top.column + (h + 2) * width : index;
                 }
                 const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(oh) * out_w + ow0;
-                store_first(y + at, best, out_w - ow0);
-                store_first(arg + at, index, out_w - ow0);
+                store_row(y + at, out_plane, best, out_w - ow0);
+                store_row(arg + at, out_plane, index, out_w - ow0);
             }
         }
+    }
+
+    [[gnu::always_inline]] static void add_taps(Floats& sum, const Taps& t) {
+        sum += t.left;
+        sum += t.middle;
+        sum += t.right;
     }
 
     [[gnu::always_inline]] static void ave_forward(const PoolGeometry& g, const float* x,
@@ -398,35 +528,41 @@ struct Pool3x2 {
         const int out_h = g.out_height();
         const int out_w = g.out_width();
         const int width = g.width;
+        const int height = g.height;
+        const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(height) * width;
+        const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(out_h) * out_w;
         for (int ow0 = 0; ow0 < out_w; ow0 += N) {
             // The windows' widths, clipped to the image (1 past the last output column).
             Floats columns;
             for (int i = 0; i < N; ++i) {
-                const int ow = ow0 + i;
+                const int ow = ow0 + i % S;
                 columns[i] = ow < out_w ? static_cast<float>(std::min(2 * ow + 3, width) - 2 * ow)
                                         : 1.0F;
             }
             // -0 past the row: adding it changes no sum, so the sums are the reference's.
-            std::array<Taps, 3> rows{};
-            taps(rows[0], x, width, ow0, -0.0F);
+            Taps top;
+            taps(top, x, width, ow0, -0.0F, in_plane);
             for (int oh = 0; oh < out_h; ++oh) {
                 const int h = 2 * oh;
-                const int last = std::min(h + 3, g.height);
-                for (int r = h + 1; r < last; ++r) {
-                    taps(rows[r - h], x + static_cast<std::ptrdiff_t>(r) * width, width, ow0,
-                         -0.0F);
-                }
                 Floats sum{};
-                for (int r = 0; r < last - h; ++r) {
-                    sum += rows[r].left;
-                    sum += rows[r].middle;
-                    sum += rows[r].right;
+                add_taps(sum, top);
+                if (h + 1 < height) {
+                    Taps middle;
+                    taps(middle, x + static_cast<std::ptrdiff_t>(h + 1) * width, width, ow0,
+                         -0.0F, in_plane);
+                    add_taps(sum, middle);
                 }
-                rows[0] = rows[2];
+                // The next output row's first.
+                if (h + 2 < height) {
+                    taps(top, x + static_cast<std::ptrdiff_t>(h + 2) * width, width, ow0, -0.0F,
+                         in_plane);
+                    add_taps(sum, top);
+                }
                 // Small integers: the product is exact, the reference's divisor.
-                const Floats quotient = sum / (static_cast<float>(last - h) * columns);
-                store_first(y + static_cast<std::ptrdiff_t>(oh) * out_w + ow0, quotient,
-                            out_w - ow0);
+                const float rows = static_cast<float>(std::min(h + 3, height) - h);
+                const Floats quotient = sum / (rows * columns);
+                store_row(y + static_cast<std::ptrdiff_t>(oh) * out_w + ow0, out_plane, quotient,
+                          out_w - ow0);
             }
         }
     }
@@ -443,7 +579,19 @@ struct Pool3x2 {
         Floats value_left;
     };
     [[gnu::always_inline]] static void sent(Sent& s, const float* dy, const std::int32_t* arg,
-                                            int out_w, int k0) {
+                                            int out_w, int k0, std::ptrdiff_t out_plane) {
+        if constexpr (G > 1) {
+            // G planes' whole window rows; window column k - 1 of each plane's first is none.
+            load_pieces<S>(s.value, dy, out_plane);
+            Floats none;
+            splat(none, -0.0F);
+            previous_in_plane(s.value_left, s.value, none, lanes);
+            if (arg != nullptr) {
+                load_pieces<S>(s.arg, arg, out_plane);
+                previous_in_plane(s.arg_left, s.arg, Ints{} - 1, lanes);
+            }
+            return;
+        }
         if (k0 + N <= out_w) {
             load(s.value, dy + k0);
             if (arg != nullptr) {
@@ -477,11 +625,18 @@ struct Pool3x2 {
 
     // Stores the even and the odd pixels' sums interleaved: pixels 2 k0 .. 2 k0 + 2N - 1 of row.
     [[gnu::always_inline]] static void store_pairs(float* row, int width, int k0,
-                                                   const Floats& even, const Floats& odd) {
+                                                   const Floats& even, const Floats& odd,
+                                                   std::ptrdiff_t plane) {
         Floats low;
         Floats high;
         interleave<Floats, 0>(low, even, odd, lanes);
         interleave<Floats, N / 2>(high, even, odd, lanes);
+        if constexpr (G > 1) {
+            // The first G / 2 planes' rows, then the others'.
+            store_pieces<2 * S>(row, plane, low);
+            store_pieces<2 * S>(row + G / 2 * plane, plane, high);
+            return;
+        }
         const int n = width - 2 * k0;
         store_first(row + 2 * k0, low, n);
         if (n > N) {
@@ -497,12 +652,13 @@ struct Pool3x2 {
                                                  const std::int32_t* arg, int oh, int k0) {
         const int out_w = g.out_width();
         const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(oh) * out_w;
-        sent(s, dy + at, Max ? arg + at : nullptr, out_w, k0);
+        sent(s, dy + at, Max ? arg + at : nullptr, out_w, k0,
+             static_cast<std::ptrdiff_t>(g.out_height()) * out_w);
         if constexpr (!Max) {
             Floats columns;
             Floats columns_left;
             for (int i = 0; i < N; ++i) {
-                const int k = k0 + i;
+                const int k = k0 + i % S;
                 columns[i] =
                     k < out_w ? static_cast<float>(std::min(2 * k + 3, g.width) - 2 * k) : 1.0F;
                 columns_left[i] =
@@ -541,8 +697,9 @@ struct Pool3x2 {
         const int out_h = g.out_height();
         const int width = g.width;
         const int height = g.height;
+        const std::ptrdiff_t plane = static_cast<std::ptrdiff_t>(height) * width;
         Ints lane;
-        iota(lane, 0, 2);
+        first_columns(lane, 0);
         for (int k0 = 0; 2 * k0 < width; k0 += N) {
             Sent above{};
             Sent below{};
@@ -555,17 +712,17 @@ struct Pool3x2 {
                     add_sent<Max>(even, odd, above, pixel);
                 }
                 if (m >= out_h) { // the last row, below the last window's first
-                    store_pairs(row, width, k0, even, odd);
+                    store_pairs(row, width, k0, even, odd, plane);
                     break;
                 }
                 load_sent<Max>(below, g, dy, arg, m, k0);
                 add_sent<Max>(even, odd, below, pixel);
-                store_pairs(row, width, k0, even, odd);
+                store_pairs(row, width, k0, even, odd, plane);
                 if (2 * m + 1 < height) {
                     Floats even_below{};
                     Floats odd_below{};
                     add_sent<Max>(even_below, odd_below, below, pixel + width);
-                    store_pairs(row + width, width, k0, even_below, odd_below);
+                    store_pairs(row + width, width, k0, even_below, odd_below, plane);
                 }
                 above = below;
             }
@@ -577,27 +734,65 @@ bool is_3x3_stride_2(const PoolGeometry& g) {
     return g.kernel == 3 && g.stride == 2 && g.pad == 0;
 }
 
-} // namespace
+enum class Pass { max_forward, ave_forward, max_backward, ave_backward };
 
-bool pool_vectors_pay(const PoolGeometry& g) {
-    return is_3x3_stride_2(g) || g.out_width() >= k_width;
+// Planes p .. of `planes` one after the other (arg: max pooling's argmax, written forward and read
+// backward) G at a time, as many as there are.
+template <Pass P, int N, int S>
+[[gnu::always_inline]] inline void pool_3x3_stride_2_planes(const PoolGeometry& g, int& p,
+                                                            int planes, const float* from,
+                                                            float* to, const std::int32_t* arg_in,
+                                                            std::int32_t* arg_out) {
+    using Pool = Pool3x2<N, S>;
+    constexpr bool forward = P == Pass::max_forward || P == Pass::ave_forward;
+    const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
+    const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
+    const std::ptrdiff_t from_plane = forward ? in_plane : out_plane;
+    const std::ptrdiff_t to_plane = forward ? out_plane : in_plane;
+    for (; p + Pool::G <= planes; p += Pool::G) {
+        const float* x = from + p * from_plane;
+        float* y = to + p * to_plane;
+        if constexpr (P == Pass::max_forward) {
+            Pool::max_forward(g, x, y, arg_out + p * out_plane);
+        } else if constexpr (P == Pass::ave_forward) {
+            Pool::ave_forward(g, x, y);
+        } else if constexpr (P == Pass::max_backward) {
+            Pool::template gather<true>(g, x, arg_in + p * out_plane, y);
+        } else {
+            Pool::template gather<false>(g, x, nullptr, y);
+        }
+    }
 }
 
-DL_CPU_CLONES
-void max_pool_plane(const PoolGeometry& geometry, const float* x, float* y, std::int32_t* arg) {
-    if (is_3x3_stride_2(geometry)) {
-        // A copy the stores cannot alias, as below.
-        const PoolGeometry g3 = geometry;
-        const int columns = g3.out_width();
-        if (columns >= 12) {
-            Pool3x2<16>::max_forward(g3, x, y, arg);
-        } else if (columns >= 6) {
-            Pool3x2<8>::max_forward(g3, x, y, arg);
-        } else {
-            Pool3x2<4>::max_forward(g3, x, y, arg);
-        }
-        return;
+// Planes 16 or 8 pixels wide two or four to a vector, the others (and those left over) one at a
+// time. Inlined into the clones of its callers.
+template <Pass P>
+[[gnu::always_inline]] inline void pool_3x3_stride_2(const PoolGeometry& geometry, int planes,
+                                                     const float* from, float* to,
+                                                     const std::int32_t* arg_in,
+                                                     std::int32_t* arg_out) {
+    // A copy the stores cannot alias: the loops keep its fields in registers.
+    const PoolGeometry g = geometry;
+    int p = 0;
+    if (g.width == 16) {
+        pool_3x3_stride_2_planes<P, 16, 8>(g, p, planes, from, to, arg_in, arg_out);
+    } else if (g.width == 8) {
+        pool_3x3_stride_2_planes<P, 16, 4>(g, p, planes, from, to, arg_in, arg_out);
     }
+    const int columns = g.out_width();
+    if (columns >= 12) {
+        pool_3x3_stride_2_planes<P, 16, 16>(g, p, planes, from, to, arg_in, arg_out);
+    } else if (columns >= 6) {
+        pool_3x3_stride_2_planes<P, 8, 8>(g, p, planes, from, to, arg_in, arg_out);
+    } else {
+        pool_3x3_stride_2_planes<P, 4, 4>(g, p, planes, from, to, arg_in, arg_out);
+    }
+}
+
+// The general loops, one plane.
+DL_CPU_CLONES
+void max_pool_plane_phases(const PoolGeometry& geometry, const float* x, float* y,
+                           std::int32_t* arg) {
     // A copy the stores below cannot alias: the loops keep its fields in registers.
     const PoolGeometry g = geometry;
     const int out_w = g.out_width();
@@ -645,45 +840,8 @@ void max_pool_plane(const PoolGeometry& geometry, const float* x, float* y, std:
     }
 }
 
-void max_pool_plane_reference(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg) {
-    const int out_h = g.out_height();
-    const int out_w = g.out_width();
-    for (int oh = 0; oh < out_h; ++oh) {
-        const Window rows(oh, g.stride, g.pad, g.kernel, g.height);
-        for (int ow = 0; ow < out_w; ++ow) {
-            const Window cols(ow, g.stride, g.pad, g.kernel, g.width);
-            float best = -FLT_MAX;
-            int best_index = rows.first * g.width + cols.first;
-            for (int h = rows.first; h < rows.last; ++h) {
-                for (int w = cols.first; w < cols.last; ++w) {
-                    const float v = x[h * g.width + w];
-                    if (v > best) {
-                        best = v;
-                        best_index = h * g.width + w;
-                    }
-                }
-            }
-            y[oh * out_w + ow] = best;
-            arg[oh * out_w + ow] = best_index;
-        }
-    }
-}
-
 DL_CPU_CLONES
-void ave_pool_plane_forward(const PoolGeometry& geometry, const float* x, float* y) {
-    if (is_3x3_stride_2(geometry)) {
-        // A copy the stores cannot alias, as below.
-        const PoolGeometry g3 = geometry;
-        const int columns = g3.out_width();
-        if (columns >= 12) {
-            Pool3x2<16>::ave_forward(g3, x, y);
-        } else if (columns >= 6) {
-            Pool3x2<8>::ave_forward(g3, x, y);
-        } else {
-            Pool3x2<4>::ave_forward(g3, x, y);
-        }
-        return;
-    }
+void ave_pool_plane_phases_forward(const PoolGeometry& geometry, const float* x, float* y) {
     // A copy the stores below cannot alias: the loops keep its fields in registers.
     const PoolGeometry g = geometry;
     const int out_w = g.out_width();
@@ -732,39 +890,8 @@ void ave_pool_plane_forward(const PoolGeometry& geometry, const float* x, float*
     }
 }
 
-void ave_pool_plane_forward_reference(const PoolGeometry& g, const float* x, float* y) {
-    const int out_h = g.out_height();
-    const int out_w = g.out_width();
-    for (int oh = 0; oh < out_h; ++oh) {
-        const Window rows(oh, g.stride, g.pad, g.kernel, g.height);
-        for (int ow = 0; ow < out_w; ++ow) {
-            const Window cols(ow, g.stride, g.pad, g.kernel, g.width);
-            float sum = 0.0F;
-            for (int h = rows.first; h < rows.last; ++h) {
-                for (int w = cols.first; w < cols.last; ++w) {
-                    sum += x[h * g.width + w];
-                }
-            }
-            y[oh * out_w + ow] = sum / static_cast<float>(rows.padded_size * cols.padded_size);
-        }
-    }
-}
-
 DL_CPU_CLONES
-void ave_pool_plane_backward(const PoolGeometry& geometry, const float* dy, float* dx) {
-    if (is_3x3_stride_2(geometry)) {
-        // A copy the stores cannot alias, as below.
-        const PoolGeometry g3 = geometry;
-        const int columns = g3.out_width();
-        if (columns >= 12) {
-            Pool3x2<16>::gather<false>(g3, dy, nullptr, dx);
-        } else if (columns >= 6) {
-            Pool3x2<8>::gather<false>(g3, dy, nullptr, dx);
-        } else {
-            Pool3x2<4>::gather<false>(g3, dy, nullptr, dx);
-        }
-        return;
-    }
+void ave_pool_plane_phases_backward(const PoolGeometry& geometry, const float* dy, float* dx) {
     // A copy the stores below cannot alias: the loops keep its fields in registers.
     const PoolGeometry g = geometry;
     const int out_w = g.out_width();
@@ -803,6 +930,94 @@ void ave_pool_plane_backward(const PoolGeometry& geometry, const float* dy, floa
     merge_plane(grad, g.height, p, dx);
 }
 
+} // namespace
+
+bool pool_vectors_pay(const PoolGeometry& g) {
+    return is_3x3_stride_2(g) || g.out_width() >= k_width;
+}
+
+DL_CPU_CLONES
+void max_pool_planes(const PoolGeometry& g, int planes, const float* x, float* y,
+                     std::int32_t* arg) {
+    if (is_3x3_stride_2(g)) {
+        pool_3x3_stride_2<Pass::max_forward>(g, planes, x, y, nullptr, arg);
+        return;
+    }
+    const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
+    const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
+    for (int p = 0; p < planes; ++p) {
+        max_pool_plane_phases(g, x + p * in_plane, y + p * out_plane, arg + p * out_plane);
+    }
+}
+
+void max_pool_plane_reference(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg) {
+    const int out_h = g.out_height();
+    const int out_w = g.out_width();
+    for (int oh = 0; oh < out_h; ++oh) {
+        const Window rows(oh, g.stride, g.pad, g.kernel, g.height);
+        for (int ow = 0; ow < out_w; ++ow) {
+            const Window cols(ow, g.stride, g.pad, g.kernel, g.width);
+            float best = -FLT_MAX;
+            int best_index = rows.first * g.width + cols.first;
+            for (int h = rows.first; h < rows.last; ++h) {
+                for (int w = cols.first; w < cols.last; ++w) {
+                    const float v = x[h * g.width + w];
+                    if (v > best) {
+                        best = v;
+                        best_index = h * g.width + w;
+                    }
+                }
+            }
+            y[oh * out_w + ow] = best;
+            arg[oh * out_w + ow] = best_index;
+        }
+    }
+}
+
+DL_CPU_CLONES
+void ave_pool_planes_forward(const PoolGeometry& g, int planes, const float* x, float* y) {
+    if (is_3x3_stride_2(g)) {
+        pool_3x3_stride_2<Pass::ave_forward>(g, planes, x, y, nullptr, nullptr);
+        return;
+    }
+    const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
+    const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
+    for (int p = 0; p < planes; ++p) {
+        ave_pool_plane_phases_forward(g, x + p * in_plane, y + p * out_plane);
+    }
+}
+
+void ave_pool_plane_forward_reference(const PoolGeometry& g, const float* x, float* y) {
+    const int out_h = g.out_height();
+    const int out_w = g.out_width();
+    for (int oh = 0; oh < out_h; ++oh) {
+        const Window rows(oh, g.stride, g.pad, g.kernel, g.height);
+        for (int ow = 0; ow < out_w; ++ow) {
+            const Window cols(ow, g.stride, g.pad, g.kernel, g.width);
+            float sum = 0.0F;
+            for (int h = rows.first; h < rows.last; ++h) {
+                for (int w = cols.first; w < cols.last; ++w) {
+                    sum += x[h * g.width + w];
+                }
+            }
+            y[oh * out_w + ow] = sum / static_cast<float>(rows.padded_size * cols.padded_size);
+        }
+    }
+}
+
+DL_CPU_CLONES
+void ave_pool_planes_backward(const PoolGeometry& g, int planes, const float* dy, float* dx) {
+    if (is_3x3_stride_2(g)) {
+        pool_3x3_stride_2<Pass::ave_backward>(g, planes, dy, dx, nullptr, nullptr);
+        return;
+    }
+    const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
+    const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
+    for (int p = 0; p < planes; ++p) {
+        ave_pool_plane_phases_backward(g, dy + p * out_plane, dx + p * in_plane);
+    }
+}
+
 void ave_pool_plane_backward_reference(const PoolGeometry& g, const float* dy, float* dx) {
     const int out_h = g.out_height();
     const int out_w = g.out_width();
@@ -823,22 +1038,18 @@ void ave_pool_plane_backward_reference(const PoolGeometry& g, const float* dy, f
 }
 
 DL_CPU_CLONES
-void max_pool_plane_backward(const PoolGeometry& geometry, const float* dy, const std::int32_t* arg,
-                             float* dx) {
-    if (is_3x3_stride_2(geometry)) {
-        // A copy the stores cannot alias, as below.
-        const PoolGeometry g3 = geometry;
-        const int columns = g3.out_width();
-        if (columns >= 12) {
-            Pool3x2<16>::gather<true>(g3, dy, arg, dx);
-        } else if (columns >= 6) {
-            Pool3x2<8>::gather<true>(g3, dy, arg, dx);
-        } else {
-            Pool3x2<4>::gather<true>(g3, dy, arg, dx);
-        }
+void max_pool_planes_backward(const PoolGeometry& g, int planes, const float* dy,
+                              const std::int32_t* arg, float* dx) {
+    if (is_3x3_stride_2(g)) {
+        pool_3x3_stride_2<Pass::max_backward>(g, planes, dy, dx, arg, nullptr);
         return;
     }
-    max_pool_plane_backward_reference(geometry, dy, arg, dx);
+    const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
+    const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
+    for (int p = 0; p < planes; ++p) {
+        max_pool_plane_backward_reference(g, dy + p * out_plane, arg + p * out_plane,
+                                          dx + p * in_plane);
+    }
 }
 
 void max_pool_plane_backward_reference(const PoolGeometry& g, const float* dy,

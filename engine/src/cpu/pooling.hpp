@@ -25,24 +25,27 @@ namespace dl::cpu {
 /// a vector (cifar10_quick's pool3, 4 wide) the per-plane setup costs more than they save.
 [[nodiscard]] bool pool_vectors_pay(const PoolGeometry& g);
 
+/// The fast loops take `planes` planes one after the other; the reference loops one.
+
 /// y (out_h x out_w) = the maxima of one plane x (height x width); arg = each one's index in x.
-void max_pool_plane(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg);
+void max_pool_planes(const PoolGeometry& g, int planes, const float* x, float* y,
+                     std::int32_t* arg);
 void max_pool_plane_reference(const PoolGeometry& g, const float* x, float* y, std::int32_t* arg);
 
 /// dx (height x width, overwritten) = the sum of the dy that chose each pixel (arg from
 /// max_pool_plane), added in row-major order of the windows in both versions.
-void max_pool_plane_backward(const PoolGeometry& g, const float* dy, const std::int32_t* arg,
-                             float* dx);
+void max_pool_planes_backward(const PoolGeometry& g, int planes, const float* dy,
+                              const std::int32_t* arg, float* dx);
 void max_pool_plane_backward_reference(const PoolGeometry& g, const float* dy,
                                        const std::int32_t* arg, float* dx);
 
 /// y = the window means of one plane x.
-void ave_pool_plane_forward(const PoolGeometry& g, const float* x, float* y);
+void ave_pool_planes_forward(const PoolGeometry& g, int planes, const float* x, float* y);
 void ave_pool_plane_forward_reference(const PoolGeometry& g, const float* x, float* y);
 
 /// dx (height x width, overwritten) = each window's dy spread evenly over its pixels. Each pixel
 /// sums its windows' shares in row-major order of the windows, in both versions.
-void ave_pool_plane_backward(const PoolGeometry& g, const float* dy, float* dx);
+void ave_pool_planes_backward(const PoolGeometry& g, int planes, const float* dy, float* dx);
 void ave_pool_plane_backward_reference(const PoolGeometry& g, const float* dy, float* dx);
 
 /// y = max(x, 0); x and y may be the same array.
