@@ -644,31 +644,47 @@ struct Pool3x2 {
         }
     }
 
+    // The widths of window columns k and k - 1, k = k0 + lane, clipped to the image (1 where
+    // there is no window: -0 over 1 stays -0).
+    struct Widths {
+        Floats columns;
+        Floats columns_left;
+    };
+    [[gnu::always_inline]] static void widths(Widths& w, int width, int out_w, int k0) {
+        for (int i = 0; i < N; ++i) {
+            const int k = k0 + i % S;
+            w.columns[i] = k < out_w ? static_cast<float>(std::min(2 * k + 3, width) - 2 * k) : 1.0F;
+            w.columns_left[i] = k >= 1 && k - 1 < out_w
+                                    ? static_cast<float>(std::min(2 * k + 1, width) - 2 * k + 2)
+                                    : 1.0F;
+        }
+    }
+
     // What window row oh sends to the pixel pairs from k0 on: max pooling sends dy to its
     // argmax, average pooling dy over the window's size (clipped to the image: exact integers,
     // so the reference's division) to every pixel, -0 where there is no window.
     template <bool Max>
     [[gnu::always_inline]] static void load_sent(Sent& s, const PoolGeometry& g, const float* dy,
-                                                 const std::int32_t* arg, int oh, int k0) {
+                                                 const std::int32_t* arg, int oh, int k0,
+                                                 const Widths& w) {
         const int out_w = g.out_width();
         const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(oh) * out_w;
         sent(s, dy + at, Max ? arg + at : nullptr, out_w, k0,
              static_cast<std::ptrdiff_t>(g.out_height()) * out_w);
         if constexpr (!Max) {
-            Floats columns;
-            Floats columns_left;
-            for (int i = 0; i < N; ++i) {
-                const int k = k0 + i % S;
-                columns[i] =
-                    k < out_w ? static_cast<float>(std::min(2 * k + 3, g.width) - 2 * k) : 1.0F;
-                columns_left[i] =
-                    k >= 1 && k - 1 < out_w
-                        ? static_cast<float>(std::min(2 * k + 1, g.width) - 2 * k + 2)
-                        : 1.0F;
-            }
             const float rows = static_cast<float>(std::min(2 * oh + 3, g.height) - 2 * oh);
-            s.value = s.value / (rows * columns);
-            s.value_left = s.value_left / (rows * columns_left);
+            s.value = s.value / (rows * w.columns);
+            // Window column k - 1's share is column k's one lane up where that is in the vector
+            // (the same quotient): one division, not two.
+            Floats none;
+            splat(none, -0.0F);
+            if constexpr (G > 1) {
+                previous_in_plane(s.value_left, s.value, none, lanes);
+            } else if (k0 == 0) {
+                shift_up(s.value_left, none, s.value, lanes);
+            } else {
+                s.value_left = s.value_left / (rows * w.columns_left);
+            }
         }
     }
 
@@ -701,6 +717,10 @@ struct Pool3x2 {
         Ints lane;
         first_columns(lane, 0);
         for (int k0 = 0; 2 * k0 < width; k0 += N) {
+            Widths w{};
+            if constexpr (!Max) {
+                widths(w, width, g.out_width(), k0);
+            }
             Sent above{};
             Sent below{};
             for (int m = 0; 2 * m < height; ++m) {
@@ -715,7 +735,7 @@ struct Pool3x2 {
                     store_pairs(row, width, k0, even, odd, plane);
                     break;
                 }
-                load_sent<Max>(below, g, dy, arg, m, k0);
+                load_sent<Max>(below, g, dy, arg, m, k0, w);
                 add_sent<Max>(even, odd, below, pixel);
                 store_pairs(row, width, k0, even, odd, plane);
                 if (2 * m + 1 < height) {
