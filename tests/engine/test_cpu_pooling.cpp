@@ -303,13 +303,16 @@ TEST(CpuPooling, SeveralPlanesAtOnceMatchThePlaneReference) {
 }
 
 TEST(CpuPooling, BackendPoolingMatchesThePlaneReferenceOnABatch) {
-    // Through the backend's threads and plane split: cifar10_quick's pool1, pool2 and pool3
-    // shapes, and one the 3x3 / 2 loops leave to the general ones (padded).
+    // Through the backend's threads and plane split (8 tasks on 2 threads): cifar10_quick's
+    // pool1, pool2 and pool3 shapes, with slices of whole groups of 2 and 4 planes and, on 15
+    // planes, slices that leave planes over, and one the 3x3 / 2 loops leave to the general ones
+    // (padded).
     auto backend = make_backend("cpu", 2);
     std::mt19937 rng(13);
     std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
-    for (PoolGeometry g : {PoolGeometry{3, 5, 32, 32, 3, 2, 0}, PoolGeometry{2, 4, 16, 16, 3, 2, 0},
-                           PoolGeometry{2, 3, 8, 8, 3, 2, 0}, PoolGeometry{2, 3, 9, 7, 3, 2, 1}}) {
+    for (PoolGeometry g : {PoolGeometry{3, 5, 32, 32, 3, 2, 0}, PoolGeometry{4, 8, 16, 16, 3, 2, 0},
+                           PoolGeometry{4, 8, 8, 8, 3, 2, 0}, PoolGeometry{3, 5, 8, 8, 3, 2, 0},
+                           PoolGeometry{2, 3, 9, 7, 3, 2, 1}}) {
         const std::size_t in_plane = static_cast<std::size_t>(g.height) * g.width;
         const std::size_t out_plane = static_cast<std::size_t>(g.out_height()) * g.out_width();
         const std::size_t planes = static_cast<std::size_t>(g.batch) * g.channels;

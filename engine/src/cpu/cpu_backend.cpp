@@ -425,7 +425,8 @@ public:
         const int tasks = std::min(planes, k_tasks_per_thread * m_pool.size());
         m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
-            max_pool_planes_backward(g, last - first, dy + static_cast<std::ptrdiff_t>(first) * out_size,
+            max_pool_planes_backward(g, last - first,
+                                     dy + static_cast<std::ptrdiff_t>(first) * out_size,
                                      argmax + static_cast<std::ptrdiff_t>(first) * out_size,
                                      dx + static_cast<std::ptrdiff_t>(first) * in_size);
         });

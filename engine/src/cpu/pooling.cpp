@@ -203,26 +203,21 @@ void relu_backward_copy(std::size_t n, const float* __restrict y, const float* _
     }
 }
 
-
 // cifar10_quick's (and Caffe's usual) pooling, 3x3 windows at stride 2 without padding, without
 // the phase rows: whole output rows at a time, N output columns to a vector (16 for rows of 12 and
 // more, else 8 or 4, so that narrow planes waste few lanes). An input row is read once per output
 // row strip and split with shuffles into the three window columns; max pooling reduces it to its
 // row maxima there and reuses them for both output rows whose windows share the row.
-template <int N>
-struct Lanes;
-template <>
-struct Lanes<16> {
+template <int N> struct Lanes;
+template <> struct Lanes<16> {
     using Floats = float __attribute__((vector_size(16 * sizeof(float))));
     using Ints = std::int32_t __attribute__((vector_size(16 * sizeof(std::int32_t))));
 };
-template <>
-struct Lanes<8> {
+template <> struct Lanes<8> {
     using Floats = float __attribute__((vector_size(8 * sizeof(float))));
     using Ints = std::int32_t __attribute__((vector_size(8 * sizeof(std::int32_t))));
 };
-template <>
-struct Lanes<4> {
+template <> struct Lanes<4> {
     using Floats = float __attribute__((vector_size(4 * sizeof(float))));
     using Ints = std::int32_t __attribute__((vector_size(4 * sizeof(std::int32_t))));
 };
@@ -266,34 +261,20 @@ template <class V, class W, std::size_t... K>
 }
 
 // The vector of half the lanes.
-template <class V>
-struct Half;
-template <>
-struct Half<Lanes<16>::Floats> {
-    using Type = Lanes<8>::Floats;
-};
-template <>
-struct Half<Lanes<16>::Ints> {
-    using Type = Lanes<8>::Ints;
-};
-template <>
-struct Half<Lanes<8>::Floats> {
-    using Type = Lanes<4>::Floats;
-};
-template <>
-struct Half<Lanes<8>::Ints> {
-    using Type = Lanes<4>::Ints;
-};
+template <class V> struct Half;
+template <> struct Half<Lanes<16>::Floats> { using Type = Lanes<8>::Floats; };
+template <> struct Half<Lanes<16>::Ints> { using Type = Lanes<8>::Ints; };
+template <> struct Half<Lanes<8>::Floats> { using Type = Lanes<4>::Floats; };
+template <> struct Half<Lanes<8>::Ints> { using Type = Lanes<4>::Ints; };
 
-// With S < N, a vector holds G = N / S planes' rows of S output columns: planes of width 2S
-// (cifar10_quick's pool2, 16 wide, and pool3, 8 wide) G at a time, not one plane to a vector
-// that is half or three quarters empty.
-template <int N, int S = N>
-struct Pool3x2 {
+// With S < N, a vector holds `group` = N / S planes' rows of S output columns: planes of width
+// 2S (cifar10_quick's pool2, 16 wide, and pool3, 8 wide) a group at a time, not one plane to a
+// vector that is half or three quarters empty.
+template <int N, int S = N> struct Pool3x2 {
     using Floats = typename Lanes<N>::Floats;
     using Ints = typename Lanes<N>::Ints;
     static constexpr std::make_index_sequence<N> lanes{};
-    static constexpr int G = N / S;
+    static constexpr int group = N / S;
 
     // out[i] = v[i + 1] within each plane's S lanes, tail[0] after a plane's last.
     template <class V, std::size_t... K>
@@ -308,7 +289,7 @@ struct Pool3x2 {
         out = __builtin_shufflevector(v, none, (K % S == 0 ? N : K - 1)...);
     }
 
-    // v = G / (N / P) pieces of P lanes, `stride` apart in memory, P = N, N / 2 or N / 4.
+    // v = N / P pieces of P lanes, `stride` apart in memory, P = N, N / 2 or N / 4.
     template <int P, class V>
     [[gnu::always_inline]] static void load_pieces(V& v, const void* p, std::ptrdiff_t stride) {
         using T = std::remove_reference_t<decltype(v[0])>;
@@ -348,28 +329,25 @@ struct Pool3x2 {
         } else {
             constexpr int pieces = N / P;
             for (int q = 0; q < pieces; ++q) {
-                std::memcpy(at + q * stride, reinterpret_cast<const T*>(&v) + q * P,
-                            P * sizeof(T));
+                std::memcpy(at + q * stride, reinterpret_cast<const T*>(&v) + q * P, P * sizeof(T));
             }
         }
     }
 
-    template <class V>
-    [[gnu::always_inline]] static void load(V& v, const void* p) {
+    template <class V> [[gnu::always_inline]] static void load(V& v, const void* p) {
         std::memcpy(&v, p, sizeof v);
     }
     // The first n (<= N) lanes of v, `fill` in the others.
     template <class V, class T>
     [[gnu::always_inline]] static void load_first(V& v, const T* p, int n, T fill) {
-        std::array<T, N> staged;
+        std::array<T, N> staged{};
         staged.fill(fill);
         if (n > 0) {
             std::memcpy(staged.data(), p, static_cast<std::size_t>(n) * sizeof(T));
         }
         std::memcpy(&v, staged.data(), sizeof v);
     }
-    template <class V>
-    [[gnu::always_inline]] static void store_first(void* p, const V& v, int n) {
+    template <class V> [[gnu::always_inline]] static void store_first(void* p, const V& v, int n) {
         if (n >= N) {
             std::memcpy(p, &v, sizeof v);
         } else {
@@ -380,9 +358,7 @@ struct Pool3x2 {
     [[gnu::always_inline]] static void splat(Floats& v, float f, std::index_sequence<K...> /*l*/) {
         v = Floats{(static_cast<void>(K), f)...};
     }
-    [[gnu::always_inline]] static void splat(Floats& v, float f) {
-        splat(v, f, lanes);
-    }
+    [[gnu::always_inline]] static void splat(Floats& v, float f) { splat(v, f, lanes); }
     [[gnu::always_inline]] static void iota(Ints& v, int first, int step) {
         for (int i = 0; i < N; ++i) {
             v[i] = first + step * i;
@@ -398,13 +374,13 @@ struct Pool3x2 {
     };
     [[gnu::always_inline]] static void taps(Taps& t, const float* row, int width, int ow0,
                                             float fill, std::ptrdiff_t plane) {
-        if constexpr (G > 1) {
-            // G planes' whole rows (2S pixels): window column 2 of each plane's last output
+        if constexpr (group > 1) {
+            // The group's whole rows (2S pixels): window column 2 of each plane's last output
             // column is past its row.
             Floats a;
             Floats b;
             load_pieces<2 * S>(a, row, plane);
-            load_pieces<2 * S>(b, row + G / 2 * plane, plane);
+            load_pieces<2 * S>(b, row + group / 2 * plane, plane);
             take_evens(t.left, a, b, lanes);
             take_odds(t.middle, a, b, lanes);
             const Floats tail{fill};
@@ -423,7 +399,7 @@ struct Pool3x2 {
                 extra = row[c + 2 * N];
             }
         } else {
-            std::array<float, 2 * N> staged;
+            std::array<float, 2 * N> staged{};
             staged.fill(fill);
             std::memcpy(staged.data(), row + c, static_cast<std::size_t>(n) * sizeof(float));
             load(a, staged.data());
@@ -443,7 +419,7 @@ struct Pool3x2 {
     };
     [[gnu::always_inline]] static void row_max(RowMax& m, const float* row, int width, int ow0,
                                                const Ints& first, std::ptrdiff_t plane) {
-        Taps t;
+        Taps t{};
         taps(t, row, width, ow0, -INFINITY, plane);
         Floats floor;
         splat(floor, -FLT_MAX);
@@ -466,9 +442,8 @@ struct Pool3x2 {
     }
     // Output row oh's lanes from ow0 on (n of them in a plane).
     template <class V>
-    [[gnu::always_inline]] static void store_row(void* p, std::ptrdiff_t plane, const V& v,
-                                                 int n) {
-        if constexpr (G > 1) {
+    [[gnu::always_inline]] static void store_row(void* p, std::ptrdiff_t plane, const V& v, int n) {
+        if constexpr (group > 1) {
             store_pieces<S>(p, plane, v);
         } else {
             store_first(p, v, n);
@@ -488,14 +463,14 @@ struct Pool3x2 {
         for (int ow0 = 0; ow0 < out_w; ow0 += N) {
             Ints first;
             first_columns(first, ow0);
-            RowMax top;
+            RowMax top{};
             row_max(top, x, width, ow0, first, in_plane);
             for (int oh = 0; oh < out_h; ++oh) {
                 const int h = 2 * oh;
                 Floats best = top.best;
                 Ints index = top.column + h * width;
                 if (h + 1 < height) {
-                    RowMax middle;
+                    RowMax middle{};
                     row_max(middle, x + static_cast<std::ptrdiff_t>(h + 1) * width, width, ow0,
                             first, in_plane);
                     const Ints larger = middle.best > best;
@@ -536,20 +511,20 @@ struct Pool3x2 {
             Floats columns;
             for (int i = 0; i < N; ++i) {
                 const int ow = ow0 + i % S;
-                columns[i] = ow < out_w ? static_cast<float>(std::min(2 * ow + 3, width) - 2 * ow)
-                                        : 1.0F;
+                columns[i] =
+                    ow < out_w ? static_cast<float>(std::min(2 * ow + 3, width) - 2 * ow) : 1.0F;
             }
             // -0 past the row: adding it changes no sum, so the sums are the reference's.
-            Taps top;
+            Taps top{};
             taps(top, x, width, ow0, -0.0F, in_plane);
             for (int oh = 0; oh < out_h; ++oh) {
                 const int h = 2 * oh;
                 Floats sum{};
                 add_taps(sum, top);
                 if (h + 1 < height) {
-                    Taps middle;
-                    taps(middle, x + static_cast<std::ptrdiff_t>(h + 1) * width, width, ow0,
-                         -0.0F, in_plane);
+                    Taps middle{};
+                    taps(middle, x + static_cast<std::ptrdiff_t>(h + 1) * width, width, ow0, -0.0F,
+                         in_plane);
                     add_taps(sum, middle);
                 }
                 // The next output row's first.
@@ -573,15 +548,15 @@ struct Pool3x2 {
     // k only, and a row 2m in window rows m - 1 and m, a row 2m + 1 in m only. A window that
     // sends nothing (or does not exist) adds -0, which changes no sum.
     struct Sent {
-        Ints arg;        // window column k's argmax (max pooling), -1 where none
-        Floats value;    // what it sends, -0 where none
-        Ints arg_left;   // the same for window column k - 1
+        Ints arg;      // window column k's argmax (max pooling), -1 where none
+        Floats value;  // what it sends, -0 where none
+        Ints arg_left; // the same for window column k - 1
         Floats value_left;
     };
     [[gnu::always_inline]] static void sent(Sent& s, const float* dy, const std::int32_t* arg,
                                             int out_w, int k0, std::ptrdiff_t out_plane) {
-        if constexpr (G > 1) {
-            // G planes' whole window rows; window column k - 1 of each plane's first is none.
+        if constexpr (group > 1) {
+            // The group's whole window rows; window column k - 1 of each plane's first is none.
             load_pieces<S>(s.value, dy, out_plane);
             Floats none;
             splat(none, -0.0F);
@@ -631,10 +606,10 @@ struct Pool3x2 {
         Floats high;
         interleave<Floats, 0>(low, even, odd, lanes);
         interleave<Floats, N / 2>(high, even, odd, lanes);
-        if constexpr (G > 1) {
-            // The first G / 2 planes' rows, then the others'.
+        if constexpr (group > 1) {
+            // The first group / 2 planes' rows, then the others'.
             store_pieces<2 * S>(row, plane, low);
-            store_pieces<2 * S>(row + G / 2 * plane, plane, high);
+            store_pieces<2 * S>(row + group / 2 * plane, plane, high);
             return;
         }
         const int n = width - 2 * k0;
@@ -653,7 +628,8 @@ struct Pool3x2 {
     [[gnu::always_inline]] static void widths(Widths& w, int width, int out_w, int k0) {
         for (int i = 0; i < N; ++i) {
             const int k = k0 + i % S;
-            w.columns[i] = k < out_w ? static_cast<float>(std::min(2 * k + 3, width) - 2 * k) : 1.0F;
+            w.columns[i] =
+                k < out_w ? static_cast<float>(std::min(2 * k + 3, width) - 2 * k) : 1.0F;
             w.columns_left[i] = k >= 1 && k - 1 < out_w
                                     ? static_cast<float>(std::min(2 * k + 1, width) - 2 * k + 2)
                                     : 1.0F;
@@ -678,7 +654,7 @@ struct Pool3x2 {
             // (the same quotient): one division, not two.
             Floats none;
             splat(none, -0.0F);
-            if constexpr (G > 1) {
+            if constexpr (group > 1) {
                 previous_in_plane(s.value_left, s.value, none, lanes);
             } else if (k0 == 0) {
                 shift_up(s.value_left, none, s.value, lanes);
@@ -757,19 +733,18 @@ bool is_3x3_stride_2(const PoolGeometry& g) {
 enum class Pass { max_forward, ave_forward, max_backward, ave_backward };
 
 // Planes p .. of `planes` one after the other (arg: max pooling's argmax, written forward and read
-// backward) G at a time, as many as there are.
+// backward) a group at a time, as many groups as there are.
 template <Pass P, int N, int S>
-[[gnu::always_inline]] inline void pool_3x3_stride_2_planes(const PoolGeometry& g, int& p,
-                                                            int planes, const float* from,
-                                                            float* to, const std::int32_t* arg_in,
-                                                            std::int32_t* arg_out) {
+[[gnu::always_inline]] inline void
+pool_3x3_stride_2_planes(const PoolGeometry& g, int& p, int planes, const float* from, float* to,
+                         const std::int32_t* arg_in, std::int32_t* arg_out) {
     using Pool = Pool3x2<N, S>;
     constexpr bool forward = P == Pass::max_forward || P == Pass::ave_forward;
     const std::ptrdiff_t in_plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
     const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(g.out_height()) * g.out_width();
     const std::ptrdiff_t from_plane = forward ? in_plane : out_plane;
     const std::ptrdiff_t to_plane = forward ? out_plane : in_plane;
-    for (; p + Pool::G <= planes; p += Pool::G) {
+    for (; p + Pool::group <= planes; p += Pool::group) {
         const float* x = from + p * from_plane;
         float* y = to + p * to_plane;
         if constexpr (P == Pass::max_forward) {
@@ -787,10 +762,9 @@ template <Pass P, int N, int S>
 // Planes 16 or 8 pixels wide two or four to a vector, the others (and those left over) one at a
 // time. Inlined into the clones of its callers.
 template <Pass P>
-[[gnu::always_inline]] inline void pool_3x3_stride_2(const PoolGeometry& geometry, int planes,
-                                                     const float* from, float* to,
-                                                     const std::int32_t* arg_in,
-                                                     std::int32_t* arg_out) {
+[[gnu::always_inline]] inline void
+pool_3x3_stride_2(const PoolGeometry& geometry, int planes, const float* from, float* to,
+                  const std::int32_t* arg_in, std::int32_t* arg_out) {
     // A copy the stores cannot alias: the loops keep its fields in registers.
     const PoolGeometry g = geometry;
     int p = 0;
