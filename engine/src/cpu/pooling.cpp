@@ -434,7 +434,8 @@ template <int N, int S = N> struct Pool3x2 {
         m.column = larger ? first + 2 : m.column;
     }
 
-    // Column 2 (ow0 + lane) of each lane's window (in its plane: lanes S apart are planes apart).
+    // Each lane's window's first column, 2 (ow0 + lane) in its plane (with S < N, the lanes of
+    // the next plane start over).
     [[gnu::always_inline]] static void first_columns(Ints& v, int ow0) {
         for (int i = 0; i < N; ++i) {
             v[i] = 2 * (ow0 + i % S);
