@@ -448,16 +448,20 @@ public:
         const bool vectors = pool_vectors_pay(g);
         m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
-            for (int p = first; p < last; ++p) {
-                const float* in = x + static_cast<std::ptrdiff_t>(p) * g.height * g.width;
-                float* out = y + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
-                std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_h * out_w;
+            const float* in = x + static_cast<std::ptrdiff_t>(first) * g.height * g.width;
+            float* out = y + static_cast<std::ptrdiff_t>(first) * out_h * out_w;
+            std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(first) * out_h * out_w;
+            if (vectors && !is_2x2_pool(g)) {
+                max_pool_planes(g, last - first, in, out, arg);
+                return;
+            }
+            for (int p = 0; p < last - first; ++p) {
+                const std::ptrdiff_t in_at = static_cast<std::ptrdiff_t>(p) * g.height * g.width;
+                const std::ptrdiff_t out_at = static_cast<std::ptrdiff_t>(p) * out_h * out_w;
                 if (is_2x2_pool(g)) {
-                    max_pool_2x2(in, g.width, out_h, out_w, out, arg);
-                } else if (vectors) {
-                    max_pool_plane(g, in, out, arg);
+                    max_pool_2x2(in + in_at, g.width, out_h, out_w, out + out_at, arg + out_at);
                 } else {
-                    max_pool_plane_reference(g, in, out, arg);
+                    max_pool_plane_reference(g, in + in_at, out + out_at, arg + out_at);
                 }
             }
         });
@@ -471,15 +475,10 @@ public:
         const int tasks = std::min(planes, k_tasks_per_thread * m_pool.size());
         m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
-            for (int p = first; p < last; ++p) {
-                float* d_in = dx + static_cast<std::ptrdiff_t>(p) * in_size;
-                const float* d_out = dy + static_cast<std::ptrdiff_t>(p) * out_size;
-                const std::int32_t* arg = argmax + static_cast<std::ptrdiff_t>(p) * out_size;
-                std::fill(d_in, d_in + in_size, 0.0F);
-                for (int i = 0; i < out_size; ++i) {
-                    d_in[arg[i]] += d_out[i];
-                }
-            }
+            max_pool_planes_backward(g, last - first,
+                                     dy + static_cast<std::ptrdiff_t>(first) * out_size,
+                                     argmax + static_cast<std::ptrdiff_t>(first) * out_size,
+                                     dx + static_cast<std::ptrdiff_t>(first) * in_size);
         });
     }
 
@@ -974,15 +973,18 @@ private:
         const bool vectors = pool_vectors_pay(g);
         m_pool.run(tasks, [&](int task, int /*thread*/) {
             const auto [first, last] = split(planes, tasks, task);
-            for (int p = first; p < last; ++p) {
-                const float* from = src + p * (backward ? out_size : in_size);
-                float* to = dst + p * (backward ? in_size : out_size);
+            const float* from = src + first * (backward ? out_size : in_size);
+            float* to = dst + first * (backward ? in_size : out_size);
+            if (vectors) {
+                (backward ? ave_pool_planes_backward : ave_pool_planes_forward)(g, last - first,
+                                                                                from, to);
+                return;
+            }
+            for (int p = 0; p < last - first; ++p) {
                 if (backward) {
-                    (vectors ? ave_pool_plane_backward : ave_pool_plane_backward_reference)(g, from,
-                                                                                            to);
+                    ave_pool_plane_backward_reference(g, from + p * out_size, to + p * in_size);
                 } else {
-                    (vectors ? ave_pool_plane_forward : ave_pool_plane_forward_reference)(g, from,
-                                                                                          to);
+                    ave_pool_plane_forward_reference(g, from + p * in_size, to + p * out_size);
                 }
             }
         });
