@@ -108,6 +108,44 @@ TEST(ConfigErrors, ShapesThatDoNotFitNameBothLayers) {
     }
 }
 
+TEST(ConfigErrors, APoolingWindowWhollyPastTheInputIsRefused) {
+    // 2 wide, kernel 1, stride 2: Caffe's ceil-mode size gives 2 outputs, the second starting at
+    // column 2, outside the input; its argmax would point outside the plane.
+    const NetConfig config = parse_config(
+        "layers:\n"
+        "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+        "     batch_size: 2, shape: [1, 2, 2]}\n"
+        "  - {name: pool, type: Pooling, bottom: data, top: p, kernel_size: 1, stride: 2}\n",
+        "bad.yaml");
+    auto backend = make_backend("cpu", 1);
+    try {
+        const Net net(config, Phase::train, *backend, 1);
+        FAIL() << "no error for a window past the input";
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("bad.yaml:4"), std::string::npos) << message;
+        EXPECT_NE(message.find("'pool'"), std::string::npos) << message;
+        EXPECT_NE(message.find("kernel_size 1 with stride 2 leaves the last window past the 2x2"),
+                  std::string::npos)
+            << message;
+    }
+    // Kernel and stride equal, and Caffe's 3x3 / 2 over an odd and an even size, still build.
+    for (const std::string pool : {"kernel_size: 2, stride: 2", "kernel_size: 3, stride: 2"}) {
+        for (const std::string side : {"7", "8"}) {
+            const NetConfig fine = parse_config(
+                "layers:\n"
+                "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+                "     batch_size: 2, shape: [1, " +
+                    side + ", " + side +
+                    "]}\n"
+                    "  - {name: pool, type: Pooling, bottom: data, top: p, " +
+                    pool + "}\n",
+                "fine.yaml");
+            EXPECT_NO_THROW(const Net net(fine, Phase::train, *backend, 1)) << pool << " " << side;
+        }
+    }
+}
+
 TEST(ConfigErrors, ImageLayersOnAFlatBottomNameItAndItsLayer) {
     for (const std::string layer :
          {"{name: late, type: Convolution, bottom: f, top: c, num_output: 2, kernel_size: 1}",

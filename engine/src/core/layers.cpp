@@ -128,6 +128,19 @@ public:
             fail(fmt::format("kernel_size {} does not fit the {}x{} input from layer '{}'",
                              m_config.kernel_size, x.dim(2), x.dim(3), producers[0]));
         }
+        // A kernel smaller than the stride can leave the last window wholly past the image
+        // (Caffe's ceil-mode size, 2 wide, kernel 1, stride 2): max pooling would have no pixel
+        // to point its argmax at (Caffe writes -1 and its backward pass then writes outside
+        // the plane), so such a net is refused here.
+        const auto last_start = [&](int out) { return (out - 1) * m_config.stride - m_config.pad; };
+        if (last_start(m_geometry.out_height()) >= x.dim(2) ||
+            last_start(m_geometry.out_width()) >= x.dim(3)) {
+            fail(fmt::format("kernel_size {} with stride {} leaves the last window past the {}x{} "
+                             "input from layer '{}' (make kernel_size at least the stride, or "
+                             "crop the input)",
+                             m_config.kernel_size, m_config.stride, x.dim(2), x.dim(3),
+                             producers[0]));
+        }
         top[0]->reshape({x.dim(0), x.dim(1), m_geometry.out_height(), m_geometry.out_width()});
         m_argmax = Buffer(m_backend, top[0]->count() * sizeof(std::int32_t));
     }
