@@ -235,6 +235,63 @@ TEST(CpuConvolution, DirectMatchesTheDefinition) {
     check({2, 3, 24, 24, 4, 9, 1, 4, 1}, Path::direct);
 }
 
+// The backend runs the widest blocking the CPU has; the others (AVX2, the 4-float baseline) are
+// called here by name, so each is checked on a machine that has it, not only on one that picks
+// it.
+TEST(CpuConvolution, EveryDirectBlockingThisCpuRunsMatchesTheDefinition) {
+    using cpu::direct_conv::Blocking;
+    ASSERT_TRUE(cpu::direct_conv::runs(Blocking::base));
+    ASSERT_TRUE(cpu::direct_conv::runs(cpu::direct_conv::best_blocking()));
+    const std::vector<ConvGeometry> shapes = {
+        {3, 3, 32, 32, 32, 5, 1, 2, 1}, // cifar10_quick's conv1
+        {4, 1, 28, 28, 20, 5, 1, 0, 1}, // LeNet's conv1: a partial vector at each row's end
+        {5, 4, 19, 37, 7, 3, 1, 1, 1},  // odd sizes, a partial block of outputs
+        {2, 3, 24, 24, 4, 9, 1, 4, 1},  // 243 taps
+    };
+    int checked = 0;
+    for (const Blocking blocking : {Blocking::wide, Blocking::narrow, Blocking::base}) {
+        if (!cpu::direct_conv::runs(blocking)) {
+            continue;
+        }
+        ++checked;
+        for (const ConvGeometry& g : shapes) {
+            ASSERT_TRUE(cpu::direct_conv::applies(g));
+            std::mt19937 rng(11);
+            std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
+            const auto random = [&](std::size_t n) {
+                std::vector<float> v(n);
+                for (float& e : v) {
+                    e = uniform(rng);
+                }
+                return v;
+            };
+            const auto x =
+                random(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width);
+            const auto w =
+                random(static_cast<std::size_t>(g.outputs) * g.channels * g.kernel * g.kernel);
+            const auto b = random(static_cast<std::size_t>(g.outputs));
+            const auto dy = random(static_cast<std::size_t>(g.batch) * g.outputs * g.out_height() *
+                                   g.out_width());
+            const Reference want = reference(g, x, w, b, dy);
+            std::vector<float> scratch(cpu::direct_conv::scratch_floats_with(blocking, g));
+            std::vector<float> y(want.y.size(), 1e30F);
+            std::vector<float> dw(w.size(), 1e30F);
+            std::vector<float> db(b.size(), 1e30F);
+            cpu::direct_conv::forward_with(blocking, g, x.data(), w.data(), b.data(), 0, g.batch,
+                                           y.data(), scratch.data());
+            cpu::direct_conv::weight_gradients_with(blocking, g, x.data(), dy.data(), 0, g.batch,
+                                                    dw.data(), db.data(), scratch.data());
+            const std::string what = "blocking " + std::to_string(static_cast<int>(blocking)) +
+                                     ", " + std::to_string(g.channels) + " channels of " +
+                                     std::to_string(g.kernel) + "x" + std::to_string(g.kernel);
+            expect_close(y, want.y, what + ": y");
+            expect_close(dw, want.dw, what + ": dw");
+            expect_close(db, want.db, what + ": db");
+        }
+    }
+    EXPECT_GE(checked, 1);
+}
+
 TEST(CpuConvolution, Im2colMatchesTheDefinition) {
     // LeNet's conv1 on 18 x 18 images: outputs too narrow for a vector, too few channels for
     // Winograd.

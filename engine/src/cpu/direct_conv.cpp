@@ -331,25 +331,24 @@ template <class C>
     }
 }
 
-// The blocking this machine runs, chosen once.
-enum class Isa { wide, narrow, base };
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DL_DIRECT_CONV_X86 1
-Isa isa() {
-    static const Isa chosen = [] {
+// What this CPU has, asked once.
+struct Features {
+    bool wide = false;
+    bool narrow = false;
+};
+const Features& features() {
+    static const Features found = [] {
         __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512vl") != 0 &&
-            __builtin_cpu_supports("avx512bw") != 0 && __builtin_cpu_supports("avx512dq") != 0 &&
-            __builtin_cpu_supports("fma") != 0) {
-            return Isa::wide;
-        }
-        if (__builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0) {
-            return Isa::narrow;
-        }
-        return Isa::base;
+        Features f;
+        f.narrow = __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+        f.wide = f.narrow && __builtin_cpu_supports("avx512f") != 0 &&
+                 __builtin_cpu_supports("avx512vl") != 0 &&
+                 __builtin_cpu_supports("avx512bw") != 0 && __builtin_cpu_supports("avx512dq") != 0;
+        return f;
     }();
-    return chosen;
+    return found;
 }
 
 #define DL_TARGET_WIDE __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
@@ -372,13 +371,32 @@ DL_TARGET_NARROW void gradient_narrow(const ConvGeometry& g, const float* x, con
                                       int first, int last, float* dw, float* db, float* scratch) {
     gradient_images<Narrow>(g, x, dy, first, last, dw, db, scratch);
 }
-#else
-Isa isa() {
-    return Isa::base;
-}
 #endif
 
 } // namespace
+
+bool runs(Blocking blocking) {
+#ifdef DL_DIRECT_CONV_X86
+    switch (blocking) {
+    case Blocking::wide:
+        return features().wide;
+    case Blocking::narrow:
+        return features().narrow;
+    case Blocking::base:
+        break;
+    }
+    return true;
+#else
+    return blocking == Blocking::base;
+#endif
+}
+
+Blocking best_blocking() {
+    static const Blocking best = runs(Blocking::wide)     ? Blocking::wide
+                                 : runs(Blocking::narrow) ? Blocking::narrow
+                                                          : Blocking::base;
+    return best;
+}
 
 bool applies(const ConvGeometry& g) {
     if (g.stride != 1 || g.group != 1 || g.channels * g.kernel * g.kernel > k_max_taps ||
@@ -389,26 +407,30 @@ bool applies(const ConvGeometry& g) {
     return Layout<Wide>(g).scratch() <= k_max_scratch_floats;
 }
 
-std::size_t scratch_floats(const ConvGeometry& g) {
-    switch (isa()) {
-    case Isa::wide:
+std::size_t scratch_floats_with(Blocking blocking, const ConvGeometry& g) {
+    switch (blocking) {
+    case Blocking::wide:
         return Layout<Wide>(g).scratch();
-    case Isa::narrow:
+    case Blocking::narrow:
         return Layout<Narrow>(g).scratch();
-    case Isa::base:
+    case Blocking::base:
         break;
     }
     return Layout<Base>(g).scratch();
 }
 
-void forward(const ConvGeometry& g, const float* x, const float* w, const float* b, int first,
-             int last, float* y, float* scratch) {
+std::size_t scratch_floats(const ConvGeometry& g) {
+    return scratch_floats_with(best_blocking(), g);
+}
+
+void forward_with(Blocking blocking, const ConvGeometry& g, const float* x, const float* w,
+                  const float* b, int first, int last, float* y, float* scratch) {
 #ifdef DL_DIRECT_CONV_X86
-    if (isa() == Isa::wide) {
+    if (blocking == Blocking::wide) {
         forward_wide(g, x, w, b, first, last, y, scratch);
         return;
     }
-    if (isa() == Isa::narrow) {
+    if (blocking == Blocking::narrow) {
         forward_narrow(g, x, w, b, first, last, y, scratch);
         return;
     }
@@ -416,19 +438,30 @@ void forward(const ConvGeometry& g, const float* x, const float* w, const float*
     forward_images<Base>(g, x, w, b, first, last, y, scratch);
 }
 
-void weight_gradients(const ConvGeometry& g, const float* x, const float* dy, int first, int last,
-                      float* dw, float* db, float* scratch) {
+void weight_gradients_with(Blocking blocking, const ConvGeometry& g, const float* x,
+                           const float* dy, int first, int last, float* dw, float* db,
+                           float* scratch) {
 #ifdef DL_DIRECT_CONV_X86
-    if (isa() == Isa::wide) {
+    if (blocking == Blocking::wide) {
         gradient_wide(g, x, dy, first, last, dw, db, scratch);
         return;
     }
-    if (isa() == Isa::narrow) {
+    if (blocking == Blocking::narrow) {
         gradient_narrow(g, x, dy, first, last, dw, db, scratch);
         return;
     }
 #endif
     gradient_images<Base>(g, x, dy, first, last, dw, db, scratch);
+}
+
+void forward(const ConvGeometry& g, const float* x, const float* w, const float* b, int first,
+             int last, float* y, float* scratch) {
+    forward_with(best_blocking(), g, x, w, b, first, last, y, scratch);
+}
+
+void weight_gradients(const ConvGeometry& g, const float* x, const float* dy, int first, int last,
+                      float* dw, float* db, float* scratch) {
+    weight_gradients_with(best_blocking(), g, x, dy, first, last, dw, db, scratch);
 }
 
 } // namespace dl::cpu::direct_conv

@@ -31,8 +31,19 @@ namespace dl::cpu::direct_conv {
 /// sgemm, whose inner dimension is then long enough for its speed, unmeasured against these loops.
 [[nodiscard]] bool applies(const ConvGeometry& g);
 
-/// Floats of per-thread scratch that forward and weight_gradients need for g.
+/// The register blockings: 16-float vectors (x86-64 with AVX-512), 8-float vectors (AVX2 + FMA)
+/// and 4-float vectors (any CPU).
+enum class Blocking { wide, narrow, base };
+
+/// The widest blocking this CPU runs: the one forward and weight_gradients use.
+[[nodiscard]] Blocking best_blocking();
+/// Whether this CPU runs `blocking` (base everywhere; the others on x86-64 with their ISA).
+[[nodiscard]] bool runs(Blocking blocking);
+
+/// Floats of per-thread scratch that forward and weight_gradients need for g (the _with
+/// forms: the same with the blocking named).
 [[nodiscard]] std::size_t scratch_floats(const ConvGeometry& g);
+[[nodiscard]] std::size_t scratch_floats_with(Blocking blocking, const ConvGeometry& g);
 
 /// y = x * w + b for the images [first, last); b may be null.
 void forward(const ConvGeometry& g, const float* x, const float* w, const float* b, int first,
@@ -42,5 +53,13 @@ void forward(const ConvGeometry& g, const float* x, const float* w, const float*
 /// (outputs), if not null, their bias gradient. The input gradient is im2col's (cpu_backend).
 void weight_gradients(const ConvGeometry& g, const float* x, const float* dy, int first, int last,
                       float* dw, float* db, float* scratch);
+
+/// The same with a named blocking, which this CPU must run (runs()): the tests check every
+/// blocking the machine has, not only the one it picks.
+void forward_with(Blocking blocking, const ConvGeometry& g, const float* x, const float* w,
+                  const float* b, int first, int last, float* y, float* scratch);
+void weight_gradients_with(Blocking blocking, const ConvGeometry& g, const float* x,
+                           const float* dy, int first, int last, float* dw, float* db,
+                           float* scratch);
 
 } // namespace dl::cpu::direct_conv
