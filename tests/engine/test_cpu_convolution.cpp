@@ -117,11 +117,12 @@ Path path_of(const ConvGeometry& g) {
     return cpu::direct_conv::applies(g) ? Path::direct : Path::im2col;
 }
 
-// The backward pass runs twice: with dx (which the direct path leaves to im2col) and without it
-// (a first layer: the direct path's own weight gradient).
-void check(const ConvGeometry& g, Path path, int threads = 2) {
-    ASSERT_EQ(path_of(g), path) << "the shape does not take the intended path";
-    std::mt19937 rng(7);
+// Uniform random x, w, b and dy for g, drawn in that order from seed.
+struct Inputs {
+    std::vector<float> x, w, b, dy;
+};
+Inputs random_inputs(const ConvGeometry& g, unsigned seed) {
+    std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
     const auto random = [&](std::size_t n) {
         std::vector<float> v(n);
@@ -130,12 +131,19 @@ void check(const ConvGeometry& g, Path path, int threads = 2) {
         }
         return v;
     };
-    const std::size_t kernel = static_cast<std::size_t>(g.kernel) * g.kernel;
-    const auto x = random(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width);
-    const auto w = random(static_cast<std::size_t>(g.outputs) * g.channels / g.group * kernel);
-    const auto b = random(static_cast<std::size_t>(g.outputs));
-    const auto dy =
-        random(static_cast<std::size_t>(g.batch) * g.outputs * g.out_height() * g.out_width());
+    Inputs in;
+    in.x = random(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width);
+    in.w = random(static_cast<std::size_t>(g.outputs) * g.channels / g.group * g.kernel * g.kernel);
+    in.b = random(static_cast<std::size_t>(g.outputs));
+    in.dy = random(static_cast<std::size_t>(g.batch) * g.outputs * g.out_height() * g.out_width());
+    return in;
+}
+
+// The backward pass runs twice: with dx (which the direct path leaves to im2col) and without it
+// (a first layer: the direct path's own weight gradient).
+void check(const ConvGeometry& g, Path path, int threads = 2) {
+    ASSERT_EQ(path_of(g), path) << "the shape does not take the intended path";
+    const auto [x, w, b, dy] = random_inputs(g, 7);
     const Reference want = reference(g, x, w, b, dy);
 
     auto backend = make_backend("cpu", threads);
@@ -158,18 +166,7 @@ void check(const ConvGeometry& g, Path path, int threads = 2) {
 
 // Results of forward and backward (dx included when with_dx) on 1, 2 and 3 threads.
 std::vector<std::vector<float>> results_by_threads(const ConvGeometry& g, bool with_dx) {
-    std::mt19937 rng(3);
-    std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
-    std::vector<float> x(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width);
-    std::vector<float> w(static_cast<std::size_t>(g.outputs) * g.channels * g.kernel * g.kernel);
-    std::vector<float> b(static_cast<std::size_t>(g.outputs));
-    std::vector<float> dy(static_cast<std::size_t>(g.batch) * g.outputs * g.out_height() *
-                          g.out_width());
-    for (auto* v : {&x, &w, &b, &dy}) {
-        for (float& e : *v) {
-            e = uniform(rng);
-        }
-    }
+    const auto [x, w, b, dy] = random_inputs(g, 3);
     std::vector<std::vector<float>> results;
     for (int threads : {1, 2, 3}) {
         auto backend = make_backend("cpu", threads);
@@ -256,22 +253,7 @@ TEST(CpuConvolution, EveryDirectBlockingThisCpuRunsMatchesTheDefinition) {
         ++checked;
         for (const ConvGeometry& g : shapes) {
             ASSERT_TRUE(cpu::direct_conv::applies(g));
-            std::mt19937 rng(11);
-            std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
-            const auto random = [&](std::size_t n) {
-                std::vector<float> v(n);
-                for (float& e : v) {
-                    e = uniform(rng);
-                }
-                return v;
-            };
-            const auto x =
-                random(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width);
-            const auto w =
-                random(static_cast<std::size_t>(g.outputs) * g.channels * g.kernel * g.kernel);
-            const auto b = random(static_cast<std::size_t>(g.outputs));
-            const auto dy = random(static_cast<std::size_t>(g.batch) * g.outputs * g.out_height() *
-                                   g.out_width());
+            const auto [x, w, b, dy] = random_inputs(g, 11);
             const Reference want = reference(g, x, w, b, dy);
             std::vector<float> scratch(cpu::direct_conv::scratch_floats_with(blocking, g));
             std::vector<float> y(want.y.size(), 1e30F);
