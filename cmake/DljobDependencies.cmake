@@ -3,8 +3,8 @@
 find_package(Threads REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CURL REQUIRED) # headers; the library is opened at run time (adapters/http_curl.cpp)
-find_package(nlohmann_json 3.10 REQUIRED)
-find_package(fmt 9 REQUIRED)
+find_package(nlohmann_json 3.9 REQUIRED)
+find_package(fmt 7 REQUIRED)
 find_package(CLI11 2.1 REQUIRED)
 find_package(SQLite3 REQUIRED)
 # Boost.Process (v1) is header-only but needs Boost.Filesystem at link time.

@@ -10,6 +10,10 @@ install(TARGETS dljob dltrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET dltrain_cuda)
     install(TARGETS dltrain_cuda LIBRARY DESTINATION lib/dljob)
 endif()
+# The MPI plugins go beside it: dltrain also looks in ../lib/dljob (engine/src/core/communicator.cpp).
+if(DL_ENGINE_MPI_PLUGINS)
+    install(TARGETS ${DL_ENGINE_MPI_PLUGINS} LIBRARY DESTINATION lib/dljob)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/site-profiles ${PROJECT_SOURCE_DIR}/templates
                   ${PROJECT_SOURCE_DIR}/recipes
         DESTINATION ${CMAKE_INSTALL_DATADIR}/dljob)

@@ -1,7 +1,9 @@
 # cmake -P script: writes OUTPUT with the version and git revision of SOURCE_DIR.
 set(revision "unknown")
 find_package(Git QUIET)
-if(GIT_FOUND)
+if(REVISION_OVERRIDE)
+    set(revision "${REVISION_OVERRIDE}")
+elseif(GIT_FOUND)
     execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SOURCE_DIR} describe --always --dirty --abbrev=12
                     OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(rc EQUAL 0 AND out)

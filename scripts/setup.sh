@@ -29,6 +29,9 @@ test_packages=(
     python3-numpy python3-protobuf
     # Caffe's LMDBs written as convert_imageset does (tests/integration/data_pack_train.sh).
     python3-lmdb
+    # The release (scripts/make-release.sh, tests/release/): its Debian 11 roots, and the
+    # certificates of its HTTPS check.
+    debootstrap openssl
 )
 bench_packages=(python3-torch python3-numpy hyperfine rsync time)
 

@@ -34,6 +34,10 @@ if [ -f "$build_dir/engine/libdltrain-cuda.so" ]; then
   query=$(env -u DLTRAIN_CUDA_PLUGIN "$prefix/bin/dltrain" device-query)
   check "installed dltrain loads its installed CUDA plugin" grep -q "^CUDA runtime: [0-9]" <<<"$query"
 fi
+for plugin in "$build_dir"/engine/libdltrain-mpi-*.so; do
+  [ -e "$plugin" ] || continue
+  check "MPI plugin $(basename "$plugin") installed in lib/dljob" test -f "$prefix/lib/dljob/$(basename "$plugin")"
+done
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

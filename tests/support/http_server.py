@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A loopback HTTP server for the fetch-data tests: no internet in tests.
 
-    http_server.py ROOT [--log FILE]
+    http_server.py ROOT [--log FILE] [--tls CERT KEY]
 
 Serves the files under ROOT on 127.0.0.1 at a free port, printed as the first line of stdout
 ("PORT 12345"). Range requests (bytes=N-) get 206 with Content-Range. The first path component
@@ -18,7 +18,9 @@ chooses a behaviour for the file named by the rest:
     anything else     404
 
 Each request is appended to the log file as "METHOD PATH RANGE" (RANGE is "-" when absent), so
-tests can check that a rerun resumed with the right offset.
+tests can check that a rerun resumed with the right offset. With --tls the server speaks HTTPS
+with the given PEM certificate and key (tests/release/release_test.sh: a CA outside Debian's
+paths).
 """
 import argparse
 import http.server
@@ -124,11 +126,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("root")
     parser.add_argument("--log")
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = parser.parse_args()
     Handler.root = args.root
     Handler.log_file = args.log
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if args.tls:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls[0], args.tls[1])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(f"PORT {server.server_address[1]}", flush=True)
     # Dies with the test: stdin closes when the parent goes away.
     threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()

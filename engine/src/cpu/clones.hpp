@@ -10,9 +10,65 @@
 // a run is repeatable on one machine, not bit-identical across CPU generations.
 // Only for functions whose arguments are pointers and scalars: a vector type passed by value
 // would change the calling convention between the clones.
+//
+// GCC 10, which builds the release (docs/install.md), knows no x86-64-v3/v4 levels: there the
+// clones are by instruction set, AVX-512F and AVX2 (without FMA contraction: one ISA a clone).
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
 #define DL_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#elif defined(__x86_64__) && defined(__GNUC__)
+#define DL_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define DL_CPU_CLONES
+#endif
+
+// DL_SHUFFLE(a, b, I...): lanes I of the concatenation (a, b), as many lanes as indices, as
+// Clang's and GCC 12's __builtin_shufflevector. GCC 10 and 11 have only __builtin_shuffle, whose
+// result is as wide as its inputs: there a same-width shuffle goes through it and a narrowing or
+// widening one is built lane by lane (which GCC turns back into shuffles where it can).
+// DL_SHUFFLE_PORTABLE picks the GCC 10 form on any compiler (tests/engine/test_cpu_shuffle.cpp
+// holds it to __builtin_shufflevector).
+#if !defined(DL_SHUFFLE_PORTABLE) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
+#define DL_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+// Vectors are returned by value here, which -Wpsabi flags (at every call) as an ABI change
+// between targets; an always_inline function has no call ABI, so the warning is off wherever
+// this form is used (the loops themselves pass vectors by reference for that reason).
+#pragma GCC diagnostic ignored "-Wpsabi"
+namespace dl::cpu::shuffle_detail {
+template <class V>
+using Lane = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<V>()[0])>>;
+// Spelled out per lane type and count: GCC 10 drops a vector_size that depends on a template
+// parameter.
+template <class T, std::size_t N> struct Vector;
+#define DL_SHUFFLE_VECTOR(T, N)                                                                    \
+    template <> struct Vector<T, N> { using Type = T __attribute__((vector_size(N * sizeof(T)))); };
+DL_SHUFFLE_VECTOR(float, 4)
+DL_SHUFFLE_VECTOR(float, 8)
+DL_SHUFFLE_VECTOR(float, 16)
+DL_SHUFFLE_VECTOR(std::int32_t, 4)
+DL_SHUFFLE_VECTOR(std::int32_t, 8)
+DL_SHUFFLE_VECTOR(std::int32_t, 16)
+#undef DL_SHUFFLE_VECTOR
+
+template <std::size_t... I, class V>
+[[gnu::always_inline]] inline auto shuffle(const V& a, const V& b) {
+    using T = Lane<V>;
+    constexpr std::size_t n = sizeof(V) / sizeof(T);
+    if constexpr (sizeof...(I) == n) {
+        using Mask = typename Vector<std::int32_t, n>::Type;
+        static_assert(sizeof(T) == sizeof(std::int32_t), "lanes of 32 bits");
+        return __builtin_shuffle(a, b, Mask{static_cast<std::int32_t>(I)...});
+    } else {
+        using Result = typename Vector<T, sizeof...(I)>::Type;
+        return Result{(I < n ? a[I % n] : b[I % n])...};
+    }
+}
+} // namespace dl::cpu::shuffle_detail
+#define DL_SHUFFLE(a, b, ...) ::dl::cpu::shuffle_detail::shuffle<__VA_ARGS__>(a, b)
 #endif

@@ -227,37 +227,37 @@ template <> struct Lanes<4> {
 template <class V, std::size_t... K>
 [[gnu::always_inline]] inline void take_evens(V& out, const V& a, const V& b,
                                               std::index_sequence<K...> /*lanes*/) {
-    out = __builtin_shufflevector(a, b, (2 * K)...);
+    out = DL_SHUFFLE(a, b, (2 * K)...);
 }
 template <class V, std::size_t... K>
 [[gnu::always_inline]] inline void take_odds(V& out, const V& a, const V& b,
                                              std::index_sequence<K...> /*lanes*/) {
-    out = __builtin_shufflevector(a, b, (2 * K + 1)...);
+    out = DL_SHUFFLE(a, b, (2 * K + 1)...);
 }
 // out[i] = (a, b)[i + 1]: a one lane down, b's first lane last.
 template <class V, std::size_t... K>
 [[gnu::always_inline]] inline void shift_down(V& out, const V& a, const V& b,
                                               std::index_sequence<K...> /*lanes*/) {
-    out = __builtin_shufflevector(a, b, (K + 1)...);
+    out = DL_SHUFFLE(a, b, (K + 1)...);
 }
 // out[i] = (a, b)[i + N - 1]: b one lane up, a's last lane first.
 template <class V, std::size_t... K>
 [[gnu::always_inline]] inline void shift_up(V& out, const V& a, const V& b,
                                             std::index_sequence<K...> /*lanes*/) {
-    out = __builtin_shufflevector(a, b, (K + sizeof...(K) - 1)...);
+    out = DL_SHUFFLE(a, b, (K + sizeof...(K) - 1)...);
 }
 // out = a[0], b[0], a[1], b[1], ... from lane `from` of a and b on.
 template <class V, std::size_t From, std::size_t... K>
 [[gnu::always_inline]] inline void interleave(V& out, const V& a, const V& b,
                                               std::index_sequence<K...> /*lanes*/) {
-    out = __builtin_shufflevector(a, b, (From + K / 2 + (K % 2) * sizeof...(K))...);
+    out = DL_SHUFFLE(a, b, (From + K / 2 + (K % 2) * sizeof...(K))...);
 }
 
 // out = low, high: two vectors joined into one twice as wide.
 template <class V, class W, std::size_t... K>
 [[gnu::always_inline]] inline void join(V& out, const W& low, const W& high,
                                         std::index_sequence<K...> /*lanes*/) {
-    out = __builtin_shufflevector(low, high, K...);
+    out = DL_SHUFFLE(low, high, K...);
 }
 
 // The vector of half the lanes.
@@ -280,13 +280,13 @@ template <int N, int S = N> struct Pool3x2 {
     template <class V, std::size_t... K>
     [[gnu::always_inline]] static void next_in_plane(V& out, const V& v, const V& tail,
                                                      std::index_sequence<K...> /*lanes*/) {
-        out = __builtin_shufflevector(v, tail, (K % S < S - 1 ? K + 1 : N)...);
+        out = DL_SHUFFLE(v, tail, (K % S < S - 1 ? K + 1 : N)...);
     }
     // out[i] = v[i - 1] within each plane's S lanes, none[0] before a plane's first.
     template <class V, std::size_t... K>
     [[gnu::always_inline]] static void previous_in_plane(V& out, const V& v, const V& none,
                                                          std::index_sequence<K...> /*lanes*/) {
-        out = __builtin_shufflevector(v, none, (K % S == 0 ? N : K - 1)...);
+        out = DL_SHUFFLE(v, none, (K % S == 0 ? N : K - 1)...);
     }
 
     // v = N / P pieces of P lanes, `stride` apart in memory, P = N, N / 2 or N / 4.

@@ -134,18 +134,18 @@ constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
     static_assert(k_lanes == 8);
     std::array<Lanes, k_lanes> b{};
     for (int i = 0; i < k_lanes; i += 2) {
-        b[i] = __builtin_shufflevector(a[i], a[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
-        b[i + 1] = __builtin_shufflevector(a[i], a[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+        b[i] = DL_SHUFFLE(a[i], a[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+        b[i + 1] = DL_SHUFFLE(a[i], a[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
     }
     for (int i = 0; i < k_lanes; i += 4) {
         for (int j = i; j < i + 2; ++j) {
-            a[j] = __builtin_shufflevector(b[j], b[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-            a[j + 2] = __builtin_shufflevector(b[j], b[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+            a[j] = DL_SHUFFLE(b[j], b[j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            a[j + 2] = DL_SHUFFLE(b[j], b[j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
         }
     }
     for (int j = 0; j < 4; ++j) {
-        b[j] = __builtin_shufflevector(a[j], a[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        b[j + 4] = __builtin_shufflevector(a[j], a[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+        b[j] = DL_SHUFFLE(a[j], a[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        b[j + 4] = DL_SHUFFLE(a[j], a[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
     }
     a = b;
 }
@@ -406,8 +406,8 @@ void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block&
                         float* dst = y + plane_offset(block.image + lane, g.outputs, o, plane) +
                                      static_cast<std::ptrdiff_t>(at.y + a) * out_w + at.x;
                         const Lanes both = rows_of_lanes[lane] + b;
-                        const Quad first = __builtin_shufflevector(both, both, 0, 1, 2, 3);
-                        const Quad second = __builtin_shufflevector(both, both, 4, 5, 6, 7);
+                        const Quad first = DL_SHUFFLE(both, both, 0, 1, 2, 3);
+                        const Quad second = DL_SHUFFLE(both, both, 4, 5, 6, 7);
                         std::memcpy(dst, &first, sizeof first);
                         std::memcpy(dst + out_w, &second, sizeof second);
                     }

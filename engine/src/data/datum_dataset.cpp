@@ -8,7 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -32,7 +33,9 @@ float float_at(const std::uint8_t* bytes) {
                                (static_cast<std::uint32_t>(bytes[1]) << 8U) |
                                (static_cast<std::uint32_t>(bytes[2]) << 16U) |
                                (static_cast<std::uint32_t>(bytes[3]) << 24U);
-    return std::bit_cast<float>(word);
+    float value = 0.0F; // memcpy, not std::bit_cast: GCC 10 (the release's) lacks it
+    std::memcpy(&value, &word, sizeof value);
+    return value;
 }
 
 /// A record's values, checked against its shape: bytes (decoded when encoded) or float_data.

@@ -2,12 +2,15 @@
 
 #include <curl/curl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <array>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -16,10 +19,28 @@
 namespace dljob::adapters {
 namespace {
 
+bool is_file(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_dir(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 // libcurl is opened on first use, not linked: it and the ~30 libraries it loads (TLS,
 // Kerberos, LDAP, IDN...) cost every dljob start 10-14 ms here, a quarter of a whole
 // stage-data run, and only fetch-data needs them. Only the libcurl 7/8 ABI (soname 4) is used.
 constexpr const char* curl_soname = "libcurl.so.4";
+
+// Option numbers are libcurl's ABI. The _STR forms came in 7.85 and the bitmask forms are
+// deprecated since; the release bundles Debian 11's 7.74 and a site's libcurl may be older, so
+// both are named here by number (the headers of either age lack or deprecate one of them).
+constexpr auto opt_protocols = static_cast<CURLoption>(CURLOPTTYPE_LONG + 181);
+constexpr auto opt_redir_protocols = static_cast<CURLoption>(CURLOPTTYPE_LONG + 182);
+constexpr auto opt_protocols_str = static_cast<CURLoption>(CURLOPTTYPE_STRINGPOINT + 318);
+constexpr auto opt_redir_protocols_str = static_cast<CURLoption>(CURLOPTTYPE_STRINGPOINT + 319);
 
 struct CurlApi {
     decltype(&curl_global_init) global_init = nullptr;
@@ -188,12 +209,31 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t /*ultot
 
 // The transfer's options: the protocols allowed, redirects, the stall limits and the
 // callbacks that write the body through `transfer`.
-void set_options(const CurlApi& api, CURL* h, const HttpGet& request, const std::string& range,
-                 char* error_text, Transfer& transfer) {
+Result<void> set_options(const CurlApi& api, CURL* h, const HttpGet& request,
+                         const std::string& range, const CaCertificates& ca, char* error_text,
+                         Transfer& transfer) {
     api.setopt(h, CURLOPT_URL, request.url.c_str());
     api.setopt(h, CURLOPT_ERRORBUFFER, error_text);
-    api.setopt(h, CURLOPT_PROTOCOLS_STR, "http,https,ftp,ftps");
-    api.setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https,ftp,ftps");
+    constexpr long allowed = CURLPROTO_HTTP | CURLPROTO_HTTPS | CURLPROTO_FTP | CURLPROTO_FTPS;
+    const bool restricted =
+        (api.setopt(h, opt_protocols_str, "http,https,ftp,ftps") == CURLE_OK &&
+         api.setopt(h, opt_redir_protocols_str, "http,https,ftp,ftps") == CURLE_OK) ||
+        (api.setopt(h, opt_protocols, allowed) == CURLE_OK &&
+         api.setopt(h, opt_redir_protocols, allowed) == CURLE_OK);
+    if (!restricted) {
+        return fail(
+            ErrorCode::internal,
+            fmt::format("{} refuses to limit transfers to http, https, ftp and ftps", curl_soname),
+            "use a libcurl of version 7.62 or later");
+    }
+    // The CA certificates libcurl was built to look for are the build machine's (Debian's
+    // path, which RHEL and SUSE do not have): name the host's own (find_ca_certificates).
+    if (!ca.file.empty()) {
+        api.setopt(h, CURLOPT_CAINFO, ca.file.c_str());
+    }
+    if (!ca.directory.empty()) {
+        api.setopt(h, CURLOPT_CAPATH, ca.directory.c_str());
+    }
     api.setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     api.setopt(h, CURLOPT_MAXREDIRS, 10L);
     // Error statuses end the transfer before any body byte reaches on_body, so an error page is
@@ -218,9 +258,71 @@ void set_options(const CurlApi& api, CURL* h, const HttpGet& request, const std:
     api.setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     api.setopt(h, CURLOPT_XFERINFODATA, &transfer);
     api.setopt(h, CURLOPT_NOPROGRESS, 0L);
+    return {};
+}
+
+std::string ca_summary(const CaCertificates& ca) {
+    if (ca.file.empty() && ca.directory.empty()) {
+        std::string tried;
+        for (const auto& path : ca.tried) {
+            tried += (tried.empty() ? "" : ", ") + path;
+        }
+        return "no CA certificates found; looked at " + tried;
+    }
+    return fmt::format("CA certificates from {}", ca.file.empty() ? ca.directory : ca.file);
 }
 
 } // namespace
+
+CaCertificates find_ca_certificates(const std::function<const char*(const char*)>& getenv,
+                                    const std::function<bool(const std::string&)>& readable_file,
+                                    const std::function<bool(const std::string&)>& readable_dir) {
+    CaCertificates ca;
+    const auto named = [&](const char* variable) -> std::string {
+        const char* value = getenv(variable);
+        return value != nullptr ? std::string(value) : std::string();
+    };
+    for (const char* variable : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+        if (const auto path = named(variable); !path.empty()) {
+            ca.tried.push_back(fmt::format("${}={}", variable, path));
+            if (!readable_file(path)) {
+                ca.error = fmt::format("{}={} is not a readable file", variable, path);
+                return ca;
+            }
+            ca.file = path;
+            break;
+        }
+    }
+    if (const auto dir = named("SSL_CERT_DIR"); !dir.empty()) {
+        ca.tried.push_back(fmt::format("$SSL_CERT_DIR={}", dir));
+        if (!readable_dir(dir)) {
+            ca.error = fmt::format("SSL_CERT_DIR={} is not a readable folder", dir);
+            return ca;
+        }
+        ca.directory = dir;
+    }
+    if (!ca.file.empty() || !ca.directory.empty()) {
+        return ca;
+    }
+    // Where each family of Linux keeps its bundle (the list CMake's and Go's own probes use).
+    for (const char* path : {"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu
+                             "/etc/pki/tls/certs/ca-bundle.crt",   // RHEL, Rocky, Fedora
+                             "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // RHEL 7+
+                             "/etc/ssl/ca-bundle.pem",                            // SUSE
+                             "/etc/ssl/cert.pem"}) {                              // Alpine
+        ca.tried.emplace_back(path);
+        if (readable_file(path)) {
+            ca.file = path;
+            break;
+        }
+    }
+    // OpenSSL's hashed folder (SUSE's and Debian's); harmless where the bundle has it all.
+    ca.tried.emplace_back("/etc/ssl/certs");
+    if (readable_dir("/etc/ssl/certs")) {
+        ca.directory = "/etc/ssl/certs";
+    }
+    return ca;
+}
 
 CurlHttpClient::CurlHttpClient() = default;
 CurlHttpClient::~CurlHttpClient() = default;
@@ -244,7 +346,19 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
     const std::string range = fmt::format("{}-", request.offset);
 
     CURL* h = handle.get();
-    set_options(api, h, request, range, error_text.data(), transfer);
+    const CaCertificates ca = find_ca_certificates(
+        [](const char* name) { return std::getenv(name); }, // NOLINT(concurrency-mt-unsafe)
+        [](const std::string& path) { return ::access(path.c_str(), R_OK) == 0 && is_file(path); },
+        [](const std::string& path) {
+            return ::access(path.c_str(), R_OK | X_OK) == 0 && is_dir(path);
+        });
+    if (!ca.error.empty()) {
+        return fail(ErrorCode::usage, ca.error,
+                    "point it at your site's CA bundle, or unset it to use the system's");
+    }
+    if (auto set = set_options(api, h, request, range, ca, error_text.data(), transfer); !set) {
+        return fail(set.error());
+    }
 
     const CURLcode code = api.perform(h);
     HttpOutcome& outcome = transfer.outcome;
@@ -267,6 +381,15 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
                     fmt::format("cannot fetch {}: {}", request.url,
                                 error_text[0] != '\0' ? error_text.data() : api.strerror(code)),
                     "give an http://, https://, ftp:// or ftps:// URL");
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_PEER_FAILED_VERIFICATION:
+        // Retrying cannot help: the certificate or the CA store is wrong, not the network.
+        return fail(ErrorCode::io,
+                    fmt::format("cannot verify {}: {} ({})", request.url,
+                                error_text[0] != '\0' ? error_text.data() : api.strerror(code),
+                                ca_summary(ca)),
+                    "set SSL_CERT_FILE to the CA bundle your site uses (RHEL: "
+                    "/etc/pki/tls/certs/ca-bundle.crt, SUSE: /etc/ssl/ca-bundle.pem)");
     case CURLE_HTTP_RETURNED_ERROR:
         outcome.failure = fmt::format("HTTP {}", outcome.head.status);
         break;

@@ -1,4 +1,5 @@
 #include <dljob/config/fields.hpp>
+#include <dljob/util/text.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -151,7 +152,7 @@ Result<double> read_number(const YamlNode& node, std::string_view key_path, doub
     DLJOB_TRY(check_scalar(node, key_path, expected));
     double value = 0;
     const std::string& text = node.scalar;
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    const auto [ptr, ec] = util::from_chars_double(text.data(), text.data() + text.size(), value);
     const bool number = !node.quoted && !text.empty() && ptr == text.data() + text.size();
     // Out of a double's range: an exponent below about -308 is too close to zero, any other
     // is too large in magnitude.

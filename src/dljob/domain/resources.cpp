@@ -1,4 +1,5 @@
 #include <dljob/domain/resources.hpp>
+#include <dljob/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -34,7 +35,7 @@ Result<MemorySize> MemorySize::parse(std::string_view text) {
     }
     double number = 0.0;
     const auto* end = text.data() + digits;
-    const auto [ptr, ec] = std::from_chars(text.data(), end, number);
+    const auto [ptr, ec] = util::from_chars_double(text.data(), end, number);
     // Digits beyond a double's range are a number out of range, not a malformed one.
     if (ec == std::errc::result_out_of_range && ptr == end) {
         return bad_memory(text, "it must be between 1M and about 1000 PB");

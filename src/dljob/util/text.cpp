@@ -1,7 +1,12 @@
 #include <dljob/util/text.hpp>
 
+#include <locale.h> // newlocale, locale_t
+#include <stdlib.h> // strtod_l (POSIX 2008; <cstdlib> need not declare it)
+
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 
 namespace dljob::util {
@@ -80,6 +85,47 @@ std::string ascii_lower(std::string_view text) {
         }
     }
     return out;
+}
+
+std::from_chars_result from_chars_double(const char* first, const char* last, double& value) {
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+    return std::from_chars(first, last, value);
+#else
+    return from_chars_double_by_strtod(first, last, value);
+#endif
+}
+
+std::from_chars_result from_chars_double_by_strtod(const char* first, const char* last,
+                                                   double& value) {
+    // strtod_l in the C locale over a bounded, terminated copy, refusing what from_chars
+    // refuses: leading space or '+', and reading "0x..." as 0 followed by text.
+    constexpr std::size_t longest = 128;
+    const std::size_t length = static_cast<std::size_t>(last - first);
+    const char* body = first != last && *first == '-' ? first + 1 : first;
+    const bool starts_well =
+        body != last && (std::isdigit(static_cast<unsigned char>(*body)) != 0 || *body == '.' ||
+                         *body == 'i' || *body == 'I' || *body == 'n' || *body == 'N');
+    if (!starts_well || length > longest) {
+        return {first, std::errc::invalid_argument};
+    }
+    std::array<char, longest + 1> copy{};
+    std::copy(first, last, copy.begin());
+    if (last - body >= 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X')) {
+        copy[static_cast<std::size_t>(body - first) + 1] = '\0';
+    }
+    static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", nullptr);
+    char* end = nullptr;
+    errno = 0;
+    const double parsed = strtod_l(copy.data(), &end, c_locale);
+    if (end == copy.data()) {
+        return {first, std::errc::invalid_argument};
+    }
+    const char* ptr = first + (end - copy.data());
+    if (errno == ERANGE) {
+        return {ptr, std::errc::result_out_of_range};
+    }
+    value = parsed;
+    return {ptr, std::errc{}};
 }
 
 } // namespace dljob::util

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 namespace dljob::util {
 namespace {
 
@@ -27,6 +30,59 @@ TEST(Text, SplitLinesTrimAndParseInt) {
     EXPECT_EQ(parse_int(" 42 "), 42);
     EXPECT_FALSE(parse_int("42x"));
     EXPECT_FALSE(parse_int("99999999999"));
+}
+
+// The release's GCC 10 has no std::from_chars for doubles; its stand-in must read the same
+// numbers, stop at the same byte and fail the same way as the real one (GCC 12 here).
+TEST(Text, FromCharsDoubleByStrtodAgreesWithStdFromChars) {
+    for (const std::string text : {"0",
+                                   "1",
+                                   "-1",
+                                   "0.5",
+                                   ".5",
+                                   "1e3",
+                                   "1E-3",
+                                   "-2.5e+10",
+                                   "123abc",
+                                   "1.5.2",
+                                   "1e",
+                                   "1e+",
+                                   "inf",
+                                   "-inf",
+                                   "INF",
+                                   "infinity",
+                                   "nan",
+                                   "NaN",
+                                   "0x10",
+                                   "-0x1p3",
+                                   "1e400",
+                                   "-1e400",
+                                   "",
+                                   "-",
+                                   "+1",
+                                   " 1",
+                                   "abc",
+                                   "e5",
+                                   ".",
+                                   "1_000",
+                                   "3.14159265358979323846264338327950288",
+                                   "0.0000000000000000000000000000001",
+                                   "00012",
+                                   "1e-5x"}) {
+        double expected = 42.0;
+        double got = 42.0;
+        const char* first = text.data();
+        const char* last = text.data() + text.size();
+        const auto want = std::from_chars(first, last, expected);
+        const auto have = from_chars_double_by_strtod(first, last, got);
+        EXPECT_EQ(have.ec, want.ec) << "'" << text << "'";
+        EXPECT_EQ(have.ptr - first, want.ptr - first) << "'" << text << "'";
+        if (std::isnan(expected)) {
+            EXPECT_TRUE(std::isnan(got)) << "'" << text << "'";
+        } else {
+            EXPECT_EQ(got, expected) << "'" << text << "'";
+        }
+    }
 }
 
 } // namespace

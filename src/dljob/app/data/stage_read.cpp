@@ -112,7 +112,9 @@ public:
             }
             return {};
         }
-        const auto buffer = std::make_unique_for_overwrite<char[]>(block_bytes); // NOLINT
+        // new char[] leaves the bytes unset, as make_unique_for_overwrite would (GCC 11+;
+        // the release is built with GCC 10).
+        const std::unique_ptr<char[]> buffer(new char[block_bytes]); // NOLINT
         for (;;) {
             auto n = read(buffer.get(), block_bytes);
             if (!n) {
