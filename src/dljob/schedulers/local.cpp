@@ -98,6 +98,9 @@ if [ "$walltime" -gt 0 ]; then
     sleep "$walltime" &
     nap=$!
     wait "$nap" || exit 0
+    # Only while this attempt's wrapper still runs: a watchdog left behind must not mark a
+    # chain that has moved on (or ended) as timed out.
+    kill -0 $$ 2>/dev/null || exit 0
     : >"$run_dir/local_timeout"
     kill -TERM 0
   ) </dev/null &
@@ -137,8 +140,14 @@ next_token=$next"
     # this attempt's end left where the next one's will be read.
     mv -f "$log" "$run_dir/job.attempt$attempt.log" 2>/dev/null
     rm -f "$run_dir/exit_code" "$run_dir/job_identity" "$run_dir/local_exit" "$run_dir/local_timeout"
-    DLJOB_JOB_TOKEN=$next setsid bash -c "$BASH_EXECUTION_STRING" dljob-local "$script" "$run_dir" \
-      "$walltime" "$next" "$((attempt + 1))" "$max_continuations" "$log" </dev/null >>"$log" 2>&1 &
+    # TERM back to its default first: this wrapper ignores it from here on, and a signal
+    # ignored when bash starts can never be trapped again, so the next attempt's wrapper, its
+    # watchdog and the training would all be deaf to a cancel.
+    (
+      trap - TERM
+      DLJOB_JOB_TOKEN=$next exec setsid bash -c "$BASH_EXECUTION_STRING" dljob-local "$script" \
+        "$run_dir" "$walltime" "$next" "$((attempt + 1))" "$max_continuations" "$log"
+    ) </dev/null >>"$log" 2>&1 &
     printf '%s\npid=%s\n' "$record" "$!" >"$run_dir/.continuation.$token.tmp" &&
       mv -f "$run_dir/.continuation.$token.tmp" "$run_dir/continuation.$token"
     continued=1

@@ -774,6 +774,27 @@ TEST_F(JobSideContinuation, ACancelledAttemptDoesNotContinueItself) {
     EXPECT_EQ(chain()[0].state, JobState::cancelled);
 }
 
+// The race a loaded machine showed: `dljob cancel` has claimed the attempt and signalled it,
+// the job exits 0 on the signal (a trap, a shell), and a `dljob status` records the end before
+// the cancel's own update. The state must be the one the user caused.
+TEST_F(JobSideContinuation, AnEndAStatusSeesAfterTheCancelsClaimIsACancel) {
+    const Job job = running_slurm("tokrace001");
+    ASSERT_TRUE(claim_cancelled(job));
+    std::ofstream(dir / "run" / "exit_code") << "0\n";
+    runner_->reply("squeue", 0, "");
+    runner_->reply("sacct", 0, "4000|COMPLETED|0:0|None\n");
+    StatusOptions options;
+    options.force = true;
+    std::vector<std::string> warnings;
+    ASSERT_TRUE(job_status(*context_, options, warnings));
+    const auto ended = context_->store().find(job.id);
+    ASSERT_TRUE(ended && ended->has_value());
+    EXPECT_EQ((*ended)->state, JobState::cancelled);
+    EXPECT_EQ((*ended)->reason, "cancelled with dljob cancel");
+    EXPECT_TRUE(cancel_claimed(dir / "run", "tokrace001"));
+    EXPECT_FALSE(cancel_claimed(dir / "run", "tokother01"));
+}
+
 TEST_F(JobSideContinuation, CancelFollowsTheAttemptTheJobSubmitted) {
     const Job first = running_slurm("tokfirst01");
     write_checkpoint("iter_00000100.ckpt");

@@ -562,6 +562,14 @@ bool continue_from_job(JobContext& context, const JobSideAttempt& attempt, std::
     return submit_claimed(context, attempt, *chain, path, record, next_token, note);
 }
 
+bool cancel_claimed(const std::filesystem::path& run_dir, const std::string& token) {
+    if (token.empty() || run_dir.empty()) {
+        return false;
+    }
+    const auto record = read_continuation_record(run_dir, token);
+    return record && record->by == "cancel";
+}
+
 bool claim_cancelled(const Job& job) {
     if (job.token.empty() || job.run_dir.empty()) {
         return false;

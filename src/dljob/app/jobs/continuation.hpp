@@ -72,6 +72,9 @@ void retarget_dependants(ProcessRunner& runner, const std::string& scheduler,
                          const std::filesystem::path& run_dir, const std::string& next_id,
                          std::string& note);
 
+/// Whether `dljob cancel` claimed the attempt of `token` (it does so before it signals it).
+bool cancel_claimed(const std::filesystem::path& run_dir, const std::string& token);
+
 /// <run_dir>/continuation.<token>, when there is one.
 std::optional<ContinuationRecord> read_continuation_record(const std::filesystem::path& run_dir,
                                                            const std::string& token);

@@ -1,4 +1,5 @@
 #include <dljob/app/data/stage.hpp>
+#include <dljob/app/jobs/continuation.hpp>
 #include <dljob/app/jobs/job_setup.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/jobs/shell.hpp>
@@ -490,8 +491,11 @@ SchedulerStatus session_end(const SessionRun& run, const std::filesystem::path& 
         end.state = JobState::cancelled;
         end.native_state = "hangup";
         end.reason = fmt::format("dljob got signal {}; the allocation was released", run.hangup);
-    } else if (run.started && std::filesystem::exists(run_dir / "cancelled", ec)) {
-        // The session's rc traps SIGTERM and leaves this mark (dljob cancel, scancel, qdel).
+    } else if (run.started && (std::filesystem::exists(run_dir / "cancelled", ec) ||
+                               cancel_claimed(run_dir, run.ref.token))) {
+        // The session's rc traps SIGTERM and leaves this mark (dljob cancel, scancel, qdel);
+        // `dljob cancel` also claims the record before it signals, so a shell that exits
+        // before its trap writes the mark still ends as the cancel the user caused.
         end.state = JobState::cancelled;
         end.native_state = "cancelled";
         end.reason = "the session's shell got SIGTERM (dljob cancel, or the scheduler)";

@@ -323,7 +323,8 @@ Result<bool> refresh_job(JobContext& context, const Job& job,
     // it ended in its continuation record: the run directory's other files are the next
     // attempt's. A cancel's claim says nothing of the end.
     auto record = read_continuation_record(job.run_dir, job.token);
-    if (record && record->by == "cancel") {
+    const bool cancel_claimed = record && record->by == "cancel";
+    if (cancel_claimed) {
         record.reset();
     }
     const auto file = record ? std::optional<int>(record->exit_code) : exit_code_file(job.run_dir);
@@ -333,7 +334,14 @@ Result<bool> refresh_job(JobContext& context, const Job& job,
     if (!observed && !file && now - job.created_at < submit_grace_s) {
         return false; // too early to call a missing job UNKNOWN
     }
-    const SchedulerStatus status = job_status_from(job, observed, record, file);
+    SchedulerStatus status = job_status_from(job, observed, record, file);
+    // `dljob cancel` claims the record before it signals the job: an end seen after the claim
+    // is the cancel's, however the job exited on its signal (0 after a trap, 143, a checkpoint),
+    // and however this status raced the cancel's own update.
+    if (cancel_claimed && is_terminal(status.state)) {
+        status.state = JobState::cancelled;
+        status.reason = "cancelled with dljob cancel";
+    }
     auto updated = context.store().update_state(job.id, status, now);
     if (!updated) {
         return fail(updated.error());
