@@ -208,6 +208,11 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     EXPECT_EQ(message.rfind("bad.prototxt:5:", 0), 0U) << message;
     EXPECT_NE(message.find("layer 'flat': type 'Flatten' is not supported"), std::string::npos)
         << message;
+    // A legacy V1 net: named as such, with the tool that upgrades it.
+    message = prototxt_error("name: \"x\"\nlayers {\n  name: \"data\"\n  type: DATA\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
+    EXPECT_NE(message.find("legacy V1 net"), std::string::npos) << message;
+    EXPECT_NE(message.find("upgrade_net_proto_text"), std::string::npos) << message;
     // A value dltrain does not support.
     message = prototxt_error("layer {\n  name: \"p\"\n  type: \"Pooling\"\n"
                              "  pooling_param { pool: STOCHASTIC kernel_size: 2 }\n}\n");

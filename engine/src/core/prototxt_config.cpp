@@ -198,6 +198,11 @@ public:
             const int field_line = line_of(tree, field, field->is_repeated() ? 0 : -1, line);
             const bool ok = (found != allow.end() && found->second.count(field->name()) != 0) ||
                             extra.count(field->name()) != 0;
+            if (!ok && field->name() == "layers" &&
+                message.GetDescriptor()->name() == "NetParameter") {
+                fail(field_line, "a legacy V1 net ('layers' entries): upgrade it with Caffe's "
+                                 "upgrade_net_proto_text, then give dltrain the upgraded file");
+            }
             if (!ok) {
                 fail(field_line, fmt::format("field '{}' of {} is not supported by dltrain",
                                              field->name(), message.GetDescriptor()->name()));
