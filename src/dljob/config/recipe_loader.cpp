@@ -18,6 +18,9 @@ namespace {
 constexpr std::string_view data_source_pattern =
     R"((~|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}|/)[^\x00-\x1f\x7f]{0,4000})";
 constexpr std::string_view env_name_pattern = "[A-Za-z_][A-Za-z0-9_]{0,63}";
+// A venv's folder (a path as data.source may be) or a conda environment's name.
+constexpr std::string_view activate_pattern =
+    R"((~|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}|/)[^\x00-\x1f\x7f]{0,4000}|[A-Za-z0-9._-]{1,255})";
 constexpr std::string_view mail_pattern = R"([A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190})";
 
 void record(Recipe& recipe, const std::string& key, const SourceMark& mark) {
@@ -93,7 +96,34 @@ Result<void> read_resources(const YamlNode& node, Recipe& recipe) {
 }
 
 Result<void> read_environment(const YamlNode& node, Recipe& recipe) {
-    DLJOB_TRY(check_mapping(node, "environment", {"needs", "modules"}));
+    DLJOB_TRY(
+        check_mapping(node, "environment", {"needs", "modules", "unload", "purge", "activate"}));
+    if (const auto* unload = node.find("unload"); unload != nullptr) {
+        auto v = read_word_list(*unload, "environment.unload", module_pattern, module_describe);
+        if (!v) {
+            return fail(v.error());
+        }
+        recipe.unload = *v;
+        record(recipe, "environment.unload", unload->mark);
+    }
+    if (const auto* purge = node.find("purge"); purge != nullptr) {
+        auto v = read_bool(*purge, "environment.purge");
+        if (!v) {
+            return fail(v.error());
+        }
+        recipe.purge = *v;
+        record(recipe, "environment.purge", purge->mark);
+    }
+    if (const auto* activate = node.find("activate"); activate != nullptr) {
+        auto v = read_word(*activate, "environment.activate", activate_pattern,
+                           "a venv's folder (absolute, or starting with ~ or $VARIABLE) or a "
+                           "conda environment's name of A-Z a-z 0-9 . _ -");
+        if (!v) {
+            return fail(v.error());
+        }
+        recipe.activate = *v;
+        record(recipe, "environment.activate", activate->mark);
+    }
     if (const auto* needs = node.find("needs"); needs != nullptr) {
         auto v = read_word_list(*needs, "environment.needs", name_pattern, name_describe);
         if (!v) {
@@ -331,6 +361,56 @@ Result<void> read_train(const YamlNode& node, Recipe& recipe,
     return {};
 }
 
+// NAME: value, or NAME: {prepend: ENTRIES} / {append: ENTRIES}, ENTRIES one string or a list.
+Result<EnvironmentSetting> read_environment_setting(const YamlNode& node, const std::string& key) {
+    EnvironmentSetting setting;
+    const YamlNode* values = &node;
+    std::string values_key = key;
+    if (node.is_mapping()) {
+        DLJOB_TRY(check_mapping(node, key, {"prepend", "append"}));
+        if (node.entries.size() != 1) {
+            return invalid(node.mark, key, "expected one of prepend: or append:",
+                           "e.g. LD_LIBRARY_PATH: {prepend: /opt/lib}");
+        }
+        const auto& only = node.entries.front();
+        setting.mode = only.key == "prepend" ? EnvironmentSetting::Mode::prepend
+                                             : EnvironmentSetting::Mode::append;
+        values = &only.value;
+        values_key = join_key(key, only.key);
+    }
+    if (values->is_scalar()) {
+        auto value = read_string(*values, values_key);
+        if (!value) {
+            return fail(value.error());
+        }
+        setting.values = {*value};
+    } else if (setting.mode != EnvironmentSetting::Mode::set) {
+        auto list = read_string_list(*values, values_key);
+        if (!list) {
+            return fail(list.error());
+        }
+        setting.values = *list;
+    } else {
+        return invalid(values->mark, key,
+                       "expected a value, or {prepend: ...} / {append: ...} for a path list");
+    }
+    if (setting.mode != EnvironmentSetting::Mode::set && setting.values.empty()) {
+        return invalid(values->mark, values_key, "expected at least one entry");
+    }
+    for (const auto& value : setting.values) {
+        if (value.find('\0') != std::string::npos) {
+            return invalid(values->mark, values_key, "NUL bytes cannot be exported");
+        }
+        if (setting.mode != EnvironmentSetting::Mode::set &&
+            (value.empty() || value.find(':') != std::string::npos)) {
+            return invalid(
+                values->mark, values_key,
+                fmt::format("'{}': a path list entry must be non-empty and hold no ':'", value));
+        }
+    }
+    return setting;
+}
+
 Result<void> read_command(const YamlNode& node, Recipe& recipe) {
     DLJOB_TRY(check_mapping(node, "command", {"argv", "environment"}));
     const auto* argv = node.find("argv");
@@ -365,14 +445,12 @@ Result<void> read_command(const YamlNode& node, Recipe& recipe) {
                                "expected a variable name of A-Z a-z 0-9 _ not starting with a "
                                "digit or DLJOB_");
             }
-            auto value = read_string(entry.value, key);
-            if (!value) {
-                return fail(value.error());
+            auto setting = read_environment_setting(entry.value, key);
+            if (!setting) {
+                return fail(setting.error());
             }
-            if (value->find('\0') != std::string::npos) {
-                return invalid(entry.value.mark, key, "NUL bytes cannot be exported");
-            }
-            recipe.command.environment.emplace_back(entry.key, *value);
+            setting->name = entry.key;
+            recipe.command.environment.push_back(*setting);
         }
     }
     return {};

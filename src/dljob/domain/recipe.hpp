@@ -53,10 +53,20 @@ struct TrainSpec {
 
 /// `command:` runs any program (PyTorch, Torch7, Theano scripts...) with the same treatment:
 /// modules, run directory, staging, signals, exit code.
+/// One `command.environment` entry, exported after the site's modules are loaded. A value's
+/// `$NAME`, `${NAME}` and leading `~` are the job's (expanded there); everything else is literal.
+/// prepend/append change a path list as Lmod's prepend_path and append_path do: entries joined
+/// by ':', and no empty entry (the current folder, to the loader) when the variable was unset.
+struct EnvironmentSetting {
+    enum class Mode { set, prepend, append };
+    std::string name; // [A-Za-z_][A-Za-z0-9_]*, not DLJOB_*
+    Mode mode = Mode::set;
+    std::vector<std::string> values; // set: exactly one; prepend/append: the entries, in order
+};
+
 struct CommandSpec {
     std::vector<std::string> argv; // program and arguments, never parsed by a shell
-    /// Exported to the program; names are [A-Za-z_][A-Za-z0-9_]*, values quoted when rendered.
-    std::vector<std::pair<std::string, std::string>> environment;
+    std::vector<EnvironmentSetting> environment;
 };
 
 /// Checkpoint and continuation policy (reliability.md D1.x).
@@ -92,6 +102,11 @@ struct Recipe {
     Resources resources;
     std::vector<std::string> needs;   // environment needs ("cuda", "cudnn", "python", "mpi"...)
     std::vector<std::string> modules; // extra modules loaded after the needs
+    bool purge = false;               // `module purge` before anything is loaded
+    std::vector<std::string> unload;  // modules unloaded before anything is loaded
+    /// A Python environment activated after the modules: a venv's folder (absolute, ~ or
+    /// $VARIABLE: its bin/activate is sourced) or a conda environment's name.
+    std::string activate;
     DataSpec data;
     RecipeKind kind = RecipeKind::train;
     TrainSpec train;     // meaningful when kind == train

@@ -369,6 +369,42 @@ Result<std::string> set_data_values(const RenderRequest& req, const ResolvedReso
     return data_dir_expr;
 }
 
+// The right-hand side of `export NAME=...`: each value one word whose $NAME, ${NAME} and leading
+// ~ the job's shell expands and nothing else; a path list joined by ':' around what the variable
+// held, with no empty entry when it was unset (as Lmod's prepend_path/append_path).
+Result<std::string> environment_value(const EnvironmentSetting& setting) {
+    const std::string key = "command.environment." + setting.name;
+    if (!matches(setting.name, env_name_re) || setting.name.rfind("DLJOB_", 0) == 0) {
+        return refuse("command.environment", setting.name, "a variable name of A-Z a-z 0-9 _");
+    }
+    std::string joined;
+    for (const auto& value : setting.values) {
+        if (has_nul(value)) {
+            return refuse(key, value, "a value without NUL bytes");
+        }
+        const bool list = setting.mode != EnvironmentSetting::Mode::set;
+        if (list && (value.empty() || value.find(':') != std::string::npos)) {
+            return refuse(key, value, "a path list entry, non-empty and without ':'");
+        }
+        if (!joined.empty()) {
+            joined += ':';
+        }
+        joined += shell_word_with_variables(value);
+    }
+    switch (setting.mode) {
+    case EnvironmentSetting::Mode::set:
+        if (setting.values.size() != 1) {
+            return refuse(key, joined, "exactly one value");
+        }
+        return joined;
+    case EnvironmentSetting::Mode::prepend:
+        return fmt::format("{1}\"${{{0}:+:${{{0}}}}}\"", setting.name, joined);
+    case EnvironmentSetting::Mode::append:
+        return fmt::format("\"${{{0}:+${{{0}}}:}}\"{1}", setting.name, joined);
+    }
+    return joined;
+}
+
 Result<void> set_command_values(const RenderRequest& req, const std::string& data_dir_expr,
                                 TemplateData& data) {
     auto command = training_command(req, data_dir_expr);
@@ -381,15 +417,13 @@ Result<void> set_command_values(const RenderRequest& req, const std::string& dat
     }
     data.set("command", joined);
     TemplateData::List environment;
-    for (const auto& [name, value] : req.recipe.command.environment) {
-        if (!matches(name, env_name_re) || name.rfind("DLJOB_", 0) == 0) {
-            return refuse("command.environment", name, "a variable name of A-Z a-z 0-9 _");
-        }
-        if (has_nul(value)) {
-            return refuse("command.environment." + name, value, "a value without NUL bytes");
+    for (const auto& setting : req.recipe.command.environment) {
+        auto value = environment_value(setting);
+        if (!value) {
+            return fail(value.error());
         }
         TemplateData item;
-        item.set("name", name).set("value", shell_quote(value));
+        item.set("name", setting.name).set("value", *value);
         environment.push_back(item);
     }
     data.set("environment", environment);
@@ -416,6 +450,9 @@ public:
         TemplateData item;
         item.set("step", shell_quote("module " + verb + quoted));
         item.set("args", verb + quoted);
+        // dljob_module checks that the last module named is loaded after the command: true of
+        // load and switch, never of unload and purge, which run as they are.
+        item.set("checked", verb == "load" || verb == "switch");
         m_commands.push_back(item);
         return {};
     }
@@ -456,6 +493,21 @@ Result<void> set_module_values(const RenderRequest& req, const Partition& partit
                                TemplateData& data) {
     const ModuleSystem& modules = req.site.modules;
     ModuleLines lines;
+    // What the user asked to clear goes first, so that nothing dljob loads is undone by it
+    // (the SHARCNET seed unloads intel, mkl and openmpi before it loads gcc).
+    if ((req.recipe.purge || !req.recipe.unload.empty()) && modules.flavor == ModuleFlavor::none) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("site '{}' has no module system, but the recipe purges or "
+                                "unloads modules",
+                                req.site.name),
+                    "drop environment.purge and environment.unload for this site");
+    }
+    if (req.recipe.purge) {
+        DLJOB_TRY(lines.add("purge", {}, "environment.purge"));
+    }
+    for (const auto& name : req.recipe.unload) {
+        DLJOB_TRY(lines.add("unload", {name}, "environment.unload"));
+    }
     for (const auto& sw : modules.switches) {
         DLJOB_TRY(lines.add("switch", {sw.from, sw.to}, "modules.switch"));
     }
@@ -478,6 +530,23 @@ Result<void> set_module_values(const RenderRequest& req, const Partition& partit
         DLJOB_TRY(lines.add("load", {partition.mpi.module}, "mpi.module"));
     }
     data.set("module_commands", lines.commands());
+    TemplateData::List activate;
+    if (!req.recipe.activate.empty()) {
+        const std::string& env = req.recipe.activate;
+        if (has_nul(env)) {
+            return refuse("environment.activate", env, "a value without NUL bytes");
+        }
+        TemplateData item;
+        // A path is a venv (its bin/activate sourced); a bare name a conda environment, whose
+        // `conda activate` needs conda's shell hook in this non-interactive shell first.
+        const bool venv = env.front() == '/' || env.front() == '~' || env.front() == '$';
+        item.set("step", shell_quote("activate " + env));
+        item.set("activate_command",
+                 venv ? ". " + shell_word_with_variables(env + "/bin/activate")
+                      : "eval \"$(conda shell.bash hook)\" && conda activate " + shell_quote(env));
+        activate.push_back(item);
+    }
+    data.set("activate", activate);
     data.set("has_modules", !lines.commands().empty());
     TemplateData::List module_init;
     if (!modules.init_script.empty() && !lines.commands().empty()) {

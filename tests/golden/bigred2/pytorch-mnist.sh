@@ -31,7 +31,6 @@ DLJOB_DATA_DIR="$DLJOB_DATA_SOURCE"
 DLJOB_COMMAND=('python3' "${HOME-}"'/examples/mnist/main.py' '--epochs' '14' '--save-model')
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
-export OMP_NUM_THREADS='4'
 
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
@@ -200,6 +199,8 @@ dljob_step='module load cudatoolkit/5.5.51-1.0402.9594.3.1'
 dljob_module load cudatoolkit/5.5.51-1.0402.9594.3.1 || dljob_fail $?
 dljob_step='module load python/2.7.3'
 dljob_module load python/2.7.3 || dljob_fail $?
+export OMP_NUM_THREADS='4'
+
 dljob_trap_signals
 # No warning signal from the scheduler: send USR2 to this shell 300 s before the
 # walltime; the trap forwards it to the training, which checkpoints and exits 75.

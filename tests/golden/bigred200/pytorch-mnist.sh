@@ -38,7 +38,6 @@ DLJOB_DATA_DIR="$DLJOB_DATA_SOURCE"
 DLJOB_COMMAND=('python3' "${HOME-}"'/examples/mnist/main.py' '--epochs' '14' '--save-model')
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
-export OMP_NUM_THREADS='4'
 
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
@@ -205,6 +204,8 @@ dljob_step='module load cudatoolkit'
 dljob_module load cudatoolkit || dljob_fail $?
 dljob_step='module load python/gpu'
 dljob_module load python/gpu || dljob_fail $?
+export OMP_NUM_THREADS='4'
+
 dljob_trap_signals
 
 dljob_step='run the training through srun launcher'

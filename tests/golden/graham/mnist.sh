@@ -36,7 +36,6 @@ DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/netwo
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
 
-
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
 dljob_child=''
@@ -223,6 +222,8 @@ dljob_step='module load cuda/12.2'
 dljob_module load cuda/12.2 || dljob_fail $?
 dljob_step='module load cudnn'
 dljob_module load cudnn || dljob_fail $?
+
+
 dljob_trap_signals
 
 dljob_step='run the training through srun launcher'

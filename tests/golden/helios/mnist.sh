@@ -32,7 +32,6 @@ DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/netwo
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
 
-
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
 dljob_child=''
@@ -217,6 +216,8 @@ dljob_step='module load cuda/7.5.18'
 dljob_module load cuda/7.5.18 || dljob_fail $?
 dljob_step='module load libs/cuDNN/5'
 dljob_module load libs/cuDNN/5 || dljob_fail $?
+
+
 dljob_trap_signals
 # No warning signal from the scheduler: send USR2 to this shell 300 s before the
 # walltime; the trap forwards it to the training, which checkpoints and exits 75.

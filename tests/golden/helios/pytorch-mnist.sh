@@ -32,7 +32,6 @@ DLJOB_DATA_DIR="$DLJOB_DATA_SOURCE"
 DLJOB_COMMAND=('python3' "${HOME-}"'/examples/mnist/main.py' '--epochs' '14' '--save-model')
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
-export OMP_NUM_THREADS='4'
 
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
@@ -197,6 +196,8 @@ dljob_step='module load cuda/7.5.18'
 dljob_module load cuda/7.5.18 || dljob_fail $?
 dljob_step='module load apps/python/2.7.10'
 dljob_module load apps/python/2.7.10 || dljob_fail $?
+export OMP_NUM_THREADS='4'
+
 dljob_trap_signals
 # No warning signal from the scheduler: send USR2 to this shell 300 s before the
 # walltime; the trap forwards it to the training, which checkpoints and exits 75.

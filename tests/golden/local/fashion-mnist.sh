@@ -25,7 +25,6 @@ DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/netwo
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
 
-
 # ---- prologue -------------------------------------------------------------------------------
 dljob_step='start'
 dljob_child=''
@@ -181,6 +180,8 @@ dljob_module() {
     echo "dljob: error: module $name is not loaded after 'module $*'" >&2
     return 1
 }
+
+
 
 
 

@@ -150,7 +150,8 @@ TEST_P(HostileValues, AreRefusedOrQuotedAndNeverExecuted) {
                 m_sandbox.adopt(req, fmt::format("r{}", index++));
                 if (req.recipe.kind == RecipeKind::command) {
                     req.recipe.command.argv = {(m_sandbox.bin / "fake-train").string(), value};
-                    req.recipe.command.environment = {{"HOSTILE", value}};
+                    req.recipe.command.environment = {
+                        {"HOSTILE", EnvironmentSetting::Mode::set, {value}}};
                 }
                 field.set(req, value);
                 auto templates = builtin_templates();

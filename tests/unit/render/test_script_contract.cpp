@@ -191,7 +191,15 @@ TEST_P(ScriptContract, CommandRecipeGetsItsArgvAndEnvironmentVerbatim) {
     auto req = request("pytorch-mnist");
     req.recipe.command.argv = {(m_sandbox.bin / "fake-train").string(), "--epochs", "14",
                                "it's a \"test\" $(x) `y`", "~/not-home"};
-    req.recipe.command.environment = {{"OMP_NUM_THREADS", "4"}, {"ODD", "a'b $(c)"}};
+    using Mode = EnvironmentSetting::Mode;
+    req.recipe.command.environment = {
+        {"OMP_NUM_THREADS", Mode::set, {"4"}},
+        {"ODD", Mode::set, {"a'b $(c)"}},
+        // $NAME, ${NAME} and a leading ~ are the job's; nothing else is.
+        {"FROM_HOME", Mode::set, {"$HOME/x:${HOME}/y"}},
+        // A path list as Lmod's prepend_path: unset before, so no empty entry after it.
+        {"MY_TEST_LIST", Mode::prepend, {"~/bin", "/opt/a b"}},
+        {"PATH", Mode::append, {"/opt/tail"}}};
     const auto result = m_sandbox.run(req, render(req));
     ASSERT_EQ(result.exit_code, 0) << result.output;
     const auto argv = read_nul_separated(req.run_dir / "train.argv");
@@ -202,6 +210,15 @@ TEST_P(ScriptContract, CommandRecipeGetsItsArgvAndEnvironmentVerbatim) {
     const std::string env = read_text(req.run_dir / "train.env");
     EXPECT_NE(env.find("OMP_NUM_THREADS=4\n"), std::string::npos);
     EXPECT_NE(env.find("ODD=a'b $(c)\n"), std::string::npos);
+    const std::string home = m_sandbox.home.string();
+    EXPECT_NE(env.find("FROM_HOME=" + home + "/x:" + home + "/y\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("\nMY_TEST_LIST=" + home + "/bin:/opt/a b\n"), std::string::npos) << env;
+    // Appended to what PATH held, not in place of it.
+    const auto path = env.find("\nPATH=");
+    ASSERT_NE(path, std::string::npos) << env;
+    const std::string value = env.substr(path + 6, env.find('\n', path + 1) - path - 6);
+    EXPECT_GT(value.size(), std::string(":/opt/tail").size()) << value;
+    EXPECT_EQ(value.substr(value.size() - 10), ":/opt/tail") << value;
     EXPECT_NE(env.find("DLJOB_RUN_DIR=" + req.run_dir.string() + "\n"), std::string::npos);
 }
 
