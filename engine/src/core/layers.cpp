@@ -569,6 +569,7 @@ protected:
                              producers[1], bottom[1]->count()));
         }
     }
+    [[nodiscard]] int label_classes() const override { return m_classes; }
     int m_rows = 0;
     int m_classes = 0;
 };
@@ -608,8 +609,8 @@ public:
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
         read_scores_and_labels(bottom, producers);
-        if (m_config.top_k > m_classes) {
-            fail(fmt::format("top_k {} is more than the {} classes of '{}' from layer '{}'",
+        if (m_config.top_k < 1 || m_config.top_k > m_classes) {
+            fail(fmt::format("top_k {} is not between 1 and the {} classes of '{}' from layer '{}'",
                              m_config.top_k, m_classes, m_config.bottoms[0], producers[0]));
         }
         top[0]->reshape({1});

@@ -39,6 +39,9 @@ public:
     virtual void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                           const Blobs& bottom) = 0;
     [[nodiscard]] virtual bool is_loss() const { return false; }
+    /// For a layer that indexes a row of scores by the label in bottom 1 (loss, accuracy): the
+    /// number of scores per row, known after setup; a label must be below it. 0: reads no label.
+    [[nodiscard]] virtual int label_classes() const { return 0; }
     [[nodiscard]] virtual bool can_backward() const { return true; }
     [[nodiscard]] virtual std::size_t min_bottoms() const { return 1; }
     [[nodiscard]] virtual std::size_t max_bottoms() const { return 1; }
