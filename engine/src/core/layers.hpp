@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace dl {
@@ -67,6 +68,11 @@ protected:
 
 /// The layer for config.type (the explicit table of layer types).
 std::unique_ptr<Layer> make_layer(const LayerConfig& config, Backend& backend);
+
+/// Whether a layer of `type` may have a top that is also its bottom (from the table of types).
+bool may_run_in_place(const std::string& type);
+/// The types that may, in the table's order, for messages.
+std::vector<std::string> in_place_types();
 
 /// Fills a parameter the way Caffe does (fan_in = count / shape[0], fan_out = count / shape[1]).
 void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng);

@@ -95,6 +95,12 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
                 fail(fmt::format("top '{}' is already written by layer '{}'", name,
                                  producer[found->second]));
             }
+            if (in_place && !may_run_in_place(layer_config.type)) {
+                fail(fmt::format("top '{}' is also its bottom, and a {} layer cannot run in "
+                                 "place: give its top a name of its own (layers that may run in "
+                                 "place: {})",
+                                 name, layer_config.type, fmt::join(in_place_types(), ", ")));
+            }
             if (!in_place) {
                 blob_index[name] = m_blobs.size();
                 m_blob_names.push_back(name);
