@@ -178,20 +178,21 @@ public:
     }
     leveldb::Status GetChildren(const std::string& dir, std::vector<std::string>* result) override {
         std::vector<std::string> names;
-        const leveldb::Status status = m_base->GetChildren(dir, &names);
+        leveldb::Status status = m_base->GetChildren(dir, &names);
         if (!status.ok()) {
             return status;
         }
         const std::lock_guard lock(m_mutex);
+        const std::string prefix = dir + "/";
         std::set<std::string> children;
         for (const std::string& name : names) {
-            if (m_removed.count(dir + "/" + name) == 0) {
+            if (m_removed.count(prefix + name) == 0) {
                 children.insert(name);
             }
         }
         for (const auto& [path, bytes] : m_files) {
-            if (path.size() > dir.size() + 1 && path.compare(0, dir.size() + 1, dir + "/") == 0 &&
-                path.find('/', dir.size() + 1) == std::string::npos) {
+            if (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+                path.find('/', prefix.size()) == std::string::npos) {
                 children.insert(path.substr(dir.size() + 1));
             }
         }
@@ -229,7 +230,7 @@ public:
             if (removed(from)) {
                 return not_found(from);
             }
-            const leveldb::Status status = leveldb::ReadFileToString(m_base, from, bytes.get());
+            leveldb::Status status = leveldb::ReadFileToString(m_base, from, bytes.get());
             if (!status.ok()) {
                 return status;
             }
