@@ -146,6 +146,59 @@ TEST(ConfigErrors, APoolingWindowWhollyPastTheInputIsRefused) {
     }
 }
 
+TEST(ConfigErrors, ATopThatIsItsBottomIsRefusedUnlessTheLayerTypeMayRunInPlace) {
+    // Each of these reads its input while it writes its output: in place, train segfaulted or
+    // computed garbage where check had passed.
+    const std::vector<std::pair<std::string, std::string>> layers = {
+        {"Convolution", "bottom: data, top: data, num_output: 1, kernel_size: 1"},
+        {"Pooling", "bottom: data, top: data, kernel_size: 2, stride: 2"},
+        {"InnerProduct", "bottom: data, top: data, num_output: 4"},
+        {"LRN", "bottom: data, top: data, local_size: 3"},
+        {"Concat", "bottom: [data, data], top: data"},
+        {"Eltwise", "bottom: [data, data], top: data"},
+        {"SoftmaxWithLoss", "bottom: [data, label], top: data"},
+        {"Accuracy", "bottom: [data, label], top: label"},
+    };
+    auto backend = make_backend("cpu", 1);
+    for (const auto& [type, keys] : layers) {
+        const NetConfig config = parse_config(
+            "layers:\n"
+            "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+            "     batch_size: 2, shape: [4, 1, 1]}\n"
+            "  - {name: self, type: " +
+                type + ", " + keys + "}\n",
+            "bad.yaml");
+        try {
+            const Net net(config, Phase::train, *backend, 1);
+            ADD_FAILURE() << type << " ran in place";
+        } catch (const Error& e) {
+            const std::string message = e.what();
+            EXPECT_EQ(e.kind(), ErrorKind::config);
+            EXPECT_EQ(message.rfind("bad.yaml:4: layer 'self' (" + type + "): top '", 0), 0U)
+                << message;
+            EXPECT_NE(
+                message.find("is also its bottom, and a " + type + " layer cannot run in place"),
+                std::string::npos)
+                << message;
+            EXPECT_NE(message.find("(layers that may run in place: ReLU, Sigmoid, TanH, Dropout, "
+                                   "BatchNorm, Scale)"),
+                      std::string::npos)
+                << message;
+        }
+    }
+    // The layers that may, may.
+    for (const std::string type : {"ReLU", "Sigmoid", "TanH", "Dropout", "BatchNorm", "Scale"}) {
+        const NetConfig config = parse_config(
+            "layers:\n"
+            "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+            "     batch_size: 2, shape: [4, 1, 1]}\n"
+            "  - {name: self, type: " +
+                type + ", bottom: data, top: data}\n",
+            "fine.yaml");
+        EXPECT_NO_THROW(const Net net(config, Phase::train, *backend, 1)) << type;
+    }
+}
+
 TEST(ConfigErrors, ImageLayersOnAFlatBottomNameItAndItsLayer) {
     for (const std::string layer :
          {"{name: late, type: Convolution, bottom: f, top: c, num_output: 2, kernel_size: 1}",

@@ -343,6 +343,26 @@ TEST_F(Dltrain, CheckBuildsTheNetsWithoutTraining) {
 
 // `dltrain time`: a row per layer with wall-clock and CPU milliseconds, forward and backward, and
 // the step's CPU in all; every figure a non-negative number, the CPU total their sum.
+TEST_F(Dltrain, CheckRefusesAPoolingLayerInPlace) {
+    // Its top named as its bottom: check passed, and train segfaulted.
+    const auto config = workspace(10);
+    std::string text = dl_test::read_file(config);
+    const std::string pool = "bottom: conv1, top: pool1";
+    ASSERT_NE(text.find(pool), std::string::npos);
+    text.replace(text.find(pool), pool.size(), "bottom: conv1, top: conv1");
+    text.replace(text.find("bottom: pool1"), 13, "bottom: conv1");
+    std::ofstream(config) << text;
+    const auto check =
+        run_shell(std::string(DLTRAIN_BINARY) + " check --config " + config.string());
+    EXPECT_EQ(check.exit_code, 3) << check.output;
+    EXPECT_NE(check.output.find("tiny.yaml:9: layer 'pool1' (Pooling): top 'conv1' is also its "
+                                "bottom, and a Pooling layer cannot run in place"),
+              std::string::npos)
+        << check.output;
+    const auto train = run_shell(train_command(config, m_dir.path() / "run"));
+    EXPECT_EQ(train.exit_code, 3) << train.output;
+}
+
 TEST_F(Dltrain, TimePrintsWallAndCpuMillisecondsPerLayer) {
     const auto config = workspace(10);
     const auto result = run_shell(std::string(DLTRAIN_BINARY) + " time --device cpu --config " +

@@ -26,8 +26,16 @@
 #include <leveldb/write_batch.h>
 #endif
 
+#include <sys/wait.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -232,17 +240,149 @@ TEST_F(LeveldbReader, ADamagedOrMissingDatabaseAndAWrongBackendAreClearErrors) {
     EXPECT_EQ(backend_error(m_dir.path() / "absent", ""), "no error");
 }
 
-TEST_F(LeveldbReader, ADatabaseHeldByAnotherReaderIsWaitedFor) {
-    // LevelDB lets one opener at a time in (a data-parallel run's ranks read the same database):
-    // the reader waits for the holder instead of failing on its lock.
+/// Every file of `dir` by name, with its bytes.
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+        files[entry.path().filename().string()] = dl_test::read_file(entry.path());
+    }
+    return files;
+}
+
+/// The names of the files that differ between two files_of, "" when none: a failure then names
+/// them rather than printing megabytes.
+std::string differences(const std::map<std::string, std::string>& before,
+                        const std::map<std::string, std::string>& after) {
+    std::string names;
+    for (const auto& [name, bytes] : before) {
+        const auto found = after.find(name);
+        if (found == after.end()) {
+            names += " " + name + " (gone)";
+        } else if (found->second != bytes) {
+            names += " " + name + " (changed)";
+        }
+    }
+    for (const auto& [name, bytes] : after) {
+        if (before.count(name) == 0) {
+            names += " " + name + " (new)";
+        }
+    }
+    return names;
+}
+
+/// Another process holding `lock_file` with an fcntl lock of `type` (F_WRLCK as a LevelDB
+/// writer holds it, F_RDLCK as another reader) for `hold_ms`; returns once it holds it. Its pid,
+/// to wait for.
+pid_t hold_lock(const fs::path& lock_file, short type, int hold_ms) {
+    int ready[2];
+    EXPECT_EQ(::pipe(ready), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+        // Only async-signal-safe calls here: the test process has threads.
+        const int fd = ::open(lock_file.c_str(), type == F_WRLCK ? O_RDWR : O_RDONLY);
+        struct flock held = {};
+        held.l_type = type;
+        held.l_whence = SEEK_SET;
+        const char ok = fd >= 0 && ::fcntl(fd, F_SETLK, &held) == 0 ? 'y' : 'n';
+        (void)!::write(ready[1], &ok, 1);
+        ::usleep(static_cast<useconds_t>(hold_ms) * 1000U);
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    char ok = 'n';
+    EXPECT_EQ(::read(ready[0], &ok, 1), 1);
+    ::close(ready[0]);
+    EXPECT_EQ(ok, 'y') << "the child could not lock " << lock_file;
+    return child;
+}
+
+TEST_F(LeveldbReader, ReadingLeavesEveryFileOfTheDatabaseAsItWas) {
+    // A database closed by its writer keeps its last records in its log; LevelDB's open
+    // recovered them into a new table, deleted the log, and rewrote LOG, MANIFEST and CURRENT.
+    const fs::path db = m_dir.path() / "kept_leveldb";
+    std::vector<std::string> values;
+    for (int i = 0; i < 12; ++i) {
+        values.push_back(datum(1, 4, 4, pixels(16, i), i % 5));
+    }
+    write_leveldb(db, values);
+    const auto before = files_of(db);
+    ASSERT_TRUE(std::any_of(before.begin(), before.end(),
+                            [](const auto& file) { return file.first.ends_with(".log"); }));
+    const dl::data::IdxDataset set = dl::data::load_idx(db, db);
+    EXPECT_EQ(set.count, 12U);
+    EXPECT_EQ(set.labels[7], 2);
+    EXPECT_EQ(dl::data::read_idx_header(db).count, 12U);
+    EXPECT_EQ(dl::data::load_idx(db, db).pixels, set.pixels) << "the same twice";
+    EXPECT_EQ(differences(before, files_of(db)), "");
+}
+
+TEST_F(LeveldbReader, AFlippedByteInTheLogIsAnErrorAndTheDatabaseIsLeftAsItWas) {
+    // Before, the open's recovery dropped the damaged record and what followed it, deleted the
+    // log, and training went on with fewer records and exit 0.
+    const fs::path db = m_dir.path() / "damaged_leveldb";
+    {
+        // One write per record, as convert_imageset's batches of 1000 are several log records:
+        // a damaged one used to be dropped alone.
+        leveldb::Options options;
+        options.create_if_missing = true;
+        leveldb::DB* raw = nullptr;
+        ASSERT_TRUE(leveldb::DB::Open(options, db.string(), &raw).ok());
+        const std::unique_ptr<leveldb::DB> writer(raw);
+        for (int i = 0; i < 12; ++i) {
+            ASSERT_TRUE(writer
+                            ->Put(leveldb::WriteOptions(), key_of(static_cast<std::size_t>(i)),
+                                  datum(1, 4, 4, pixels(16, i), i % 5))
+                            .ok());
+        }
+    }
+    fs::path log;
+    for (const auto& entry : fs::directory_iterator(db)) {
+        if (entry.path().extension() == ".log") {
+            log = entry.path();
+        }
+    }
+    ASSERT_FALSE(log.empty());
+    std::string bytes = dl_test::read_file(log);
+    ASSERT_GT(bytes.size(), 200U);
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+    std::ofstream(log, std::ios::binary | std::ios::trunc) << bytes;
+    const auto before = files_of(db);
+
+    const std::string message = load_error(db);
+    EXPECT_NE(message.find("LevelDB " + db.string() + ": open failed: Corruption:"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("the database is damaged; it was left as it is"), std::string::npos)
+        << message;
+    EXPECT_EQ(differences(before, files_of(db)), "");
+
+    // And through dltrain: exit 3, the database untouched.
+    std::ofstream(m_dir.path() / "net.prototxt") << R"(name: "damaged"
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: "damaged_leveldb" batch_size: 4 backend: LEVELDB } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+)";
+    const auto result =
+        run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
+                  (m_dir.path() / "net.prototxt").string() + " --run-dir " +
+                  (m_dir.path() / "run").string() + " --threads 1 --deadline none --max-iter 2");
+    EXPECT_EQ(result.exit_code, 3) << result.output;
+    EXPECT_NE(result.output.find("Corruption"), std::string::npos) << result.output;
+    EXPECT_EQ(differences(before, files_of(db)), "");
+}
+
+TEST_F(LeveldbReader, AWriterHoldingTheDatabaseIsWaitedForAndReadersShareIt) {
+    // A LevelDB writer holds the LOCK file exclusively: the reader waits for it rather than
+    // read a database that is changing. Other readers (a data-parallel run's ranks) hold it
+    // shared and do not wait for each other.
     const fs::path db = m_dir.path() / "held_leveldb";
     write_leveldb(db, {datum(1, 2, 2, "abcd", 1), datum(1, 2, 2, "efgh", 2)});
-    leveldb::DB* holder = nullptr;
-    ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), db.string(), &holder).ok());
-    std::thread release([holder] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        delete holder; // NOLINT(cppcoreguidelines-owning-memory): LevelDB's API hands it out raw
-    });
+    ASSERT_TRUE(fs::exists(db / "LOCK"));
+
+    const pid_t writer = hold_lock(db / "LOCK", F_WRLCK, 400);
+    const auto start = std::chrono::steady_clock::now();
     dl::data::IdxDataset set;
     std::string error;
     try {
@@ -250,10 +390,20 @@ TEST_F(LeveldbReader, ADatabaseHeldByAnotherReaderIsWaitedFor) {
     } catch (const dl::Error& e) {
         error = e.what();
     }
-    release.join();
+    const auto waited = std::chrono::steady_clock::now() - start;
+    ::waitpid(writer, nullptr, 0);
     EXPECT_EQ(error, "");
     EXPECT_EQ(set.count, 2U);
     EXPECT_EQ(set.labels, (std::vector<std::uint8_t>{1, 2}));
+    EXPECT_GE(waited, std::chrono::milliseconds(200)) << "read while a writer held it";
+
+    const pid_t reader = hold_lock(db / "LOCK", F_RDLCK, 5000);
+    const auto shared_start = std::chrono::steady_clock::now();
+    EXPECT_EQ(dl::data::load_idx(db, db).count, 2U);
+    EXPECT_LT(std::chrono::steady_clock::now() - shared_start, std::chrono::seconds(4))
+        << "waited for another reader";
+    ::kill(reader, SIGTERM);
+    ::waitpid(reader, nullptr, 0);
 }
 
 TEST_F(LeveldbReader, DltrainTrainsOnAPrototxtWithBackendLeveldb) {

@@ -281,6 +281,39 @@ solver_mode: CPU
     EXPECT_GT(last["test_accuracy"].get<double>(), 0.8) << last.dump();
 }
 
+TEST_F(LmdbReader, LabelsPastTheClassifiersOutputsAreRefusedNamingTheRecord) {
+    // A 10-way net on an LMDB whose labels are 200 to 249: the loss would index far past each
+    // row of 10 scores (it printed an accuracy, then crashed).
+    std::vector<std::string> values;
+    for (int i = 0; i < 50; ++i) {
+        values.push_back(datum(1, 4, 4, pixels(16, i), 200 + i));
+    }
+    write_lmdb(m_dir.path() / "lmdb", values);
+    std::ofstream(m_dir.path() / "net.prototxt") << R"(name: "wide_labels"
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: "lmdb" batch_size: 10 backend: LMDB } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+layer { name: "accuracy" type: "Accuracy" bottom: "ip" bottom: "label" top: "accuracy"
+        include { phase: TEST } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+)";
+    std::ofstream(m_dir.path() / "solver.prototxt")
+        << "net: \"net.prototxt\"\ntest_iter: 2\ntest_interval: 5\nbase_lr: 0.01\n"
+           "max_iter: 5\n";
+    const auto result =
+        dljob::test::run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
+                               (m_dir.path() / "solver.prototxt").string() + " --run-dir " +
+                               (m_dir.path() / "run").string() + " --threads 1 --deadline none");
+    EXPECT_EQ(result.exit_code, 3) << result.output;
+    EXPECT_NE(result.output.find("net.prototxt:2: layer 'd': record 0 of "), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("has label 200, but layer 'ip'"), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("has 10 outputs (labels 0 to 9)"), std::string::npos)
+        << result.output;
+}
+
 } // namespace
 
 namespace {

@@ -3,6 +3,7 @@
 // Parsed by engine/src/core/yaml_config.cpp, the only file that sees yaml-cpp.
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,17 @@
 namespace dl {
 
 enum class Phase { train, test };
+
+/// Where a config value was given, for messages: its line and column in the file (1-based; 0
+/// when not known), or the command-line override it came from (`--solver max_iter=5`).
+struct SourceMark {
+    int line = 0;
+    int column = 0;
+    std::string override_text;
+};
+/// Marks by key, as the reader saw them: a layer's keys ("stride"; a filler's as
+/// "weight_filler.std"), or the solver's ("max_iter"). A key not given has none.
+using SourceMarks = std::map<std::string, SourceMark>;
 
 struct FillerConfig {
     std::string type = "constant"; // constant, uniform, gaussian, xavier, msra
@@ -34,6 +46,7 @@ struct LayerConfig {
     std::optional<Phase> phase; // unset: the layer is in both nets
     std::vector<ParamSpec> params;
     int line = 0; // 1-based line of the layer in the config file, for messages
+    SourceMarks marks;
 
     // Data
     std::string source;       // IDX images, .gz or raw; relative paths resolve against the data dir
@@ -121,11 +134,16 @@ struct NetConfig {
     std::filesystem::path file; // where it was read from, for messages
     std::vector<LayerConfig> layers;
     SolverConfig solver;
+    // Where the solver's keys were read: `file`, or a solver prototxt naming the net file.
+    std::filesystem::path solver_file;
+    int solver_line = 0;
+    SourceMarks solver_marks;
 };
 
 /// Reads and validates a config; throws dl::Error(config) naming file, line, key and choices.
 /// `overrides` are `KEY=VALUE` (dltrain --solver): a solver key, or batch_size for the
-/// train-phase Data layers; each replaces the file's value before validation.
+/// train-phase Data layers; each replaces the file's value before validation. Whatever the
+/// format, the values go through one validator (validate_config) after they are read.
 NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides = {});
 NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
@@ -139,5 +157,12 @@ NetConfig load_prototxt(const std::filesystem::path& file);
 bool is_solver_prototxt(const std::filesystem::path& file);
 /// The config with every default written out, as dltrain stores it in the run directory.
 std::string to_yaml(const NetConfig& config);
+
+/// The one check of a read config's values, whatever format it came from: ranges (sizes,
+/// ratios, finite numbers), choices, required keys, fillers Caffe refuses, unique layer names.
+/// Throws dl::Error(config) naming file:line:column of the key where the reader marked it (else
+/// the layer's line), the key, the layer and the value. parse_config, load_prototxt and
+/// load_config call it; the nets then check what needs shapes (kernels that fit, groups).
+void validate_config(const NetConfig& config);
 
 } // namespace dl

@@ -32,6 +32,10 @@ struct NetInput {
     const LayerConfig* layer = nullptr;
     Tensor* data = nullptr;
     Tensor* labels = nullptr; // may be null when the layer has one top
+    // The fewest scores per row among the layers that index scores by these labels (loss,
+    // accuracy): every label must be below it. 0 when no layer reads them.
+    int label_classes = 0;
+    std::string label_reader; // the layer of those scores, for messages
 };
 
 struct LayerTiming {

@@ -276,16 +276,13 @@ ChannelGeometry channels_of(const Tensor& x) {
 }
 
 // LRN across channels (Caffe's ACROSS_CHANNELS region). Backward reads x and y, so it cannot
-// run in place.
+// run in place (layer_types).
 class LrnLayer final : public Layer {
 public:
     using Layer::Layer;
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
         require_images(*bottom[0], producers[0]);
-        if (top[0] == bottom[0]) {
-            fail("cannot run in place: give its top a name of its own");
-        }
         if (m_config.local_size % 2 == 0) {
             fail(fmt::format("local_size {} must be odd (Caffe's rule)", m_config.local_size));
         }
@@ -489,9 +486,6 @@ public:
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
         for (std::size_t b = 0; b < bottom.size(); ++b) {
-            if (top[0] == bottom[b]) {
-                fail("cannot run in place: give its top a name of its own");
-            }
             if (bottom[b]->shape() != bottom[0]->shape()) {
                 fail(fmt::format("'{}' from layer '{}' is {} but '{}' from layer '{}' is {}",
                                  m_config.bottoms[b], producers[b], bottom[b]->shape_string(),
@@ -569,6 +563,7 @@ protected:
                              producers[1], bottom[1]->count()));
         }
     }
+    [[nodiscard]] int label_classes() const override { return m_classes; }
     int m_rows = 0;
     int m_classes = 0;
 };
@@ -608,8 +603,8 @@ public:
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
         read_scores_and_labels(bottom, producers);
-        if (m_config.top_k > m_classes) {
-            fail(fmt::format("top_k {} is more than the {} classes of '{}' from layer '{}'",
+        if (m_config.top_k < 1 || m_config.top_k > m_classes) {
+            fail(fmt::format("top_k {} is not between 1 and the {} classes of '{}' from layer '{}'",
                              m_config.top_k, m_classes, m_config.bottoms[0], producers[0]));
         }
         top[0]->reshape({1});
@@ -624,54 +619,82 @@ public:
 
 } // namespace
 
+namespace {
+
+template <typename L> std::unique_ptr<Layer> make(const LayerConfig& config, Backend& backend) {
+    return std::make_unique<L>(config, backend);
+}
+template <Activation kind>
+std::unique_ptr<Layer> make_activation(const LayerConfig& config, Backend& backend) {
+    return std::make_unique<ActivationLayer>(config, backend, kind);
+}
+
+struct LayerType {
+    const char* name;
+    // Whether a top may be the layer's own bottom. Only where forward and backward never read a
+    // value they have overwritten: the activations (their backward reads y), Dropout (its mask),
+    // and BatchNorm and Scale (which keep a copy of what their backward needs). The others read
+    // their input while they write their output (a convolution's or inner product's output is a
+    // sum over many inputs, a pooling window overlaps the next, the loss and accuracy shape
+    // their top as one value), so in place they compute garbage or write past the blob.
+    bool in_place;
+    std::unique_ptr<Layer> (*make)(const LayerConfig&, Backend&);
+};
+
+// The explicit table of layer types (docs/engine.md, "Config format").
+const std::vector<LayerType>& layer_types() {
+    static const std::vector<LayerType> types = {
+        {"Data", false, make<DataLayer>},
+        {"Convolution", false, make<ConvolutionLayer>},
+        {"Pooling", false, make<PoolingLayer>},
+        {"InnerProduct", false, make<InnerProductLayer>},
+        {"ReLU", true, make_activation<Activation::relu>},
+        {"Sigmoid", true, make_activation<Activation::sigmoid>},
+        {"TanH", true, make_activation<Activation::tanh>},
+        {"Dropout", true, make<DropoutLayer>},
+        {"LRN", false, make<LrnLayer>},
+        {"BatchNorm", true, make<BatchNormLayer>},
+        {"Scale", true, make<ScaleLayer>},
+        {"Concat", false, make<ConcatLayer>},
+        {"Eltwise", false, make<EltwiseLayer>},
+        {"SoftmaxWithLoss", false, make<SoftmaxWithLossLayer>},
+        {"Accuracy", false, make<AccuracyLayer>},
+    };
+    return types;
+}
+
+const LayerType* find_type(const std::string& type) {
+    for (const LayerType& entry : layer_types()) {
+        if (type == entry.name) {
+            return &entry;
+        }
+    }
+    return nullptr;
+}
+
+} // namespace
+
 std::unique_ptr<Layer> make_layer(const LayerConfig& config, Backend& backend) {
-    const std::string& type = config.type;
-    if (type == "Data") {
-        return std::make_unique<DataLayer>(config, backend);
+    const LayerType* type = find_type(config.type);
+    if (type == nullptr) {
+        throw Error(ErrorKind::config, fmt::format("unknown layer type '{}'", config.type));
     }
-    if (type == "Convolution") {
-        return std::make_unique<ConvolutionLayer>(config, backend);
+    return type->make(config, backend);
+}
+
+bool may_run_in_place(const std::string& type) {
+    const LayerType* found = find_type(type);
+    return found != nullptr && found->in_place;
+}
+
+std::vector<std::string> in_place_types() {
+    std::vector<std::string> names;
+    for (const LayerType& entry : layer_types()) {
+        if (entry.in_place) {
+            names.emplace_back(entry.name);
+        }
     }
-    if (type == "Pooling") {
-        return std::make_unique<PoolingLayer>(config, backend);
-    }
-    if (type == "InnerProduct") {
-        return std::make_unique<InnerProductLayer>(config, backend);
-    }
-    if (type == "ReLU") {
-        return std::make_unique<ActivationLayer>(config, backend, Activation::relu);
-    }
-    if (type == "Sigmoid") {
-        return std::make_unique<ActivationLayer>(config, backend, Activation::sigmoid);
-    }
-    if (type == "TanH") {
-        return std::make_unique<ActivationLayer>(config, backend, Activation::tanh);
-    }
-    if (type == "Dropout") {
-        return std::make_unique<DropoutLayer>(config, backend);
-    }
-    if (type == "LRN") {
-        return std::make_unique<LrnLayer>(config, backend);
-    }
-    if (type == "BatchNorm") {
-        return std::make_unique<BatchNormLayer>(config, backend);
-    }
-    if (type == "Scale") {
-        return std::make_unique<ScaleLayer>(config, backend);
-    }
-    if (type == "Concat") {
-        return std::make_unique<ConcatLayer>(config, backend);
-    }
-    if (type == "Eltwise") {
-        return std::make_unique<EltwiseLayer>(config, backend);
-    }
-    if (type == "SoftmaxWithLoss") {
-        return std::make_unique<SoftmaxWithLossLayer>(config, backend);
-    }
-    if (type == "Accuracy") {
-        return std::make_unique<AccuracyLayer>(config, backend);
-    }
-    throw Error(ErrorKind::config, fmt::format("unknown layer type '{}'", type));
+    return names;
 }
 
 void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng) {

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace dl {
@@ -39,6 +40,9 @@ public:
     virtual void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                           const Blobs& bottom) = 0;
     [[nodiscard]] virtual bool is_loss() const { return false; }
+    /// For a layer that indexes a row of scores by the label in bottom 1 (loss, accuracy): the
+    /// number of scores per row, known after setup; a label must be below it. 0: reads no label.
+    [[nodiscard]] virtual int label_classes() const { return 0; }
     [[nodiscard]] virtual bool can_backward() const { return true; }
     [[nodiscard]] virtual std::size_t min_bottoms() const { return 1; }
     [[nodiscard]] virtual std::size_t max_bottoms() const { return 1; }
@@ -64,6 +68,11 @@ protected:
 
 /// The layer for config.type (the explicit table of layer types).
 std::unique_ptr<Layer> make_layer(const LayerConfig& config, Backend& backend);
+
+/// Whether a layer of `type` may have a top that is also its bottom (from the table of types).
+bool may_run_in_place(const std::string& type);
+/// The types that may, in the table's order, for messages.
+std::vector<std::string> in_place_types();
 
 /// Fills a parameter the way Caffe does (fan_in = count / shape[0], fan_out = count / shape[1]).
 void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng);

@@ -95,6 +95,12 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
                 fail(fmt::format("top '{}' is already written by layer '{}'", name,
                                  producer[found->second]));
             }
+            if (in_place && !may_run_in_place(layer_config.type)) {
+                fail(fmt::format("top '{}' is also its bottom, and a {} layer cannot run in "
+                                 "place: give its top a name of its own (layers that may run in "
+                                 "place: {})",
+                                 name, layer_config.type, fmt::join(in_place_types(), ", ")));
+            }
             if (!in_place) {
                 blob_index[name] = m_blobs.size();
                 m_blob_names.push_back(name);
@@ -116,8 +122,11 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
             // fillers use (InternalThread::StartInternalThread): skipping that draw here keeps
             // the weights of the layers after it equal to Caffe's for the same random_seed.
             m_rng.discard(1);
-            m_inputs.push_back(NetInput{&layer_config, entry->tops[0],
-                                        entry->tops.size() > 1 ? entry->tops[1] : nullptr});
+            NetInput input;
+            input.layer = &layer_config;
+            input.data = entry->tops[0];
+            input.labels = entry->tops.size() > 1 ? entry->tops[1] : nullptr;
+            m_inputs.push_back(input);
             if (layer_config.shape.empty()) {
                 fail("the image shape is unknown (no data file read and no 'shape' key)");
             }
@@ -133,6 +142,18 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
             layer.setup(entry->bottoms, entry->tops, producers);
         } catch (const Error& e) {
             throw Error(e.kind(), where(layer_config) + e.what());
+        }
+
+        if (const int classes = layer.label_classes(); classes > 0) {
+            for (NetInput& input : m_inputs) {
+                if (input.labels == entry->bottoms[1] &&
+                    (input.label_classes == 0 || classes < input.label_classes)) {
+                    input.label_classes = classes;
+                    input.label_reader =
+                        fmt::format("layer '{}' (whose scores layer '{}', {}, reads)", producers[0],
+                                    layer_config.name, layer_config.type);
+                }
+            }
         }
 
         // Parameters: borrowed from the train net, or created and filled.

@@ -3,9 +3,12 @@
 // and numbers for the subset dltrain supports). Whatever dltrain would not do as Caffe does is
 // refused with the file, the line and the field's name (never ignored): an unknown field by the
 // parser, a known but unsupported one (or value) by the allowlists below, and a layer type dltrain
-// does not run by its type.
+// does not run by its type. The values' ranges and choices are validate_config's, the one check
+// YAML configs go through too (core/config_validate.cpp); this file records where each field was
+// given so that its messages name the line and column.
 
 #include "caffe.pb.h"
+#include "core/config_readers.hpp"
 #include "io/regular_file.hpp"
 
 #include <dl/config.hpp>
@@ -233,14 +236,65 @@ public:
         return location.line >= 0 ? location.line + 1 : fallback;
     }
 
-    FillerConfig filler(const caffe::FillerParameter& p, int line, const std::string& where) const {
-        static const std::set<std::string> types = {"constant", "uniform", "gaussian", "xavier",
-                                                    "msra"};
-        if (types.count(p.type()) == 0) {
-            fail(line, fmt::format("{}: filler type '{}' is not supported (supported: constant, "
-                                   "uniform, gaussian, xavier, msra)",
-                                   where, p.type()));
+    /// Where the first (or only) value of a set field was given; protobuf's GetLocation
+    /// aborts the process for a repeated field asked at index -1, so the index is 0 for those.
+    static SourceMark mark_of(const Tree* tree, const pb::FieldDescriptor* field) {
+        if (tree == nullptr) {
+            return {};
         }
+        const auto location = tree->GetLocation(field, field->is_repeated() ? 0 : -1);
+        return location.line >= 0 ? SourceMark{location.line + 1, location.column + 1, {}}
+                                  : SourceMark{};
+    }
+
+    /// The YAML key a Caffe field is read into, where the names differ.
+    static std::string key_of(const std::string& field) {
+        static const std::map<std::string, std::string> renamed = {{"include", "phase"},
+                                                                   {"exclude", "phase"},
+                                                                   {"concat_dim", "axis"},
+                                                                   {"solver_type", "type"}};
+        const auto found = renamed.find(field);
+        return found != renamed.end() ? found->second : field;
+    }
+
+    /// Marks of `message`'s set fields by the YAML keys they are read into: a layer's *_param
+    /// and transform_param fields are its own keys (Caffe's names), a filler's fields are
+    /// "<filler>.<field>"; other sub-messages (param, include) are marked as a whole.
+    static void record_marks(const pb::Message& message, const Tree* tree,
+                             const std::string& prefix, SourceMarks& marks) {
+        const pb::Reflection* reflection = message.GetReflection();
+        std::vector<const pb::FieldDescriptor*> fields;
+        reflection->ListFields(message, &fields);
+        for (const pb::FieldDescriptor* field : fields) {
+            const std::string key = prefix + key_of(field->name());
+            const bool flatten = field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE &&
+                                 !field->is_repeated() &&
+                                 (field->name().ends_with("_param") ||
+                                  field->message_type()->name() == "FillerParameter");
+            if (!flatten) {
+                marks.emplace(key, mark_of(tree, field));
+                continue;
+            }
+            const Tree* nested = tree != nullptr ? tree->GetTreeForNested(field, -1) : nullptr;
+            const bool filler = field->message_type()->name() == "FillerParameter";
+            if (filler) {
+                marks.emplace(key, mark_of(tree, field));
+            }
+            record_marks(reflection->GetMessage(message, field), nested, filler ? key + "." : "",
+                         marks);
+        }
+    }
+
+    /// A uint32 size field as the int the config holds: one past 2^31 - 1 would wrap to a
+    /// negative size (4294967295 is -1).
+    int to_int(std::uint32_t value, int line, const std::string& what) const {
+        if (value > static_cast<std::uint32_t>(INT_MAX)) {
+            fail(line, fmt::format("{} {} is beyond 2^31 - 1", what, value));
+        }
+        return static_cast<int>(value);
+    }
+
+    static FillerConfig filler(const caffe::FillerParameter& p) {
         FillerConfig f;
         f.type = p.type();
         f.value = p.value();
@@ -261,7 +315,7 @@ public:
             std::any_of(values.begin(), values.end(), [&](auto v) { return v != values[0]; })) {
             fail(line, fmt::format("{}: different values per axis are not supported", what));
         }
-        return values.empty() ? fallback : static_cast<int>(values[0]);
+        return values.empty() ? fallback : to_int(values[0], line, what);
     }
 
     LayerConfig layer(const caffe::LayerParameter& p, const Tree* tree, int line) const {
@@ -295,6 +349,7 @@ public:
             }
         }
         check_fields(p, tree, line);
+        record_marks(p, tree, "", l.marks);
         l.bottoms.assign(p.bottom().begin(), p.bottom().end());
         l.tops.assign(p.top().begin(), p.top().end());
         for (const auto& spec : p.param()) {
@@ -319,14 +374,11 @@ public:
             // Checked against the source when it is read (data::check_backend): a file names
             // databases that need not exist where it is converted or validated.
             l.backend = d.backend() == caffe::DataParameter::LMDB ? "lmdb" : "leveldb";
-            if (!d.has_source() || !d.has_batch_size()) {
-                fail(line, fmt::format("{}: data_param needs source and batch_size", where));
-            }
             l.source = d.source();
             if (p.top_size() > 1) {
                 l.label_source = d.source();
             }
-            l.batch_size = static_cast<int>(d.batch_size());
+            l.batch_size = to_int(d.batch_size(), line, where + ": batch_size");
             l.scale = p.transform_param().has_scale() ? p.transform_param().scale() : d.scale();
             l.mean_value.assign(p.transform_param().mean_value().begin(),
                                 p.transform_param().mean_value().end());
@@ -334,30 +386,23 @@ public:
             // Caffe's older files say crop_size and mirror in data_param; Caffe moves them into
             // transform_param (UpgradeNetDataTransformation), and so does this.
             const auto& t = p.transform_param();
-            const std::uint32_t crop = t.has_crop_size() ? t.crop_size() : d.crop_size();
-            if (crop > static_cast<std::uint32_t>(INT_MAX)) {
-                fail(line, fmt::format("{}: crop_size {} is beyond 2^31 - 1", where, crop));
-            }
-            l.crop_size = static_cast<int>(crop);
+            l.crop_size = to_int(t.has_crop_size() ? t.crop_size() : d.crop_size(), line,
+                                 where + ": crop_size");
             l.mirror = t.has_mirror() ? t.mirror() : d.mirror();
-            if (!l.mean_file.empty() && !l.mean_value.empty()) {
-                fail(line, fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)",
-                                       where));
-            }
         } else if (type == "Convolution") {
             const auto& c = p.convolution_param();
             if (c.axis() != 1) {
                 fail(line, fmt::format("{}: axis {} (only 1)", where, c.axis()));
             }
-            l.num_output = static_cast<int>(c.num_output());
-            l.kernel_size = one(c.kernel_size(), 0, line, where + " kernel_size");
-            l.stride = one(c.stride(), 1, line, where + " stride");
-            l.pad = one(c.pad(), 0, line, where + " pad");
-            l.group = static_cast<int>(c.group());
+            l.num_output = to_int(c.num_output(), line, where + ": num_output");
+            l.kernel_size = one(c.kernel_size(), 0, line, where + ": kernel_size");
+            l.stride = one(c.stride(), 1, line, where + ": stride");
+            l.pad = one(c.pad(), 0, line, where + ": pad");
+            l.group = to_int(c.group(), line, where + ": group");
             l.bias_term = c.bias_term();
-            l.weight_filler = c.has_weight_filler() ? filler(c.weight_filler(), line, where)
-                                                    : FillerConfig{"constant"};
-            l.bias_filler = filler(c.bias_filler(), line, where);
+            l.weight_filler =
+                c.has_weight_filler() ? filler(c.weight_filler()) : FillerConfig{"constant"};
+            l.bias_filler = filler(c.bias_filler());
         } else if (type == "Pooling") {
             const auto& q = p.pooling_param();
             if (q.pool() == caffe::PoolingParameter::STOCHASTIC) {
@@ -367,19 +412,19 @@ public:
                 fail(line, fmt::format("{}: round_mode FLOOR is not supported (CEIL)", where));
             }
             l.pool = q.pool() == caffe::PoolingParameter::MAX ? "max" : "ave";
-            l.kernel_size = static_cast<int>(q.kernel_size());
-            l.stride = static_cast<int>(q.stride());
-            l.pad = static_cast<int>(q.pad());
+            l.kernel_size = to_int(q.kernel_size(), line, where + ": kernel_size");
+            l.stride = to_int(q.stride(), line, where + ": stride");
+            l.pad = to_int(q.pad(), line, where + ": pad");
         } else if (type == "InnerProduct") {
             const auto& ip = p.inner_product_param();
             if (ip.axis() != 1) {
                 fail(line, fmt::format("{}: axis {} (only 1)", where, ip.axis()));
             }
-            l.num_output = static_cast<int>(ip.num_output());
+            l.num_output = to_int(ip.num_output(), line, where + ": num_output");
             l.bias_term = ip.bias_term();
-            l.weight_filler = ip.has_weight_filler() ? filler(ip.weight_filler(), line, where)
-                                                     : FillerConfig{"constant"};
-            l.bias_filler = filler(ip.bias_filler(), line, where);
+            l.weight_filler =
+                ip.has_weight_filler() ? filler(ip.weight_filler()) : FillerConfig{"constant"};
+            l.bias_filler = filler(ip.bias_filler());
         } else if (type == "ReLU") {
             if (p.relu_param().negative_slope() != 0.0F) {
                 fail(line, fmt::format("{}: negative_slope (leaky ReLU) is not supported", where));
@@ -391,7 +436,7 @@ public:
             if (n.norm_region() != caffe::LRNParameter::ACROSS_CHANNELS) {
                 fail(line, fmt::format("{}: norm_region WITHIN_CHANNEL is not supported", where));
             }
-            l.local_size = static_cast<int>(n.local_size());
+            l.local_size = to_int(n.local_size(), line, where + ": local_size");
             l.alpha = n.alpha();
             l.beta = n.beta();
             l.k = n.k();
@@ -414,9 +459,9 @@ public:
             }
             l.bias_term = s.bias_term();
             if (s.has_filler()) {
-                l.filler = filler(s.filler(), line, where);
+                l.filler = filler(s.filler());
             }
-            l.bias_filler = filler(s.bias_filler(), line, where);
+            l.bias_filler = filler(s.bias_filler());
         } else if (type == "Concat") {
             const auto& c = p.concat_param();
             l.axis = c.has_axis() ? c.axis() : static_cast<int>(c.concat_dim());
@@ -443,7 +488,7 @@ public:
             if (p.accuracy_param().axis() != 1) {
                 fail(line, fmt::format("{}: axis {} (only 1)", where, p.accuracy_param().axis()));
             }
-            l.top_k = static_cast<int>(p.accuracy_param().top_k());
+            l.top_k = to_int(p.accuracy_param().top_k(), line, where + ": top_k");
         }
         return l;
     }
@@ -463,8 +508,10 @@ public:
         return layers;
     }
 
-    SolverConfig solver(const caffe::SolverParameter& s, const Tree& tree) const {
+    SolverConfig solver(const caffe::SolverParameter& s, const Tree& tree,
+                        SourceMarks& marks) const {
         check_fields(s, &tree, 1);
+        record_marks(s, &tree, "", marks);
         const auto at = [&](const char* name) {
             return line_of(&tree, s.GetDescriptor()->FindFieldByName(name), -1, 1);
         };
@@ -485,26 +532,16 @@ public:
         } else {
             c.type = s.type();
         }
-        if (c.type != "SGD" && c.type != "Nesterov" && c.type != "Adam") {
-            fail(at("type"),
-                 fmt::format("solver type '{}' is not supported (SGD, Nesterov, Adam)", c.type));
-        }
         if (s.regularization_type() != "L2") {
             fail(at("regularization_type"),
                  fmt::format("regularization_type '{}' is not supported (L2)",
                              s.regularization_type()));
         }
-        static const std::set<std::string> policies = {"fixed", "step", "multistep",
-                                                       "exp",   "inv",  "poly"};
         c.lr_policy = s.has_lr_policy() ? s.lr_policy() : "fixed";
-        if (policies.count(c.lr_policy) == 0) {
-            fail(at("lr_policy"),
-                 fmt::format("lr_policy '{}' is not supported (fixed, step, multistep, exp, inv, "
-                             "poly)",
-                             c.lr_policy));
-        }
         if (s.test_iter_size() > 1) {
-            fail(at("test_iter"), "one test_iter (one test net) is supported");
+            // The second one's line: the file gives one per test net, and dltrain has one.
+            fail(line_of(&tree, s.GetDescriptor()->FindFieldByName("test_iter"), 1, 1),
+                 "a second test_iter: one test_iter (one test net) is supported");
         }
         c.base_lr = s.base_lr();
         c.momentum = s.momentum();
@@ -581,7 +618,7 @@ bool is_solver_prototxt(const std::filesystem::path& file) {
     return parse(read_text(file), solver).ok && (solver.has_net() || solver.has_train_net());
 }
 
-NetConfig load_prototxt(const std::filesystem::path& file) {
+NetConfig read_prototxt(const std::filesystem::path& file) {
     const std::string text = read_text(file);
     // A solver names its net; a net file does not parse as a solver (or names none).
     caffe::SolverParameter solver;
@@ -589,7 +626,8 @@ NetConfig load_prototxt(const std::filesystem::path& file) {
     const bool names_net = solver.has_net() || solver.has_train_net();
     if (as_solver.ok && names_net) {
         const Converter converter(file);
-        const SolverConfig solver_config = converter.solver(solver, *as_solver.tree);
+        SourceMarks solver_marks;
+        const SolverConfig solver_config = converter.solver(solver, *as_solver.tree, solver_marks);
         const std::string net_name = solver.has_net() ? solver.net() : solver.train_net();
         const std::filesystem::path net_file = net_path(file, net_name);
         std::error_code ec;
@@ -603,6 +641,9 @@ NetConfig load_prototxt(const std::filesystem::path& file) {
         }
         NetConfig config = net_from(net_file, read_text(net_file));
         config.solver = solver_config;
+        config.solver_file = file;
+        config.solver_line = 1;
+        config.solver_marks = std::move(solver_marks);
         return config;
     }
     caffe::NetParameter net;
@@ -616,6 +657,12 @@ NetConfig load_prototxt(const std::filesystem::path& file) {
         parse_failure(file, as_net.error);
     }
     return net_from(file, text);
+}
+
+NetConfig load_prototxt(const std::filesystem::path& file) {
+    NetConfig config = read_prototxt(file);
+    validate_config(config);
+    return config;
 }
 
 } // namespace dl

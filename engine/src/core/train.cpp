@@ -75,16 +75,35 @@ struct Source {
 /// every epoch drawn from the solver's seed when the layer has `shuffle: true`.
 /// Data parallel: `rank` of `ranks` reads its slice of every global batch (BatchReader).
 /// Crops and flips follow Caffe's phase rules (data::CropMirror), drawn from the solver's seed.
-std::unique_ptr<data::BatchReader> make_reader(const Source& source, const LayerConfig& layer,
+/// The labels `input`'s records may have (data::LabelLimit), with its Data layer for messages.
+data::LabelLimit label_limit(const NetInput& input, const fs::path& config_file) {
+    const LayerConfig& layer = *input.layer;
+    return {input.label_classes,
+            fmt::format("{}:{}: layer '{}'", config_file.string(), layer.line, layer.name),
+            layer.label_source, input.label_reader};
+}
+
+/// Every label of the loaded set against the net's limit, before the run starts: a bad record
+/// anywhere is refused now rather than hours in, when its batch comes (the reader checks each
+/// batch as well, where the labels are used). One pass over bytes in memory.
+void check_labels(const Source& source, const NetInput& input, const fs::path& config_file) {
+    if (const auto bad = data::first_bad_label(source.set, label_limit(input, config_file))) {
+        throw Error(ErrorKind::config, *bad);
+    }
+}
+
+std::unique_ptr<data::BatchReader> make_reader(const Source& source, const NetInput& input,
                                                Phase phase, const SolverConfig& solver,
-                                               std::uint64_t cursor, int rank = 0, int ranks = 1) {
+                                               std::uint64_t cursor, const fs::path& config_file,
+                                               int rank = 0, int ranks = 1) {
+    const LayerConfig& layer = *input.layer;
     const std::optional<std::uint32_t> seed =
         layer.shuffle ? std::optional<std::uint32_t>(solver.random_seed) : std::nullopt;
     const data::CropMirror crop{layer.crop_size, layer.mirror, phase == Phase::train,
                                 solver.random_seed};
-    return std::make_unique<data::BatchReader>(source.set, layer.batch_size, layer.scale,
-                                               data::SampleOrder(source.set.count, seed), cursor, 4,
-                                               rank, ranks, source.mean, crop);
+    return std::make_unique<data::BatchReader>(
+        source.set, layer.batch_size, layer.scale, data::SampleOrder(source.set.count, seed),
+        cursor, 4, rank, ranks, source.mean, crop, label_limit(input, config_file));
 }
 
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
@@ -600,6 +619,10 @@ int train(const TrainOptions& options) {
         test_net =
             std::make_unique<Net>(config, Phase::test, backend, config.solver.random_seed, &net);
     }
+    check_labels(*nets.sources[Phase::train], net.inputs().front(), config.file);
+    if (has_test) {
+        check_labels(*nets.sources[Phase::test], test_net->inputs().front(), config.file);
+    }
     Solver solver(config.solver, net, backend);
 
     const fs::path checkpoint_dir = options.run_dir / "checkpoints";
@@ -692,13 +715,13 @@ int train(const TrainOptions& options) {
 
     Source& train_source = *nets.sources[Phase::train];
     const LayerConfig& train_layer = *net.inputs().front().layer;
-    train_source.reader = make_reader(train_source, train_layer, Phase::train, config.solver,
-                                      state.train_cursor, comm->rank(), ranks);
+    train_source.reader =
+        make_reader(train_source, net.inputs().front(), Phase::train, config.solver,
+                    state.train_cursor, config.file, comm->rank(), ranks);
     if (has_test) {
         Source& test_source = *nets.sources[Phase::test];
-        const LayerConfig& test_layer = *test_net->inputs().front().layer;
-        test_source.reader =
-            make_reader(test_source, test_layer, Phase::test, config.solver, state.test_cursor);
+        test_source.reader = make_reader(test_source, test_net->inputs().front(), Phase::test,
+                                         config.solver, state.test_cursor, config.file);
     }
 
     // Rank 0 alone writes metrics, test results and checkpoints: the weights are the same on
@@ -1019,6 +1042,8 @@ int test(const TestOptions& options) {
     nets.backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(nets.config, Phase::test, *nets.backend, nets.config.solver.random_seed);
+    Source& source = *nets.sources[Phase::test];
+    check_labels(source, net.inputs().front(), nets.config.file);
     TrainingState state;
     if (io::is_caffemodel(options.weights)) {
         // Testing needs every weight: a parameter left at its filler would test nothing.
@@ -1033,9 +1058,9 @@ int test(const TestOptions& options) {
     } else {
         state = read_checkpoint(options.weights, net, nullptr);
     }
-    Source& source = *nets.sources[Phase::test];
     const LayerConfig& layer = *net.inputs().front().layer;
-    source.reader = make_reader(source, layer, Phase::test, nets.config.solver, 0);
+    source.reader = make_reader(source, net.inputs().front(), Phase::test, nets.config.solver, 0,
+                                nets.config.file);
     const int test_iter =
         nets.config.solver.test_iter > 0
             ? nets.config.solver.test_iter

@@ -1,6 +1,9 @@
 // The only engine file that sees yaml-cpp: turns a config file into a NetConfig, with errors
-// that name the file, line and key, and the valid choices.
+// that name the file, line and key, and the valid choices. It checks the document's form (known
+// keys, value types); the values' ranges and choices are validate_config's, the one check that
+// prototxt configs go through too (core/config_validate.cpp).
 
+#include "core/config_readers.hpp"
 #include "io/regular_file.hpp"
 
 #include <dl/config.hpp>
@@ -12,7 +15,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -65,11 +67,6 @@ const std::vector<std::string>& solver_keys() {
         "test_interval", "test_iter", "test_initialization",
         "display",       "snapshot",  "keep_checkpoints",
         "random_seed"};
-    return values;
-}
-const std::vector<std::string>& filler_types() {
-    static const std::vector<std::string> values = {"constant", "uniform", "gaussian", "xavier",
-                                                    "msra"};
     return values;
 }
 const std::vector<std::string>& filler_keys() {
@@ -265,15 +262,6 @@ public:
         }
     }
 
-    void read_positive(const YAML::Node& map, const std::string& key, int& out,
-                       const std::string& where, int minimum) const {
-        read(map, key, out, where);
-        if (map[key] && out < minimum) {
-            fail(map[key], fmt::format("key '{}' in {} must be at least {} (got {})", key, where,
-                                       minimum, out));
-        }
-    }
-
     void read_choice(const YAML::Node& map, const std::string& key, std::string& out,
                      const std::vector<std::string>& choices, const std::string& where) const {
         read(map, key, out, where);
@@ -315,26 +303,13 @@ public:
             fail(node, fmt::format("key '{}' in {} must be a map with a 'type'", key, where));
         }
         check_keys(node, filler_keys(), here);
-        read_choice(node, "type", filler.type, filler_types(), here);
+        read(node, "type", filler.type, here);
         read(node, "value", filler.value, here);
         read(node, "min", filler.min, here);
         read(node, "max", filler.max, here);
         read(node, "mean", filler.mean, here);
         read(node, "std", filler.std, here);
-        read_choice(node, "variance_norm", filler.variance_norm, {"fan_in", "fan_out", "average"},
-                    here);
-        // Caffe refuses these too (CHECK_LE(a, b), CHECK_GT(sigma, 0)), at the first draw.
-        if (filler.type == "uniform" && !(filler.min <= filler.max)) {
-            fail(node["max"] ? node["max"] : node,
-                 fmt::format("key 'max' in {}: expected max >= min (got min {}, max {})", here,
-                             filler.min, filler.max));
-        }
-        if (filler.type == "gaussian" && !(filler.std > 0.0F)) {
-            fail(node["std"] ? node["std"] : node,
-                 fmt::format("key 'std' in {}: expected a standard deviation > 0 (got {}; "
-                             "type: constant gives every weight one value)",
-                             here, filler.std));
-        }
+        read(node, "variance_norm", filler.variance_norm, here);
         return filler;
     }
 
@@ -352,6 +327,34 @@ private:
     }
     std::filesystem::path m_file;
 };
+
+SourceMark mark_of(const YAML::Node& node) {
+    return node.Mark().line >= 0 ? SourceMark{node.Mark().line + 1, node.Mark().column + 1, {}}
+                                 : SourceMark{};
+}
+
+/// Where each key of `map` was given (a filler's keys as "<key>.<its key>"), for
+/// validate_config's messages: the key's own line and column, as the prototxt reader marks a
+/// field's name.
+void record_marks(const YAML::Node& map, SourceMarks& marks) {
+    for (const auto& item : map) {
+        const auto key = item.first.as<std::string>();
+        marks[key] = mark_of(item.first);
+        if (item.second.IsMap()) {
+            for (const auto& sub : item.second) {
+                marks[key + "." + sub.first.as<std::string>()] = mark_of(sub.first);
+            }
+        }
+    }
+}
+
+// A Data layer of the train net (no phase, or train), the layers `--solver batch_size` sets.
+bool is_train_data(const YAML::Node& layer) {
+    const bool data = layer.IsMap() && layer["type"] && layer["type"].as<std::string>("") == "Data";
+    const bool test_only =
+        layer.IsMap() && layer["phase"] && layer["phase"].as<std::string>("") == "test";
+    return data && !test_only;
+}
 
 LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t index) {
     LayerConfig layer;
@@ -378,6 +381,7 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     std::vector<std::string> valid = common_keys();
     valid.insert(valid.end(), keys->second.begin(), keys->second.end());
     reader.check_keys(node, valid, where + " of type " + layer.type);
+    record_marks(node, layer.marks);
 
     layer.bottoms = reader.read_names(node, "bottom", where);
     layer.tops = reader.read_names(node, "top", where);
@@ -403,18 +407,11 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
 
     reader.read(node, "source", layer.source, where);
     reader.read(node, "label_source", layer.label_source, where);
-    if (node["backend"]) {
-        reader.read_choice(node, "backend", layer.backend, {"lmdb", "leveldb"}, where);
-    }
-    reader.read_positive(node, "batch_size", layer.batch_size, where, 1);
+    reader.read(node, "backend", layer.backend, where);
+    reader.read(node, "batch_size", layer.batch_size, where);
     reader.read(node, "scale", layer.scale, where);
     reader.read(node, "shuffle", layer.shuffle, where);
     reader.read(node, "mean_file", layer.mean_file, where);
-    if (node["mean_file"] && node["mean_value"]) {
-        reader.fail(node["mean_file"], fmt::format("{}: give mean_file or mean_value, not both "
-                                                   "(Caffe's rule)",
-                                                   where));
-    }
     if (const YAML::Node mean = node["mean_value"]) {
         try {
             layer.mean_value = mean.IsScalar() ? std::vector<float>{mean.as<float>()}
@@ -426,38 +423,26 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
         }
     }
     if (const YAML::Node shape = node["shape"]) {
-        layer.shape = shape.as<std::vector<int>>();
-        if (layer.shape.size() != 3 ||
-            std::any_of(layer.shape.begin(), layer.shape.end(), [](int d) { return d < 1; })) {
+        try {
+            layer.shape = shape.as<std::vector<int>>();
+        } catch (const YAML::Exception&) {
             reader.fail(shape,
                         fmt::format("key 'shape' in {} must be [channels, height, width]", where));
         }
     }
-    reader.read_positive(node, "crop_size", layer.crop_size, where, 0);
+    reader.read(node, "crop_size", layer.crop_size, where);
     reader.read(node, "mirror", layer.mirror, where);
-    if (!layer.shape.empty() && layer.crop_size > std::min(layer.shape[1], layer.shape[2])) {
-        reader.fail(node["crop_size"],
-                    fmt::format("key 'crop_size' in {}: {} is larger than the {}x{} images of "
-                                "its 'shape'",
-                                where, layer.crop_size, layer.shape[1], layer.shape[2]));
-    }
-    reader.read_positive(node, "num_output", layer.num_output, where, 1);
-    reader.read_positive(node, "kernel_size", layer.kernel_size, where, 1);
-    reader.read_positive(node, "stride", layer.stride, where, 1);
-    reader.read_positive(node, "pad", layer.pad, where, 0);
-    reader.read_positive(node, "group", layer.group, where, 1);
+    reader.read(node, "num_output", layer.num_output, where);
+    reader.read(node, "kernel_size", layer.kernel_size, where);
+    reader.read(node, "stride", layer.stride, where);
+    reader.read(node, "pad", layer.pad, where);
+    reader.read(node, "group", layer.group, where);
     reader.read(node, "bias_term", layer.bias_term, where);
     layer.weight_filler = reader.read_filler(node, "weight_filler", layer.weight_filler, where);
     layer.bias_filler = reader.read_filler(node, "bias_filler", layer.bias_filler, where);
-    if (layer.type == "Pooling") {
-        reader.read_choice(node, "pool", layer.pool, {"max", "ave"}, where);
-    }
+    reader.read(node, "pool", layer.pool, where);
     reader.read(node, "dropout_ratio", layer.dropout_ratio, where);
-    if (layer.dropout_ratio < 0.0F || layer.dropout_ratio >= 1.0F) {
-        reader.fail(node["dropout_ratio"],
-                    fmt::format("key 'dropout_ratio' in {} must be in [0, 1)", where));
-    }
-    reader.read_positive(node, "local_size", layer.local_size, where, 1);
+    reader.read(node, "local_size", layer.local_size, where);
     reader.read(node, "alpha", layer.alpha, where);
     reader.read(node, "beta", layer.beta, where);
     reader.read(node, "k", layer.k, where);
@@ -468,85 +453,45 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     }
     reader.read(node, "moving_average_fraction", layer.moving_average_fraction, where);
     reader.read(node, "eps", layer.eps, where);
-    if (layer.type == "BatchNorm" && !(layer.eps > 0.0F)) {
-        reader.fail(node["eps"], fmt::format("key 'eps' in {} must be > 0", where));
-    }
-    if (layer.type == "BatchNorm") {
-        // Its parameters are running statistics, never learned (Caffe forces lr_mult 0).
-        for (const ParamSpec& spec : layer.params) {
-            if (spec.lr_mult != 0.0F) {
-                reader.fail(node["param"],
-                            fmt::format("key 'param' in {}: BatchNorm's parameters are its "
-                                        "running statistics and take no lr_mult but 0",
-                                        where));
-            }
-        }
-    }
     if (layer.type == "Scale") {
         layer.bias_term = false; // Caffe's ScaleParameter default
         reader.read(node, "bias_term", layer.bias_term, where);
         layer.filler = reader.read_filler(node, "filler", layer.filler, where);
     }
-    reader.read_positive(node, "axis", layer.axis, where, 0);
-    if (layer.type == "Eltwise") {
-        reader.read_choice(node, "operation", layer.operation, {"sum", "prod", "max"}, where);
-        if (const YAML::Node coeff = node["coeff"]) {
-            try {
-                layer.coeff = coeff.as<std::vector<float>>();
-            } catch (const YAML::Exception&) {
-                reader.fail(coeff, fmt::format("key 'coeff' in {} must be a list of numbers, one "
-                                               "per bottom",
-                                               where));
-            }
-            if (layer.operation != "sum") {
-                reader.fail(coeff,
-                            fmt::format("key 'coeff' in {} applies to operation sum only", where));
-            }
-            if (layer.coeff.size() != layer.bottoms.size()) {
-                reader.fail(coeff, fmt::format("key 'coeff' in {} has {} values for {} bottoms",
-                                               where, layer.coeff.size(), layer.bottoms.size()));
-            }
+    reader.read(node, "axis", layer.axis, where);
+    reader.read(node, "operation", layer.operation, where);
+    if (const YAML::Node coeff = node["coeff"]) {
+        try {
+            layer.coeff = coeff.as<std::vector<float>>();
+        } catch (const YAML::Exception&) {
+            reader.fail(coeff, fmt::format("key 'coeff' in {} must be a list of numbers, one "
+                                           "per bottom",
+                                           where));
         }
     }
-    reader.read_positive(node, "top_k", layer.top_k, where, 1);
+    reader.read(node, "top_k", layer.top_k, where);
     reader.read(node, "loss_weight", layer.loss_weight, where);
-
-    const auto require = [&](const char* key) {
-        if (!node[key]) {
-            reader.fail(node, fmt::format("{} of type {} needs key '{}'", where, layer.type, key));
-        }
-    };
-    if (layer.type == "Data") {
-        require("source");
-        require("batch_size");
-    }
-    if (layer.type == "Convolution" || layer.type == "InnerProduct") {
-        require("num_output");
-    }
-    if (layer.type == "Convolution" || layer.type == "Pooling") {
-        require("kernel_size");
-    }
     return layer;
 }
 
-SolverConfig read_solver(const Reader& reader, const YAML::Node& node) {
+SolverConfig read_solver(const Reader& reader, const YAML::Node& node, SourceMarks& marks) {
     SolverConfig solver;
     const std::string where = "solver";
     if (!node.IsMap()) {
         reader.fail(node, "'solver' must be a map");
     }
     reader.check_keys(node, solver_keys(), where);
-    reader.read_choice(node, "type", solver.type, {"SGD", "Nesterov", "Adam"}, where);
+    record_marks(node, marks);
+    reader.read(node, "type", solver.type, where);
     reader.read(node, "base_lr", solver.base_lr, where);
     reader.read(node, "momentum", solver.momentum, where);
     reader.read(node, "momentum2", solver.momentum2, where);
     reader.read(node, "delta", solver.delta, where);
     reader.read(node, "weight_decay", solver.weight_decay, where);
-    reader.read_choice(node, "lr_policy", solver.lr_policy,
-                       {"fixed", "step", "multistep", "exp", "inv", "poly"}, where);
+    reader.read(node, "lr_policy", solver.lr_policy, where);
     reader.read(node, "gamma", solver.gamma, where);
     reader.read(node, "power", solver.power, where);
-    reader.read_positive(node, "stepsize", solver.stepsize, where, 1);
+    reader.read(node, "stepsize", solver.stepsize, where);
     if (const YAML::Node steps = node["stepvalue"]) {
         if (steps.IsScalar()) {
             solver.stepvalues.push_back(steps.as<int>());
@@ -556,20 +501,14 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node) {
             }
         }
     }
-    reader.read_positive(node, "max_iter", solver.max_iter, where, 0);
-    reader.read_positive(node, "test_interval", solver.test_interval, where, 0);
-    reader.read_positive(node, "test_iter", solver.test_iter, where, 0);
+    reader.read(node, "max_iter", solver.max_iter, where);
+    reader.read(node, "test_interval", solver.test_interval, where);
+    reader.read(node, "test_iter", solver.test_iter, where);
     reader.read(node, "test_initialization", solver.test_initialization, where);
-    reader.read_positive(node, "display", solver.display, where, 0);
-    reader.read_positive(node, "snapshot", solver.snapshot, where, 0);
-    reader.read_positive(node, "keep_checkpoints", solver.keep_checkpoints, where, 1);
+    reader.read(node, "display", solver.display, where);
+    reader.read(node, "snapshot", solver.snapshot, where);
+    reader.read(node, "keep_checkpoints", solver.keep_checkpoints, where);
     reader.read(node, "random_seed", solver.random_seed, where);
-    if (solver.lr_policy == "step" && solver.stepsize == 0) {
-        reader.fail(node, "solver: lr_policy 'step' needs key 'stepsize'");
-    }
-    if (solver.lr_policy == "multistep" && solver.stepvalues.empty()) {
-        reader.fail(node, "solver: lr_policy 'multistep' needs key 'stepvalue'");
-    }
     return solver;
 }
 
@@ -578,10 +517,13 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node) {
 namespace {
 
 // `dltrain train --solver base_lr=0.01`: each value replaces the solver key in the document
-// before it is read, so it is validated exactly as if the file said it; `batch_size` is the
-// train-phase Data layers' (a sweep over it should not need a copy of the network).
-void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides,
-                     const std::filesystem::path& file) {
+// before it is read, so it is read exactly as if the file said it; `batch_size` is the
+// train-phase Data layers' (a sweep over it should not need a copy of the network). Returns
+// the keys replaced with the assignment that did it, for messages.
+std::map<std::string, std::string> apply_overrides(YAML::Node& root,
+                                                   const std::vector<std::string>& overrides,
+                                                   const std::filesystem::path& file) {
+    std::map<std::string, std::string> applied;
     for (const auto& assignment : overrides) {
         const auto equals = assignment.find('=');
         const std::string key = assignment.substr(0, equals);
@@ -602,6 +544,7 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
         } catch (const YAML::ParserException& e) {
             throw Error(ErrorKind::usage, fmt::format("--solver '{}': {}", assignment, e.msg));
         }
+        applied[key] = assignment;
         if (key != "batch_size") {
             if (!root["solver"]) {
                 root["solver"] = YAML::Node(YAML::NodeType::Map);
@@ -612,11 +555,7 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
         bool found = false;
         if (root["layers"] && root["layers"].IsSequence()) {
             for (auto layer : root["layers"]) {
-                const bool data =
-                    layer.IsMap() && layer["type"] && layer["type"].as<std::string>("") == "Data";
-                const bool test_only =
-                    layer.IsMap() && layer["phase"] && layer["phase"].as<std::string>("") == "test";
-                if (data && !test_only) {
+                if (is_train_data(layer)) {
                     layer["batch_size"] = value;
                     found = true;
                 }
@@ -629,12 +568,13 @@ void apply_overrides(YAML::Node& root, const std::vector<std::string>& overrides
                                     file.string()));
         }
     }
+    return applied;
 }
 
 } // namespace
 
-NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
-                       const std::vector<std::string>& overrides) {
+NetConfig read_yaml_config(const std::string& text, const std::filesystem::path& file_for_messages,
+                           const std::vector<std::string>& overrides) {
     const Reader reader(file_for_messages);
     if (text.size() > k_max_config_bytes) {
         throw Error(ErrorKind::config,
@@ -654,7 +594,7 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
                     fmt::format("{}:1: the config must be a map with 'layers' and 'solver'",
                                 file_for_messages.string()));
     }
-    apply_overrides(root, overrides, file_for_messages);
+    const auto applied = apply_overrides(root, overrides, file_for_messages);
     NetConfig config;
     config.file = file_for_messages;
     try {
@@ -664,48 +604,73 @@ NetConfig parse_config(const std::string& text, const std::filesystem::path& fil
         if (!layers || !layers.IsSequence() || layers.size() == 0) {
             reader.fail(layers ? layers : root, "key 'layers' must be a non-empty list of layers");
         }
-        // A name may repeat only across phases (Caffe's train and test Data layers).
-        std::set<std::pair<std::string, int>> names;
         for (std::size_t i = 0; i < layers.size(); ++i) {
             LayerConfig layer = read_layer(reader, layers[i], i);
-            const auto taken = [&](int phase) { return names.count({layer.name, phase}) != 0; };
-            const bool clash = layer.phase ? taken(static_cast<int>(*layer.phase)) || taken(-1)
-                                           : taken(0) || taken(1) || taken(-1);
-            names.insert({layer.name, layer.phase ? static_cast<int>(*layer.phase) : -1});
-            if (clash) {
-                reader.fail(layers[i]["name"],
-                            fmt::format("key 'name': layer name '{}' is used twice", layer.name));
+            if (const auto batch = applied.find("batch_size");
+                batch != applied.end() && is_train_data(layers[i])) {
+                layer.marks["batch_size"] = SourceMark{0, 0, batch->second};
             }
             config.layers.push_back(std::move(layer));
         }
-        if (root["solver"]) {
-            config.solver = read_solver(reader, root["solver"]);
+        if (const YAML::Node solver = root["solver"]) {
+            config.solver_line = mark_of(solver).line;
+            config.solver = read_solver(reader, solver, config.solver_marks);
         }
     } catch (const YAML::Exception& e) {
         throw Error(ErrorKind::config,
                     fmt::format("{}:{}: {}", file_for_messages.string(), e.mark.line + 1, e.msg));
     }
+    for (const auto& [key, assignment] : applied) {
+        if (key != "batch_size") {
+            config.solver_marks[key] = SourceMark{0, 0, assignment};
+        }
+    }
+    return config;
+}
+
+NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
+                       const std::vector<std::string>& overrides) {
+    NetConfig config = read_yaml_config(text, file_for_messages, overrides);
+    validate_config(config);
     return config;
 }
 
 NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides) {
     if (file.extension() == ".prototxt") {
-        NetConfig config = load_prototxt(file);
-        if (overrides.empty()) {
-            return config;
+        NetConfig config = read_prototxt(file);
+        if (!overrides.empty()) {
+            // The overrides edit a YAML document: the prototxt's config as YAML, so an override
+            // is read exactly as over a YAML file (dljob passes a recipe's base_lr this way,
+            // whichever format its config is in). The marks stay the prototxt's, but for the
+            // keys the command line gave.
+            NetConfig edited = read_yaml_config(
+                to_yaml(config), file.string() + " (as YAML, with the --solver overrides)",
+                overrides);
+            edited.file = config.file;
+            edited.solver_file = config.solver_file;
+            edited.solver_line = config.solver_line;
+            for (std::size_t i = 0; i < edited.layers.size() && i < config.layers.size(); ++i) {
+                SourceMarks marks = config.layers[i].marks;
+                for (const auto& [key, mark] : edited.layers[i].marks) {
+                    if (!mark.override_text.empty()) {
+                        marks[key] = mark;
+                    }
+                }
+                edited.layers[i].line = config.layers[i].line;
+                edited.layers[i].marks = std::move(marks);
+            }
+            SourceMarks solver_marks = config.solver_marks;
+            for (const auto& [key, mark] : edited.solver_marks) {
+                if (!mark.override_text.empty()) {
+                    solver_marks[key] = mark;
+                }
+            }
+            edited.solver_marks = std::move(solver_marks);
+            config = std::move(edited);
         }
-        // The overrides edit a YAML document before validation: the prototxt's config as YAML,
-        // so an override is checked exactly as over a YAML file (dljob passes a recipe's
-        // base_lr this way, whichever format its config is in). Messages keep the prototxt's
-        // lines for the layers.
-        NetConfig edited = parse_config(
-            to_yaml(config), file.string() + " (as YAML, with the --solver overrides)", overrides);
-        edited.file = config.file;
-        for (std::size_t i = 0; i < edited.layers.size() && i < config.layers.size(); ++i) {
-            edited.layers[i].line = config.layers[i].line;
-        }
-        return edited;
+        validate_config(config);
+        return config;
     }
     // An ifstream opens a directory and reads nothing, which would read as an empty config.
     std::error_code ec;

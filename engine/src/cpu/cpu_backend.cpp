@@ -254,6 +254,12 @@ void max_pool_2x2(const float* in, int width, int out_h, int out_w, float* out, 
     }
 }
 
+// A label as the index of its score in a row of `classes`, or -1 for a negative, NaN or too
+// large one (the float-to-int conversion of which would be undefined or out of the row).
+int label_index(float label, int classes) {
+    return label >= 0.0F && label < static_cast<float>(classes) ? static_cast<int>(label) : -1;
+}
+
 // The pooling geometry that the 2x2 fast path handles.
 bool is_2x2_pool(const PoolGeometry& g) {
     return g.kernel == 2 && g.stride == 2 && g.pad == 0 && g.height % 2 == 0 && g.width % 2 == 0;
@@ -610,7 +616,11 @@ public:
             for (int c = 0; c < classes; ++c) {
                 p[c] /= sum;
             }
-            loss -= std::log(std::max(p[static_cast<int>(labels[r])], FLT_MIN));
+            // The reader refuses labels past the scores (data::LabelLimit); one that comes here
+            // anyway adds nothing rather than reading past the row, as the CUDA kernel does.
+            if (const int label = label_index(labels[r], classes); label >= 0) {
+                loss -= std::log(std::max(p[label], FLT_MIN));
+            }
         }
         loss_out[0] = static_cast<float>(loss / rows);
     }
@@ -623,7 +633,9 @@ public:
             for (int c = 0; c < classes; ++c) {
                 d[c] = p[c] * scale;
             }
-            d[static_cast<int>(labels[r])] -= scale;
+            if (const int label = label_index(labels[r], classes); label >= 0) {
+                d[label] -= scale;
+            }
         }
     }
 
@@ -632,7 +644,11 @@ public:
         int correct = 0;
         for (int row = 0; row < rows; ++row) {
             const float* s = scores + static_cast<std::ptrdiff_t>(row) * classes;
-            const float truth = s[static_cast<int>(labels[row])];
+            const int label = label_index(labels[row], classes);
+            if (label < 0) {
+                continue; // counted wrong, as the CUDA kernel counts it
+            }
+            const float truth = s[label];
             int better = 0;
             for (int c = 0; c < classes; ++c) {
                 if (s[c] > truth) {

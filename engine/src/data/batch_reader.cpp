@@ -1,10 +1,33 @@
 #include "data/batch_reader.hpp"
 
+#include <dl/error.hpp>
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
 namespace dl::data {
+
+std::string label_error(const LabelLimit& limit, std::size_t index, int label) {
+    return fmt::format("{}: record {} of {} has label {}, but {} has {} outputs (labels 0 to {}): "
+                       "give the classifier one output per class of the data",
+                       limit.where, index, limit.source, label, limit.reader, limit.classes,
+                       limit.classes - 1);
+}
+
+std::optional<std::string> first_bad_label(const IdxDataset& set, const LabelLimit& limit) {
+    if (limit.classes <= 0) {
+        return std::nullopt;
+    }
+    for (std::size_t i = 0; i < set.labels.size(); ++i) {
+        if (set.labels[i] >= limit.classes) {
+            return label_error(limit, i, set.labels[i]);
+        }
+    }
+    return std::nullopt;
+}
 
 CropDraw crop_draw(const CropMirror& transform, std::uint64_t position, int height, int width) {
     CropDraw draw;
@@ -35,14 +58,15 @@ CropDraw crop_draw(const CropMirror& transform, std::uint64_t position, int heig
 
 BatchReader::BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
                          std::uint64_t cursor, int depth, int rank, int ranks,
-                         std::vector<float> mean, CropMirror crop)
+                         std::vector<float> mean, CropMirror crop, LabelLimit labels)
     : m_set(set), m_batch(batch),
       m_offset(static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(batch)),
       m_stride(static_cast<std::uint64_t>(ranks) * static_cast<std::uint64_t>(batch)),
       m_scale(scale),
       m_mean(mean.size() == 1 ? std::vector<float>(static_cast<std::size_t>(set.channels), mean[0])
                               : std::move(mean)),
-      m_crop(crop), m_order(std::move(order)), m_consumer_cursor(cursor), m_producer_cursor(cursor),
+      m_crop(crop), m_labels(std::move(labels)), m_order(std::move(order)),
+      m_consumer_cursor(cursor), m_producer_cursor(cursor),
       m_slots(static_cast<std::size_t>(std::max(depth, 1))) {
     for (auto& slot : m_slots) {
         const std::size_t side = static_cast<std::size_t>(crop.crop_size);
@@ -129,6 +153,7 @@ void BatchReader::run() {
         }
         // The slot at tail is free: only this thread writes it until it is counted as filled.
         Slot& slot = m_slots[tail];
+        slot.error.clear();
         for (int i = 0; i < m_batch; ++i) {
             const std::uint64_t position =
                 m_producer_cursor + m_offset + static_cast<std::uint64_t>(i);
@@ -139,8 +164,13 @@ void BatchReader::run() {
             } else {
                 fill(m_set.pixels.data() + index * image, out, position);
             }
-            slot.labels[static_cast<std::size_t>(i)] =
-                m_set.labels.empty() ? 0.0F : static_cast<float>(m_set.labels[index]);
+            const int label = m_set.labels.empty() ? 0 : m_set.labels[index];
+            slot.labels[static_cast<std::size_t>(i)] = static_cast<float>(label);
+            // Here, on the host and before any upload, so one check serves every backend: the
+            // loss and accuracy index each row of scores by its label.
+            if (m_labels.classes > 0 && label >= m_labels.classes && slot.error.empty()) {
+                slot.error = label_error(m_labels, index, label);
+            }
         }
         m_producer_cursor += m_stride;
         tail = (tail + 1) % m_slots.size();
@@ -159,6 +189,9 @@ double BatchReader::next(float* data, float* labels) {
     const auto waited = std::chrono::steady_clock::now() - start;
     const Slot& slot = m_slots[m_head];
     lock.unlock();
+    if (!slot.error.empty()) {
+        throw Error(ErrorKind::config, slot.error);
+    }
     std::copy(slot.data.begin(), slot.data.end(), data);
     if (labels != nullptr) {
         std::copy(slot.labels.begin(), slot.labels.end(), labels);

@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +38,23 @@ struct CropDraw {
 };
 CropDraw crop_draw(const CropMirror& transform, std::uint64_t position, int height, int width);
 
+/// The labels a Data layer's records may have: 0 to classes - 1, the outputs of the classifier
+/// that reads them (SoftmaxWithLoss, Accuracy), which index a row of scores by the label: a
+/// larger one would read and write past the row. classes 0: no layer reads them, no limit.
+struct LabelLimit {
+    int classes = 0;
+    std::string where;  // "config:line: layer 'name'" of the Data layer, for messages
+    std::string source; // the file or database the labels come from, for messages
+    std::string reader; // the layer whose outputs set the limit, for messages
+};
+
+/// The message for record `index` (in file or key order, from 0) whose label is past `limit`.
+std::string label_error(const LabelLimit& limit, std::size_t index, int label);
+
+/// The first record of `set` whose label is past `limit`, as label_error's message: one pass
+/// over the labels in memory, so a bad record anywhere is refused before the run starts.
+std::optional<std::string> first_bad_label(const IdxDataset& set, const LabelLimit& limit);
+
 class BatchReader {
 public:
     /// Batches start at `cursor`, a position in the stream of all epochs, and go on in
@@ -46,9 +65,10 @@ public:
     /// becomes (pixel - mean) * scale, Caffe's transform; `mean` holds one value per channel, or
     /// one for all, or one per pixel (a mean image, C x H x W, indexed by the pixel's place in
     /// the whole image, as Caffe's), or none (0); then `crop` cuts and flips (CropMirror).
+    /// Each batch's labels are checked against `labels` as the batch is made.
     BatchReader(const IdxDataset& set, int batch, float scale, SampleOrder order,
                 std::uint64_t cursor, int depth = 4, int rank = 0, int ranks = 1,
-                std::vector<float> mean = {}, CropMirror crop = {});
+                std::vector<float> mean = {}, CropMirror crop = {}, LabelLimit labels = {});
     ~BatchReader();
     BatchReader(const BatchReader&) = delete;
     BatchReader& operator=(const BatchReader&) = delete;
@@ -56,7 +76,8 @@ public:
     BatchReader& operator=(BatchReader&&) = delete;
 
     /// Copies the next batch into data (batch x image) and labels (batch; may be null).
-    /// Returns the seconds spent waiting for it.
+    /// Returns the seconds spent waiting for it. A batch with a label past the LabelLimit is
+    /// dl::Error(config) naming the first such record, and nothing is copied.
     double next(float* data, float* labels);
     /// The stream position the next batch handed out starts at (saved in checkpoints).
     [[nodiscard]] std::uint64_t cursor() const { return m_consumer_cursor; }
@@ -67,6 +88,7 @@ private:
     struct Slot {
         std::vector<float> data;
         std::vector<float> labels;
+        std::string error; // label_error's message for the batch's first bad label, if any
     };
     void run();
 
@@ -77,6 +99,7 @@ private:
     float m_scale;
     std::vector<float> m_mean; // per channel, or per pixel
     CropMirror m_crop;
+    LabelLimit m_labels;
     SampleOrder m_order; // used by the reader thread only
     std::uint64_t m_consumer_cursor;
     std::uint64_t m_producer_cursor;

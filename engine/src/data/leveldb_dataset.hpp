@@ -22,9 +22,10 @@ bool leveldb_available();
 bool is_leveldb_source(const std::filesystem::path& source);
 
 /// Every record in key order (LevelDB's default bytewise order, LMDB's too), by DatumSet's rules.
-/// A database LevelDB cannot open (missing, damaged, locked by another process for longer than
-/// a minute, on a read-only file system) or a build without LevelDB is a dl::Error(config)
-/// naming the database and why.
+/// Nothing in the database's directory is written, renamed or removed (LevelDB's own writes stay
+/// in memory). A database LevelDB cannot open (missing, damaged, a damaged log record included,
+/// held by a LevelDB writer for longer than a minute) or a build without LevelDB is a
+/// dl::Error(config) naming the database and why.
 IdxDataset load_leveldb(const std::filesystem::path& source, bool with_labels);
 
 /// The count and the shape of the first record (LevelDB keeps no count: the keys are walked).

@@ -1,0 +1,377 @@
+// The one check of a config's values, whatever its format: the YAML and prototxt readers only
+// turn text into a NetConfig (types, known keys and fields), then both come here. Before, the
+// prototxt path skipped the YAML reader's checks, and a stride or group of 0 was a SIGFPE, a
+// uniform filler with min > max hung `check`, and NaN ratios trained.
+
+#include <dl/config.hpp>
+#include <dl/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dl {
+namespace {
+
+// Kernel, stride and pad bound: the layers' geometry (H + 2 pad - kernel) is int arithmetic,
+// and a window a million pixels wide is a typo, not a net (Caffe's largest are 11 wide).
+constexpr int k_max_window = 1 << 20;
+
+std::string join(const std::vector<std::string>& items) {
+    std::string text;
+    for (const auto& item : items) {
+        text += (text.empty() ? "" : ", ") + item;
+    }
+    return text;
+}
+
+class Validator {
+public:
+    explicit Validator(const NetConfig& config) : m_config(config) {}
+
+    void run() const {
+        for (const LayerConfig& layer : m_config.layers) {
+            check_layer(layer);
+        }
+        check_names();
+        check_solver(m_config.solver);
+    }
+
+private:
+    // "file:line:column: " of a key, else of what holds it.
+    [[nodiscard]] static std::string at(const std::filesystem::path& file, const SourceMarks& marks,
+                                        const std::string& key, int fallback_line) {
+        const auto found = marks.find(key);
+        if (found != marks.end() && !found->second.override_text.empty()) {
+            return fmt::format("{}: --solver {}: ", file.string(), found->second.override_text);
+        }
+        if (found != marks.end() && found->second.line > 0) {
+            return found->second.column > 0
+                       ? fmt::format("{}:{}:{}: ", file.string(), found->second.line,
+                                     found->second.column)
+                       : fmt::format("{}:{}: ", file.string(), found->second.line);
+        }
+        return fallback_line > 0 ? fmt::format("{}:{}: ", file.string(), fallback_line)
+                                 : fmt::format("{}: ", file.string());
+    }
+
+    [[noreturn]] void fail(const LayerConfig& layer, const std::string& key,
+                           const std::string& message) const {
+        throw Error(ErrorKind::config, at(m_config.file, layer.marks, key, layer.line) + message);
+    }
+
+    [[noreturn]] void fail_solver(const std::string& key, const std::string& message) const {
+        const std::filesystem::path& file =
+            m_config.solver_file.empty() ? m_config.file : m_config.solver_file;
+        throw Error(ErrorKind::config,
+                    at(file, m_config.solver_marks, key, m_config.solver_line) + message);
+    }
+
+    static std::string where(const LayerConfig& layer) {
+        return fmt::format("layer '{}'", layer.name);
+    }
+
+    // A size that the layer needs: absent is "needs key", present but below `minimum` is out
+    // of range.
+    void required_at_least(const LayerConfig& layer, const std::string& key, int value,
+                           int minimum) const {
+        if (value >= minimum) {
+            return;
+        }
+        if (layer.marks.count(key) == 0) {
+            fail(layer, key,
+                 fmt::format("{} of type {} needs key '{}'", where(layer), layer.type, key));
+        }
+        at_least(layer, key, value, minimum);
+    }
+
+    void at_least(const LayerConfig& layer, const std::string& key, int value, int minimum) const {
+        if (value < minimum) {
+            fail(layer, key,
+                 fmt::format("key '{}' in {} must be at least {} (got {})", key, where(layer),
+                             minimum, value));
+        }
+    }
+
+    void at_most(const LayerConfig& layer, const std::string& key, int value, int maximum) const {
+        if (value > maximum) {
+            fail(layer, key,
+                 fmt::format("key '{}' in {} must be at most {} (got {})", key, where(layer),
+                             maximum, value));
+        }
+    }
+
+    void finite(const LayerConfig& layer, const std::string& key, float value) const {
+        if (!std::isfinite(value)) {
+            fail(layer, key,
+                 fmt::format("key '{}' in {} must be a finite number (got {})", key, where(layer),
+                             value));
+        }
+    }
+
+    void choice(const LayerConfig& layer, const std::string& key, const std::string& value,
+                const std::vector<std::string>& choices) const {
+        if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+            fail(layer, key,
+                 fmt::format("key '{}' in {}: unknown value '{}' (valid: {})", key, where(layer),
+                             value, join(choices)));
+        }
+    }
+
+    void check_filler(const LayerConfig& layer, const std::string& key,
+                      const FillerConfig& filler) const {
+        const std::string here = fmt::format("{} of {}", key, where(layer));
+        const auto sub = [&](const char* name) { return key + "." + name; };
+        const auto in_filler = [&](const char* name, const std::string& message) {
+            fail(layer, layer.marks.count(sub(name)) != 0 ? sub(name) : key,
+                 fmt::format("key '{}' in {}: {}", name, here, message));
+        };
+        const std::vector<std::string> types = {"constant", "uniform", "gaussian", "xavier",
+                                                "msra"};
+        if (std::find(types.begin(), types.end(), filler.type) == types.end()) {
+            in_filler("type",
+                      fmt::format("unknown value '{}' (valid: {})", filler.type, join(types)));
+        }
+        const std::vector<std::string> norms = {"fan_in", "fan_out", "average"};
+        if (std::find(norms.begin(), norms.end(), filler.variance_norm) == norms.end()) {
+            in_filler("variance_norm", fmt::format("unknown value '{}' (valid: {})",
+                                                   filler.variance_norm, join(norms)));
+        }
+        for (const auto& [name, value] :
+             {std::pair{"value", filler.value}, std::pair{"min", filler.min},
+              std::pair{"max", filler.max}, std::pair{"mean", filler.mean},
+              std::pair{"std", filler.std}}) {
+            if (!std::isfinite(value)) {
+                in_filler(name, fmt::format("must be a finite number (got {})", value));
+            }
+        }
+        // Caffe refuses these too (CHECK_LE(a, b), CHECK_GT(sigma, 0)), at the first draw;
+        // Boost's uniform_real loops forever on min > max.
+        if (filler.type == "uniform" && !(filler.min <= filler.max)) {
+            in_filler("max", fmt::format("expected max >= min (got min {}, max {})", filler.min,
+                                         filler.max));
+        }
+        if (filler.type == "gaussian" && !(filler.std > 0.0F)) {
+            in_filler("std", fmt::format("expected a standard deviation > 0 (got {}; type: "
+                                         "constant gives every weight one value)",
+                                         filler.std));
+        }
+    }
+
+    void check_window(const LayerConfig& layer) const {
+        required_at_least(layer, "kernel_size", layer.kernel_size, 1);
+        at_most(layer, "kernel_size", layer.kernel_size, k_max_window);
+        at_least(layer, "stride", layer.stride, 1);
+        at_most(layer, "stride", layer.stride, k_max_window);
+        at_least(layer, "pad", layer.pad, 0);
+        at_most(layer, "pad", layer.pad, k_max_window);
+    }
+
+    void check_layer(const LayerConfig& layer) const {
+        const std::string& type = layer.type;
+        for (const ParamSpec& spec : layer.params) {
+            for (const auto& [name, value] :
+                 {std::pair{"lr_mult", spec.lr_mult}, std::pair{"decay_mult", spec.decay_mult}}) {
+                if (!(std::isfinite(value) && value >= 0.0F)) {
+                    fail(layer, "param",
+                         fmt::format("key 'param' in {}: {} must be a finite number >= 0 (got {})",
+                                     where(layer), name, value));
+                }
+            }
+            if (type == "BatchNorm" && spec.lr_mult != 0.0F) {
+                // Its parameters are running statistics, never learned (Caffe forces lr_mult 0).
+                fail(layer, "param",
+                     fmt::format("key 'param' in {}: BatchNorm's parameters are its running "
+                                 "statistics and take no lr_mult but 0",
+                                 where(layer)));
+            }
+        }
+        if (type == "Data") {
+            if (layer.source.empty()) {
+                fail(layer, "source",
+                     fmt::format("{} of type Data needs key 'source'", where(layer)));
+            }
+            if (!layer.backend.empty()) {
+                choice(layer, "backend", layer.backend, {"lmdb", "leveldb"});
+            }
+            required_at_least(layer, "batch_size", layer.batch_size, 1);
+            finite(layer, "scale", layer.scale);
+            for (const float mean : layer.mean_value) {
+                finite(layer, "mean_value", mean);
+            }
+            if (!layer.mean_file.empty() && !layer.mean_value.empty()) {
+                fail(layer, "mean_file",
+                     fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)",
+                                 where(layer)));
+            }
+            if ((!layer.shape.empty() || layer.marks.count("shape") != 0) &&
+                (layer.shape.size() != 3 || std::any_of(layer.shape.begin(), layer.shape.end(),
+                                                        [](int d) { return d < 1; }))) {
+                fail(layer, "shape",
+                     fmt::format("key 'shape' in {} must be [channels, height, width]",
+                                 where(layer)));
+            }
+            at_least(layer, "crop_size", layer.crop_size, 0);
+            if (layer.shape.size() == 3 &&
+                layer.crop_size > std::min(layer.shape[1], layer.shape[2])) {
+                fail(layer, "crop_size",
+                     fmt::format("key 'crop_size' in {}: {} is larger than the {}x{} images of "
+                                 "its 'shape'",
+                                 where(layer), layer.crop_size, layer.shape[1], layer.shape[2]));
+            }
+        } else if (type == "Convolution" || type == "InnerProduct") {
+            required_at_least(layer, "num_output", layer.num_output, 1);
+            check_filler(layer, "weight_filler", layer.weight_filler);
+            check_filler(layer, "bias_filler", layer.bias_filler);
+            if (type == "Convolution") {
+                check_window(layer);
+                at_least(layer, "group", layer.group, 1);
+            }
+        } else if (type == "Pooling") {
+            choice(layer, "pool", layer.pool, {"max", "ave"});
+            check_window(layer);
+        } else if (type == "Dropout") {
+            if (!(layer.dropout_ratio >= 0.0F && layer.dropout_ratio < 1.0F)) {
+                fail(layer, "dropout_ratio",
+                     fmt::format("key 'dropout_ratio' in {} must be in [0, 1) (got {})",
+                                 where(layer), layer.dropout_ratio));
+            }
+        } else if (type == "LRN") {
+            at_least(layer, "local_size", layer.local_size, 1);
+            finite(layer, "alpha", layer.alpha);
+            finite(layer, "beta", layer.beta);
+            finite(layer, "k", layer.k);
+        } else if (type == "BatchNorm") {
+            if (!(std::isfinite(layer.eps) && layer.eps > 0.0F)) {
+                fail(layer, "eps",
+                     fmt::format("key 'eps' in {} must be > 0 (got {})", where(layer), layer.eps));
+            }
+            if (!(layer.moving_average_fraction >= 0.0F && layer.moving_average_fraction <= 1.0F)) {
+                fail(layer, "moving_average_fraction",
+                     fmt::format("key 'moving_average_fraction' in {} must be in [0, 1] (got {})",
+                                 where(layer), layer.moving_average_fraction));
+            }
+        } else if (type == "Scale") {
+            check_filler(layer, "filler", layer.filler);
+            check_filler(layer, "bias_filler", layer.bias_filler);
+        } else if (type == "Concat") {
+            at_least(layer, "axis", layer.axis, 0);
+        } else if (type == "Eltwise") {
+            choice(layer, "operation", layer.operation, {"sum", "prod", "max"});
+            if (!layer.coeff.empty()) {
+                if (layer.operation != "sum") {
+                    fail(layer, "coeff",
+                         fmt::format("key 'coeff' in {} applies to operation sum only",
+                                     where(layer)));
+                }
+                if (layer.coeff.size() != layer.bottoms.size()) {
+                    fail(layer, "coeff",
+                         fmt::format("key 'coeff' in {} has {} values for {} bottoms", where(layer),
+                                     layer.coeff.size(), layer.bottoms.size()));
+                }
+                for (const float coeff : layer.coeff) {
+                    finite(layer, "coeff", coeff);
+                }
+            }
+        } else if (type == "Accuracy") {
+            at_least(layer, "top_k", layer.top_k, 1);
+        } else if (type == "SoftmaxWithLoss") {
+            finite(layer, "loss_weight", layer.loss_weight);
+        }
+    }
+
+    // A name may repeat only across phases (Caffe's train and test Data layers): the test net
+    // borrows the train net's parameters by layer name.
+    void check_names() const {
+        std::set<std::pair<std::string, int>> names; // (name, phase or -1 for both)
+        for (const LayerConfig& layer : m_config.layers) {
+            const auto taken = [&](int phase) { return names.count({layer.name, phase}) != 0; };
+            const bool clash = layer.phase ? taken(static_cast<int>(*layer.phase)) || taken(-1)
+                                           : taken(0) || taken(1) || taken(-1);
+            if (clash) {
+                fail(layer, "name",
+                     fmt::format("key 'name': layer name '{}' is used twice (a name may repeat "
+                                 "only across phases)",
+                                 layer.name));
+            }
+            names.insert({layer.name, layer.phase ? static_cast<int>(*layer.phase) : -1});
+        }
+    }
+
+    void solver_at_least(const std::string& key, int value, int minimum) const {
+        if (value < minimum) {
+            fail_solver(key, fmt::format("key '{}' in solver must be at least {} (got {})", key,
+                                         minimum, value));
+        }
+    }
+
+    void solver_range(const std::string& key, float value, float low, bool low_open,
+                      float high) const {
+        const bool above = low_open ? value > low : value >= low;
+        if (!(std::isfinite(value) && above && value < high)) {
+            const std::string range =
+                std::isinf(high) ? fmt::format("{} {}", low_open ? ">" : ">=", low)
+                                 : fmt::format("in {}{}, {})", low_open ? "(" : "[", low, high);
+            fail_solver(key, fmt::format("key '{}' in solver must be a finite number {} (got {})",
+                                         key, range, value));
+        }
+    }
+
+    void check_solver(const SolverConfig& solver) const {
+        const std::vector<std::string> types = {"SGD", "Nesterov", "Adam"};
+        if (std::find(types.begin(), types.end(), solver.type) == types.end()) {
+            fail_solver("type", fmt::format("key 'type' in solver: unknown value '{}' (valid: {})",
+                                            solver.type, join(types)));
+        }
+        const std::vector<std::string> policies = {"fixed", "step", "multistep",
+                                                   "exp",   "inv",  "poly"};
+        if (std::find(policies.begin(), policies.end(), solver.lr_policy) == policies.end()) {
+            fail_solver("lr_policy",
+                        fmt::format("key 'lr_policy' in solver: unknown value '{}' (valid: {})",
+                                    solver.lr_policy, join(policies)));
+        }
+        constexpr float unbounded = INFINITY;
+        solver_range("base_lr", solver.base_lr, 0.0F, false, unbounded);
+        solver_range("momentum", solver.momentum, 0.0F, false, 1.0F);
+        solver_range("momentum2", solver.momentum2, 0.0F, false, 1.0F);
+        solver_range("delta", solver.delta, 0.0F, true, unbounded);
+        solver_range("weight_decay", solver.weight_decay, 0.0F, false, unbounded);
+        for (const auto& [key, value] :
+             {std::pair{"gamma", solver.gamma}, std::pair{"power", solver.power}}) {
+            if (!std::isfinite(value)) {
+                fail_solver(key, fmt::format("key '{}' in solver must be a finite number (got {})",
+                                             key, value));
+            }
+        }
+        solver_at_least("stepsize", solver.stepsize, 0);
+        for (const int step : solver.stepvalues) {
+            solver_at_least("stepvalue", step, 0);
+        }
+        solver_at_least("max_iter", solver.max_iter, 0);
+        solver_at_least("test_interval", solver.test_interval, 0);
+        solver_at_least("test_iter", solver.test_iter, 0);
+        solver_at_least("display", solver.display, 0);
+        solver_at_least("snapshot", solver.snapshot, 0);
+        solver_at_least("keep_checkpoints", solver.keep_checkpoints, 1);
+        if (solver.lr_policy == "step" && solver.stepsize == 0) {
+            fail_solver("lr_policy", "solver: lr_policy 'step' needs key 'stepsize'");
+        }
+        if (solver.lr_policy == "multistep" && solver.stepvalues.empty()) {
+            fail_solver("lr_policy", "solver: lr_policy 'multistep' needs key 'stepvalue'");
+        }
+    }
+
+    const NetConfig& m_config;
+};
+
+} // namespace
+
+void validate_config(const NetConfig& config) {
+    Validator(config).run();
+}
+
+} // namespace dl
