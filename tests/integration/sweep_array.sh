@@ -53,8 +53,9 @@ array=$(slurm_array "${rows[0]#* }")
 check "each point is a task of one array, in order" \
   "$(task_of "$array" 0) $(task_of "$array" 1) $(task_of "$array" 2)" \
   "$(for r in "${rows[@]}"; do printf '%s ' "${r#* }"; done | sed 's/ $//')"
+# Once tasks start, Slurm shows each running task as its own record, each with the throttle.
 check "throttled to two tasks at once" 1 \
-  "$(scontrol show job "$array" -o | grep -c "ArrayTaskThrottle=2")"
+  "$(scontrol show job "$array" -o | grep -m1 -c "ArrayTaskThrottle=2")"
 for r in "${rows[@]}"; do
   id=${r% *}
   check "point $id completes" COMPLETED "$(wait_state "$id" COMPLETED)"

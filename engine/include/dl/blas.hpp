@@ -16,5 +16,7 @@ std::string choose_blas_core(std::string_view picked, bool avx512, bool avx2);
 
 /// choose_blas_core for this process's pick and this CPU.
 std::string better_blas_core();
+/// choose_blas_core for `picked` and this CPU.
+std::string better_blas_core(std::string_view picked);
 
 } // namespace dl

@@ -39,13 +39,15 @@ std::string choose_blas_core(std::string_view picked, bool avx512, bool avx2) {
     return {};
 }
 
-std::string better_blas_core() {
+std::string better_blas_core() { return better_blas_core(blas_core()); }
+
+std::string better_blas_core(std::string_view picked) {
     __builtin_cpu_init();
     const bool avx512 =
         __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0 &&
         __builtin_cpu_supports("avx512dq") != 0 && __builtin_cpu_supports("avx512vl") != 0;
     const bool avx2 = __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
-    return choose_blas_core(blas_core(), avx512, avx2);
+    return choose_blas_core(picked, avx512, avx2);
 }
 
 } // namespace dl
