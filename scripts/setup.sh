@@ -19,7 +19,7 @@ build_packages=(
     libleveldb-dev
 )
 test_packages=(
-    libgtest-dev clang-format clang-tidy shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod
+    libgtest-dev clang-format clang-tidy-22 shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod
     zstd dataset-fashion-mnist gnuplot-nox
     # dltrain's MPI plugins and the data-parallel tests (called as mpirun.openmpi and
     # mpiexec.mpich: slurm-wlm-torque owns the plain names).

@@ -412,7 +412,7 @@ MemoryLimit memory_limit(const std::string& spec) {
         const std::uint64_t physical = physical_memory();
         const auto cgroup = cgroup_memory_limit("/proc/self/cgroup", "/sys/fs/cgroup");
         if (cgroup && *cgroup < physical) {
-            return MemoryLimit{*cgroup, "this process's cgroup memory limit (the job's memory)"};
+            return MemoryLimit{cgroup, "this process's cgroup memory limit (the job's memory)"};
         }
         return MemoryLimit{physical, "this machine's physical memory"};
     }
@@ -426,7 +426,7 @@ MemoryLimit memory_limit(const std::string& spec) {
                                 "1024), e.g. 64G, or 'none'",
                                 source, text));
     }
-    return MemoryLimit{*bytes, fmt::format("{} {}", source, text)};
+    return MemoryLimit{bytes, fmt::format("{} {}", source, text)};
 }
 
 std::uint64_t check_memory(const NetConfig& config, bool with_test, const MemoryLimit& limit) {

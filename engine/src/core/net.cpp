@@ -309,6 +309,7 @@ std::vector<std::string> Net::output_names() const {
 
 std::vector<std::string> Net::layer_names() const {
     std::vector<std::string> names;
+    names.reserve(m_layers.size());
     for (const auto& entry : m_layers) {
         names.push_back(entry->layer->config().name);
     }

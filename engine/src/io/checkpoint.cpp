@@ -252,7 +252,7 @@ Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
     state.rng_state = in.get_string("the RNG state");
     {
         std::istringstream text(state.rng_state);
-        std::mt19937 rng;
+        std::mt19937 rng; // NOLINT(bugprone-random-generator-seed): the state is read next
         text >> rng;
         if (text.fail()) {
             in.fail("the RNG state is not a std::mt19937 state");
@@ -347,8 +347,7 @@ std::variant<Marker, std::string> read_marker(const fs::path& marker) {
     std::string sum_field;
     fields >> size_field >> sum_field;
     Marker parsed;
-    const auto unreadable =
-        fmt::format("unreadable completion marker {}", marker.filename().string());
+    auto unreadable = fmt::format("unreadable completion marker {}", marker.filename().string());
     if (size_field.rfind("size=", 0) != 0 || sum_field.rfind("xxh64=", 0) != 0) {
         return unreadable;
     }

@@ -80,7 +80,7 @@ Result<std::string> MustacheTemplates::render(const std::string& name, const Tem
             if (!partial_text) {
                 return fail(partial_text.error());
             }
-            std::string body = *partial_text;
+            const std::string& body = *partial_text;
             context.set(partial_name, mu::data{mu::partial{[body] { return body; }}});
             pending.push_back(body);
         }

@@ -299,6 +299,7 @@ public:
         } else {
             std::vector<Result<void>> results(readers.size());
             std::vector<std::thread> threads;
+            threads.reserve(readers.size());
             for (std::size_t i = 0; i < readers.size(); ++i) {
                 threads.emplace_back([&, i] {
                     results[i] = read_all(*readers[i]);

@@ -257,6 +257,7 @@ private:
 
 std::vector<PackFile> data_files(const DatasetManifest& manifest) {
     std::vector<PackFile> files;
+    files.reserve(manifest.shards.size());
     for (const DatasetShard& shard : manifest.shards) {
         files.push_back({shard.file, shard.bytes, shard.hash});
     }

@@ -188,7 +188,7 @@ std::optional<ContinuationRecord> read_continuation_record(const std::filesystem
 
 std::optional<Job> started_continuation(JobContext& context, const Job& ended, std::string& note) {
     if (auto next = context.store().continuation_of(ended.id); next && next->has_value()) {
-        return **next;
+        return *next;
     }
     auto record = read_continuation_record(ended.run_dir, ended.token);
     // A job script that has claimed its record is submitting the next attempt: its id comes in

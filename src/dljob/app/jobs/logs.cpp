@@ -75,9 +75,11 @@ std::optional<Tag> read_tag(std::string_view line) {
         if (skip(line, pos, "] ")) { // Hydra: [R] text
             return Tag{*first, pos};
         }
-        std::optional<int> rank; // Open MPI: [JOB,R]<stdout>:text
-        if (!skip(line, pos, ",") || !(rank = read_rank(line, pos)) ||
-            !(skip(line, pos, "]<stdout>:") || skip(line, pos, "]<stderr>:"))) {
+        if (!skip(line, pos, ",")) { // Open MPI: [JOB,R]<stdout>:text
+            return std::nullopt;
+        }
+        const auto rank = read_rank(line, pos);
+        if (!rank || !(skip(line, pos, "]<stdout>:") || skip(line, pos, "]<stderr>:"))) {
             return std::nullopt;
         }
         return Tag{*rank, pos};

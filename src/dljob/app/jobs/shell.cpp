@@ -170,7 +170,7 @@ Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& si
         if (*options.nodes < 1) {
             return fail(ErrorCode::usage, fmt::format("--nodes {}: at least 1", *options.nodes));
         }
-        want.nodes = *options.nodes;
+        want.nodes = options.nodes;
     }
     // --gpus counts GPUs, not GPUs per node: where a node has fewer (Big Red II's XK7 nodes
     // have one K20 each), the session gets as many nodes as it takes, as a user would ask
@@ -190,7 +190,7 @@ Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& si
             const int per_node_gpus = want.gpus / want.nodes.value_or(1);
             want.cores_per_gpu = std::max(1, *options.cores / std::max(1, per_node_gpus));
         } else {
-            want.cores = *options.cores;
+            want.cores = options.cores;
         }
     }
     if (!options.memory.empty()) {
