@@ -70,8 +70,7 @@ TemplateData text_item(std::string text) {
 }
 
 Result<std::vector<std::string>> training_command(const RenderRequest& req,
-                                                  const std::string& data_dir_expr) {
-    (void)data_dir_expr;
+                                                  const ResolvedResources& resources) {
     std::vector<std::string> words;
     const Recipe& recipe = req.recipe;
     if (recipe.kind == RecipeKind::train) {
@@ -81,14 +80,15 @@ Result<std::vector<std::string>> training_command(const RenderRequest& req,
         if (has_nul(recipe.train.config.string()) || recipe.train.config.empty()) {
             return refuse("train.config", recipe.train.config.string(), "a file path");
         }
-        words = {shell_quote(req.dltrain_binary.string()),
-                 "train",
-                 "--config",
-                 shell_quote(recipe.train.config.string()),
-                 "--run-dir",
-                 R"("$DLJOB_RUN_DIR")",
-                 "--data-dir",
-                 R"("$DLJOB_DATA_DIR")"};
+        words = {shell_quote(req.dltrain_binary.string()), "train", "--config",
+                 shell_quote(recipe.train.config.string()), "--run-dir", R"("$DLJOB_RUN_DIR")",
+                 "--data-dir", R"("$DLJOB_DATA_DIR")",
+                 // Always named: left to itself dltrain takes a GPU it may not have been given
+                 // (a CPU job on a GPU node), and where the GPU it was given cannot be used (no
+                 // driver, cuDNN not loaded) it falls back to the CPU with only a warning, which
+                 // on a cluster burns a GPU allocation at CPU speed. With `cuda` it refuses
+                 // instead, naming what is missing (docs/engine.md, --device).
+                 "--device", resources.gpus_per_node > 0 ? "cuda" : "cpu"};
         if (recipe.checkpoint.resume) {
             words.insert(words.end(), {"--resume", "auto"});
         }
@@ -369,9 +369,9 @@ Result<std::string> set_data_values(const RenderRequest& req, const ResolvedReso
     return data_dir_expr;
 }
 
-Result<void> set_command_values(const RenderRequest& req, const std::string& data_dir_expr,
+Result<void> set_command_values(const RenderRequest& req, const ResolvedResources& resources,
                                 TemplateData& data) {
-    auto command = training_command(req, data_dir_expr);
+    auto command = training_command(req, resources);
     if (!command) {
         return fail(command.error());
     }
@@ -592,7 +592,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     data.set("continue_job", family.job_continues_itself() && req.dljob_binary.is_absolute() &&
                                  !has_nul(req.dljob_binary.string()) &&
                                  req.dljob_binary.string().find('\n') == std::string::npos);
-    DLJOB_TRY(set_command_values(req, *data_dir, data));
+    DLJOB_TRY(set_command_values(req, out.resources, data));
     DLJOB_TRY(
         set_module_values(req, part, out.resources.nodes * out.resources.tasks_per_node, data));
     set_launch_values(part, out.resources, data);
