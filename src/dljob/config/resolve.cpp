@@ -107,6 +107,33 @@ Result<void> resolve_gpus(const Recipe& recipe, const Partition& partition,
     return {};
 }
 
+// The `local` site's node is the machine dljob runs on (node values of `auto`): a request it
+// cannot hold is refused naming what was found there, not a cluster's node.
+std::string on_this_machine(const SiteProfile& site, const std::string& found) {
+    return fmt::format("site {} runs its jobs here; {}", site.name, found);
+}
+
+Result<void> check_machine_gpus(const Recipe& recipe, const SiteProfile& site,
+                                const NodeGeometry& node) {
+    const int want = recipe.resources.gpus;
+    if (!node.from_machine.gpus || want <= node.gpus) {
+        return {};
+    }
+    if (node.gpus == 0) {
+        return refuse(recipe, "resources.gpus",
+                      fmt::format("{} GPU(s) requested, but this machine has none ({})", want,
+                                  on_this_machine(site, node.gpus_found)),
+                      "train on its CPUs with --set resources.gpus=0 (dljob shell: without "
+                      "--gpus), or submit to a site with GPUs (--site NAME; dljob sites lists "
+                      "them)");
+    }
+    return refuse(
+        recipe, "resources.gpus",
+        fmt::format("{} GPUs requested, but this machine has {} ({})", want, node.gpus,
+                    on_this_machine(site, node.gpus_found)),
+        fmt::format("ask for at most {} (--set resources.gpus={})", node.gpus, node.gpus));
+}
+
 } // namespace
 
 Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProfile& site,
@@ -117,6 +144,7 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
     ResolvedResources out;
 
     if (want.gpus > 0) {
+        DLJOB_TRY(check_machine_gpus(recipe, site, node));
         DLJOB_TRY(resolve_gpus(recipe, partition, place, out));
     } else {
         out.nodes = want.nodes.value_or(1);
@@ -129,6 +157,13 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
                                   place, partition.max_nodes),
                       "ask for fewer nodes");
     }
+    if (out.cores_per_node > node.cores && node.from_machine.cores) {
+        return refuse(recipe, want.gpus > 0 ? "resources.cores_per_gpu" : "resources.cores",
+                      fmt::format("{} cores requested, but this machine has {} ({})",
+                                  out.cores_per_node, node.cores,
+                                  on_this_machine(site, node.cores_found)),
+                      fmt::format("ask for at most {} cores", node.cores));
+    }
     if (out.cores_per_node > node.cores) {
         return refuse(recipe, want.gpus > 0 ? "resources.cores_per_gpu" : "resources.cores",
                       fmt::format("{} cores per node requested, but nodes of {} have {}",
@@ -136,6 +171,14 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
                       fmt::format("ask for at most {} cores per node", node.cores));
     }
     if (want.memory) {
+        if (*want.memory > node.memory && node.from_machine.memory) {
+            return refuse(recipe, "resources.memory",
+                          fmt::format("{} requested, but this machine has {} ({})",
+                                      want.memory->slurm(), node.memory.slurm(),
+                                      on_this_machine(site, node.memory_found)),
+                          fmt::format("ask for at most {} (--set resources.memory={})",
+                                      node.memory.slurm(), node.memory.slurm()));
+        }
         if (*want.memory > node.memory) {
             return refuse(recipe, "resources.memory",
                           fmt::format("{} per node requested, but nodes of {} have {}",

@@ -17,6 +17,9 @@ namespace dljob::config {
 ///   refused naming the ratio.
 /// - Memory within the node's; walltime (or the partition default) within the maximum, which the
 ///   message names.
+/// - A node of `auto` values is the machine dljob runs on (the `local` site): a request over
+///   what it has is refused naming what was found and how, and GPUs on a machine without any
+///   with the fix, `--set resources.gpus=0`.
 Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProfile& site,
                                             const Partition& partition);
 
