@@ -548,6 +548,21 @@ void note_cuda_needs(const RenderRequest& req, const ResolvedResources& resource
     }
 }
 
+// More GPUs than a node has, with nodes: left out: the job gets the fewest whole nodes that hold
+// them (config/resolve.cpp). Said, so that `render` shows where they and the ranks go.
+void note_gpu_nodes(const RenderRequest& req, const ResolvedResources& resources, Notes& notes) {
+    const Resources& want = req.recipe.resources;
+    if (want.gpus == 0 || want.nodes || resources.nodes <= 1) {
+        return;
+    }
+    notes.add(fmt::format(
+        "{} GPUs on nodes of {} GPU(s) each: {} whole nodes, {}", want.gpus,
+        resources.gpus_per_node, resources.nodes,
+        req.recipe.kind == RecipeKind::train
+            ? fmt::format("one dltrain rank per GPU ({} per node)", resources.tasks_per_node)
+            : std::string("the command once on each")));
+}
+
 Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templates) {
     auto partition = find_partition(req);
     if (!partition) {
@@ -579,6 +594,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
                                log,           is_directive_safe(log)};
     Notes notes(out.notes);
     note_cuda_needs(req, out.resources, notes);
+    note_gpu_nodes(req, out.resources, notes);
     TemplateData data;
     plan_submission(req, family, facts, out, notes, data);
     set_job_values(req, family, part, out, notes, data);
