@@ -72,6 +72,30 @@ TEST(DltrainDevice, AnUnusableDeviceIsAClearErrorNotACrash) {
     EXPECT_FALSE(fs::exists(dir.path() / "b")) << "an unusable GPU leaves nothing behind";
 }
 
+// A job that asked for GPUs renders --device cuda (src/dljob/render/job_script.cpp). Landed on a
+// node without the NVIDIA driver (here: this machine, with CUDA_VISIBLE_DEVICES naming a GPU as
+// a scheduler sets it), dltrain must refuse, naming the driver, and not train on the CPU.
+TEST(DltrainDevice, AGpuAskedForWithoutTheDriverIsRefusedNamingIt) {
+    std::error_code ec;
+    if (fs::exists("/dev/nvidiactl", ec) || fs::exists("/dev/dxg", ec)) {
+        GTEST_SKIP() << "this machine has an NVIDIA driver";
+    }
+    const dl_test::TempDir dir;
+    const auto config = dl_test::make_tiny_workspace(dir.path(), 3);
+    for (const char* device : {"cuda", "cuda:0"}) {
+        const auto run =
+            run_shell("env -u DLTRAIN_CUDA_PLUGIN CUDA_VISIBLE_DEVICES=0 " +
+                      train_command(config, dir.path() / "run", std::string("--device ") + device));
+        EXPECT_EQ(run.exit_code, 1) << run.output;
+        EXPECT_NE(run.output.find("dltrain: error: device '" + std::string(device) + "'"),
+                  std::string::npos)
+            << run.output;
+        EXPECT_NE(run.output.find("no NVIDIA driver"), std::string::npos) << run.output;
+        EXPECT_EQ(run.output.find("on cpu"), std::string::npos) << run.output;
+        EXPECT_FALSE(fs::exists(dir.path() / "run")) << "a refused GPU leaves nothing behind";
+    }
+}
+
 // The CUDA backend is a plugin loaded only for a GPU (engine/src/cuda/cuda_plugin.hpp): a CPU run
 // never maps cuBLAS or cuDNN, which is what lets it start where they are not installed.
 TEST(DltrainCudaPlugin, ACpuRunLoadsNoCudaLibrary) {

@@ -24,7 +24,8 @@ done
 run() { env -u DLJOB_SITE_PROFILES_DIR -u DLJOB_TEMPLATES_DIR "$prefix/bin/dljob" "$@"; }
 sites=$(run sites)
 check "installed dljob lists the bundled sites" grep -q bigred2 <<<"$sites"
-script=$(run render "$prefix/share/dljob/recipes/fashion-mnist.yaml" --site local)
+# resources.gpus=0: `local` is this machine, which may have no GPU for the recipe's one.
+script=$(run render "$prefix/share/dljob/recipes/fashion-mnist.yaml" --site local --set resources.gpus=0)
 check "rendered job calls the installed dltrain" grep -qF "$prefix/bin/dltrain" <<<"$script"
 check "rendered job never points into the source tree" bash -c '! grep -qF "$1" <<<"$2"' _ "$source_dir" "$script"
 check "rendered job never points into the build tree" bash -c '! grep -qF "$1" <<<"$2"' _ "$build_dir" "$script"

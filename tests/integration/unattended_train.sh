@@ -37,7 +37,8 @@ for site in "$@"; do
     site_file=$WORK/$site.yaml
   fi
   out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" --site "$site" --site-file "$site_file" \
-    --partition gpu --set train.config="$WORK/lenet.yaml" --set train.max_iter=$iters \
+    --partition gpu --set resources.gpus=0 --set train.config="$WORK/lenet.yaml" \
+    --set train.max_iter=$iters \
     --set train.threads=1 --set resources.memory=1G \
     --set data.stage_to=none --set resources.walltime=00:01:20 --set checkpoint.signal_margin=60 \
     2>>"$WORK/submit.err")
@@ -46,7 +47,7 @@ for site in "$@"; do
 done
 # The straight run meanwhile, for the comparison.
 "$DLTRAIN" train --config "$WORK/lenet.yaml" --run-dir "$WORK/straight" \
-  --data-dir "$data" --max-iter $iters --threads 1 --deadline none >/dev/null
+  --data-dir "$data" --device cpu --max-iter $iters --threads 1 --deadline none >/dev/null
 wait_queue_empty 400 || echo "the queue still holds jobs of this test"
 check "every chain ended with no dljob command run" 0 "$(queued PD,R,CG,CF,S)"
 "$DLJOB" status --all --json >"$WORK/all.json"

@@ -72,6 +72,13 @@ private:
     std::vector<std::vector<std::vector<float>>> m_slots;
 };
 
+// ", CUDA_VISIBLE_DEVICES=0" where set: it names GPUs, but only the driver makes them usable.
+std::string visible_devices_note() {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread that sets the environment
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return visible == nullptr ? std::string() : fmt::format(", CUDA_VISIBLE_DEVICES={}", visible);
+}
+
 } // namespace
 
 Memory& host_memory() {
@@ -148,12 +155,36 @@ std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
             }
             index = static_cast<int>(value);
         }
+        // A GPU was asked for: whatever is missing, this refuses and never trains on the CPU
+        // (a job that asked for GPUs would hold them idle for its whole walltime).
         std::string why;
         const auto* plugin = cuda_loader::load(why);
         if (plugin == nullptr) {
-            throw Error(ErrorKind::device, fmt::format("device '{}': {}", device, why));
+            throw Error(ErrorKind::device,
+                        fmt::format("device '{}': {}{}", device, why,
+                                    cuda_loader::gpu_driver_present()
+                                        ? ""
+                                        : "; and this machine has no NVIDIA driver either (no "
+                                          "/dev/nvidiactl)"));
         }
-        return plugin->make_backend(index);
+        try {
+            return plugin->make_backend(index);
+        } catch (const Error& error) {
+            // Without the driver the CUDA runtime says only "driver version is insufficient" or
+            // "no CUDA-capable device": name the missing driver, the usual cause being a job
+            // that landed on (or a shell opened on) a node without GPUs. Tried first rather
+            // than refused from /dev alone: where no udev rule made the device files,
+            // nvidia-modprobe creates them at the first CUDA call.
+            if (error.kind() != ErrorKind::device || cuda_loader::gpu_driver_present()) {
+                throw;
+            }
+            throw Error(ErrorKind::device,
+                        fmt::format("device '{}': this machine has no NVIDIA driver (no "
+                                    "/dev/nvidiactl{}), so it has no GPU to train on: run it on a "
+                                    "GPU node (a job that asks for GPUs), or train with --device "
+                                    "cpu ({})",
+                                    device, visible_devices_note(), error.what()));
+        }
     }
     throw Error(ErrorKind::usage,
                 fmt::format("unknown device '{}' (valid: cpu, cuda, cuda:N)", device));

@@ -87,7 +87,8 @@ const cuda::PluginApi* load(std::string& why) {
 }
 
 bool gpu_driver_present() {
-    return ::access("/dev/nvidiactl", F_OK) == 0;
+    // WSL 2 reaches the Windows host's driver through /dev/dxg and has no /dev/nvidia* files.
+    return ::access("/dev/nvidiactl", F_OK) == 0 || ::access("/dev/dxg", F_OK) == 0;
 }
 
 } // namespace dl::cuda_loader

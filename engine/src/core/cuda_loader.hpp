@@ -21,8 +21,8 @@ std::filesystem::path plugin_path();
 /// another build). Thread-safe; loads once.
 const cuda::PluginApi* load(std::string& why);
 
-/// Whether this machine may have an NVIDIA GPU at all (/dev/nvidiactl), checked without loading
-/// anything, so a CPU-only node never pays for loading cuBLAS and cuDNN.
+/// Whether this machine may have an NVIDIA GPU at all (/dev/nvidiactl, or WSL 2's /dev/dxg),
+/// checked without loading anything, so a CPU-only node never pays for loading cuBLAS and cuDNN.
 bool gpu_driver_present();
 
 } // namespace dl::cuda_loader

@@ -248,7 +248,12 @@ public:
                             ": no usable GPU (" +
                             (status != cudaSuccess ? cudaGetErrorString(status)
                                                    : "none visible; check CUDA_VISIBLE_DEVICES") +
-                            ")");
+                            ")" +
+                            (status == cudaErrorInsufficientDriver
+                                 ? "; the NVIDIA driver is missing or older than this CUDA "
+                                   "runtime needs: load the cuda module that matches the driver "
+                                   "(nvidia-smi names the CUDA version it supports)"
+                                 : ""));
         }
         if (index >= count) {
             throw Error(ErrorKind::device, "--device cuda:" + std::to_string(index) + ": only " +

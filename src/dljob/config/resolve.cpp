@@ -53,8 +53,38 @@ Result<void> resolve_cpu_ranks(const Recipe& recipe, ResolvedResources& out) {
     return {};
 }
 
-// GPUs over nodes: as many per node as asked (all on one node unless nodes: says), each node's
-// cores with them (tied where the site ties cores to GPUs).
+// What to ask for instead of `gpus` GPUs that do not fill whole nodes of `per_node`: the whole
+// nodes just below and above, or one GPU on each of `gpus` nodes, where the partition has them.
+std::string whole_node_choices(int gpus, int per_node, int max_nodes) {
+    std::vector<std::string> choices;
+    const auto whole = [&](int count) {
+        const int nodes = count / per_node;
+        return nodes == 1 ? fmt::format("gpus: {}", count)
+                          : fmt::format("gpus: {} ({} nodes)", count, nodes);
+    };
+    const int below = gpus / per_node * per_node;
+    if (below > 0 && below / per_node <= max_nodes) {
+        choices.push_back(whole(below));
+    }
+    if (below / per_node + 1 <= max_nodes) {
+        choices.push_back(whole(below + per_node));
+    }
+    if (gpus <= max_nodes && per_node > 1) {
+        choices.push_back(fmt::format("nodes: {} (one GPU on each)", gpus));
+    }
+    std::string text;
+    for (const auto& choice : choices) {
+        text += (text.empty() ? "" : ", or ") + choice;
+    }
+    return fmt::format("ask for {}; a job gets at most {} node(s) here",
+                       text.empty() ? fmt::format("at most {} GPU(s)", per_node * max_nodes) : text,
+                       max_nodes);
+}
+
+// GPUs over nodes: as many per node as asked, on one node or, where a node has fewer than asked
+// (Big Red II's XK7 nodes have one each) and nodes: does not say, on the fewest whole nodes that
+// hold them (one training rank per GPU), as `dljob shell --gpus N` gets them; each node's cores
+// with them (tied where the site ties cores to GPUs).
 Result<void> resolve_gpus(const Recipe& recipe, const Partition& partition,
                           const std::string& place, ResolvedResources& out) {
     const Resources& want = recipe.resources;
@@ -66,18 +96,25 @@ Result<void> resolve_gpus(const Recipe& recipe, const Partition& partition,
     }
     int nodes = want.nodes.value_or(1);
     if (!want.nodes && want.gpus > node.gpus) {
-        const int needed = (want.gpus + node.gpus - 1) / node.gpus;
-        return refuse(recipe, "resources.gpus",
-                      fmt::format("{} GPUs requested, but nodes of {} have {} GPU(s) each",
-                                  want.gpus, place, node.gpus),
-                      fmt::format("ask for nodes: {} explicitly (one training process per "
-                                  "node), or for at most {} GPU(s)",
-                                  needed, node.gpus));
+        // Whole nodes: every node of a job gets the same GPUs, and a node's GPUs are all its.
+        if (want.gpus % node.gpus != 0) {
+            return refuse(recipe, "resources.gpus",
+                          fmt::format("{} GPUs do not fill whole nodes of {}, which have {} "
+                                      "GPU(s) each",
+                                      want.gpus, place, node.gpus),
+                          whole_node_choices(want.gpus, node.gpus, partition.max_nodes));
+        }
+        nodes = want.gpus / node.gpus;
     }
     if (want.gpus % nodes != 0) {
+        const int below = want.gpus / nodes * nodes;
         return refuse(recipe, "resources.gpus",
                       fmt::format("{} GPUs do not divide evenly over {} nodes", want.gpus, nodes),
-                      "ask for a multiple of the node count");
+                      below > 0
+                          ? fmt::format("ask for a multiple of the node count: gpus: {} or "
+                                        "{}",
+                                        below, below + nodes)
+                          : fmt::format("ask for a multiple of the node count: gpus: {}", nodes));
     }
     const int per_node = want.gpus / nodes;
     if (per_node > node.gpus) {
@@ -85,7 +122,11 @@ Result<void> resolve_gpus(const Recipe& recipe, const Partition& partition,
                       fmt::format("{} GPUs on {} node(s) is {} per node, but nodes of {} have "
                                   "{} GPU(s) each",
                                   want.gpus, nodes, per_node, place, node.gpus),
-                      fmt::format("ask for nodes: {}", (want.gpus + node.gpus - 1) / node.gpus));
+                      want.gpus % node.gpus == 0
+                          ? fmt::format("ask for nodes: {}, or leave nodes: out (the fewest whole "
+                                        "nodes that hold them)",
+                                        want.gpus / node.gpus)
+                          : whole_node_choices(want.gpus, node.gpus, partition.max_nodes));
     }
     out.nodes = nodes;
     out.gpus_per_node = per_node;
@@ -107,6 +148,33 @@ Result<void> resolve_gpus(const Recipe& recipe, const Partition& partition,
     return {};
 }
 
+// The `local` site's node is the machine dljob runs on (node values of `auto`): a request it
+// cannot hold is refused naming what was found there, not a cluster's node.
+std::string on_this_machine(const SiteProfile& site, const std::string& found) {
+    return fmt::format("site {} runs its jobs here; {}", site.name, found);
+}
+
+Result<void> check_machine_gpus(const Recipe& recipe, const SiteProfile& site,
+                                const NodeGeometry& node) {
+    const int want = recipe.resources.gpus;
+    if (!node.from_machine.gpus || want <= node.gpus) {
+        return {};
+    }
+    if (node.gpus == 0) {
+        return refuse(recipe, "resources.gpus",
+                      fmt::format("{} GPU(s) requested, but this machine has none ({})", want,
+                                  on_this_machine(site, node.gpus_found)),
+                      "train on its CPUs with --set resources.gpus=0 (dljob shell: without "
+                      "--gpus), or submit to a site with GPUs (--site NAME; dljob sites lists "
+                      "them)");
+    }
+    return refuse(
+        recipe, "resources.gpus",
+        fmt::format("{} GPUs requested, but this machine has {} ({})", want, node.gpus,
+                    on_this_machine(site, node.gpus_found)),
+        fmt::format("ask for at most {} (--set resources.gpus={})", node.gpus, node.gpus));
+}
+
 } // namespace
 
 Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProfile& site,
@@ -117,6 +185,7 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
     ResolvedResources out;
 
     if (want.gpus > 0) {
+        DLJOB_TRY(check_machine_gpus(recipe, site, node));
         DLJOB_TRY(resolve_gpus(recipe, partition, place, out));
     } else {
         out.nodes = want.nodes.value_or(1);
@@ -124,10 +193,25 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
         DLJOB_TRY(resolve_cpu_ranks(recipe, out));
     }
     if (out.nodes > partition.max_nodes) {
+        if (!want.nodes && want.gpus > 0) {
+            // The nodes the GPUs need (nodes: left out) are more than a job may have.
+            return refuse(
+                recipe, "resources.gpus",
+                fmt::format("{} GPUs need {} nodes of {} GPU(s) each, but {} allows at most {}",
+                            want.gpus, out.nodes, node.gpus, place, partition.max_nodes),
+                fmt::format("ask for at most {} GPUs", partition.max_nodes * node.gpus));
+        }
         return refuse(recipe, want.nodes ? "resources.nodes" : "resources.gpus",
                       fmt::format("{} node(s) requested, but {} allows at most {}", out.nodes,
                                   place, partition.max_nodes),
                       "ask for fewer nodes");
+    }
+    if (out.cores_per_node > node.cores && node.from_machine.cores) {
+        return refuse(recipe, want.gpus > 0 ? "resources.cores_per_gpu" : "resources.cores",
+                      fmt::format("{} cores requested, but this machine has {} ({})",
+                                  out.cores_per_node, node.cores,
+                                  on_this_machine(site, node.cores_found)),
+                      fmt::format("ask for at most {} cores", node.cores));
     }
     if (out.cores_per_node > node.cores) {
         return refuse(recipe, want.gpus > 0 ? "resources.cores_per_gpu" : "resources.cores",
@@ -136,6 +220,14 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
                       fmt::format("ask for at most {} cores per node", node.cores));
     }
     if (want.memory) {
+        if (*want.memory > node.memory && node.from_machine.memory) {
+            return refuse(recipe, "resources.memory",
+                          fmt::format("{} requested, but this machine has {} ({})",
+                                      want.memory->slurm(), node.memory.slurm(),
+                                      on_this_machine(site, node.memory_found)),
+                          fmt::format("ask for at most {} (--set resources.memory={})",
+                                      node.memory.slurm(), node.memory.slurm()));
+        }
         if (*want.memory > node.memory) {
             return refuse(recipe, "resources.memory",
                           fmt::format("{} per node requested, but nodes of {} have {}",

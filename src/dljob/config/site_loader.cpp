@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 
@@ -155,12 +156,24 @@ Result<void> read_node(const YamlNode& node, const std::string& path, SiteProfil
     for (const auto& entry : node.entries) {
         const std::string key = join_key(path, entry.key);
         site.origins[key] = entry.value.mark.str();
+        // `auto`: this machine's, found when a command loads the profile (local partitions).
+        const bool from_machine =
+            entry.value.is_scalar() && !entry.value.quoted && entry.value.scalar == "auto";
         if (entry.key == "cores") {
-            DLJOB_TRY(assign(read_int(entry.value, key, 1, 4096), geometry.cores));
+            geometry.from_machine.cores = from_machine;
+            if (!from_machine) {
+                DLJOB_TRY(assign(read_int(entry.value, key, 1, 4096), geometry.cores));
+            }
         } else if (entry.key == "memory") {
-            DLJOB_TRY(assign(read_memory(entry.value, key), geometry.memory));
+            geometry.from_machine.memory = from_machine;
+            if (!from_machine) {
+                DLJOB_TRY(assign(read_memory(entry.value, key), geometry.memory));
+            }
         } else if (entry.key == "gpus") {
-            DLJOB_TRY(assign(read_int(entry.value, key, 0, 64), geometry.gpus));
+            geometry.from_machine.gpus = from_machine;
+            if (!from_machine) {
+                DLJOB_TRY(assign(read_int(entry.value, key, 0, 64), geometry.gpus));
+            }
         } else if (entry.key == "gpu_model") {
             DLJOB_TRY(assign(read_word(entry.value, key, "[a-z0-9_.-]{1,32}",
                                        "a lower-case GPU model like k20, v100, a100"),
@@ -172,7 +185,14 @@ Result<void> read_node(const YamlNode& node, const std::string& path, SiteProfil
     if (node.find("cores") == nullptr || node.find("memory") == nullptr) {
         return invalid(node.mark, path, "expected at least cores: and memory:");
     }
-    if (geometry.gpus == 0 && (!geometry.gpu_model.empty() || geometry.cores_per_gpu > 0)) {
+    if (geometry.describes_machine() &&
+        (!geometry.gpu_model.empty() || geometry.cores_per_gpu > 0)) {
+        return invalid(node.mark, path,
+                       "gpu_model and cores_per_gpu describe a cluster's nodes; a node of auto "
+                       "values is the machine dljob runs on, whatever it has");
+    }
+    if (geometry.gpus == 0 && !geometry.from_machine.gpus &&
+        (!geometry.gpu_model.empty() || geometry.cores_per_gpu > 0)) {
         return invalid(node.mark, join_key(path, "gpus"),
                        "gpu_model and cores_per_gpu need gpus of 1 or more");
     }
@@ -315,6 +335,13 @@ Result<void> check_partition(const YamlNode& node, const std::string& path, cons
     if (p.launcher == LauncherKind::srun && p.scheduler != SchedulerKind::slurm) {
         return invalid(node.find("launcher")->mark, join_key(path, "launcher"),
                        "srun needs the slurm scheduler");
+    }
+    if (p.node.describes_machine() && p.scheduler != SchedulerKind::local) {
+        return invalid(node.find("node")->mark, join_key(path, "node"),
+                       fmt::format("auto is the machine dljob runs on, and a {} job runs on the "
+                                   "scheduler's nodes; expected the nodes' numbers",
+                                   to_string(p.scheduler)),
+                       "auto is for a partition with scheduler: local");
     }
     if (p.scheduler == SchedulerKind::local && p.max_nodes != 1) {
         return invalid(node.mark, join_key(path, "max_nodes"),
@@ -490,6 +517,42 @@ Result<SiteProfile> load_site_profile(const std::filesystem::path& path) {
     }
     site->source_file = path;
     return site;
+}
+
+bool describes_machine(const SiteProfile& site) {
+    return std::any_of(site.partitions.begin(), site.partitions.end(),
+                       [](const Partition& p) { return p.node.describes_machine(); });
+}
+
+void describe_machine(SiteProfile& site, const MachineFacts& machine) {
+    for (Partition& p : site.partitions) {
+        NodeGeometry& node = p.node;
+        const std::string key = "partitions." + p.name + ".node.";
+        // `sites show` prints these next to each value, where a number would show its line.
+        const auto origin = [&](const char* name, const std::string& found) {
+            std::string said = site.origins[key + name];
+            const std::string file = site.source_file.string() + ":";
+            if (!site.source_file.empty() && said.rfind(file, 0) == 0) {
+                said = "line " + said.substr(file.size());
+            }
+            site.origins[key + name] = fmt::format("this machine: {} (auto, {})", found, said);
+        };
+        if (node.from_machine.cores) {
+            node.cores = std::max(1, machine.cores);
+            node.cores_found = machine.cores_found;
+            origin("cores", machine.cores_found);
+        }
+        if (node.from_machine.memory) {
+            node.memory = machine.memory;
+            node.memory_found = machine.memory_found;
+            origin("memory", machine.memory_found);
+        }
+        if (node.from_machine.gpus) {
+            node.gpus = std::max(0, machine.gpus);
+            node.gpus_found = machine.gpus_found;
+            origin("gpus", machine.gpus_found);
+        }
+    }
 }
 
 } // namespace dljob::config

@@ -45,6 +45,22 @@ struct NodeGeometry {
     /// Cores that come with each GPU when the site ties them (Hélios: cores follow GPUs and ppn
     /// is forbidden). 0 = not tied, the job asks for cores itself.
     double cores_per_gpu = 0.0;
+    /// Values the profile leaves to the machine dljob runs on (`auto`, the `local` site): no
+    /// scheduler hands out its cores, memory and GPUs, so they are found when a command loads
+    /// the profile (config::describe_machine, domain/machine.hpp).
+    struct FromMachine {
+        bool cores = false;
+        bool memory = false;
+        bool gpus = false;
+    } from_machine;
+    /// Once found: how each machine value was (for the messages that refuse a request).
+    std::string cores_found;
+    std::string memory_found;
+    std::string gpus_found;
+
+    [[nodiscard]] bool describes_machine() const noexcept {
+        return from_machine.cores || from_machine.memory || from_machine.gpus;
+    }
 };
 
 /// What a recipe requests. Unset optionals are filled from the partition when rendering.

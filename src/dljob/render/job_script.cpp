@@ -70,8 +70,7 @@ TemplateData text_item(std::string text) {
 }
 
 Result<std::vector<std::string>> training_command(const RenderRequest& req,
-                                                  const std::string& data_dir_expr) {
-    (void)data_dir_expr;
+                                                  const ResolvedResources& resources) {
     std::vector<std::string> words;
     const Recipe& recipe = req.recipe;
     if (recipe.kind == RecipeKind::train) {
@@ -81,14 +80,15 @@ Result<std::vector<std::string>> training_command(const RenderRequest& req,
         if (has_nul(recipe.train.config.string()) || recipe.train.config.empty()) {
             return refuse("train.config", recipe.train.config.string(), "a file path");
         }
-        words = {shell_quote(req.dltrain_binary.string()),
-                 "train",
-                 "--config",
-                 shell_quote(recipe.train.config.string()),
-                 "--run-dir",
-                 R"("$DLJOB_RUN_DIR")",
-                 "--data-dir",
-                 R"("$DLJOB_DATA_DIR")"};
+        words = {shell_quote(req.dltrain_binary.string()), "train", "--config",
+                 shell_quote(recipe.train.config.string()), "--run-dir", R"("$DLJOB_RUN_DIR")",
+                 "--data-dir", R"("$DLJOB_DATA_DIR")",
+                 // Always named: left to itself dltrain takes a GPU it may not have been given
+                 // (a CPU job on a GPU node), and where the GPU it was given cannot be used (no
+                 // driver, cuDNN not loaded) it falls back to the CPU with only a warning, which
+                 // on a cluster burns a GPU allocation at CPU speed. With `cuda` it refuses
+                 // instead, naming what is missing (docs/engine.md, --device).
+                 "--device", resources.gpus_per_node > 0 ? "cuda" : "cpu"};
         if (recipe.checkpoint.resume) {
             words.insert(words.end(), {"--resume", "auto"});
         }
@@ -405,9 +405,9 @@ Result<std::string> environment_value(const EnvironmentSetting& setting) {
     return joined;
 }
 
-Result<void> set_command_values(const RenderRequest& req, const std::string& data_dir_expr,
+Result<void> set_command_values(const RenderRequest& req, const ResolvedResources& resources,
                                 TemplateData& data) {
-    auto command = training_command(req, data_dir_expr);
+    auto command = training_command(req, resources);
     if (!command) {
         return fail(command.error());
     }
@@ -617,6 +617,21 @@ void note_cuda_needs(const RenderRequest& req, const ResolvedResources& resource
     }
 }
 
+// More GPUs than a node has, with nodes: left out: the job gets the fewest whole nodes that hold
+// them (config/resolve.cpp). Said, so that `render` shows where they and the ranks go.
+void note_gpu_nodes(const RenderRequest& req, const ResolvedResources& resources, Notes& notes) {
+    const Resources& want = req.recipe.resources;
+    if (want.gpus == 0 || want.nodes || resources.nodes <= 1) {
+        return;
+    }
+    notes.add(fmt::format(
+        "{} GPUs on nodes of {} GPU(s) each: {} whole nodes, {}", want.gpus,
+        resources.gpus_per_node, resources.nodes,
+        req.recipe.kind == RecipeKind::train
+            ? fmt::format("one dltrain rank per GPU ({} per node)", resources.tasks_per_node)
+            : std::string("the command once on each")));
+}
+
 Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templates) {
     auto partition = find_partition(req);
     if (!partition) {
@@ -648,6 +663,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
                                log,           is_directive_safe(log)};
     Notes notes(out.notes);
     note_cuda_needs(req, out.resources, notes);
+    note_gpu_nodes(req, out.resources, notes);
     TemplateData data;
     plan_submission(req, family, facts, out, notes, data);
     set_job_values(req, family, part, out, notes, data);
@@ -661,7 +677,7 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     data.set("continue_job", family.job_continues_itself() && req.dljob_binary.is_absolute() &&
                                  !has_nul(req.dljob_binary.string()) &&
                                  req.dljob_binary.string().find('\n') == std::string::npos);
-    DLJOB_TRY(set_command_values(req, *data_dir, data));
+    DLJOB_TRY(set_command_values(req, out.resources, data));
     DLJOB_TRY(
         set_module_values(req, part, out.resources.nodes * out.resources.tasks_per_node, data));
     set_launch_values(part, out.resources, data);

@@ -21,7 +21,7 @@ DLJOB_GPUS_PER_NODE=0
 DLJOB_CORES_PER_NODE=2
 DLJOB_DATA_SOURCE="${HOME-}"'/data/mnist'
 DLJOB_DATA_DIR="$DLJOB_DATA_SOURCE"
-DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/networks/lenet.yaml' --run-dir "$DLJOB_RUN_DIR" --data-dir "$DLJOB_DATA_DIR" --resume auto)
+DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/networks/lenet.yaml' --run-dir "$DLJOB_RUN_DIR" --data-dir "$DLJOB_DATA_DIR" --device cpu --resume auto)
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
 

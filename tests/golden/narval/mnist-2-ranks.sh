@@ -32,7 +32,7 @@ DLJOB_GPUS_PER_NODE=2
 DLJOB_CORES_PER_NODE=24
 DLJOB_DATA_SOURCE="${HOME-}"'/data/mnist'
 DLJOB_DATA_DIR="${SLURM_TMPDIR-}"/'dljob-golden-token'
-DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/networks/lenet.yaml' --run-dir "$DLJOB_RUN_DIR" --data-dir "$DLJOB_DATA_DIR" --resume auto)
+DLJOB_COMMAND=('/opt/dljob/bin/dltrain' train --config '/opt/dljob/recipes/networks/lenet.yaml' --run-dir "$DLJOB_RUN_DIR" --data-dir "$DLJOB_DATA_DIR" --device cuda --resume auto)
 export DLJOB_RUN_DIR DLJOB_JOB_TOKEN DLJOB_SCHEDULER DLJOB_WALLTIME_SECONDS DLJOB_NODES
 export DLJOB_GPUS_PER_NODE DLJOB_CORES_PER_NODE DLJOB_DATA_DIR DLJOB_WARNING_SIGNAL DLJOB_WARNING_SECONDS
 

@@ -28,6 +28,31 @@ TEST(SitesShow, EveryValueNamesTheLineItCameFromOrDefault) {
     EXPECT_NE(out.find("# default"), std::string::npos) << out;
 }
 
+// `local` is the machine dljob runs on: its node values are found there, and say how.
+TEST(SitesShow, TheLocalSiteShowsThisMachineAndHowItWasFound) {
+    MachineFacts facts;
+    facts.cores = 2;
+    facts.memory = MemorySize::from_mib(23 * 1024);
+    facts.gpus = 0;
+    facts.cores_found = "2 CPU(s) in dljob's affinity mask";
+    facts.memory_found = "MemTotal of /proc/meminfo";
+    facts.gpus_found = "no /dev/nvidia[0-9]* device: no NVIDIA driver or GPU";
+    const FixedMachine machine(facts);
+    auto text = describe_site(SiteCatalog({}, &machine), "local");
+    ASSERT_TRUE(text) << text.error().message;
+    const std::string& out = *text;
+    EXPECT_NE(out.find("    node.cores: 2  # this machine: 2 CPU(s) in dljob's affinity mask "
+                       "(auto, line "),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("    node.memory: 23G  # this machine: MemTotal of /proc/meminfo"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("    node.gpus: 0  # this machine: no /dev/nvidia[0-9]* device"),
+              std::string::npos)
+        << out;
+}
+
 TEST(SitesShow, AnUnknownSiteListsTheKnownOnes) {
     auto text = describe_site(SiteCatalog(), "no-such-site");
     ASSERT_FALSE(text);

@@ -84,6 +84,16 @@ protected:
     std::filesystem::path dir;
     std::vector<std::pair<std::string, std::optional<std::string>>> saved;
     dljob::testing::FakeProcessRunner* runner_ = nullptr;
+    // `local` is the machine dljob runs on; the tests that submit the bundled recipes (one GPU
+    // each) there, about other things, run on this workstation whatever machine runs them.
+    const FixedMachine workstation{[] {
+        MachineFacts facts;
+        facts.cores = 64;
+        facts.memory = MemorySize::from_mib(256 * 1024);
+        facts.gpus = 8;
+        facts.gpus_found = "8 GPU(s) (the tests' workstation)";
+        return facts;
+    }()};
 };
 
 TEST_F(Submit, DetectsTheSiteWhoseHostnamePatternMatchesElseLocal) {
@@ -112,6 +122,7 @@ TEST_F(Submit, WithoutSiteSubmitUsesTheDetectedOne) {
     SubmitOptions options;
     options.recipe = fashion;
     options.site_files = {lab};
+    options.machine = &workstation;
     options.hostname = "login1.lab.example.org";
     options.dry_run = true;
     auto outcome = submit_recipe(jobs, options);
@@ -134,6 +145,7 @@ TEST_F(Submit, TheRecipeReadForTheSweepCheckIsTheOneSubmitted) {
     SubmitOptions options;
     options.recipe = copy;
     options.site = "local";
+    options.machine = &workstation;
     options.overrides = {"train.max_iter=123"};
     options.dry_run = true;
     auto read = read_submit_recipe(options);
@@ -158,6 +170,7 @@ TEST_F(Submit, RenderShellAndDoctorResolveTheSiteAsSubmitDoes) {
     RenderOptions render;
     render.recipe = fashion;
     render.site_files = {lab};
+    render.machine = &workstation;
     render.hostname = "login1.lab.example.org";
     auto rendered = render_recipe(render);
     ASSERT_TRUE(rendered) << rendered.error().message;
@@ -174,6 +187,7 @@ TEST_F(Submit, RenderShellAndDoctorResolveTheSiteAsSubmitDoes) {
     ASSERT_TRUE(site) << site.error().message;
     EXPECT_EQ(site->name, "lab");
     choice.site = "local"; // named wins over detected
+    choice.machine = &workstation;
     auto named = resolve_site(choice);
     ASSERT_TRUE(named) << named.error().message;
     EXPECT_EQ(named->name, "local");
@@ -203,6 +217,7 @@ TEST_F(Submit, OverridesReachTheScriptAndAreRecordedWithTheRecipe) {
     SubmitOptions options;
     options.recipe = fashion;
     options.site = "local";
+    options.machine = &workstation;
     options.overrides = {"train.max_iter=200", "resources.memory=1G"};
     auto outcome = submit_recipe(jobs, options);
     ASSERT_TRUE(outcome) << outcome.error().message;
@@ -231,6 +246,7 @@ TEST_F(Submit, ABadOverrideChangesNothing) {
     SubmitOptions options;
     options.recipe = fashion;
     options.site = "local";
+    options.machine = &workstation;
     options.overrides = {"train.max_iter=-5"};
     auto outcome = submit_recipe(jobs, options);
     ASSERT_FALSE(outcome);
@@ -242,6 +258,64 @@ TEST_F(Submit, ABadOverrideChangesNothing) {
     ASSERT_TRUE(all);
     EXPECT_TRUE(all->empty());
     EXPECT_TRUE(runner_->calls.empty());
+}
+
+// `local` is the machine dljob runs on: a recipe asking for a GPU it does not have, or for more
+// cores or memory, is refused before anything is written (it used to be accepted against a
+// made-up workstation of 64 cores, 256G and 8 GPUs, and trained on the CPU), with the fix.
+TEST_F(Submit, LocalRefusesWhatThisMachineDoesNotHave) {
+    MachineFacts facts;
+    facts.cores = 2;
+    facts.memory = MemorySize::from_mib(23 * 1024);
+    facts.gpus = 0;
+    facts.gpus_found = "no /dev/nvidia[0-9]* device: no NVIDIA driver or GPU";
+    const FixedMachine machine(facts);
+    auto jobs = context();
+    for (const std::vector<std::string>& overrides :
+         {std::vector<std::string>{},
+          {"resources.gpus=0", "resources.cores=48"},
+          {"resources.gpus=0", "resources.memory=200G"}}) {
+        SubmitOptions options;
+        options.recipe = fashion; // gpus: 1, memory: 8G
+        options.site = "local";
+        options.machine = &machine;
+        options.overrides = overrides;
+        auto outcome = submit_recipe(jobs, options);
+        ASSERT_FALSE(outcome) << overrides.size();
+        EXPECT_EQ(outcome.error().code, ErrorCode::config_invalid);
+        EXPECT_NE(outcome.error().message.find("but this machine has"), std::string::npos)
+            << outcome.error().message;
+        RenderOptions render;
+        render.recipe = fashion;
+        render.site = "local";
+        render.machine = &machine;
+        render.overrides = overrides;
+        EXPECT_FALSE(render_recipe(render)) << "render refuses it too";
+    }
+    SubmitOptions gpu;
+    gpu.recipe = fashion;
+    gpu.site = "local";
+    gpu.machine = &machine;
+    auto refused = submit_recipe(jobs, gpu);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("resources.gpus: 1 GPU(s) requested, but this machine "
+                                           "has none"),
+              std::string::npos)
+        << refused.error().message;
+    EXPECT_NE(refused.error().hint.find("--set resources.gpus=0"), std::string::npos)
+        << refused.error().hint;
+    EXPECT_FALSE(std::filesystem::exists(dir / "runs"));
+    auto all = jobs.store().list(JobQuery{});
+    ASSERT_TRUE(all);
+    EXPECT_TRUE(all->empty());
+    EXPECT_TRUE(runner_->calls.empty());
+
+    // What the hint says is what runs: on the machine's CPUs, with --device cpu.
+    gpu.overrides = {"resources.gpus=0"};
+    gpu.dry_run = true;
+    auto cpu = submit_recipe(jobs, gpu);
+    ASSERT_TRUE(cpu) << cpu.error().message;
+    EXPECT_NE(cpu->rendered.script.find("--device cpu"), std::string::npos);
 }
 
 TEST_F(Submit, ARefusedSubmissionLeavesNoRowAndNoRunDirectory) {
@@ -291,6 +365,7 @@ TEST_F(Submit, ANetworkConfigDltrainRefusesIsRefusedBeforeAnythingIsWritten) {
     SubmitOptions options;
     options.recipe = fashion;
     options.site = "local";
+    options.machine = &workstation;
     auto outcome = submit_recipe(jobs, options);
     ASSERT_FALSE(outcome);
     EXPECT_EQ(outcome.error().code, ErrorCode::config_invalid);
@@ -321,6 +396,7 @@ TEST_F(Submit, ANetworkConfigThatCannotBeCheckedHereIsANote) {
     SubmitOptions options;
     options.recipe = fashion;
     options.site = "local";
+    options.machine = &workstation;
     options.dry_run = true;
     auto outcome = submit_recipe(jobs, options);
     ASSERT_TRUE(outcome) << outcome.error().message;
@@ -339,6 +415,7 @@ TEST_F(Submit, AWalltimeWithinTheCheckpointWarningIsANote) {
         SubmitOptions options;
         options.recipe = fashion;
         options.site = "local";
+        options.machine = &workstation;
         options.dry_run = true;
         options.overrides = {"resources.walltime=" + walltime};
         auto outcome = submit_recipe(jobs, options);

@@ -92,7 +92,7 @@ TEST(CliBinary, StartingLoadsNeitherLibcurlNorLibcrypto) {
 TEST(CliBinary, RenderAppliesSetOverridesAndRejectsBadOnes) {
     const std::string render = "XDG_CONFIG_HOME=/nonexistent-dljob-test " +
                                std::string(DLJOB_BINARY) + " render " + DLJOB_SOURCE_DIR +
-                               "/recipes/fashion-mnist.yaml --site local";
+                               "/recipes/fashion-mnist.yaml --site local --set resources.gpus=0";
     auto plain = test::run_shell(render);
     ASSERT_EQ(plain.exit_code, 0) << plain.output;
     EXPECT_EQ(plain.output.find("--max-iter 123"), std::string::npos) << plain.output;
@@ -103,7 +103,8 @@ TEST(CliBinary, RenderAppliesSetOverridesAndRejectsBadOnes) {
 
     auto bad = test::run_shell(render + " --set train.max_iters=123");
     EXPECT_EQ(bad.exit_code, 3) << bad.output;
-    EXPECT_NE(bad.output.find("--set:1:7: train.max_iters: unknown key"), std::string::npos)
+    // The second --set: the first is the render's resources.gpus=0.
+    EXPECT_NE(bad.output.find("--set:2:7: train.max_iters: unknown key"), std::string::npos)
         << bad.output;
     EXPECT_EQ(bad.output.find("#!/"), std::string::npos) << "no script on error: " << bad.output;
 }
@@ -185,8 +186,8 @@ TEST(CliBinary, ValidateAndSubmitRefuseANetworkConfigDltrainWouldRefuse) {
     EXPECT_NE(bad.output.find("kernel_size 50 does not fit the 28x28 input"), std::string::npos)
         << bad.output;
 
-    auto submit =
-        test::run_shell(env + DLJOB_BINARY + " submit " + dir + "/recipe.yaml --site local");
+    auto submit = test::run_shell(env + DLJOB_BINARY + " submit " + dir +
+                                  "/recipe.yaml --site local --set resources.gpus=0");
     EXPECT_EQ(submit.exit_code, 3) << submit.output;
     EXPECT_NE(submit.output.find("kernel_size 50"), std::string::npos) << submit.output;
     EXPECT_EQ(test::run_shell("test -e " + dir + "/runs").exit_code, 1) << "a run directory";
@@ -200,8 +201,8 @@ TEST(CliBinary, ASubmitThatRecordsNothingCreatesNoJobStore) {
     ASSERT_EQ(test::run_shell("rm -rf " + dir + " && mkdir -p " + dir).exit_code, 0);
     const std::string env = "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + dir +
                             "/store/jobs.db DLJOB_RUNS_DIR=" + dir + "/runs ";
-    const std::string submit =
-        env + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR + "/recipes/mnist.yaml --site local";
+    const std::string submit = env + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
+                               "/recipes/mnist.yaml --site local --set resources.gpus=0";
 
     auto refused = test::run_shell(submit + " --set resources.gpus=-1");
     EXPECT_EQ(refused.exit_code, 3) << refused.output;
@@ -214,7 +215,7 @@ TEST(CliBinary, ASubmitThatRecordsNothingCreatesNoJobStore) {
     auto no_store = test::run_shell("touch " + dir + "/file && XDG_CONFIG_HOME=/nonexistent " +
                                     "DLJOB_STORE=" + dir + "/file/jobs.db DLJOB_RUNS_DIR=" + dir +
                                     "/runs " + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
-                                    "/recipes/mnist.yaml --site local");
+                                    "/recipes/mnist.yaml --site local --set resources.gpus=0");
     EXPECT_EQ(no_store.exit_code, 6) << no_store.output;
     EXPECT_NE(no_store.output.find("job store"), std::string::npos) << no_store.output;
     EXPECT_EQ(test::run_shell("ls -A " + dir).output, "file\n") << "a run directory";

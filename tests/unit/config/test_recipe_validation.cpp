@@ -390,15 +390,56 @@ protected:
     }
 };
 
-TEST_F(ResourceResolution, BigRed2FourGpusNeedFourNodes) {
+// More GPUs than a node has get the fewest whole nodes that hold them, one rank per GPU, as
+// `dljob shell --gpus N` gets them: gpus: 4 on Big Red II's one-GPU XK7 nodes is 4 nodes, on
+// Graham's two-P100 nodes 2 (both used to be refused with "ask for nodes: N explicitly").
+TEST_F(ResourceResolution, MoreGpusThanANodeHasGetWholeNodes) {
     const auto bigred2 = site("bigred2");
     const auto& gpu = *bigred2.find_partition("gpu");
-    auto refused = resolve_resources(recipe(4), bigred2, gpu);
-    ASSERT_FALSE(refused);
-    EXPECT_EQ(refused.error().message,
-              "r.yaml:4:9: resources.gpus: 4 GPUs requested, but nodes of partition 'gpu' of site "
-              "'bigred2' have 1 GPU(s) each");
-    EXPECT_NE(refused.error().hint.find("nodes: 4"), std::string::npos);
+    Recipe train = recipe(4);
+    train.kind = RecipeKind::train;
+    auto four = resolve_resources(train, bigred2, gpu);
+    ASSERT_TRUE(four) << four.error().message;
+    EXPECT_EQ(four->nodes, 4);
+    EXPECT_EQ(four->gpus_per_node, 1);
+    EXPECT_EQ(four->tasks_per_node, 1);
+    EXPECT_EQ(four->cores_per_node, 16) << "each node whole";
+
+    const auto graham = site("graham");
+    train.resources.gpus = 4;
+    auto two = resolve_resources(train, graham, *graham.find_partition("gpu"));
+    ASSERT_TRUE(two) << two.error().message;
+    EXPECT_EQ(two->nodes, 2);
+    EXPECT_EQ(two->gpus_per_node, 2);
+    EXPECT_EQ(two->tasks_per_node, 2) << "one rank per GPU";
+    EXPECT_EQ(two->cores_per_node, 32);
+
+    // Only what does not fill whole nodes is refused, with what would.
+    train.resources.gpus = 3;
+    auto three = resolve_resources(train, graham, *graham.find_partition("gpu"));
+    ASSERT_FALSE(three);
+    EXPECT_EQ(three.error().message,
+              "r.yaml:4:9: resources.gpus: 3 GPUs do not fill whole nodes of partition 'gpu' of "
+              "site 'graham', which have 2 GPU(s) each");
+    EXPECT_EQ(three.error().hint, "ask for gpus: 2, or gpus: 4 (2 nodes), or nodes: 3 (one GPU on "
+                                  "each); a job gets at most 8 node(s) here");
+    train.resources.nodes = 3;
+    EXPECT_TRUE(resolve_resources(train, graham, *graham.find_partition("gpu")))
+        << "what the hint says works";
+    // More nodes than the partition allows: how many GPUs it can give.
+    train.resources.nodes.reset();
+    train.resources.gpus = 18;
+    auto many = resolve_resources(train, graham, *graham.find_partition("gpu"));
+    ASSERT_FALSE(many);
+    EXPECT_EQ(many.error().message,
+              "r.yaml:4:9: resources.gpus: 18 GPUs need 9 nodes of 2 GPU(s) each, but partition "
+              "'gpu' of site 'graham' allows at most 8");
+    EXPECT_EQ(many.error().hint, "ask for at most 16 GPUs");
+}
+
+TEST_F(ResourceResolution, BigRed2FourGpusOnFourNodesExplicitly) {
+    const auto bigred2 = site("bigred2");
+    const auto& gpu = *bigred2.find_partition("gpu");
     auto four_nodes = resolve_resources(recipe(4, 4), bigred2, gpu);
     ASSERT_TRUE(four_nodes) << four_nodes.error().message;
     EXPECT_EQ(four_nodes->nodes, 4);

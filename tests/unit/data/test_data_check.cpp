@@ -50,10 +50,10 @@ TEST(DataCheck, PresentDataOnALocalDiskAndJobOnlyVariablesSayNothing) {
 
 TEST(DataCheck, SubmitOfARecipeWithMissingDataSaysWhichCommandGetsIt) {
     ScratchDir home;
-    const auto run =
-        test::run_shell("HOME=" + home.path().string() + " DLJOB_STORE=" + (home / "jobs.db") +
-                        " DLJOB_RUNS_DIR=" + (home / "runs") + " " + DLJOB_BINARY + " submit " +
-                        DLJOB_SOURCE_DIR + "/recipes/mnist.yaml --site local --dry-run");
+    const auto run = test::run_shell(
+        "HOME=" + home.path().string() + " DLJOB_STORE=" + (home / "jobs.db") +
+        " DLJOB_RUNS_DIR=" + (home / "runs") + " " + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
+        "/recipes/mnist.yaml --site local --set resources.gpus=0 --dry-run");
     EXPECT_EQ(run.exit_code, 0) << run.output;
     EXPECT_NE(run.output.find("dljob: note: data.source " + (home / "data/mnist") +
                               " does not exist on this host; get it with: dljob fetch-data mnist"),

@@ -31,11 +31,27 @@ inline const std::vector<std::string>& builtin_recipes() {
     return recipes;
 }
 
+/// The machine the `local` site's `auto` values describe in these tests, whatever machine runs
+/// them: a workstation of 64 cores, 256G and 8 GPUs, so the golden files do not depend on it.
+inline MachineFacts golden_machine() {
+    MachineFacts machine;
+    machine.cores = 64;
+    machine.memory = MemorySize::from_mib(256 * 1024);
+    machine.gpus = 8;
+    machine.cores_found = "64 CPU(s) (the tests' machine)";
+    machine.memory_found = "256G (the tests' machine)";
+    machine.gpus_found = "8 GPU(s) (the tests' machine)";
+    return machine;
+}
+
 inline SiteProfile load_site(const std::string& name) {
     auto site = config::load_site_profile(source_dir / "site-profiles" / (name + ".yaml"));
     if (!site) {
         ADD_FAILURE() << site.error().message;
         return {};
+    }
+    if (config::describes_machine(*site)) {
+        config::describe_machine(*site, golden_machine());
     }
     return *site;
 }

@@ -206,5 +206,49 @@ TEST(TwoRanksLaunch, AGpuTrainingWithoutCudaNeedsIsWarnedOnASiteWithModules) {
                              [](const std::string& n) { return contains(n, "CUDA plugin"); }));
 }
 
+// gpus: 4 with nodes: left out, on nodes of fewer GPUs: the fewest whole nodes that hold them, one
+// rank per GPU, shown by render (it was refused at submit with "ask for nodes: 2 explicitly",
+// while `dljob shell --gpus 4` worked the nodes out itself).
+TEST(GpusOverNodes, MoreGpusThanANodeHasRenderWholeNodesWithARankPerGpu) {
+    auto templates = builtin_templates();
+    RenderRequest graham = golden_request("graham", "mnist");
+    graham.recipe.resources.gpus = 4;
+    auto two = render::render_job(graham, templates);
+    ASSERT_TRUE(two) << two.error().message;
+    EXPECT_EQ(two->resources.nodes, 2);
+    EXPECT_EQ(two->resources.tasks_per_node, 2);
+    const auto header = parse_directives(two->script, "#SBATCH").header;
+    for (const char* directive : {"--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=p100:2"}) {
+        EXPECT_NE(std::find(header.begin(), header.end(), directive), header.end())
+            << directive << "\n"
+            << two->script;
+    }
+    EXPECT_TRUE(contains(two->script, "srun --nodes=2 --ntasks=4 --ntasks-per-node=2"))
+        << two->script;
+    EXPECT_TRUE(contains(two->script, "# note: 4 GPUs on nodes of 2 GPU(s) each: 2 whole nodes, "
+                                      "one dltrain rank per GPU (2 per node)"))
+        << two->script;
+    EXPECT_TRUE(contains(two->script, "--device cuda")) << two->script;
+
+    RenderRequest bigred2 = golden_request("bigred2", "mnist");
+    bigred2.recipe.resources.gpus = 4;
+    auto four = render::render_job(bigred2, templates);
+    ASSERT_TRUE(four) << four.error().message;
+    EXPECT_EQ(four->resources.nodes, 4);
+    EXPECT_TRUE(contains(four->script, "nodes=4")) << four->script;
+    EXPECT_TRUE(contains(four->script, "aprun -n 4 -N 1")) << four->script;
+
+    // What cannot be divided over whole nodes is still refused, saying what can.
+    graham.recipe.resources.gpus = 3;
+    auto three = render::render_job(graham, templates);
+    ASSERT_FALSE(three);
+    EXPECT_TRUE(contains(three.error().hint, "gpus: 4 (2 nodes)")) << three.error().hint;
+    // One node's worth needs no note.
+    graham.recipe.resources.gpus = 2;
+    auto one = render::render_job(graham, templates);
+    ASSERT_TRUE(one) << one.error().message;
+    EXPECT_FALSE(contains(one->script, "whole nodes")) << one->script;
+}
+
 } // namespace
 } // namespace dljob::test

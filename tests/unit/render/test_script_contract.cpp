@@ -66,7 +66,7 @@ TEST_P(ScriptContract, RunsDltrainWithConfigRunDirDataDirAndResume) {
         const auto result = m_sandbox.run(req, render(req));
         ASSERT_EQ(result.exit_code, 0) << result.output;
         const auto argv = read_nul_separated(req.run_dir / "train.argv");
-        ASSERT_GE(argv.size(), 9U);
+        ASSERT_GE(argv.size(), 11U);
         EXPECT_EQ(argv[0], "train");
         EXPECT_EQ(argv[1], "--config");
         EXPECT_EQ(argv[2], "/opt/dljob/recipes/networks/lenet.yaml");
@@ -78,8 +78,10 @@ TEST_P(ScriptContract, RunsDltrainWithConfigRunDirDataDirAndResume) {
         EXPECT_NE(read_text(req.run_dir / "train.data").find("train-images-idx3-ubyte"),
                   std::string::npos)
             << argv[6];
-        EXPECT_EQ(argv[7], "--resume");
-        EXPECT_EQ(argv[8], "auto");
+        EXPECT_EQ(argv[7], "--device"); // mnist asks for a GPU
+        EXPECT_EQ(argv[8], "cuda");
+        EXPECT_EQ(argv[9], "--resume");
+        EXPECT_EQ(argv[10], "auto");
         // A tree (not a pack) copied to the job's own dljob-<token> directory goes at the end
         // like a staged pack, unless kept: it stayed, and on a RAM disk it was node memory.
         const std::filesystem::path data_dir = argv[6];
@@ -90,6 +92,30 @@ TEST_P(ScriptContract, RunsDltrainWithConfigRunDirDataDirAndResume) {
         } else {
             EXPECT_TRUE(std::filesystem::exists(data_dir / "train-images-idx3-ubyte")) << data_dir;
         }
+    }
+}
+
+// A job that asks for GPUs trains on one or does not start: left to its default, dltrain falls
+// back to the CPU where the GPU cannot be used (no driver, cuDNN not loaded) and trains for
+// hours on a GPU allocation at CPU speed; with --device cuda it refuses, naming what is missing.
+// A job that asks for none stays off a GPU it was not given.
+TEST_P(ScriptContract, TheDeviceDltrainUsesIsTheOneTheJobAskedFor) {
+    for (const int gpus : {1, 0}) {
+        auto req = request();
+        req.recipe.resources.gpus = gpus;
+        const auto job = render(req);
+        const std::string device = gpus > 0 ? "cuda" : "cpu";
+        EXPECT_NE(job.script.find(" --device " + device + " "), std::string::npos) << job.script;
+        EXPECT_EQ(job.script.find(gpus > 0 ? "--device cpu" : "--device cuda"), std::string::npos)
+            << job.script;
+        const auto result = m_sandbox.run(req, job);
+        ASSERT_EQ(result.exit_code, 0) << result.output;
+        const auto argv = read_nul_separated(req.run_dir / "train.argv");
+        const auto at = std::find(argv.begin(), argv.end(), "--device");
+        ASSERT_NE(at, argv.end()) << gpus << " GPU(s)";
+        ASSERT_NE(at + 1, argv.end());
+        EXPECT_EQ(*(at + 1), device) << gpus << " GPU(s)";
+        EXPECT_EQ(std::count(argv.begin(), argv.end(), "--device"), 1);
     }
 }
 

@@ -174,7 +174,9 @@ Result<Recipe> session_recipe(const ShellOptions& options, const SiteProfile& si
     }
     // --gpus counts GPUs, not GPUs per node: where a node has fewer (Big Red II's XK7 nodes
     // have one K20 each), the session gets as many nodes as it takes, as a user would ask
-    // with -l nodes=4. Uneven splits are left to resolve_resources to refuse with its hint.
+    // with -l nodes=4 (and as resolve_resources gives a recipe that leaves nodes: out; set here
+    // so --cores counts per node). Uneven splits are left to resolve_resources to refuse with
+    // its hint.
     const Partition* partition = site.find_partition(options.partition);
     if (options.gpus && !want.nodes && partition != nullptr && partition->node.gpus > 0 &&
         want.gpus > partition->node.gpus && want.gpus % partition->node.gpus == 0) {

@@ -38,7 +38,7 @@ Result<SiteProfile> resolve_site(const SiteChoice& choice, const SiteCatalog& ca
 }
 
 Result<SiteProfile> resolve_site(const SiteChoice& choice) {
-    return resolve_site(choice, SiteCatalog{choice.site_files});
+    return resolve_site(choice, SiteCatalog{choice.site_files, choice.machine});
 }
 
 } // namespace dljob::app

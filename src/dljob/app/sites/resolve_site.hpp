@@ -20,6 +20,9 @@ struct SiteChoice {
     std::vector<std::filesystem::path> site_files; // --site-file, repeatable
     std::string partition;                         // --partition; empty: the site's default
     std::string account;                           // --account
+    /// The machine the `local` site's `auto` values describe; nullptr: this one (tests give
+    /// another).
+    const MachineProbe* machine = nullptr;
 };
 
 /// This machine's host name.

@@ -1,3 +1,4 @@
+#include <dljob/adapters/machine_linux.hpp>
 #include <dljob/app/sites/site_catalog.hpp>
 #include <dljob/config/site_loader.hpp>
 
@@ -67,8 +68,8 @@ std::filesystem::path user_site_profiles_dir() {
     return (home.empty() ? std::filesystem::path(".") : home) / ".config" / "dljob" / "sites";
 }
 
-SiteCatalog::SiteCatalog(std::vector<std::filesystem::path> site_files)
-    : m_site_files(std::move(site_files)) {}
+SiteCatalog::SiteCatalog(std::vector<std::filesystem::path> site_files, const MachineProbe* machine)
+    : m_site_files(std::move(site_files)), m_machine(machine) {}
 
 const Result<SiteProfile>& SiteCatalog::parse(const std::filesystem::path& file) const {
     auto found = m_parsed.find(file);
@@ -189,7 +190,15 @@ Result<SiteProfile> SiteCatalog::load(const std::string& name) const {
                                 chosen->string(), site->name, name),
                     "make name: match the file name");
     }
-    return *site;
+    SiteProfile profile = *site;
+    if (config::describes_machine(profile)) {
+        // Found now, each time a command needs the site: one profile serves every machine that
+        // reads it (a home directory shared by a cluster's nodes, a copied config folder).
+        static const adapters::LinuxMachine this_machine;
+        config::describe_machine(profile,
+                                 (m_machine != nullptr ? *m_machine : this_machine).describe());
+    }
+    return profile;
 }
 
 } // namespace dljob::app

@@ -9,6 +9,7 @@
 //   3. files given with --site-file (the profile's own `name:` is its name).
 // Templates: $DLJOB_TEMPLATES_DIR, else <prefix>/share/dljob/templates, else <source>/templates.
 
+#include <dljob/domain/machine.hpp>
 #include <dljob/domain/result.hpp>
 #include <dljob/domain/site_profile.hpp>
 
@@ -37,15 +38,17 @@ struct SiteEntry {
 
 class SiteCatalog {
 public:
-    /// `site_files`: profiles given with --site-file.
-    explicit SiteCatalog(std::vector<std::filesystem::path> site_files = {});
+    /// `site_files`: profiles given with --site-file. `machine`: the machine a profile's `auto`
+    /// values describe (the `local` site); nullptr: this one (adapters/machine_linux).
+    explicit SiteCatalog(std::vector<std::filesystem::path> site_files = {},
+                         const MachineProbe* machine = nullptr);
 
     /// Every known site, sorted by name, the winning source for each name.
     [[nodiscard]] std::vector<SiteEntry> list() const;
     /// Loads and validates the named site; not_found lists the known names. A --site-file
     /// that does not load fails with its own error, whichever site is named. Only the profiles
     /// that can carry the name are read: the --site-file ones, then NAME.yaml in the user's and
-    /// the built-in folders.
+    /// the built-in folders. A profile's `auto` node values are filled from the machine.
     [[nodiscard]] Result<SiteProfile> load(const std::string& name) const;
 
 private:
@@ -55,6 +58,7 @@ private:
     [[nodiscard]] std::vector<std::string> known_names() const;
 
     std::vector<std::filesystem::path> m_site_files;
+    const MachineProbe* m_machine;
     mutable std::map<std::filesystem::path, Result<SiteProfile>> m_parsed;
 };
 
