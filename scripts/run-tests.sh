@@ -16,4 +16,7 @@ fi
 "$root/scripts/build.sh" "$build_dir" -DDLJOB_WARNINGS_AS_ERRORS=ON -DDLJOB_BUILD_TESTS=ON \
     "${cuda_archs[@]}"
 cd "$build_dir"
-ctest --output-on-failure -j "$(nproc)" --timeout 1500
+# Two tests per core: much of the integration tests' time is waiting (on slurmctld's scheduling,
+# a walltime, a grace period) and the release test's on the Debian mirror, so one per core left
+# cores idle; the two that use every core say so (PROCESSORS) and get two slots each.
+ctest --output-on-failure -j "$(($(nproc) * 2))" --timeout 1500

@@ -39,7 +39,9 @@ std::string choose_blas_core(std::string_view picked, bool avx512, bool avx2) {
     return {};
 }
 
-std::string better_blas_core() { return better_blas_core(blas_core()); }
+std::string better_blas_core() {
+    return better_blas_core(blas_core());
+}
 
 std::string better_blas_core(std::string_view picked) {
     __builtin_cpu_init();

@@ -6,6 +6,7 @@
 #include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>
 #include <dljob/util/files.hpp>
+#include <dljob/util/shell.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <thread>
@@ -21,19 +23,46 @@ namespace dljob::cli {
 
 namespace {
 
+// A dry run shows what would be submitted: each point's script, and where the points are one
+// job array, the array's script and the one command that submits it.
+void print_dry_sweep(Context& context, const app::SweepOutcome& swept) {
+    for (const auto& note : swept.points.front().rendered.notes) {
+        context.err << "dljob: note: " << note << '\n';
+    }
+    for (std::size_t i = 0; i < swept.points.size(); ++i) {
+        const auto& point = swept.points[i];
+        context.out << fmt::format("# point {}: {} ({})\n", i + 1,
+                                   fmt::join(point.job.sweep_point, " "), point.job.script_path)
+                    << point.rendered.script;
+    }
+    if (!swept.array_script.empty()) {
+        const auto& first = swept.points.front().job;
+        context.out << fmt::format("# the job array ({} tasks, task i runs point i + 1): {}\n",
+                                   swept.points.size(),
+                                   (std::filesystem::path(first.run_dir) / "array.sh").string())
+                    << swept.array_script;
+        if (!swept.array_command.empty()) {
+            context.out << fmt::format("# submitted with:\n# {}\n",
+                                       util::command_line(swept.array_command));
+        }
+    }
+    context.out << fmt::format("sweep {}: {} points{} (dry run: nothing submitted)\n", swept.sweep,
+                               swept.points.size(),
+                               swept.array_script.empty() ? ", a job each" : ", one job array");
+}
+
 void print_sweep(Context& context, const app::SweepOutcome& swept, bool dry_run) {
+    if (dry_run) {
+        print_dry_sweep(context, swept);
+        return;
+    }
     for (const auto& point : swept.points) {
         const Job& job = point.job;
-        if (dry_run) {
-            context.out << fmt::format("# point: {}\n", fmt::join(job.sweep_point, " "));
-            continue;
-        }
         context.out << fmt::format("submitted job {} ({}) as {} {}: {}\n", job.id, job.name,
                                    job.scheduler, job.scheduler_id,
                                    fmt::join(job.sweep_point, " "));
     }
-    context.out << fmt::format("sweep {}: {} points{}\n", swept.sweep, swept.points.size(),
-                               dry_run ? " (dry run: nothing submitted)" : "");
+    context.out << fmt::format("sweep {}: {} points\n", swept.sweep, swept.points.size());
 }
 
 // `submit --wait`: the job's state and progress whenever they change, through its

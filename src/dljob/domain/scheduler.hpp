@@ -74,6 +74,14 @@ public:
     /// (ambiguous: the job may exist; reconcile with find_by_token).
     virtual Result<Submission> submit(const SubmitRequest& request) = 0;
 
+    /// The one command submit(request) runs, for `submit --dry-run` to show; empty where a
+    /// submission is more than one command or none (local starts its wrapper itself).
+    [[nodiscard]] virtual std::vector<std::string>
+    submit_command_line(const SubmitRequest& request) const {
+        (void)request;
+        return {};
+    }
+
     /// One query for all the given jobs. Jobs the scheduler no longer knows are absent from the
     /// map (keyed by scheduler_id); the caller decides what that means.
     virtual Result<std::map<std::string, SchedulerStatus>>

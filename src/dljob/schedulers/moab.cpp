@@ -151,7 +151,7 @@ SchedulerStatus map_moab_state(const MoabJob& job) {
     return status;
 }
 
-Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
+std::vector<std::string> MoabScheduler::submit_command_line(const SubmitRequest& request) const {
     std::vector<std::string> argv{"msub", "-N", token_job_name(request.token)};
     if (!request.run_dir.empty()) {
         // Moab's default working directory is $HOME, not the submit directory.
@@ -172,7 +172,11 @@ Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
         argv.insert(argv.end(), array.begin(), array.end());
     }
     argv.push_back(request.script_path);
-    return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
+    return argv;
+}
+
+Result<Submission> MoabScheduler::submit(const SubmitRequest& request) {
+    return submit_command(m_runner, submit_command_line(request), m_options, request.run_dir,
                           [](const ProcessResult& result) { return parse_msub_id(result.out); });
 }
 

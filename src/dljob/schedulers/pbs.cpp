@@ -145,7 +145,7 @@ SchedulerStatus map_pbs_state(const PbsRecord& record) {
     return status;
 }
 
-Result<Submission> PbsScheduler::submit(const SubmitRequest& request) {
+std::vector<std::string> PbsScheduler::submit_command_line(const SubmitRequest& request) const {
     std::vector<std::string> argv{"qsub", "-N", token_job_name(request.token)};
     if (request.walltime_s > 0) {
         const auto w = request.walltime_s;
@@ -166,7 +166,11 @@ Result<Submission> PbsScheduler::submit(const SubmitRequest& request) {
         argv.insert(argv.end(), array.begin(), array.end());
     }
     argv.push_back(request.script_path);
-    return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
+    return argv;
+}
+
+Result<Submission> PbsScheduler::submit(const SubmitRequest& request) {
+    return submit_command(m_runner, submit_command_line(request), m_options, request.run_dir,
                           [](const ProcessResult& result) { return parse_qsub_id(result.out); });
 }
 

@@ -177,7 +177,7 @@ SchedulerStatus map_slurm_state(const SlurmRow& row) {
     return status;
 }
 
-Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
+std::vector<std::string> SlurmScheduler::submit_command_line(const SubmitRequest& request) const {
     std::vector<std::string> argv{"sbatch", "--parsable",
                                   fmt::format("--comment={}{}", comment_prefix, request.token)};
     if (!request.name.empty()) {
@@ -202,7 +202,11 @@ Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
         argv.insert(argv.end(), array.begin(), array.end());
     }
     argv.push_back(request.script_path);
-    return submit_command(m_runner, std::move(argv), m_options, request.run_dir,
+    return argv;
+}
+
+Result<Submission> SlurmScheduler::submit(const SubmitRequest& request) {
+    return submit_command(m_runner, submit_command_line(request), m_options, request.run_dir,
                           [](const ProcessResult& result) { return parse_sbatch_id(result.out); });
 }
 

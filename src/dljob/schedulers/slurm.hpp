@@ -37,6 +37,8 @@ public:
         : m_runner(runner), m_options(std::move(options)) {}
     [[nodiscard]] std::string_view family() const override { return "slurm"; }
     Result<Submission> submit(const SubmitRequest& request) override;
+    [[nodiscard]] std::vector<std::string>
+    submit_command_line(const SubmitRequest& request) const override;
     Result<std::map<std::string, SchedulerStatus>> poll(const std::vector<JobRef>& jobs) override;
     Result<std::optional<Submission>> find_by_token(const JobRef& job) override;
     Result<void> cancel(const JobRef& job) override;

@@ -491,6 +491,58 @@ TEST_F(SweepArray, ASlurmSweepIsOneArrayWhosePointsHoldTheirTasksIds) {
     }
 }
 
+// What would be submitted, and nothing more: every point's script, the array's script that
+// runs them and the one sbatch line; no row, no run directory, no scheduler call.
+TEST_F(SweepArray, ADryRunShowsTheArrayAndItsOneSbatchLineAndDoesNothing) {
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    auto jobs = context();
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "lab";
+    options.site_files = {lab};
+    options.dry_run = true;
+    auto swept = submit_sweep(jobs, options, axes, 2);
+    ASSERT_TRUE(swept) << swept.error().message;
+    EXPECT_EQ(sbatch_calls(), 0U);
+    EXPECT_TRUE(rows(jobs).empty());
+    EXPECT_FALSE(std::filesystem::exists(dir / "runs") && !std::filesystem::is_empty(dir / "runs"))
+        << "a dry run wrote a run directory";
+    ASSERT_EQ(swept->points.size(), 3U);
+    const auto& argv = swept->array_command;
+    ASSERT_FALSE(argv.empty());
+    EXPECT_EQ(argv.front(), "sbatch");
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--array=0-2%2"), argv.end());
+    EXPECT_EQ(argv.back(),
+              (std::filesystem::path(swept->points[0].job.run_dir) / "array.sh").string());
+    for (const auto& point : swept->points) {
+        EXPECT_NE(swept->array_script.find(point.job.script_path), std::string::npos);
+        EXPECT_NE(point.rendered.script.find("--max-iter"), std::string::npos);
+    }
+}
+
+// Points that ask for different resources would be jobs of their own: no array, and a note.
+TEST_F(SweepArray, ADryRunOfPointsWithTheirOwnResourcesShowsNoArrayAndSaysWhy) {
+    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
+    auto jobs = context();
+    SubmitOptions options;
+    options.recipe = fashion;
+    options.site = "lab";
+    options.site_files = {lab};
+    options.dry_run = true;
+    const std::vector<SweepAxis> walltimes{
+        {"resources.walltime", {"01:00:00", "02:00:00"}, "--sweep 1"}};
+    auto swept = submit_sweep(jobs, options, walltimes, 0);
+    ASSERT_TRUE(swept) << swept.error().message;
+    EXPECT_TRUE(swept->array_script.empty());
+    EXPECT_TRUE(swept->array_command.empty());
+    const auto& notes = swept->points.front().rendered.notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+        return note.find("point 2 asks for other resources") != std::string::npos;
+    }));
+    EXPECT_EQ(sbatch_calls(), 0U);
+    EXPECT_TRUE(rows(jobs).empty());
+}
+
 TEST_F(SweepArray, ARefusedArrayLeavesNoRowAndNoRunDirectory) {
     const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
     auto jobs = context();

@@ -178,7 +178,7 @@ Result<std::pair<SubmitOutcome, PreparedJob>> prepare_submit(JobContext& context
         return fail(prepared.error());
     }
     DLJOB_TRY(check_before_queueing(context, prepared->request.recipe, notes));
-    SubmitOutcome outcome{prepared->job, prepared->rendered};
+    SubmitOutcome outcome{prepared->job, prepared->rendered, prepared->request.site};
     outcome.rendered.notes.insert(outcome.rendered.notes.end(), notes.begin(), notes.end());
     outcome.job.max_continuations = max_continuations;
     outcome.job.sweep = options.sweep;

@@ -40,6 +40,7 @@ struct SubmitOptions : SiteChoice {
 struct SubmitOutcome {
     Job job; // id 0 for a dry run
     RenderedJob rendered;
+    SiteProfile site; // the site it was rendered for
 };
 
 Result<SubmitOutcome> submit_recipe(JobContext& context, const SubmitOptions& options);

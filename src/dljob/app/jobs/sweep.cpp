@@ -207,6 +207,53 @@ Result<SweepOutcome> submit_points(JobContext& context, std::vector<RecordedSubm
     return outcome;
 }
 
+// A dry run's points as the job array a real submit would make of them (record_points and
+// submit_points, without a row, a file or a scheduler call): the array's script and its one
+// submit command. Nothing where the family has no arrays or the points ask for different
+// resources (they would be jobs of their own; `why_not` says so).
+Result<void> plan_dry_array(JobContext& context, SweepOutcome& outcome, int limit,
+                            std::string& why_not) {
+    const SubmitOutcome& first = outcome.points.front();
+    const auto& family = schedulers::family_of(first.rendered.scheduler);
+    const ArraySpec array{static_cast<int>(outcome.points.size()), limit};
+    if (family.array_options(array).empty()) {
+        return {};
+    }
+    if (auto refused = over_array_size(first.site, outcome.points.size())) {
+        return fail(*refused);
+    }
+    schedulers::ArrayScriptFacts facts{outcome.sweep, {}, array, {}};
+    for (std::size_t i = 0; i < outcome.points.size(); ++i) {
+        const SubmitOutcome& point = outcome.points[i];
+        auto mine =
+            shared_directives(point.rendered.script, family.directive_prefix(), point.job.run_dir);
+        if (i == 0) {
+            facts.directives = std::move(mine);
+        } else if (mine != facts.directives ||
+                   point.rendered.scheduler != first.rendered.scheduler) {
+            why_not = fmt::format("point {} asks for other resources than point 1 (a swept "
+                                  "resources key?), so each point would be a job of its own, "
+                                  "not one job array",
+                                  i + 1);
+            return {};
+        }
+        facts.scripts.push_back(point.job.script_path);
+    }
+    const std::filesystem::path run_dir(first.job.run_dir);
+    SubmitRequest request = submit_request(first.job);
+    request.script_path = (run_dir / "array.sh").string();
+    request.log_path = (run_dir / "array.log").string();
+    request.walltime_s = 0;
+    request.array = array;
+    auto scheduler = context.scheduler(first.job.scheduler);
+    if (!scheduler) {
+        return fail(scheduler.error());
+    }
+    outcome.array_script = schedulers::array_script(family, facts);
+    outcome.array_command = (*scheduler)->submit_command_line(request);
+    return {};
+}
+
 } // namespace
 
 Result<std::vector<SweepAxis>> sweep_axes(const std::vector<SweepAxis>& recipe,
@@ -374,6 +421,13 @@ Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& opti
             submitted->rendered.notes.push_back(note);
         }
         outcome.points.push_back(std::move(*submitted));
+    }
+    if (options.dry_run && outcome.points.size() > 1) {
+        std::string why_not;
+        DLJOB_TRY(plan_dry_array(context, outcome, limit, why_not));
+        if (!why_not.empty()) {
+            outcome.points.front().rendered.notes.push_back(why_not);
+        }
     }
     return outcome;
 }

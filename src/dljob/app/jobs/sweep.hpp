@@ -43,6 +43,10 @@ Result<std::vector<SweepAxis>> submit_sweep_axes(const Recipe& recipe, const Sub
 struct SweepOutcome {
     std::string sweep; // the id `dljob sweep` and `status` take
     std::vector<SubmitOutcome> points;
+    /// A dry run whose points would be one job array: the array's script (array.sh, next to
+    /// the first point's) and the one command that would submit it.
+    std::string array_script;
+    std::vector<std::string> array_command;
 };
 
 /// Submits every point of `axes` with `options` (its overrides first, the point's after).
@@ -51,7 +55,8 @@ struct SweepOutcome {
 /// task's id; a refused array records nothing, and a sweep larger than the site's
 /// scheduler.max_array_size is refused first. Elsewhere (sqsub, local, points that ask for
 /// different resources) each point is a job of its own and `limit` > 0 makes point i wait
-/// (afterany) for point i - limit. A dry run renders every point and submits nothing. A point
+/// (afterany) for point i - limit. A dry run renders every point, and the array's script and
+/// submit command where the points would be one, and records, writes and submits nothing. A point
 /// that fails to submit stops the sweep; those submitted stay (their ids are in the error's
 /// message).
 Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& options,
