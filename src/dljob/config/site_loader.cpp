@@ -30,7 +30,8 @@ template <class T> Result<void> assign(Result<T> result, T& target) {
 }
 
 Result<void> read_modules(const YamlNode& node, SiteProfile& site) {
-    DLJOB_TRY(check_mapping(node, "modules", {"system", "init", "preload", "switch", "needs"}));
+    DLJOB_TRY(check_mapping(node, "modules",
+                            {"system", "init", "preload", "switch", "needs", "cudnn_major"}));
     ModuleSystem& modules = site.modules;
     for (const auto& entry : node.entries) {
         const std::string key = join_key("modules", entry.key);
@@ -44,6 +45,10 @@ Result<void> read_modules(const YamlNode& node, SiteProfile& site) {
                              : *v == "tcl"  ? ModuleFlavor::tcl
                              : *v == "cray" ? ModuleFlavor::cray
                                             : ModuleFlavor::none;
+        } else if (entry.key == "cudnn_major") {
+            int major = 0;
+            DLJOB_TRY(assign(read_int(entry.value, key, 0, 99), major));
+            modules.cudnn_major = major;
         } else if (entry.key == "init") {
             DLJOB_TRY(assign(read_word(entry.value, key, R"(/[A-Za-z0-9._/+-]{0,4000})",
                                        "an absolute path of A-Z a-z 0-9 . _ / + -"),

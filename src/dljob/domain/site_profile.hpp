@@ -46,6 +46,9 @@ struct ModuleSystem {
     std::vector<ModuleSwitch> switches; // Cray PrgEnv switches
     /// Environment need -> modules, e.g. "cuda" -> {"cudatoolkit/5.5.51-1.0402.9594.3.1"}.
     std::map<std::string, std::vector<std::string>> needs;
+    /// The cuDNN major version the `cudnn` need's modules give (0: the stack has no cuDNN);
+    /// unset: not said. Older than dltrain's CUDA plugin takes, GPU training cannot run there.
+    std::optional<int> cudnn_major;
 };
 
 /// How a Slurm partition spells a GPU request.
@@ -129,5 +132,14 @@ struct SiteProfile {
     [[nodiscard]] const Partition* find_partition(const std::string& partition_name) const;
     [[nodiscard]] const StorageTier* find_storage(const std::string& tier_name) const;
 };
+
+/// The oldest cuDNN dltrain's CUDA plugin runs with: it is built against cuDNN 8 or later (the
+/// library split into cudnn_ops/cnn and the API it calls), so a cuDNN 5 or 6 stack of the
+/// seeds' era (Big Red II, Helios) cannot load it.
+inline constexpr int dltrain_min_cudnn_major = 8;
+
+/// Why dltrain cannot train on this site's GPUs, with what would work there, where the profile
+/// says its cuDNN is older than dltrain_min_cudnn_major (modules.cudnn_major); empty otherwise.
+std::string gpu_training_blocker(const SiteProfile& site);
 
 } // namespace dljob

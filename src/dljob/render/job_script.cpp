@@ -602,6 +602,9 @@ void note_cuda_needs(const RenderRequest& req, const ResolvedResources& resource
         req.site.modules.flavor == ModuleFlavor::none) {
         return;
     }
+    if (const std::string blocker = gpu_training_blocker(req.site); !blocker.empty()) {
+        notes.add(blocker);
+    }
     std::string missing;
     for (const char* need : {"cuda", "cudnn"}) {
         if (std::find(req.recipe.needs.begin(), req.recipe.needs.end(), need) ==

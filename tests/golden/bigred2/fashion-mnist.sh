@@ -9,6 +9,7 @@
 #PBS -m n
 # dljob job script: recipe lenet-fashion, site bigred2, partition gpu (pbs).
 # Rendered by dljob from templates/; edit the recipe or the site profile, not this file.
+# note: site bigred2's modules give no cuDNN (its profile's modules.cudnn_major), but dltrain's CUDA plugin needs cuDNN 8 or later: a train: job on its GPUs stops at its start (exit 1). What works there: resources.gpus: 0 (dltrain on the CPU), or a command: recipe that runs a framework built for that stack (the Caffe or Torch of its time), or a site whose cudnn module is 8 or later
 # note: site bigred2 has no node-local storage; the data is read in place
 # Submitted with:
 #   qsub -N lenet-fashion -q gpu -l nodes=1:ppn=16,walltime=02:00:00 -j oe -o /scratch/dljob/runs/golden-run/job.log -r n -m n /scratch/dljob/runs/golden-run/job.pbs

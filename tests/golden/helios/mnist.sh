@@ -10,7 +10,7 @@
 #PBS -m n
 # dljob job script: recipe lenet-mnist, site helios, partition k80 (moab).
 # Rendered by dljob from templates/; edit the recipe or the site profile, not this file.
-
+# note: site helios's modules give cuDNN 5 (its profile's modules.cudnn_major), but dltrain's CUDA plugin needs cuDNN 8 or later: a train: job on its GPUs stops at its start (exit 1). What works there: resources.gpus: 0 (dltrain on the CPU), or a command: recipe that runs a framework built for that stack (the Caffe or Torch of its time), or a site whose cudnn module is 8 or later
 # Submitted with:
 #   msub -N lenet-mnist -A def-golden -l nodes=1:gpus=1,walltime=01:00:00 -l feature=k80 -j oe -o /scratch/dljob/runs/golden-run/job.log -r n -m n /scratch/dljob/runs/golden-run/job.pbs
 set -uo pipefail

@@ -76,6 +76,19 @@ TEST_F(Doctor, AHealthySiteIsAllOkWithTheSchedulersVersionAndTheTiersPolicy) {
     EXPECT_NE(scratch->what.find("files unused for 30 days are purged"), std::string::npos);
 }
 
+// A cuDNN 5 stack (Helios): GPU training with dltrain cannot run there, whatever else is fine.
+TEST_F(Doctor, ACudnnOlderThanDltrainTakesIsAWarningWithWhatWorks) {
+    runner.reply("squeue", 0, "");
+    EXPECT_EQ(find(run(), "cuDNN"), nullptr);
+    site.modules.cudnn_major = 5;
+    const auto findings = run();
+    const auto* old = find(findings, "give cuDNN 5");
+    ASSERT_NE(old, nullptr);
+    EXPECT_EQ(old->level, DoctorLevel::warning);
+    EXPECT_NE(old->what.find("needs cuDNN 8 or later"), std::string::npos) << old->what;
+    EXPECT_NE(old->what.find("resources.gpus: 0"), std::string::npos) << old->what;
+}
+
 TEST_F(Doctor, ASchedulerThatDoesNotAnswerIsAnErrorWithItsFix) {
     runner.reply("squeue", 1, "", "slurm_load_jobs error: Unable to contact slurm controller\n");
     const auto findings = run();

@@ -319,14 +319,18 @@ partitions:
     EXPECT_FALSE(std::filesystem::exists(m_dir / "runs"));
 }
 
-// Where the GPUs do not divide over whole nodes, the refusal still says what to ask for.
+// Where the GPUs do not divide over whole nodes, the refusal says what to ask for: here the
+// one whole node the partition gives a job (max_nodes 1).
 TEST_F(ShellSession, AnUnevenGpuCountIsRefusedWithItsHint) {
     options.gpus = 6; // nodes of 4 GPUs
     options.dry_run = true;
     auto outcome = app::open_shell(*context, options, terminal, err);
     ASSERT_FALSE(outcome);
     EXPECT_EQ(outcome.error().code, ErrorCode::config_invalid);
-    EXPECT_NE(outcome.error().hint.find("nodes"), std::string::npos) << outcome.error().hint;
+    EXPECT_NE(outcome.error().hint.find("ask for gpus: 4"), std::string::npos)
+        << outcome.error().hint;
+    EXPECT_NE(outcome.error().hint.find("at most 1 node"), std::string::npos)
+        << outcome.error().hint;
 }
 
 } // namespace

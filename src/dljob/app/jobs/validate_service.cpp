@@ -29,6 +29,8 @@ std::vector<ValidationResult> validate_files(const std::vector<std::filesystem::
             if (!site) {
                 result.message = site.error().message;
                 result.hint = site.error().hint;
+            } else if (std::string blocker = gpu_training_blocker(*site); !blocker.empty()) {
+                result.notes.push_back(std::move(blocker));
             }
         } else {
             result.kind = "recipe";

@@ -210,6 +210,9 @@ ModuleVerdicts parse_module_verdicts(const std::string& output) {
 void check_modules(ProcessRunner& runner, const SiteProfile& site,
                    std::vector<DoctorFinding>& out) {
     const ModuleSystem& modules = site.modules;
+    if (std::string blocker = gpu_training_blocker(site); !blocker.empty()) {
+        out.push_back(finding(DoctorLevel::warning, "module", std::move(blocker)));
+    }
     if (modules.flavor == ModuleFlavor::none) {
         out.push_back(
             finding(DoctorLevel::ok, "module", "the site has no module system: nothing to load"));
