@@ -173,6 +173,15 @@ Result<void> read_data(const YamlNode& node, Recipe& recipe) {
     if (recipe.data.stage_to != "none" && recipe.data.source.empty()) {
         return invalid(node.mark, "data.stage_to", "staging needs data.source");
     }
+    if (recipe.data.stage_to == "none" && !recipe.data.source.empty() &&
+        is_tar_archive(recipe.data)) {
+        const auto* stage = node.find("stage_to");
+        return invalid(
+            stage != nullptr ? stage->mark : node.mark, "data.stage_to",
+            fmt::format("data.source {} is a tar archive, which is extracted on the node "
+                        "before the job runs: expected node-local or ramdisk",
+                        recipe.data.source));
+    }
     if (const auto* keep = node.find("keep_staged"); keep != nullptr) {
         auto v = read_bool(*keep, "data.keep_staged");
         if (!v) {

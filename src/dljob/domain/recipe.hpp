@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,24 @@ struct DataSpec {
     /// disks and RAM disks are shared with whoever runs there next.
     bool keep_staged = false;
 };
+
+/// Whether the data is one tar archive, extracted on the node before the job runs (the Helios
+/// seed's own way: tar the small files once, untar them into $RAMDISK in the job): data.format
+/// `archive`, or a name GNU tar reads (.tar, .tar.gz, .tgz, .tar.bz2, .tbz2, .tar.xz, .txz,
+/// .tar.zst, .tzst).
+inline bool is_tar_archive(const DataSpec& data) {
+    if (data.format == "archive") {
+        return true;
+    }
+    const std::string_view name(data.source);
+    for (const std::string_view suffix :
+         {".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst", ".tzst"}) {
+        if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+            return true;
+        }
+    }
+    return false;
+}
 
 /// `train:` runs the bundled engine:
 ///   dltrain train --config <config> --run-dir <run_dir> --data-dir <data> --resume auto

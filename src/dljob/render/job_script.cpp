@@ -352,6 +352,16 @@ Result<std::string> set_data_values(const RenderRequest& req, const ResolvedReso
             stage = true;
         }
     }
+    // A tar archive is extracted into the job's own directory on the node (never read in place:
+    // a program would get one file where it expects a tree).
+    const bool tar_source = !source.empty() && is_tar_archive(req.recipe.data);
+    if (tar_source && !stage) {
+        return refuse("data.source", source,
+                      fmt::format("a directory: a tar archive is extracted on the node, and site "
+                                  "{} has no {} storage to extract it to",
+                                  site.name, req.recipe.data.stage_to));
+    }
+    data.set("tar_source", tar_source);
     data.set("data_dir", data_dir_expr);
     data.set("stage", stage);
     // Several ranks on one node each run the compute side's staging (templates/prologue).

@@ -110,6 +110,32 @@ TEST_F(RecipeValidation, KeepStagedIsABooleanDefaultingToFalse) {
         << bad.error().message;
 }
 
+// A tar archive is extracted on the node: read in place it would reach the program as one file.
+TEST_F(RecipeValidation, ATarSourceNeedsStagingAndSaysSoAtTheKey) {
+    auto in_place = load("name: t\ndata:\n  source: $HOME/images.tar\n  stage_to: none\n"
+                         "command:\n  argv: [python3, t.py]\n");
+    ASSERT_FALSE(in_place);
+    EXPECT_EQ(in_place.error().message.rfind("r.yaml:4:13: data.stage_to:", 0), 0U)
+        << in_place.error().message;
+    EXPECT_NE(in_place.error().message.find("$HOME/images.tar is a tar archive"), std::string::npos)
+        << in_place.error().message;
+    EXPECT_NE(in_place.error().message.find("expected node-local or ramdisk"), std::string::npos);
+    auto by_format = load("name: t\ndata:\n  source: /d/images.bin\n  format: archive\n"
+                          "train:\n  config: n.yaml\n");
+    ASSERT_FALSE(by_format);
+    EXPECT_NE(by_format.error().message.find("data.stage_to"), std::string::npos);
+    for (const char* name : {"a.tar", "a.tar.gz", "a.tgz", "a.tar.xz", "a.tar.zst", "a.tar.bz2"}) {
+        auto staged = load(fmt::format("name: t\ndata:\n  source: /d/{}\n  stage_to: ramdisk\n"
+                                       "train:\n  config: n.yaml\n",
+                                       name));
+        ASSERT_TRUE(staged) << staged.error().message;
+        EXPECT_TRUE(is_tar_archive(staged->data)) << name;
+    }
+    auto tree = load(base);
+    ASSERT_TRUE(tree) << tree.error().message;
+    EXPECT_FALSE(is_tar_archive(tree->data));
+}
+
 TEST_F(RecipeValidation, RejectsBothTrainAndCommand) {
     auto recipe = load(std::string(base) + "command:\n  argv: [python3]\n");
     ASSERT_FALSE(recipe);

@@ -95,6 +95,50 @@ TEST_P(ScriptContract, RunsDltrainWithConfigRunDirDataDirAndResume) {
     }
 }
 
+// A tar archive as data.source (the Helios seed's way: tar the small files once, untar them on
+// the node) is extracted into the job's own directory on the node, which the program gets as its
+// data directory and which goes at the end; where the site has no such storage, render refuses
+// it (a program would get one file where it expects a tree).
+TEST_P(ScriptContract, ATarSourceIsExtractedOnTheNodeOrRefused) {
+    const auto data = m_sandbox.home / "data";
+    const auto made =
+        run_shell("tar -czf " + ScriptSandbox::quote((data / "mnist.tar.gz").string()) + " -C " +
+                  ScriptSandbox::quote((data / "mnist").string()) + " .");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    auto req = request();
+    req.recipe.data.source = "$HOME/data/mnist.tar.gz";
+    req.recipe.data.stage_to = "node-local";
+    auto templates = builtin_templates();
+    auto job = render::render_job(req, templates);
+    if (req.site.find_storage("node-local") == nullptr) {
+        ASSERT_FALSE(job);
+        EXPECT_EQ(job.error().code, ErrorCode::config_invalid);
+        EXPECT_NE(job.error().message.find("data.source"), std::string::npos)
+            << job.error().message;
+        EXPECT_NE(job.error().message.find("tar archive"), std::string::npos)
+            << job.error().message;
+        return;
+    }
+    ASSERT_TRUE(job) << job.error().message;
+    const auto result = m_sandbox.run(req, *job);
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const auto argv = read_nul_separated(req.run_dir / "train.argv");
+    ASSERT_GE(argv.size(), 7U);
+    EXPECT_EQ(argv[5], "--data-dir");
+    EXPECT_EQ(std::filesystem::path(argv[6]).filename(), "dljob-golden-token");
+    // The tree as the program saw it (not the archive, not a folder inside it), gone afterwards.
+    EXPECT_EQ(trimmed(read_text(req.run_dir / "train.data")), "train-images-idx3-ubyte");
+    EXPECT_FALSE(std::filesystem::exists(argv[6])) << argv[6];
+    // A damaged archive fails the staging step, naming it, and leaves nothing on the node.
+    std::ofstream(data / "mnist.tar.gz", std::ios::trunc) << "not a tar";
+    std::filesystem::remove(req.run_dir / "train.argv");
+    const auto damaged = m_sandbox.run(req, *job);
+    EXPECT_NE(damaged.exit_code, 0) << damaged.output;
+    EXPECT_EQ(run_file(req, "failed_command"), "stage data") << damaged.output;
+    EXPECT_FALSE(std::filesystem::exists(req.run_dir / "train.argv")) << "the training ran";
+    EXPECT_FALSE(std::filesystem::exists(argv[6])) << argv[6];
+}
+
 // A job that asks for GPUs trains on one or does not start: left to its default, dltrain falls
 // back to the CPU where the GPU cannot be used (no driver, cuDNN not loaded) and trains for
 // hours on a GPU allocation at CPU speed; with --device cuda it refuses, naming what is missing.
