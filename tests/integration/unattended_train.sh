@@ -21,9 +21,11 @@ data=/usr/share/datasets/fashion-mnist
 [ -r "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no $data (scripts/setup.sh installs it)"; exit 77; }
 # Enough training that no job finishes inside one ~20 s window however fast the CPU (with the
 # OpenBLAS kernel choice, 400 iterations of two threads fitted in one window here and every chain
-# was one job), on one thread each: about 25 s of training alone, 4-5 windows with all five
-# chains sharing two cores.
-iters=1200
+# was one job), on one thread each. 1200 iterations were 17-19 s alone (4,600 images/s), and
+# under ctest -j4 the other tests' Slurm jobs left these chains to run one at a time: four of
+# five finished in their first window. 2400 are about 35 s alone, two windows or more, and 4-5
+# with all five chains sharing two cores.
+iters=2400
 # LeNet as the recipe has it, but with a tenth of its test pass: a warning that comes during the
 # final test pass leaves a checkpoint at max_iter and the next attempt must get through the pass
 # within its window, which the whole 10,000 images may not on a busy 2-core machine.

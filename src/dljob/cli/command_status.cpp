@@ -64,7 +64,9 @@ void set_status_command(CLI::App& app, Context& context) {
                 return;
             }
             std::this_thread::sleep_for(std::chrono::seconds(5));
-            context.out << '\n';
+            if (!options->json) { // JSON lines stay one object a line, frame after frame
+                context.out << '\n';
+            }
         }
     });
 }

@@ -121,7 +121,7 @@ void set_submit_command(CLI::App& app, Context& context) {
     auto options = std::make_shared<app::SubmitOptions>();
     auto wait = std::make_shared<bool>(false);
     auto sweeps = std::make_shared<std::vector<std::string>>();
-    auto sweep_limit = std::make_shared<int>(-1); // -1: not given, no limit
+    auto sweep_limit = std::make_shared<int>(0); // read only when given
     command->add_option("RECIPE", options->recipe, "Recipe file (YAML)")->required();
     add_site_options(*command, *options, SiteOptionSet::with_partition);
     command
@@ -129,22 +129,34 @@ void set_submit_command(CLI::App& app, Context& context) {
                      "Override a recipe value, KEY=VALUE with a dotted key "
                      "(--set train.max_iter=200); repeatable, validated like the recipe")
         ->allow_extra_args(false);
-    command->add_option("--after", options->after,
-                        "Start only after dljob job ID has ended: ID or ID:ok (only if it "
-                        "completed), ID:any (however it ended)");
+    auto* after = command->add_option("--after", options->after,
+                                      "Start only after dljob job ID has ended: ID or ID:ok "
+                                      "(only if it completed), ID:any (however it ended)");
     command
         ->add_option("--sweep", *sweeps,
                      "Submit one job per value: KEY=V1,V2,... or KEY=A..B (whole numbers); "
                      "repeatable, the cartesian product of all")
         ->allow_extra_args(false);
-    command->add_option("--sweep-limit", *sweep_limit,
-                        "At most N points of the sweep run at once (N >= 1; default: no "
-                        "limit)");
+    auto* limit = command->add_option("--sweep-limit", *sweep_limit,
+                                      "At most N points of the sweep run at once (N >= 1; "
+                                      "default: no limit)");
     command->add_flag("--dry-run", options->dry_run, "Print the job script; submit nothing");
     command->add_flag("--wait", *wait,
                       "Wait for the job to end, showing its progress; exit 1 unless it "
                       "COMPLETED");
-    command->callback([options, wait, sweeps, sweep_limit, &context] {
+    command->callback([options, wait, sweeps, sweep_limit, after, limit, &context] {
+        // Given but empty or meaningless values are refused, never taken as "not given".
+        if (after->count() > 0 && options->after.empty()) {
+            throw Failure(ErrorCode::usage,
+                          "--after '': expected a dljob job id: ID, ID:ok or ID:any",
+                          "leave --after out to start at once");
+        }
+        const bool limited = limit->count() > 0;
+        if (limited && *sweep_limit < 1) {
+            throw Failure(ErrorCode::usage,
+                          fmt::format("--sweep-limit {}: expected 1 or more", *sweep_limit),
+                          "leave --sweep-limit out to run every point at once");
+        }
         auto jobs = app::JobContext::open();
         // Read once: its sweep: block sweeps as --sweep does, else it is the one job's recipe.
         auto recipe = app::read_submit_recipe(*options);
@@ -160,17 +172,18 @@ void set_submit_command(CLI::App& app, Context& context) {
                 throw Failure(ErrorCode::usage, "--wait follows one job, not a sweep",
                               "follow the sweep with: dljob sweep ID");
             }
-            if (*sweep_limit == 0 || *sweep_limit < -1) {
-                throw Failure(ErrorCode::usage,
-                              fmt::format("--sweep-limit {}: expected 1 or more", *sweep_limit),
-                              "leave --sweep-limit out to run every point at once");
-            }
-            auto swept = app::submit_sweep(jobs, *options, *axes, std::max(*sweep_limit, 0));
+            auto swept = app::submit_sweep(jobs, *options, *axes, limited ? *sweep_limit : 0);
             if (!swept) {
                 throw Failure(swept.error());
             }
             print_sweep(context, *swept, options->dry_run);
             return;
+        }
+        if (limited) {
+            throw Failure(
+                ErrorCode::usage,
+                fmt::format("--sweep-limit {}: this submit is one job, not a sweep", *sweep_limit),
+                "add --sweep KEY=V1,V2 (or a sweep: block), or leave --sweep-limit out");
         }
         options->read = std::move(*recipe);
         auto outcome = app::submit_recipe(jobs, *options);

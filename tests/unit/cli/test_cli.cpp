@@ -6,6 +6,7 @@
 #include <dljob_build_info.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -145,7 +146,7 @@ TEST(CliBinary, ASweepLimitBelowOneIsRefusedAndSubmitsNothing) {
     const std::string dir = "/tmp/dljob-cli-limit-" + std::to_string(::getpid());
     const std::string env = "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + dir +
                             "/jobs.db DLJOB_RUNS_DIR=" + dir + "/runs ";
-    for (const char* limit : {"0", "-3"}) {
+    for (const char* limit : {"0", "-3", "-1"}) {
         auto refused = test::run_shell(env + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
                                        "/recipes/fashion-mnist.yaml --site local --sweep "
                                        "train.max_iter=10,20 --sweep-limit=" +
@@ -156,6 +157,21 @@ TEST(CliBinary, ASweepLimitBelowOneIsRefusedAndSubmitsNothing) {
             std::string::npos)
             << refused.output;
     }
+    // Given, the values that mean nothing are refused too, never taken as left out.
+    auto alone = test::run_shell(env + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
+                                 "/recipes/fashion-mnist.yaml --site local --sweep-limit 2");
+    EXPECT_EQ(alone.exit_code, 2) << alone.output;
+    EXPECT_NE(alone.output.find("--sweep-limit 2: this submit is one job, not a sweep"),
+              std::string::npos)
+        << alone.output;
+    auto no_after = test::run_shell(env + DLJOB_BINARY + " submit " + DLJOB_SOURCE_DIR +
+                                    "/recipes/fashion-mnist.yaml --site local --after ''");
+    EXPECT_EQ(no_after.exit_code, 2) << no_after.output;
+    EXPECT_NE(no_after.output.find("--after '': expected a dljob job id"), std::string::npos)
+        << no_after.output;
+    auto no_sweep = test::run_shell(env + DLJOB_BINARY + " sweep ''");
+    EXPECT_EQ(no_sweep.exit_code, 2) << no_sweep.output;
+    EXPECT_NE(no_sweep.output.find("expected a sweep id"), std::string::npos) << no_sweep.output;
     EXPECT_EQ(test::run_shell("test -e " + dir + "/runs").exit_code, 1) << "a run directory";
     EXPECT_EQ(test::run_shell("test -e " + dir + "/jobs.db").exit_code, 1) << "a job store";
     test::run_shell("rm -rf " + dir);
@@ -286,6 +302,20 @@ TEST(CliBinary, StatusWatchPrintsFramesWithTheLossSparklineAndStopsAfterFrames) 
     EXPECT_EQ(plain.output.find("training loss"), std::string::npos) << plain.output;
     auto frames_alone = test::run_shell(dljob + " status --frames 1");
     EXPECT_EQ(frames_alone.exit_code, 2) << frames_alone.output;
+    // JSON lines stay JSON lines over several frames: one object a line, no blank between.
+    auto json = test::run_shell(dljob + " status --json --watch --frames 2 " + std::to_string(id) +
+                                " 2>/dev/null");
+    EXPECT_EQ(json.exit_code, 0) << json.output;
+    std::istringstream lines(json.output);
+    int objects = 0;
+    for (std::string line; std::getline(lines, line);) {
+        EXPECT_FALSE(line.empty()) << json.output;
+        if (!line.empty()) {
+            EXPECT_EQ(nlohmann::json::parse(line, nullptr, false).is_discarded(), false) << line;
+            ++objects;
+        }
+    }
+    EXPECT_EQ(objects, 2) << json.output;
     std::filesystem::remove_all(dir);
 }
 

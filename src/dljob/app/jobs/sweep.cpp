@@ -434,6 +434,10 @@ Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& opti
 
 Result<std::vector<SweepRow>> sweep_table(JobContext& context, const std::string& id,
                                           std::vector<std::string>& warnings) {
+    if (id.empty()) { // every job that is no sweep's point has an empty sweep id
+        return fail(ErrorCode::usage, "sweep '': expected a sweep id (sw-...)",
+                    "submit --sweep KEY=V1,V2 prints the sweep id");
+    }
     JobQuery query;
     auto listed = context.store().list(query);
     if (!listed) {
