@@ -50,7 +50,7 @@ done
 # The straight run meanwhile, for the comparison.
 "$DLTRAIN" train --config "$WORK/lenet.yaml" --run-dir "$WORK/straight" \
   --data-dir "$data" --device cpu --max-iter $iters --threads 1 --deadline none >/dev/null
-wait_queue_empty 400 || echo "the queue still holds jobs of this test"
+wait_queue_empty 900 || echo "the queue still holds jobs of this test"
 check "every chain ended with no dljob command run" 0 "$(queued PD,R,CG,CF,S)"
 "$DLJOB" status --all --json >"$WORK/all.json"
 ckpt=checkpoints/iter_$(printf '%08d' $iters).ckpt

@@ -7,6 +7,32 @@
 
 namespace dljob::app {
 
+namespace {
+
+constexpr int check_timeout_s = 60;
+
+// The names a crash of dltrain is likely to carry; any other is its number.
+std::string signal_name(int signal) {
+    switch (signal) {
+    case 4:
+        return "SIGILL";
+    case 6:
+        return "SIGABRT";
+    case 7:
+        return "SIGBUS";
+    case 8:
+        return "SIGFPE";
+    case 9:
+        return "SIGKILL";
+    case 11:
+        return "SIGSEGV";
+    default:
+        return fmt::format("signal {}", signal);
+    }
+}
+
+} // namespace
+
 Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Recipe& recipe,
                                                const std::filesystem::path& dltrain) {
     std::vector<std::string> notes;
@@ -38,7 +64,7 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
     for (const auto& [key, value] : recipe.train.solver) {
         request.argv.insert(request.argv.end(), {"--solver", fmt::format("{}={}", key, value)});
     }
-    request.timeout = std::chrono::seconds(60);
+    request.timeout = std::chrono::seconds(check_timeout_s);
     auto ran = runner.run(request);
     if (!ran) {
         notes.push_back(fmt::format("network config {} not checked here: {}",
@@ -59,6 +85,27 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
                         : fmt::format("{}: train.config: {}", origin->second, message),
                     "fix the network config (docs/engine.md); `dltrain check --config FILE` "
                     "checks it alone");
+    }
+    // A check that crashes or never ends would do the same in the job, on its allocation: the
+    // recipe is refused, never passed as "not checked".
+    const auto origin = recipe.origins.find("train.config");
+    const std::string config =
+        origin == recipe.origins.end()
+            ? fmt::format("train.config {}", recipe.train.config.string())
+            : fmt::format("{}: train.config {}", origin->second, recipe.train.config.string());
+    if (ran->timed_out) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}: `dltrain check` did not finish in {} s and was stopped; "
+                                "training would hang the same way",
+                                config, check_timeout_s),
+                    "run `dltrain check --config FILE` alone to see where it stops");
+    }
+    if (ran->exit_code > 128) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("{}: `dltrain check` crashed ({}); training would crash the same "
+                                "way",
+                                config, signal_name(ran->exit_code - 128)),
+                    "`dltrain check --config FILE` shows it alone; report it with the file");
     }
     if (ran->exit_code != 0) {
         notes.push_back(fmt::format("network config {} not checked here: {} check exited {}",
