@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -316,6 +317,52 @@ TEST(CliBinary, StatusWatchPrintsFramesWithTheLossSparklineAndStopsAfterFrames) 
         }
     }
     EXPECT_EQ(objects, 2) << json.output;
+    std::filesystem::remove_all(dir);
+}
+
+// Run-directory files that are not files: status, show and logs neither wait on a FIFO nor read
+// /dev/zero without end (each under a timeout here, so a hang fails instead of stalling ctest).
+TEST(CliBinary, RunDirectoryFifosAndDevicesAreNeitherWaitedOnNorReadWithoutEnd) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-cli-fifo-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "run");
+    ASSERT_EQ(::mkfifo((dir / "run" / "metrics.jsonl").c_str(), 0600), 0);
+    ASSERT_EQ(::mkfifo((dir / "run" / "job.log").c_str(), 0600), 0);
+    std::filesystem::create_symlink("/dev/zero", dir / "run" / "recipe.yaml");
+    std::filesystem::create_symlink("/dev/zero", dir / "run" / "job.sh");
+    std::int64_t id = 0;
+    {
+        auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
+        ASSERT_TRUE(store) << store.error().message;
+        Job job;
+        job.token = "fifotok";
+        job.name = "hostile";
+        job.site = "local";
+        job.scheduler = "local";
+        job.run_dir = (dir / "run").string();
+        job.script_path = (dir / "run" / "job.sh").string();
+        auto created = (*store)->create(job);
+        ASSERT_TRUE(created) << created.error().message;
+        id = created->id;
+        ASSERT_TRUE((*store)->mark_submitted(id, "4243", "", 1'700'000'000));
+    }
+    const std::string dljob =
+        "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + (dir / "jobs.db").string() +
+        " DLJOB_RUNS_DIR=" + (dir / "runs").string() + " timeout 30 " + DLJOB_BINARY;
+    auto status = test::run_shell(dljob + " status --all");
+    EXPECT_NE(status.exit_code, 124) << "status waited on the FIFO\n" << status.output;
+    EXPECT_NE(status.output.find("hostile"), std::string::npos) << status.output;
+    auto show = test::run_shell(dljob + " show " + std::to_string(id));
+    EXPECT_NE(show.exit_code, 124) << "show read /dev/zero without end";
+    EXPECT_EQ(show.exit_code, 0) << show.output.substr(0, 2000);
+    EXPECT_NE(show.output.find("not shown: a character device, not a file"), std::string::npos)
+        << show.output.substr(0, 2000);
+    auto logs = test::run_shell(dljob + " logs " + std::to_string(id));
+    EXPECT_NE(logs.exit_code, 124) << "logs waited on the FIFO";
+    EXPECT_NE(logs.exit_code, 0) << logs.output;
+    EXPECT_NE(logs.output.find("is a FIFO (named pipe), not a file"), std::string::npos)
+        << logs.output;
     std::filesystem::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 #include <dljob/app/jobs/continuation.hpp>
 #include <dljob/app/jobs/logs.hpp>
 #include <dljob/app/jobs/status.hpp>
+#include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
 
@@ -154,16 +155,21 @@ Result<void> finish(LogSink& sink, const std::string& id) {
     return {};
 }
 
-std::string read_from(const std::filesystem::path& path, std::streamoff& offset, bool& found) {
+// Passes the file on from `offset` in pieces of at most 1 MiB, so a log of any size is never
+// held whole. False when it cannot be opened.
+bool stream_from(const std::filesystem::path& path, std::streamoff& offset, LogSink& sink) {
     std::ifstream in(path, std::ios::binary);
-    found = static_cast<bool>(in);
     if (!in) {
-        return {};
+        return false;
     }
     in.seekg(offset);
-    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    offset += static_cast<std::streamoff>(chunk.size());
-    return chunk;
+    std::string chunk(std::size_t{1} << 20, '\0');
+    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+        const std::streamsize got = in.gcount();
+        sink.write(std::string_view(chunk.data(), static_cast<std::size_t>(got)));
+        offset += got;
+    }
+    return true;
 }
 
 } // namespace
@@ -188,8 +194,12 @@ Result<void> print_logs(JobContext& context, const std::string& id, const LogOpt
     status_options.min_interval_s = default_poll_interval();
     while (true) {
         const auto path = job_log_path(*job);
-        bool found = false;
-        sink.write(read_from(path, offset, found));
+        // Only a regular file: opening a FIFO waits for a writer, /dev/zero never ends.
+        if (const std::string kind = util::non_regular_kind(path); !kind.empty()) {
+            return fail(ErrorCode::io, fmt::format("job {}'s log {} is {}, not a file: not read",
+                                                   id, path.string(), kind));
+        }
+        const bool found = stream_from(path, offset, sink);
         if (!found && !options.follow) {
             return fail(
                 ErrorCode::not_found,
@@ -208,7 +218,9 @@ Result<void> print_logs(JobContext& context, const std::string& id, const LogOpt
         if (is_terminal(fresh->state) && fresh->phase == SubmitPhase::submitted) {
             if (offset > 0 || !found) {
                 // One last read for what was written after the previous one.
-                sink.write(read_from(job_log_path(*fresh), offset, found));
+                if (const auto last = job_log_path(*fresh); util::non_regular_kind(last).empty()) {
+                    (void)stream_from(last, offset, sink);
+                }
             }
             return finish(sink, id);
         }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstddef>
 #include <ctime>
 #include <filesystem>
 #include <ostream>
@@ -22,6 +23,38 @@ std::string time_text(std::int64_t t) {
     std::array<char, 32> buffer{};
     std::strftime(buffer.data(), buffer.size(), "%Y-%m-%d %H:%M:%S UTC", &tm);
     return buffer.data();
+}
+
+} // namespace
+
+namespace {
+
+// Run-directory files are read as anything else from outside: regular files of a bounded size
+// only (a FIFO would wait for a writer, a link to /dev/zero never ends).
+constexpr std::size_t max_recipe_bytes = std::size_t{1} << 20;
+constexpr std::size_t max_script_bytes = std::size_t{4} << 20;
+
+void show_file(std::ostream& out, const char* what, const std::filesystem::path& path,
+               std::size_t max_bytes) {
+    const auto read = util::read_regular_file(path, max_bytes);
+    switch (read.status) {
+    case util::BoundedRead::Status::ok:
+        out << "\n" << what << " (" << path.string() << "):\n" << read.content;
+        return;
+    case util::BoundedRead::Status::missing:
+        return;
+    case util::BoundedRead::Status::not_regular:
+        out << fmt::format("\n{} ({}): not shown: {}, not a file\n", what, path.string(),
+                           read.what);
+        return;
+    case util::BoundedRead::Status::too_large:
+        out << fmt::format("\n{} ({}): not shown: {} bytes, more than {}\n", what, path.string(),
+                           read.size, max_bytes);
+        return;
+    case util::BoundedRead::Status::unreadable:
+        out << fmt::format("\n{} ({}): not shown: {}\n", what, path.string(), read.what);
+        return;
+    }
 }
 
 } // namespace
@@ -66,12 +99,8 @@ Result<void> show_job(JobContext& context, const std::string& id, std::ostream& 
                            event.reason.empty() ? "" : " (" + event.reason + ")");
     }
     const std::filesystem::path dir(job->run_dir);
-    if (auto recipe = util::read_file(dir / "recipe.yaml")) {
-        out << "\nrecipe (" << (dir / "recipe.yaml").string() << "):\n" << *recipe;
-    }
-    if (auto script = util::read_file(job->script_path)) {
-        out << "\njob script (" << job->script_path << "):\n" << *script;
-    }
+    show_file(out, "recipe", dir / "recipe.yaml", max_recipe_bytes);
+    show_file(out, "job script", job->script_path, max_script_bytes);
     return {};
 }
 

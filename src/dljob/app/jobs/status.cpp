@@ -192,7 +192,12 @@ std::int64_t default_poll_interval() {
 
 std::optional<JobMetrics> read_metrics(const std::string& run_dir,
                                        std::optional<std::int64_t> limit) {
-    std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
+    const auto path = std::filesystem::path(run_dir) / "metrics.jsonl";
+    // Only a regular file: opening a FIFO waits for a writer, a link to /dev/zero never ends.
+    if (!util::non_regular_kind(path).empty()) {
+        return std::nullopt;
+    }
+    std::ifstream in(path);
     if (!in) {
         return std::nullopt;
     }
