@@ -46,7 +46,7 @@ Result<std::vector<std::string>> read_word_list(const YamlNode& node, std::strin
                                                 std::string_view pattern,
                                                 std::string_view describe);
 
-/// Patterns shared by loaders (reliability.md D4.2).
+/// Patterns shared by loaders.
 inline constexpr std::string_view name_pattern = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}";
 inline constexpr std::string_view name_describe =
     "1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit";

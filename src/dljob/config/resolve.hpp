@@ -9,7 +9,7 @@
 
 namespace dljob::config {
 
-/// Rules (legacy-schedulers.md §1.0, §3.1, §6):
+/// Rules:
 /// - GPUs per node never exceed the node's: Big Red II XK7 nodes hold 1 GPU, so 4 GPUs need 4
 ///   nodes; without `nodes` a request of more GPUs than a node has gets the fewest whole nodes
 ///   that hold them (one rank per GPU; render notes it), as `dljob shell --gpus N` does, and one

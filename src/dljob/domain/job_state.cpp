@@ -44,7 +44,7 @@ bool is_terminal(JobState state) noexcept {
 SchedulerStatus reconcile(const std::optional<SchedulerStatus>& observed,
                           std::optional<int> exit_code_file) {
     // The job's own file may not be visible yet where the run directory is on NFS (attribute
-    // caching: reliability.md 7.3) when the scheduler already reports the job ended. The exit
+    // caching) when the scheduler already reports the job ended. The exit
     // status it reports (Slurm's sacct, Torque's exit_status) is the script's, which is the
     // file's: a FAILED job that exited 75 checkpointed, and must read so to be continued.
     if (!exit_code_file && observed && observed->state == JobState::failed && observed->exit_code) {

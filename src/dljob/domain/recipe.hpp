@@ -88,7 +88,7 @@ struct CommandSpec {
     std::vector<EnvironmentSetting> environment;
 };
 
-/// Checkpoint and continuation policy (reliability.md D1.x).
+/// Checkpoint and continuation policy.
 struct CheckpointPolicy {
     bool resume = true;              // continue from the newest checkpoint (dltrain --resume auto)
     int max_continuations = 20;      // resubmissions after exit 75 before giving up

@@ -104,7 +104,7 @@ struct StorageTier {
 struct SchedulerBehaviour {
     std::size_t job_name_max = 64;
     /// Allowed job names, an ECMAScript regex; a recipe name that does not match is mapped to a
-    /// visible `dlj-<hash>` name (reliability.md D4.2), never silently cut.
+    /// visible `dlj-<hash>` name, never silently cut.
     std::string job_name_pattern = "^[A-Za-z0-9._-]+$";
     std::string warning_signal = "USR2"; // sent before the walltime kill (where supported)
     int grace_seconds = 120;             // how long before the kill it arrives

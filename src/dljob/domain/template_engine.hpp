@@ -4,7 +4,7 @@
 // template text.
 //
 // Values put into TemplateData are inserted verbatim (no HTML escaping): render/ validates or
-// shell-quotes every value before it gets here (reliability.md D4.1), so the template library
+// shell-quotes every value before it gets here, so the template library
 // never decides how a value is escaped.
 
 #include <dljob/domain/result.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 // Walltime: a duration in whole seconds, parsed from what users write in recipes and profiles and
-// re-printed in each scheduler's own syntax (never passed through as text: reliability.md D4.2).
+// re-printed in each scheduler's own syntax (never passed through as text).
 
 #include <dljob/domain/result.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Job-script rendering: a pure function of a RenderRequest and the templates. Every value a user
 // controls is validated (directive values) or shell-quoted (script values) here, before the
-// template sees it (reliability.md §4.3).
+// template sees it.
 
 #include <dljob/domain/render_request.hpp>
 #include <dljob/domain/result.hpp>

@@ -88,7 +88,7 @@ public:
     virtual void add_submit_options(std::vector<std::string>& submit_argv,
                                     const std::vector<std::string>& options) const;
 
-    /// Job arrays (a sweep is one array where the family has them, docs/sweeps.md). The
+    /// Job arrays (a sweep is one array where the family has them, docs/schedulers.md). The
     /// options that make a submission an array of `array.size` tasks, indexes 0 .. size-1, at
     /// most `array.limit` running at once (0: no limit); empty: the family has no arrays, and a
     /// sweep is one job per point.
@@ -124,7 +124,7 @@ public:
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const = 0;
 };
 
-/// A sweep's one job array (docs/sweeps.md): each task runs its point's own job script.
+/// A sweep's one job array (docs/schedulers.md): each task runs its point's own job script.
 struct ArrayScriptFacts {
     std::string sweep;                   // the sweep id, for the script's comments and errors
     std::vector<std::string> directives; // the points' shared directives (text after the prefix)

@@ -16,7 +16,7 @@
 //     any other code                                                     -> FAILED
 //   not listed (purged after the completed window)                       -> absent
 //
-// Job arrays (a sweep, docs/sweeps.md): Moab's own, `msub -t NAME[0-2]%2` (ENABLEJOBARRAYS in
+// Job arrays (a sweep, docs/schedulers.md): Moab's own, `msub -t NAME[0-2]%2` (ENABLEJOBARRAYS in
 // moab.cfg); the tasks are Moab.45[0] .. Moab.45[2] to showq and canceljob, Moab.45 the whole
 // array. A pending job's dependency changes with `mjobctl -m depend=afterok:ID JOB`.
 //

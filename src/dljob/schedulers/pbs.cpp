@@ -19,7 +19,7 @@
 //   keep_completed): the records printed are used whatever the exit status.
 // - `qstat -x` (XML) is Torque-only (the wrappers reject it), so the text form is parsed.
 // - qdel of an unknown or finished job fails; that is reported.
-// - Job arrays (a sweep, docs/sweeps.md): `qsub -t 0-2%2` answers "123[].server"; task 4 is
+// - Job arrays (a sweep, docs/schedulers.md): `qsub -t 0-2%2` answers "123[].server"; task 4 is
 //   "123[4].server" to qstat and qdel, "123[].server" the whole array. The Slurm wrappers pass
 //   -t on as --array and answer "123", but their qstat lists a task by its own Slurm number and
 //   their qdel kills a job by the number its id starts with (the whole array): the test suite's
@@ -28,7 +28,7 @@
 //   to its next attempt); the Slurm wrappers' qalter has no -W (the shim translates it).
 //
 // Rendering: the PBS dialect (#PBS lines; the options repeated on the qsub/msub command line
-// with a single -l, legacy-schedulers.md §5.5: CLI flags win, and the Slurm wrappers take one
+// with a single -l, CLI flags win, and the Slurm wrappers take one
 // -l) is shared with Moab (plan_pbs_dialect below). `dljob shell`: qsub -I -x, except under
 // Slurm's Torque wrapper, which has no -x (schedulers/interactive.hpp).
 #include <dljob/schedulers/family.hpp>

@@ -22,7 +22,7 @@
 //   default window starts at midnight: it is asked only for jobs squeue no longer shows, with an
 //   explicit --starttime, and its failure is not an error (the exit_code file still decides).
 // - scancel prints nothing and returns 0 even for unknown ids.
-// - Job arrays (a sweep, docs/sweeps.md): a task is "123_4" to squeue, sacct and scancel alike.
+// - Job arrays (a sweep, docs/schedulers.md): a task is "123_4" to squeue, sacct and scancel alike.
 //   squeue folds the pending tasks into one line ("123_[1-3%2]") unless asked -r, so it is
 //   always asked -r; sacct's JobIDRaw of a task is its own number, so its JobID is asked too.
 // - A pending job's dependency can be changed (scontrol update JobId=D Dependency=...): a
@@ -364,7 +364,7 @@ public:
             batch.push_back(
                 fmt::format("--signal=B:{}@{}", behaviour.warning_signal, behaviour.grace_seconds));
         }
-        // dljob resubmits after exit 75 (reliability.md D1.4); Slurm must not requeue on its own.
+        // dljob resubmits after exit 75; Slurm must not requeue on its own.
         batch.push_back("--no-requeue");
         const auto mail = mail_options(facts.request.recipe.mail);
         batch.insert(batch.end(), mail.begin(), mail.end());

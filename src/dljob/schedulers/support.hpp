@@ -31,7 +31,7 @@ submit_command(ProcessRunner& runner, std::vector<std::string> argv,
                const std::function<std::optional<std::string>(const ProcessResult&)>& find_id);
 
 /// Whether a scheduler's error text means "try again later" rather than "this request is
-/// wrong" (reliability.md §7.2: socket timeouts, an unreachable controller, ...).
+/// wrong".
 bool is_transient_error(std::string_view text);
 
 /// The error for a failed command: transient texts become scheduler_unreachable, others

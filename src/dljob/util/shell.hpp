@@ -1,5 +1,5 @@
 #pragma once
-// Shell encoders for values that reach a job script (reliability.md D4.1): each returns one line
+// Shell encoders for values that reach a job script: each returns one line
 // of bash that evaluates to exactly the input, so no value can end a line, run a command or
 // smuggle a directive.
 

@@ -1,5 +1,5 @@
-// A corpus of hostile values through every user-controlled field of every built-in site
-// (reliability.md §4): each value is refused with config_invalid, or the rendered script passes
+// A corpus of hostile values through every user-controlled field of every built-in site:
+// each value is refused with config_invalid, or the rendered script passes
 // `bash -n`, its directives parse back to exactly the intended set (none smuggled), and running
 // it with stand-ins never runs an injected command. `shellcheck -S warning` reads the scripts of
 // a diagonal of each site's field-by-value grid, moved one step along per site: every field and

@@ -210,7 +210,7 @@ TEST(Launcher, GeometryComesFromTheResolvedResources) {
 namespace dljob {
 namespace {
 
-// Sweeps are one job array where the family has them (docs/sweeps.md), in each one's own form.
+// Sweeps are one job array where the family has them (docs/schedulers.md), in each one's own form.
 TEST(SchedulerFamily, ArrayOptionsAreEachFamilysOwnForm) {
     const ArraySpec limited{3, 2};
     const ArraySpec unlimited{3, 0};
