@@ -442,6 +442,14 @@ namespace {
 
 class SweepArray : public Submit {
 protected:
+    /// The fashion recipe for a Slurm site "lab" written from `extra` profile text.
+    SubmitOptions lab_options(const std::string& extra = {}) {
+        SubmitOptions options;
+        options.recipe = fashion;
+        options.site = "lab";
+        options.site_files = {write_site("lab", R"(["login*.lab.example.org"])", extra)};
+        return options;
+    }
     std::vector<Job> rows(JobContext& jobs) {
         auto all = jobs.store().list(JobQuery{});
         EXPECT_TRUE(all);
@@ -461,13 +469,9 @@ protected:
 // One sbatch for the whole sweep; each point keeps its own run directory, script and record,
 // and its record names its task.
 TEST_F(SweepArray, ASlurmSweepIsOneArrayWhosePointsHoldTheirTasksIds) {
-    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
     auto jobs = context();
     runner_->reply("sbatch", 0, "42\n");
-    SubmitOptions options;
-    options.recipe = fashion;
-    options.site = "lab";
-    options.site_files = {lab};
+    SubmitOptions options = lab_options();
     auto swept = submit_sweep(jobs, options, axes, 2);
     ASSERT_TRUE(swept) << swept.error().message;
     ASSERT_EQ(sbatch_calls(), 1U);
@@ -494,12 +498,8 @@ TEST_F(SweepArray, ASlurmSweepIsOneArrayWhosePointsHoldTheirTasksIds) {
 // What would be submitted, and nothing more: every point's script, the array's script that
 // runs them and the one sbatch line; no row, no run directory, no scheduler call.
 TEST_F(SweepArray, ADryRunShowsTheArrayAndItsOneSbatchLineAndDoesNothing) {
-    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
     auto jobs = context();
-    SubmitOptions options;
-    options.recipe = fashion;
-    options.site = "lab";
-    options.site_files = {lab};
+    SubmitOptions options = lab_options();
     options.dry_run = true;
     auto swept = submit_sweep(jobs, options, axes, 2);
     ASSERT_TRUE(swept) << swept.error().message;
@@ -522,12 +522,8 @@ TEST_F(SweepArray, ADryRunShowsTheArrayAndItsOneSbatchLineAndDoesNothing) {
 
 // Points that ask for different resources would be jobs of their own: no array, and a note.
 TEST_F(SweepArray, ADryRunOfPointsWithTheirOwnResourcesShowsNoArrayAndSaysWhy) {
-    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
     auto jobs = context();
-    SubmitOptions options;
-    options.recipe = fashion;
-    options.site = "lab";
-    options.site_files = {lab};
+    SubmitOptions options = lab_options();
     options.dry_run = true;
     const std::vector<SweepAxis> walltimes{
         {"resources.walltime", {"01:00:00", "02:00:00"}, "--sweep 1"}};
@@ -544,13 +540,9 @@ TEST_F(SweepArray, ADryRunOfPointsWithTheirOwnResourcesShowsNoArrayAndSaysWhy) {
 }
 
 TEST_F(SweepArray, ARefusedArrayLeavesNoRowAndNoRunDirectory) {
-    const auto lab = write_site("lab", R"(["login*.lab.example.org"])");
     auto jobs = context();
     runner_->reply("sbatch", 1, "", "sbatch: error: Batch job submission failed: bad array\n");
-    SubmitOptions options;
-    options.recipe = fashion;
-    options.site = "lab";
-    options.site_files = {lab};
+    SubmitOptions options = lab_options();
     auto swept = submit_sweep(jobs, options, axes, 0);
     ASSERT_FALSE(swept);
     EXPECT_EQ(swept.error().code, ErrorCode::scheduler_rejected);

@@ -256,6 +256,36 @@ TEST(CliBinary, EveryJobVerbNamesAJobThatIsNotInTheStore) {
     test::run_shell("rm -rf " + dir);
 }
 
+// A `local` job in DIR/jobs.db, submitted, with its run directory DIR/run and script
+// DIR/run/job.sh; COMPLETED when `ended`. Its id, or 0 after a failed assertion.
+std::int64_t record_local_job(const std::filesystem::path& dir, const std::string& token,
+                              const std::string& name, bool ended) {
+    auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
+    EXPECT_TRUE(store) << store.error().message;
+    if (!store) {
+        return 0;
+    }
+    Job job;
+    job.token = token;
+    job.name = name;
+    job.site = "local";
+    job.scheduler = "local";
+    job.run_dir = (dir / "run").string();
+    job.script_path = (dir / "run" / "job.sh").string();
+    auto created = (*store)->create(job);
+    EXPECT_TRUE(created) << created.error().message;
+    if (!created) {
+        return 0;
+    }
+    EXPECT_TRUE((*store)->mark_submitted(created->id, "4242", "", 1'700'000'000));
+    if (ended) {
+        SchedulerStatus status;
+        status.state = JobState::completed;
+        EXPECT_TRUE((*store)->update_state(created->id, status, 1'700'000'100));
+    }
+    return created->id;
+}
+
 // status --watch through the real binary: --frames 1 prints one frame, with the job's loss
 // sparkline under its row, and returns (so a script or test never waits on it).
 TEST(CliBinary, StatusWatchPrintsFramesWithTheLossSparklineAndStopsAfterFrames) {
@@ -270,24 +300,8 @@ TEST(CliBinary, StatusWatchPrintsFramesWithTheLossSparklineAndStopsAfterFrames) 
         << "\n"
         << R"({"type":"train","iter":20,"max_iter":20,"loss":0.5})"
         << "\n";
-    std::int64_t id = 0;
-    {
-        auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
-        ASSERT_TRUE(store) << store.error().message;
-        Job job;
-        job.token = "watchtok";
-        job.name = "watched";
-        job.site = "local";
-        job.scheduler = "local";
-        job.run_dir = (dir / "run").string();
-        auto created = (*store)->create(job);
-        ASSERT_TRUE(created) << created.error().message;
-        id = created->id;
-        ASSERT_TRUE((*store)->mark_submitted(id, "4242", "", 1'700'000'000));
-        SchedulerStatus ended;
-        ended.state = JobState::completed;
-        ASSERT_TRUE((*store)->update_state(id, ended, 1'700'000'100));
-    }
+    const std::int64_t id = record_local_job(dir, "watchtok", "watched", true);
+    ASSERT_GT(id, 0);
     const std::string dljob =
         "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + (dir / "jobs.db").string() +
         " DLJOB_RUNS_DIR=" + (dir / "runs").string() + " timeout 60 " + DLJOB_BINARY;
@@ -331,22 +345,8 @@ TEST(CliBinary, RunDirectoryFifosAndDevicesAreNeitherWaitedOnNorReadWithoutEnd) 
     ASSERT_EQ(::mkfifo((dir / "run" / "job.log").c_str(), 0600), 0);
     std::filesystem::create_symlink("/dev/zero", dir / "run" / "recipe.yaml");
     std::filesystem::create_symlink("/dev/zero", dir / "run" / "job.sh");
-    std::int64_t id = 0;
-    {
-        auto store = adapters::SqliteJobStore::open(dir / "jobs.db");
-        ASSERT_TRUE(store) << store.error().message;
-        Job job;
-        job.token = "fifotok";
-        job.name = "hostile";
-        job.site = "local";
-        job.scheduler = "local";
-        job.run_dir = (dir / "run").string();
-        job.script_path = (dir / "run" / "job.sh").string();
-        auto created = (*store)->create(job);
-        ASSERT_TRUE(created) << created.error().message;
-        id = created->id;
-        ASSERT_TRUE((*store)->mark_submitted(id, "4243", "", 1'700'000'000));
-    }
+    const std::int64_t id = record_local_job(dir, "fifotok", "hostile", false);
+    ASSERT_GT(id, 0);
     const std::string dljob =
         "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + (dir / "jobs.db").string() +
         " DLJOB_RUNS_DIR=" + (dir / "runs").string() + " timeout 30 " + DLJOB_BINARY;
