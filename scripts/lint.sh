@@ -30,7 +30,9 @@ case "${1:-}" in
         # clang-tidy 22 (.clang-tidy says why that version); an older one runs slower, with
         # fewer checks.
         runner=$(command -v run-clang-tidy-22 || command -v run-clang-tidy)
-        "$runner" -quiet -p "$build_dir" -extra-arg=-Wno-deprecated-declarations -j "$(nproc)" "${files[@]/#/$root/}" >"$build_dir/clang-tidy.log" 2>&1 || {
+        # A unity build's database names its batches, not the files: one command per file.
+        "$root/scripts/compile-db-per-file.py" "$build_dir" "$build_dir/lint-db"
+        "$runner" -quiet -p "$build_dir/lint-db" -extra-arg=-Wno-deprecated-declarations -j "$(nproc)" "${files[@]/#/$root/}" >"$build_dir/clang-tidy.log" 2>&1 || {
             grep -E 'error:|warning:' -A3 "$build_dir/clang-tidy.log" | head -200
             echo "clang-tidy: failed (full log: $build_dir/clang-tidy.log)"
             exit 1

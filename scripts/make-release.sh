@@ -88,10 +88,12 @@ elif [[ "$cuda_archs" != none ]]; then
 fi
 
 # Inside the root the source is /src and the build /work/build; -ffile-prefix-map keeps even
-# those out of the binaries (assertion texts, __FILE__).
+# those out of the binaries (assertion texts, __FILE__). Each target's sources are compiled in
+# batches (CMAKE_UNITY_BUILD): the release is built from scratch, where that halves the CPU time.
 prefix_map="-ffile-prefix-map=/src/= -ffile-prefix-map=/work/build/="
 chroot "$build_root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C \
     cmake -S /src -B /work/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLJOB_BUILD_TESTS=OFF \
+    -DCMAKE_UNITY_BUILD=ON \
     "-DDLJOB_GIT_REVISION=$revision" "-DCMAKE_CXX_FLAGS=$prefix_map" \
     "-DCMAKE_CUDA_FLAGS=-Xcompiler=-ffile-prefix-map=/src/=,-ffile-prefix-map=/work/build/=" \
     "${cuda_option[@]}" >"$cache/configure.log" 2>&1 || {

@@ -11,7 +11,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$root/build
 
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh" "$build_dir" -DDLJOB_BUILD_TESTS=OFF
+# A first build compiles each target's sources in batches (CMAKE_UNITY_BUILD): about half the
+# CPU time of one file at a time (docs/benchmarks.md, "CI time").
+"$root/scripts/build.sh" "$build_dir" -DDLJOB_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON
 dljob=$build_dir/src/dljob
 
 echo

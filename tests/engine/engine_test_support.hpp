@@ -4,11 +4,16 @@
 
 #include "test_paths.hpp"
 
+#include <dl/backend.hpp>
 #include <dl/config.hpp>
+#include <dl/error.hpp>
+
+#include <gtest/gtest.h>
 
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +147,45 @@ inline std::filesystem::path make_tiny_workspace(const std::filesystem::path& di
 inline std::string read_file(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// The config error `text` (a YAML net) gets, checked to be one (exit 3's kind); a failure of
+/// the test when it parses.
+inline std::string config_error(const std::string& text) {
+    try {
+        dl::parse_config(text, "bad.yaml");
+    } catch (const dl::Error& e) {
+        EXPECT_EQ(e.kind(), dl::ErrorKind::config);
+        return e.what();
+    }
+    ADD_FAILURE() << "no error for:\n" << text;
+    return {};
+}
+
+/// `dltrain train` of `config` into `run_dir`, without a deadline, with `extra` arguments.
+inline std::string train_command(const std::filesystem::path& config,
+                                 const std::filesystem::path& run_dir, const std::string& extra) {
+    return std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
+           run_dir.string() + " --deadline none " + extra;
+}
+
+/// Why the CUDA backend cannot run here, or empty when it can.
+inline std::string why_no_gpu() {
+    const auto names = dl::backend_names();
+    if (std::find(names.begin(), names.end(), "cuda") == names.end()) {
+        return "dltrain was built without CUDA (-DDLJOB_CUDA=OFF or no toolkit/cuDNN)";
+    }
+    try {
+        dl::make_backend("cuda:0", 1);
+    } catch (const dl::Error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+/// The Caffe prototxt files the tests read (BVLC's, unmodified, and hostile ones).
+inline std::filesystem::path corpus() {
+    return std::filesystem::path(DLJOB_SOURCE_DIR) / "tests/engine/prototxt";
 }
 
 } // namespace dl_test

@@ -2,6 +2,8 @@
 // values, in-place BatchNorm + Scale (the ResNet idiom), and BatchNorm's running statistics
 // (never moved by the solver, read by the test net).
 
+#include "engine_test_support.hpp"
+
 #include <dl/backend.hpp>
 #include <dl/config.hpp>
 #include <dl/error.hpp>
@@ -16,16 +18,7 @@
 namespace dl {
 namespace {
 
-std::string config_error(const std::string& text) {
-    try {
-        parse_config(text, "bad.yaml");
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::config);
-        return e.what();
-    }
-    ADD_FAILURE() << "no error for:\n" << text;
-    return {};
-}
+using dl_test::config_error;
 
 // data (2x3x6x6) -> conv -> BatchNorm -> Scale -> LRN, summed (Eltwise) with a 1x1 conv of the
 // data, concatenated with the data -> Sigmoid -> ip -> loss; `in_place` names BatchNorm's and

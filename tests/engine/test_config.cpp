@@ -17,16 +17,7 @@
 namespace dl {
 namespace {
 
-std::string config_error(const std::string& text) {
-    try {
-        parse_config(text, "bad.yaml");
-    } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::config);
-        return e.what();
-    }
-    ADD_FAILURE() << "no error for:\n" << text;
-    return {};
-}
+using dl_test::config_error;
 
 TEST(ConfigErrors, UnknownLayerTypeNamesLineAndListsTypes) {
     const std::string message = config_error("layers:\n"

@@ -33,19 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Why the CUDA backend cannot run here, or empty when it can.
-std::string why_no_gpu() {
-    const auto names = backend_names();
-    if (std::find(names.begin(), names.end(), "cuda") == names.end()) {
-        return "dltrain was built without CUDA (-DDLJOB_CUDA=OFF or no toolkit/cuDNN)";
-    }
-    try {
-        make_backend("cuda:0", 1);
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return {};
-}
+using dl_test::why_no_gpu;
 
 const std::string& no_gpu_reason() {
     static const std::string reason = why_no_gpu();

@@ -23,11 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using dljob::test::run_shell;
 
-std::string train_command(const fs::path& config, const fs::path& run_dir,
-                          const std::string& extra) {
-    return std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
-           run_dir.string() + " --deadline none " + extra;
-}
+using dl_test::train_command;
 
 // The tiny net without Dropout: its GPU masks depend on how the step is launched.
 fs::path tiny_without_dropout(const fs::path& dir, int iters) {

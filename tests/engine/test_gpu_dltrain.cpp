@@ -26,11 +26,7 @@ bool built_with_cuda() {
     return std::find(names.begin(), names.end(), "cuda") != names.end();
 }
 
-std::string train_command(const fs::path& config, const fs::path& run_dir,
-                          const std::string& extra) {
-    return std::string(DLTRAIN_BINARY) + " train --config " + config.string() + " --run-dir " +
-           run_dir.string() + " --deadline none " + extra;
-}
+using dl_test::train_command;
 
 nlohmann::json final_line(const fs::path& run_dir) {
     std::ifstream in(run_dir / "metrics.jsonl");

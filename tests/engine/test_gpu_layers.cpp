@@ -7,6 +7,7 @@
 // Tolerance: |gpu - cpu| <= 1e-4 * max(1, max |cpu|), as in test_gpu_backend.cpp (the kernels
 // sum in the CPU's order, in double per channel; nvcc fuses multiply-adds).
 
+#include "engine_test_support.hpp"
 #include "layer_runner.hpp"
 
 #include <dl/backend.hpp>
@@ -22,21 +23,10 @@
 namespace dl {
 namespace {
 
-std::string why_no_gpu() {
-    const auto names = backend_names();
-    if (std::find(names.begin(), names.end(), "cuda") == names.end()) {
-        return "dltrain was built without CUDA (-DDLJOB_CUDA=OFF or no toolkit/cuDNN)";
-    }
-    try {
-        make_backend("cuda:0", 1);
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return {};
-}
+using dl_test::why_no_gpu;
 
-void expect_close(const std::vector<float>& cpu, const std::vector<float>& gpu,
-                  const std::string& what) {
+void expect_gpu_close(const std::vector<float>& cpu, const std::vector<float>& gpu,
+                      const std::string& what) {
     ASSERT_EQ(cpu.size(), gpu.size()) << what;
     float scale = 1.0F;
     for (const float v : cpu) {
@@ -96,15 +86,16 @@ protected:
         const auto cpu = dl_test::run_layer(config, *m_cpu, input);
         const auto gpu = dl_test::run_layer(config, *m_gpu, input);
         EXPECT_EQ(cpu.top_shape, gpu.top_shape);
-        expect_close(cpu.top, gpu.top, "top");
+        expect_gpu_close(cpu.top, gpu.top, "top");
         for (std::size_t b = 0; b < cpu.dbottoms.size(); ++b) {
-            expect_close(cpu.dbottoms[b], gpu.dbottoms[b], "d(bottom " + std::to_string(b) + ")");
+            expect_gpu_close(cpu.dbottoms[b], gpu.dbottoms[b],
+                             "d(bottom " + std::to_string(b) + ")");
         }
         ASSERT_EQ(cpu.dparams.size(), gpu.dparams.size());
         for (std::size_t p = 0; p < cpu.dparams.size(); ++p) {
-            expect_close(cpu.dparams[p], gpu.dparams[p], "d(param " + std::to_string(p) + ")");
-            expect_close(cpu.params_after[p], gpu.params_after[p],
-                         "param " + std::to_string(p) + " after forward");
+            expect_gpu_close(cpu.dparams[p], gpu.dparams[p], "d(param " + std::to_string(p) + ")");
+            expect_gpu_close(cpu.params_after[p], gpu.params_after[p],
+                             "param " + std::to_string(p) + " after forward");
         }
     }
 

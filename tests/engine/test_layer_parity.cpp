@@ -50,8 +50,8 @@ LayerConfig config_of(const nlohmann::json& json, const std::string& name) {
     return config;
 }
 
-void expect_close(const std::vector<float>& engine, const std::vector<float>& torch,
-                  const std::string& what) {
+void expect_torch_close(const std::vector<float>& engine, const std::vector<float>& torch,
+                        const std::string& what) {
     ASSERT_EQ(engine.size(), torch.size()) << what;
     double max_diff = 0.0;
     double max_ref = 1e-3; // an all-zero reference (BatchNorm's statistics) must match exactly
@@ -89,20 +89,21 @@ TEST(LayerParity, EveryCaffeLayerMatchesPyTorchForwardAndBackward) {
         input.dy = c["dy"].get<std::vector<float>>();
         const dl_test::LayerRun run = dl_test::run_layer(config, *backend, input);
         EXPECT_EQ(run.top_shape, c["top"]["shape"].get<std::vector<int>>());
-        expect_close(run.top, c["top"]["data"].get<std::vector<float>>(), name + " top");
+        expect_torch_close(run.top, c["top"]["data"].get<std::vector<float>>(), name + " top");
         for (std::size_t b = 0; b < run.dbottoms.size(); ++b) {
-            expect_close(run.dbottoms[b], c["dbottoms"][b].get<std::vector<float>>(),
-                         name + " d(bottom " + std::to_string(b) + ")");
+            expect_torch_close(run.dbottoms[b], c["dbottoms"][b].get<std::vector<float>>(),
+                               name + " d(bottom " + std::to_string(b) + ")");
         }
         ASSERT_EQ(run.dparams.size(), c["dparams"].size());
         for (std::size_t p = 0; p < run.dparams.size(); ++p) {
-            expect_close(run.dparams[p], c["dparams"][p].get<std::vector<float>>(),
-                         name + " d(param " + std::to_string(p) + ")");
+            expect_torch_close(run.dparams[p], c["dparams"][p].get<std::vector<float>>(),
+                               name + " d(param " + std::to_string(p) + ")");
         }
         if (c.contains("params_after")) {
             for (std::size_t p = 0; p < run.params_after.size(); ++p) {
-                expect_close(run.params_after[p], c["params_after"][p].get<std::vector<float>>(),
-                             name + " param " + std::to_string(p) + " after forward");
+                expect_torch_close(run.params_after[p],
+                                   c["params_after"][p].get<std::vector<float>>(),
+                                   name + " param " + std::to_string(p) + " after forward");
             }
         }
     }

@@ -314,10 +314,6 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
         << result.output;
 }
 
-} // namespace
-
-namespace {
-
 using dljob::test::run_shell;
 
 /// Caffe's layout: examples/mnist/ holds the corpus's lenet_solver.prototxt and
@@ -348,8 +344,6 @@ std::vector<nlohmann::json> metrics_of(const fs::path& run) {
     }
     return lines;
 }
-
-} // namespace
 
 TEST_F(LmdbReader, TrainTakesCaffesSolverFlagWithItsNetAndOverrides) {
     // `caffe train --solver examples/mnist/lenet_solver.prototxt`, run from Caffe's root as its
@@ -422,3 +416,5 @@ TEST_F(LmdbReader, TheSolverFlagRefusesANetTwoConfigsAndNone) {
     EXPECT_NE(missing.output.find("no.prototxt"), std::string::npos) << missing.output;
     EXPECT_FALSE(fs::exists(m_dir.path() / "run"));
 }
+
+} // namespace

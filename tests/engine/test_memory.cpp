@@ -1,6 +1,8 @@
 // Tensors in backend memory, the generic input stage and the backend table: the parts of the
 // backend interface that every backend shares, checked on the CPU.
 
+#include "cpu/thread_pool.hpp"
+
 #include <dl/backend.hpp>
 #include <dl/error.hpp>
 #include <dl/tensor.hpp>
@@ -74,7 +76,10 @@ TEST(BackendTable, UnknownDevicesAreUsageErrorsNamingTheChoices) {
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::usage);
     }
-    EXPECT_EQ(make_backend("cpu", 3)->threads(), 3);
+    EXPECT_EQ(make_backend("cpu", 1)->threads(), 1);
+    // More threads than this process may run on are capped to those it may (each costs memory).
+    EXPECT_EQ(make_backend("cpu", 3000)->threads(), cpu::usable_cpus());
+    EXPECT_EQ(make_backend("cpu", 0)->threads(), cpu::usable_cpus());
     const auto names = backend_names();
     EXPECT_EQ(names.front(), "cpu");
 }

@@ -20,9 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path corpus() {
-    return fs::path(DLJOB_SOURCE_DIR) / "tests/engine/prototxt";
-}
+using dl_test::corpus;
 fs::path networks() {
     return fs::path(DLJOB_SOURCE_DIR) / "recipes/networks";
 }

@@ -17,9 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using dljob::test::run_shell;
 
-fs::path corpus() {
-    return fs::path(DLJOB_SOURCE_DIR) / "tests/engine/prototxt";
-}
+using dl_test::corpus;
 
 std::string convert(const std::string& arguments) {
     const auto result = run_shell(std::string(DLTRAIN_BINARY) + " convert " + arguments);

@@ -24,6 +24,11 @@ private:
     ErrorKind m_kind;
 };
 
+/// For the readers of data files, whose every refusal is a config error (exit 3).
+[[noreturn]] inline void fail_config(const std::string& message) {
+    throw Error(ErrorKind::config, message);
+}
+
 /// Exit codes of dltrain, one place for all of them.
 namespace exit_code {
 inline constexpr int finished = 0;

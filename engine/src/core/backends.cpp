@@ -137,8 +137,17 @@ std::string default_device() {
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
+    const int usable = cpu::usable_cpus();
     if (threads <= 0) {
-        threads = cpu::usable_cpus();
+        threads = usable;
+    } else if (threads > usable) {
+        // Each thread holds its own workspace: --threads 3000 took 7.4 GB on a 2-CPU node. More
+        // threads than CPUs never trains faster, and a job script's count may come from a
+        // request the node's cgroup then narrowed, so this uses what there is and says so.
+        std::cerr << fmt::format("dltrain: warning: --threads {} is more than the {} CPUs this "
+                                 "process may use; using {}\n",
+                                 threads, usable, usable);
+        threads = usable;
     }
     if (device == "cpu") {
         return cpu::make_cpu_backend(threads);

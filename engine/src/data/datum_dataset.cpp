@@ -16,13 +16,9 @@
 namespace dl::data {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-    throw Error(ErrorKind::config, message);
-}
-
 int dimension(std::uint64_t value, const char* name, const std::string& what) {
     if (value > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-        fail(fmt::format("{}: Datum {} {} is out of range", what, name, value));
+        fail_config(fmt::format("{}: Datum {} {} is out of range", what, name, value));
     }
     return static_cast<int>(value);
 }
@@ -50,8 +46,8 @@ void check_count(const Datum& datum, std::size_t count, const char* unit, const 
     const std::uint64_t expected =
         static_cast<std::uint64_t>(datum.channels) * datum.height * datum.width;
     if (expected == 0 || count != expected) {
-        fail(fmt::format("{}: {} {} for its shape {}x{}x{} ({} expected)", what, count, unit,
-                         datum.channels, datum.height, datum.width, expected));
+        fail_config(fmt::format("{}: {} {} for its shape {}x{}x{} ({} expected)", what, count, unit,
+                                datum.channels, datum.height, datum.width, expected));
     }
 }
 
@@ -149,16 +145,17 @@ void DatumSet::add(std::size_t index, std::string_view key, std::string_view val
         m_floats = values.is_float;
     } else if (image.channels != m_set.channels || image.height != m_set.height ||
                image.width != m_set.width) {
-        fail(fmt::format("{}: {}x{}x{} but the first record is {}x{}x{}", what, image.channels,
-                         image.height, image.width, m_set.channels, m_set.height, m_set.width));
+        fail_config(fmt::format("{}: {}x{}x{} but the first record is {}x{}x{}", what,
+                                image.channels, image.height, image.width, m_set.channels,
+                                m_set.height, m_set.width));
     } else if (values.is_float != m_floats) {
-        fail(fmt::format("{}: {} but the first record holds {}", what,
-                         values.is_float ? "float_data" : "byte data",
-                         m_floats ? "float_data" : "byte data"));
+        fail_config(fmt::format("{}: {} but the first record holds {}", what,
+                                values.is_float ? "float_data" : "byte data",
+                                m_floats ? "float_data" : "byte data"));
     }
     if (m_with_labels) {
         if (datum.label < 0 || datum.label > 255) {
-            fail(fmt::format("{}: label {} (labels 0 to 255 are read)", what, datum.label));
+            fail_config(fmt::format("{}: label {} (labels 0 to 255 are read)", what, datum.label));
         }
         m_set.labels.push_back(static_cast<std::uint8_t>(datum.label));
     }
@@ -175,7 +172,7 @@ void DatumSet::add(std::size_t index, std::string_view key, std::string_view val
 
 IdxDataset DatumSet::finish(std::size_t count) {
     if (m_seen == 0) {
-        fail(fmt::format("{} has no records", m_database));
+        fail_config(fmt::format("{} has no records", m_database));
     }
     m_set.count = m_header_only ? count : m_seen;
     return std::move(m_set);

@@ -34,10 +34,6 @@
 namespace dl::data {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-    throw Error(ErrorKind::config, message);
-}
-
 #if DLJOB_HAVE_LEVELDB
 
 // --- A read-only view of a database directory ------------------------------------------------
@@ -334,7 +330,7 @@ bool is_held(const std::filesystem::path& source, const leveldb::Status& status)
     } else if (status.IsCorruption()) {
         hint = " (the database is damaged; it was left as it is)";
     }
-    fail(
+    fail_config(
         fmt::format("LevelDB {}: {} failed: {}{}", source.string(), call, status.ToString(), hint));
 }
 
@@ -403,10 +399,11 @@ IdxDataset read(const std::filesystem::path& source, bool with_labels, bool firs
 
 [[noreturn]] IdxDataset read(const std::filesystem::path& source, bool /*with_labels*/,
                              bool /*first_only*/) {
-    fail(fmt::format("{} is a LevelDB, and this dltrain was built without LevelDB: install "
-                     "libleveldb-dev and rebuild (scripts/setup.sh; CMake finds it), or give the "
-                     "data as an LMDB (Caffe's convert_imageset -backend lmdb)",
-                     source.string()));
+    fail_config(
+        fmt::format("{} is a LevelDB, and this dltrain was built without LevelDB: install "
+                    "libleveldb-dev and rebuild (scripts/setup.sh; CMake finds it), or give the "
+                    "data as an LMDB (Caffe's convert_imageset -backend lmdb)",
+                    source.string()));
 }
 
 #endif

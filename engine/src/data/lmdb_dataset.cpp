@@ -13,12 +13,8 @@
 namespace dl::data {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-    throw Error(ErrorKind::config, message);
-}
-
 [[noreturn]] void lmdb_fail(const std::filesystem::path& source, const char* call, int rc) {
-    fail(fmt::format("LMDB {}: {} failed: {}", source.string(), call, mdb_strerror(rc)));
+    fail_config(fmt::format("LMDB {}: {} failed: {}", source.string(), call, mdb_strerror(rc)));
 }
 
 // A read-only environment, transaction and cursor, closed in reverse order.

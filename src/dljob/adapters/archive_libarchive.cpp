@@ -14,7 +14,10 @@
 #include <vector>
 
 namespace dljob::adapters {
-namespace {
+// Named, not anonymous: TarWriter::State (declared in the header) holds these handles, and a
+// member whose type has internal linkage is what GCC warns about in a unity build
+// (-Wsubobject-linkage), where this file is included into another.
+namespace libarchive_handles {
 
 struct ArchiveDeleter {
     void operator()(archive* handle) const noexcept { archive_read_free(handle); }
@@ -28,6 +31,14 @@ struct EntryDeleter {
 using ReadHandle = std::unique_ptr<archive, ArchiveDeleter>;
 using WriteHandle = std::unique_ptr<archive, WriteArchiveDeleter>;
 using EntryHandle = std::unique_ptr<archive_entry, EntryDeleter>;
+
+} // namespace libarchive_handles
+
+using libarchive_handles::EntryHandle;
+using libarchive_handles::ReadHandle;
+using libarchive_handles::WriteHandle;
+
+namespace {
 
 // 2000-01-01T00:00:00Z: a fixed mtime keeps packs reproducible; not 0, which some tools show
 // as suspicious.

@@ -7,7 +7,10 @@
 #include <algorithm>
 
 namespace dljob::adapters {
-namespace {
+// Named, not anonymous: ZstdFrameWriter::State (declared in the header) holds these, and a
+// member whose type has internal linkage is what GCC warns about in a unity build
+// (-Wsubobject-linkage), where this file is included into another.
+namespace zstd_handles {
 
 struct CctxDeleter {
     void operator()(ZSTD_CCtx* cctx) const { ZSTD_freeCCtx(cctx); }
@@ -16,7 +19,10 @@ struct DctxDeleter {
     void operator()(ZSTD_DCtx* dctx) const { ZSTD_freeDCtx(dctx); }
 };
 
-} // namespace
+} // namespace zstd_handles
+
+using zstd_handles::CctxDeleter;
+using zstd_handles::DctxDeleter;
 
 int zstd_min_level() {
     return ZSTD_minCLevel();

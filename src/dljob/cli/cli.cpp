@@ -1,10 +1,13 @@
 #include <dljob/cli/cli.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
+#include <dljob/util/terminal.hpp>
 
 #include <CLI/CLI.hpp>
 #include <dljob_build_info.hpp>
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <exception>
 #include <iostream>
@@ -33,10 +36,12 @@ std::string version_line() {
 
 } // namespace
 
+// Messages quote what files hold (keys, values, lines of output): their control characters are
+// shown, not obeyed, wherever the message goes.
 void print_error(std::ostream& err, const Error& error) {
-    err << "dljob: error: " << error.message << '\n';
+    err << "dljob: error: " << util::terminal_safe(error.message) << '\n';
     if (!error.hint.empty()) {
-        err << "hint: " << error.hint << '\n';
+        err << "hint: " << util::terminal_safe(error.hint) << '\n';
     }
 }
 
@@ -92,6 +97,16 @@ int run(int argc, char** argv) {
     std::vector<std::string> args;
     for (const char* arg : std::span(argv, static_cast<std::size_t>(argc)).subspan(1)) {
         args.emplace_back(arg);
+    }
+    // A terminal obeys escape sequences, and logs, recipes and metrics are text from files: what
+    // goes to one shows control characters instead (util/terminal.hpp). Piped or redirected,
+    // the output stays byte for byte what the files hold.
+    if (::isatty(STDOUT_FILENO) == 1) {
+        util::TerminalSafeBuf safe(std::cout.rdbuf());
+        std::ostream out(&safe);
+        const int code = run(args, out, std::cerr);
+        out.flush();
+        return code;
     }
     return run(args, std::cout, std::cerr);
 }

@@ -10,9 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 namespace dljob::util {
 
@@ -60,14 +58,12 @@ std::string write_file_atomic(const std::filesystem::path& path, std::string_vie
     return {};
 }
 
-std::optional<std::string> read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+std::optional<std::string> read_file(const std::filesystem::path& path, std::size_t max_bytes) {
+    BoundedRead read = read_regular_file(path, max_bytes);
+    if (read.status != BoundedRead::Status::ok) {
         return std::nullopt;
     }
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
+    return std::move(read.content);
 }
 
 std::string non_regular_kind(unsigned int st_mode) {

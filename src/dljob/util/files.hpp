@@ -15,8 +15,14 @@ namespace dljob::util {
 std::string write_file_atomic(const std::filesystem::path& path, std::string_view content,
                               bool executable = false);
 
-/// The whole file, or nullopt when it cannot be read.
-std::optional<std::string> read_file(const std::filesystem::path& path);
+/// The most read_file reads unless told otherwise: far above any file dljob writes or reads
+/// whole (run-directory records, scripts, recipes), far below what would hurt a login node.
+inline constexpr std::size_t default_max_read = std::size_t{16} << 20U;
+
+/// The whole file, or nullopt when it cannot be read, is not a regular file (a FIFO would block
+/// the read, /dev/zero never end it) or is larger than `max_bytes` (read_regular_file).
+std::optional<std::string> read_file(const std::filesystem::path& path,
+                                     std::size_t max_bytes = default_max_read);
 
 /// The outcome of read_regular_file.
 struct BoundedRead {

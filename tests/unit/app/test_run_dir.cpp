@@ -1,3 +1,4 @@
+#include "support/env_of.hpp"
 #include "unit/data/data_test_support.hpp"
 
 #include <dljob/app/jobs/render_service.hpp>
@@ -15,12 +16,7 @@
 namespace dljob::app {
 namespace {
 
-GetEnv env_of(std::map<std::string, std::string> values) {
-    return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
-        const auto it = values.find(name);
-        return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
-    };
-}
+using test::env_of;
 
 SiteProfile site_named(const std::string& name) {
     auto site = SiteCatalog().load(name);

@@ -186,6 +186,27 @@ TEST_F(StageService, SecondStageOfSameDatasetHitsTheCache) {
     EXPECT_TRUE(std::filesystem::exists(entry_dir() + "/tree/marker-of-first-stage"));
 }
 
+TEST_F(StageService, AnIndexEditedAfterACachedStageIsRefusedByTheHitToo) {
+    for (const bool extract : {false, true}) {
+        ASSERT_TRUE(stage_dataset(request(extract), no_environment(), {}));
+        const std::string index_path = m_dir.path() / "ds/index.tsv";
+        const std::string original = test::read_file(index_path);
+        std::string edited = original; // one byte, the same size: only the hash can tell
+        edited[edited.size() / 2] = edited[edited.size() / 2] == '1' ? '2' : '1';
+        test::write_file(index_path, edited);
+        const auto before = snapshot(entry_dir());
+        auto again = stage_dataset(request(extract), no_environment(), {});
+        ASSERT_FALSE(again) << "extract " << extract << ": an edited index was staged from cache";
+        EXPECT_NE(again.error().message.find("index.tsv is corrupted"), std::string::npos)
+            << again.error().message;
+        EXPECT_EQ(snapshot(entry_dir()), before) << "the refused stage changed the cache";
+        test::write_file(index_path, original);
+        auto restored = stage_dataset(request(extract), no_environment(), {});
+        ASSERT_TRUE(restored) << restored.error().message;
+        EXPECT_TRUE(restored->cache_hit);
+    }
+}
+
 TEST_F(StageService, PacksOfOneDataTarWithOtherLabelsDoNotShareACacheEntry) {
     // Same images, other labels: data.tar is byte for byte the same, index.tsv is not.
     test::write_file(m_dir.path() / "src/a.txt", "train/0/0.pgm 0\ntrain/1/0.pgm 1\n");

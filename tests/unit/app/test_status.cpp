@@ -395,6 +395,29 @@ TEST(StatusWatch, AFrameShowsASparklineOfEachJobsTrainingLossUnderItsRow) {
     EXPECT_EQ(table.str().find("loss,"), std::string::npos) << table.str();
 }
 
+// dltrain's records are a few hundred bytes: a line over 64 KiB is someone else's, skipped whole
+// (not held: one endless line would take the login node's memory), and the lines after it count.
+TEST(StatusMetrics, ALineTooLongForARecordIsSkippedAndTheNextOnesAreRead) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-longline-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "metrics.jsonl")
+        << R"({"type":"train","iter":20,"max_iter":100,"loss":1.5})"
+        << "\n"
+        << R"({"type":"train","iter":99,"max_iter":100,"loss":9.9,"pad":")"
+        << std::string(std::size_t{1} << 20U, 'x') << "\"}\n"
+        << R"({"type":"test","iter":20,"accuracy":0.5})"
+        << "\n";
+    auto metrics = read_metrics(dir.string());
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->iter, 20) << "the long line was read as a record";
+    ASSERT_TRUE(metrics->loss);
+    EXPECT_DOUBLE_EQ(*metrics->loss, 1.5);
+    ASSERT_TRUE(metrics->accuracy) << "the line after the long one was not read";
+    EXPECT_DOUBLE_EQ(*metrics->accuracy, 0.5);
+}
+
 TEST(StatusMetrics, TheFinalRecordSaysWhereTrainingEnded) {
     const auto dir =
         std::filesystem::temp_directory_path() / ("dljob-metrics-" + std::to_string(::getpid()));

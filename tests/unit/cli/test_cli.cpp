@@ -366,6 +366,40 @@ TEST(CliBinary, RunDirectoryFifosAndDevicesAreNeitherWaitedOnNorReadWithoutEnd) 
     std::filesystem::remove_all(dir);
 }
 
+// A job's log holding escape sequences (the job's own, or whoever can write its run directory):
+// on a terminal (script(1) gives the command one) `logs` and `show` show them as ^[ instead of
+// letting the terminal obey them; piped, the bytes are the file's.
+TEST(CliBinary, EscapeSequencesFromRunFilesReachATerminalVisibleNotObeyed) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-cli-escape-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "run");
+    // OSC 52 writes the terminal's clipboard; ESC [ 2 J clears the screen.
+    const std::string hostile = "epoch 1\x1b]52;c;ZWNobw==\x07 done\x1b[2J\n";
+    std::ofstream(dir / "run" / "job.log", std::ios::binary) << hostile;
+    std::ofstream(dir / "run" / "job.sh", std::ios::binary) << "#!/bin/sh\n# \x1b[8m hidden\n";
+    const std::int64_t id = record_local_job(dir, "escapetok", "escaped", true);
+    ASSERT_GT(id, 0);
+    const std::string env =
+        "XDG_CONFIG_HOME=/nonexistent-dljob-test DLJOB_STORE=" + (dir / "jobs.db").string() +
+        " DLJOB_RUNS_DIR=" + (dir / "runs").string();
+    const std::string logs = std::string(DLJOB_BINARY) + " logs " + std::to_string(id);
+    const std::string show = std::string(DLJOB_BINARY) + " show " + std::to_string(id);
+    auto on_terminal = test::run_shell(env + " timeout 60 script -qec '" + logs + "' /dev/null");
+    EXPECT_EQ(on_terminal.exit_code, 0) << on_terminal.output;
+    EXPECT_EQ(on_terminal.output.find('\x1b'), std::string::npos) << on_terminal.output;
+    EXPECT_NE(on_terminal.output.find("epoch 1^[]52;c;ZWNobw==^G done^[[2J"), std::string::npos)
+        << on_terminal.output;
+    auto shown = test::run_shell(env + " timeout 60 script -qec '" + show + "' /dev/null");
+    EXPECT_EQ(shown.exit_code, 0) << shown.output;
+    EXPECT_EQ(shown.output.find('\x1b'), std::string::npos) << shown.output;
+    EXPECT_NE(shown.output.find("# ^[[8m hidden"), std::string::npos) << shown.output;
+    auto piped = test::run_shell(env + " timeout 60 " + logs);
+    EXPECT_EQ(piped.exit_code, 0) << piped.output;
+    EXPECT_EQ(piped.output, hostile);
+    std::filesystem::remove_all(dir);
+}
+
 // Run under a 1 GiB address-space limit, so that input whose bound is missing fails the test
 // (dljob dies of it) instead of taking the machine's memory. The sanitizers reserve terabytes of
 // shadow memory up front, so under them the limit is left off.

@@ -1,3 +1,4 @@
+#include "support/env_of.hpp"
 #include "support/run_process.hpp"
 #include "unit/data/data_test_support.hpp"
 
@@ -13,12 +14,7 @@ namespace {
 
 using test::ScratchDir;
 
-GetEnv env_of(std::map<std::string, std::string> values) {
-    return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
-        const auto it = values.find(name);
-        return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
-    };
-}
+using test::env_of;
 
 TEST(DataCheck, MissingCatalogDataNamesTheFetchCommand) {
     ScratchDir home;

@@ -1,3 +1,5 @@
+#include "support/env_of.hpp"
+
 #include <dljob/domain/dataset.hpp>
 #include <dljob/domain/stage.hpp>
 
@@ -154,12 +156,7 @@ TEST(IndexLine, SurvivesARoundTripWithAndWithoutLabel) {
     EXPECT_FALSE(parse_index_line("f\t0\t1\t-\t../p", "i", 1));
 }
 
-GetEnv env_of(std::map<std::string, std::string> values) {
-    return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
-        auto it = values.find(name);
-        return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
-    };
-}
+using test::env_of;
 
 TEST(StageTarget, TmpFollowsTheDocumentedOrder) {
     EXPECT_EQ(resolve_stage_target(

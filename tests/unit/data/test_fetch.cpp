@@ -1,5 +1,6 @@
 // fetch-data against a real HTTP server on loopback (tests/support/http_server.py) through the
 // real libcurl adapter: resume, retries, stalls, 404s and checksum mismatches.
+#include "support/env_of.hpp"
 #include "support/run_process.hpp"
 #include "unit/data/data_test_support.hpp"
 #include "unit/data/http_test_server.hpp"
@@ -57,12 +58,7 @@ std::string random_bytes(std::size_t size) {
     return bytes;
 }
 
-GetEnv env_of(std::map<std::string, std::string> values) {
-    return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
-        const auto it = values.find(name);
-        return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
-    };
-}
+using test::env_of;
 
 class FetchData : public ::testing::Test {
 protected:

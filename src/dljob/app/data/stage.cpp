@@ -484,6 +484,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
     // The cache hit needs no lock: markers are written after their directory is complete. A
     // user to register takes the lock, so that no cleanup can count users in between.
     if (!request.user_pid && is_hit(paths, manifest, request.extract)) {
+        DLJOB_TRY(verify_pack_tables(request.dataset, manifest));
         return hit_result(paths, request, *target);
     }
     DLJOB_TRY(adapters::make_private_directory(paths.root));
@@ -497,6 +498,7 @@ Result<StageResult> stage_dataset(const StageRequest& request, const GetEnv& get
         return fail(lock.error());
     }
     if (is_hit(paths, manifest, request.extract)) {
+        DLJOB_TRY(verify_pack_tables(request.dataset, manifest));
         return hit_result(paths, request, *target);
     }
     DLJOB_TRY(adapters::make_private_directory(paths.entry));

@@ -264,13 +264,37 @@ std::vector<PackFile> data_files(const DatasetManifest& manifest) {
     return files;
 }
 
+namespace {
+
+std::vector<PackFile> table_files(const DatasetManifest& manifest) {
+    std::vector<PackFile> files{{dataset_index_name, manifest.index_bytes, manifest.index_hash}};
+    if (manifest.compressed()) {
+        files.push_back({dataset_chunks_name, manifest.chunks_bytes, manifest.chunks_hash});
+    }
+    return files;
+}
+
+} // namespace
+
+Result<void> verify_pack_tables(const std::string& dataset, const DatasetManifest& manifest) {
+    const std::string manifest_path = dataset + "/" + dataset_manifest_name;
+    for (const PackFile& file : table_files(manifest)) {
+        auto in =
+            VerifiedReader::open(dataset + "/" + file.name, file.bytes, file.hash, manifest_path);
+        if (!in) {
+            return fail(in.error());
+        }
+        DLJOB_TRY(in->finish());
+    }
+    return {};
+}
+
 Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& destination,
                                 const DatasetManifest& manifest, const std::string& manifest_text) {
     const std::string manifest_path = dataset + "/" + dataset_manifest_name;
     std::vector<PackFile> files = data_files(manifest);
-    files.push_back({dataset_index_name, manifest.index_bytes, manifest.index_hash});
-    if (manifest.compressed()) {
-        files.push_back({dataset_chunks_name, manifest.chunks_bytes, manifest.chunks_hash});
+    for (PackFile& table : table_files(manifest)) {
+        files.push_back(std::move(table));
     }
     std::uint64_t copied = 0;
     for (const PackFile& file : files) {

@@ -31,6 +31,11 @@ std::vector<PackFile> data_files(const DatasetManifest& manifest);
 Result<std::uint64_t> copy_pack(const std::string& dataset, const std::string& destination,
                                 const DatasetManifest& manifest, const std::string& manifest_text);
 
+/// Reads the index and chunk table of the pack in `dataset` and checks them against its
+/// manifest. A cache hit copies neither, so without this an index edited after packing would
+/// be used unseen by a hit and refused by a fresh stage.
+Result<void> verify_pack_tables(const std::string& dataset, const DatasetManifest& manifest);
+
 /// Some of a pack's data files read one after the other as one archive.
 class PackArchiveReader : public ArchiveReader {
 public:

@@ -190,6 +190,40 @@ std::int64_t default_poll_interval() {
     return 30;
 }
 
+namespace {
+
+// dltrain's records are a few hundred bytes. A longer line was not written by it, and is skipped
+// without being held: a file of one endless line must not take the login node's memory.
+constexpr std::size_t max_metrics_line = std::size_t{64} << 10U;
+
+// The next line of `in` into `line` (without its newline; empty for one over max_metrics_line),
+// counting the bytes it took in `consumed`. False at the end of the file.
+bool next_record(std::istream& in, std::string& line, std::int64_t& consumed) {
+    line.clear();
+    std::streambuf& buffer = *in.rdbuf();
+    bool any = false;
+    bool too_long = false;
+    for (int c = buffer.sbumpc(); c != std::char_traits<char>::eof(); c = buffer.sbumpc()) {
+        any = true;
+        ++consumed;
+        if (c == '\n') {
+            break;
+        }
+        if (too_long) {
+            continue;
+        }
+        if (line.size() == max_metrics_line) {
+            too_long = true;
+            line.clear();
+            continue;
+        }
+        line.push_back(static_cast<char>(c));
+    }
+    return any;
+}
+
+} // namespace
+
 std::optional<JobMetrics> read_metrics(const std::string& run_dir,
                                        std::optional<std::int64_t> limit) {
     const auto path = std::filesystem::path(run_dir) / "metrics.jsonl";
@@ -205,10 +239,12 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir,
     bool any = false;
     std::string line;
     std::int64_t consumed = 0;
-    while (std::getline(in, line)) {
-        consumed += static_cast<std::int64_t>(line.size()) + 1;
+    while (next_record(in, line, consumed)) {
         if (limit && consumed > *limit) {
             break;
+        }
+        if (line.empty()) {
+            continue; // over max_metrics_line: not dltrain's, skipped whole
         }
         auto json = nlohmann::json::parse(line, nullptr, false);
         if (json.is_discarded() || !json.is_object()) {
