@@ -221,6 +221,37 @@ TEST_F(CaffeModel, BadFilesAreRefusedNamingWhatIsWrong) {
     EXPECT_NE(error_of(fifo).find("not a regular file"), std::string::npos);
 }
 
+// Counted before they are parsed: an empty layer is 3 bytes in the file and about a kilobyte
+// parsed (20 MB of them once took 4.3 GB), an empty blob 2 bytes.
+TEST_F(CaffeModel, MoreLayersOrBlobsThanAnyNetHasAreRefusedUnparsed) {
+    std::string layers;
+    for (int i = 0; i < 100'001; ++i) {
+        layers += "\xa2\x06"; // field 100 (layer), length-delimited
+        layers += '\0';       // empty
+    }
+    const fs::path many_layers = m_dir.path() / "layers.caffemodel";
+    std::ofstream(many_layers, std::ios::binary) << layers;
+    std::string message = error_of(many_layers);
+    EXPECT_NE(message.find("more than 100000 layers"), std::string::npos) << message;
+
+    std::string blobs;
+    for (int i = 0; i < 1'000'001; ++i) {
+        blobs += "\x3a"; // LayerParameter field 7 (blobs), length-delimited
+        blobs += '\0';
+    }
+    std::string one_layer = "\xa2\x06"; // field 100, its length as a varint, then the blobs
+    for (std::size_t n = blobs.size();; n >>= 7U) {
+        one_layer += static_cast<char>((n & 0x7FU) | (n >= 0x80 ? 0x80U : 0U));
+        if (n < 0x80) {
+            break;
+        }
+    }
+    const fs::path many_blobs = m_dir.path() / "blobs.caffemodel";
+    std::ofstream(many_blobs, std::ios::binary) << one_layer << blobs;
+    message = error_of(many_blobs);
+    EXPECT_NE(message.find("more than 1000000 blobs"), std::string::npos) << message;
+}
+
 // Through the binary: export, then fine-tune and test from the .caffemodel.
 TEST_F(CaffeModel, DltrainExportsTrainsAndTestsWithCaffeWeights) {
     const fs::path config = dl_test::make_tiny_workspace(m_dir.path(), 20);

@@ -239,6 +239,40 @@ TEST_F(CifarReader, AMeanFileOfAnotherShapeOrLengthIsRefused) {
     EXPECT_THROW(dl::data::load_mean_file(garbage, 3, 32, 32), dl::Error);
 }
 
+// A mean holds one value per pixel: a file with more values, more dimensions, or more bytes than
+// those values could take is refused by what it is, without holding what it claims.
+TEST_F(CifarReader, AMeanFileLargerThanItsImagesIsRefusedBeforeItIsHeld) {
+    const auto refusal = [](const fs::path& file) -> std::string {
+        try {
+            dl::data::load_mean_file(file, 1, 28, 28);
+        } catch (const dl::Error& e) {
+            EXPECT_EQ(e.kind(), dl::ErrorKind::config);
+            return e.what();
+        }
+        ADD_FAILURE() << "no error for " << file;
+        return {};
+    };
+    const fs::path many = m_dir.path() / "many.binaryproto";
+    write(many, blob_proto({1, 1, 28, 28}, std::vector<float>(785, 1.0F)));
+    std::string message = refusal(many);
+    EXPECT_NE(message.find("more than the 784 values of its images"), std::string::npos) << message;
+    // Ten dimensions in the shape: refused at the fifth (a mean is at most 1 x C x H x W).
+    std::string shape = "\x3a\x14"; // field 7 (BlobShape), 20 bytes
+    for (int i = 0; i < 10; ++i) {
+        shape += "\x08\x01"; // dim: 1
+    }
+    const fs::path deep = m_dir.path() / "deep.binaryproto";
+    write(deep, shape);
+    message = refusal(deep);
+    EXPECT_NE(message.find("more than 4 dimensions"), std::string::npos) << message;
+    // Far more bytes than 784 values take in any encoding: refused by its size, unread.
+    const fs::path huge = m_dir.path() / "huge.binaryproto";
+    write(huge, blob_proto({1, 1, 28, 28}, std::vector<float>(784, 1.0F)) +
+                    std::string(std::size_t{1} << 20U, '\0'));
+    message = refusal(huge);
+    EXPECT_NE(message.find(huge.string()), std::string::npos) << message;
+}
+
 TEST_F(CifarReader, MeanFileAndMeanValueTogetherAreRefused) {
     try {
         dl::parse_config("layers:\n  - {name: data, type: Data, top: data, source: x.bin,\n"

@@ -199,6 +199,28 @@ TEST_F(LmdbReader, FloatDatumsShortOfTheirShapeAndForeignLabelSourcesAreRefusedB
     }
 }
 
+// A data set is held in memory whole: what its records would take is checked against the run's
+// memory as they are read (a 948 KB LMDB of PNGs that decode large once grew to 9.5 GB).
+TEST_F(LmdbReader, ASetLargerThanTheMemoryBudgetIsRefusedAsItIsRead) {
+    const fs::path db = m_dir.path() / "big";
+    std::vector<std::string> values;
+    for (int i = 0; i < 10; ++i) {
+        values.push_back(datum(1, 100, 100, pixels(10000, i), i % 10));
+    }
+    write_lmdb(db, values);
+    const dl::data::DataBudget budget{45000, "--max-memory 45000"};
+    try {
+        dl::data::load_idx(db, db, budget);
+        FAIL() << "a 100,000-byte set was read within a 45,000-byte budget";
+    } catch (const dl::Error& e) {
+        EXPECT_EQ(e.kind(), dl::ErrorKind::config);
+        const std::string message = e.what();
+        EXPECT_NE(message.find("5 records of 1x100x100 so far"), std::string::npos) << message;
+        EXPECT_NE(message.find("--max-memory 45000"), std::string::npos) << message;
+    }
+    EXPECT_EQ(dl::data::load_idx(db, db, {100000, "--max-memory 100000"}).count, 10U);
+}
+
 TEST_F(LmdbReader, ACorruptDatabaseIsAClearError) {
     const fs::path db = m_dir.path() / "corrupt_lmdb";
     fs::create_directories(db);

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <tuple>
 
@@ -147,6 +148,52 @@ TEST(PackReader, IdxMembersReadThroughTheIndexEqualTheFiles) {
     const auto header = dl::data::read_idx_header(pack / "raw" / images);
     EXPECT_EQ(header.count, 20U);
     EXPECT_TRUE(header.pixels.empty());
+}
+
+// Sizes that are a file's claim are held to the run's memory before it is taken: an IDX header's
+// count (read from a plain file) and a gzipped member's output (a few KB of gzip can inflate to
+// gigabytes; this one is 3 MB of zeros).
+TEST(PackReader, ClaimsPastTheMemoryBudgetAreRefusedBeforeTheMemoryIsTaken) {
+    TempDir dir;
+    dl_test::write_tiny_dataset(dir.path(), "train", 20, 8, 3, /*gz=*/true);
+    const fs::path images = dir.path() / "train-images-idx3-ubyte.gz";
+    const auto refusal = [](const std::function<void()>& load) -> std::string {
+        try {
+            load();
+        } catch (const dl::Error& e) {
+            EXPECT_EQ(e.kind(), dl::ErrorKind::config);
+            return e.what();
+        }
+        ADD_FAILURE() << "no error";
+        return {};
+    };
+    const std::string header_claim = refusal([&] {
+        dl::data::load_idx(images, {}, {1000, "--max-memory 1000"});
+    });
+    EXPECT_NE(header_claim.find("(20 images of 1x8x8) would take 1280 bytes in memory"),
+              std::string::npos)
+        << header_claim;
+    EXPECT_EQ(dl::data::load_idx(images, {}, {1280, "--max-memory 1280"}).count, 20U);
+
+    std::string zeros(std::size_t{3} << 20U, '\0');
+    uLongf packed_size = compressBound(zeros.size());
+    std::string gz(packed_size + 18, '\0');
+    z_stream stream{};
+    ASSERT_EQ(deflateInit2(&stream, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    stream.next_in = reinterpret_cast<Bytef*>(zeros.data());
+    stream.avail_in = static_cast<uInt>(zeros.size());
+    stream.next_out = reinterpret_cast<Bytef*>(gz.data());
+    stream.avail_out = static_cast<uInt>(gz.size());
+    ASSERT_EQ(deflate(&stream, Z_FINISH), Z_STREAM_END);
+    gz.resize(stream.total_out);
+    deflateEnd(&stream);
+    ASSERT_LT(gz.size(), 10000U);
+    write_pack(dir.path() / "p", {{"bomb.gz", gz}});
+    const std::string inflated = refusal([&] {
+        dl::data::load_idx(dir.path() / "p/bomb.gz", {}, {1U << 20U, "--max-memory 1M"});
+    });
+    EXPECT_NE(inflated.find("bomb.gz"), std::string::npos) << inflated;
+    EXPECT_NE(inflated.find("--max-memory 1M"), std::string::npos) << inflated;
 }
 
 TEST(PackReader, AMissingMemberNamesThePackAndTheMember) {

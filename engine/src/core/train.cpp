@@ -35,6 +35,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,14 +107,19 @@ std::unique_ptr<data::BatchReader> make_reader(const Source& source, const NetIn
         cursor, 4, rank, ranks, source.mean, crop, label_limit(input, config_file));
 }
 
+// No data set may take more than all the memory the run may use.
+data::DataBudget data_budget(const MemoryLimit& memory) {
+    return {memory.bytes.value_or(std::numeric_limits<std::uint64_t>::max()), memory.source};
+}
+
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
-                                    const fs::path& config_file) {
+                                    const fs::path& config_file, const data::DataBudget& budget) {
     auto source = std::make_unique<Source>();
     const fs::path images = resolve(layer.source, base);
     const fs::path labels = resolve(layer.label_source, base);
     try {
         data::check_backend(images, layer.backend);
-        source->set = data::load_idx(images, labels);
+        source->set = data::load_idx(images, labels, budget);
     } catch (const Error& e) {
         throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(), layer.line,
                                           layer.name, e.what()));
@@ -358,11 +364,13 @@ struct Nets {
 };
 
 // Loads every Data layer of `phases` (one per phase) and fixes their shapes in the config.
-void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase> phases) {
+void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase> phases,
+                  const MemoryLimit& memory) {
+    const data::DataBudget budget = data_budget(memory);
     for (const Phase phase : phases) {
         for (auto& layer : nets.config.layers) {
             if (layer.type == "Data" && in_phase(layer, phase) && nets.sources.count(phase) == 0) {
-                nets.sources[phase] = load_source(layer, base, nets.config.file);
+                nets.sources[phase] = load_source(layer, base, nets.config.file, budget);
             }
         }
     }
@@ -370,9 +378,10 @@ void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase>
 
 /// A Data layer without `shape` takes its images' C x H x W from the file's header; a bad
 /// file is a config error naming the layer.
-void shape_from_header(LayerConfig& layer, const fs::path& images, const fs::path& config_file) {
+void shape_from_header(LayerConfig& layer, const fs::path& images, const fs::path& config_file,
+                       const MemoryLimit& memory) {
     try {
-        const data::IdxDataset header = data::read_idx_header(images);
+        const data::IdxDataset header = data::read_idx_header(images, data_budget(memory));
         layer.shape = {header.channels, header.height, header.width};
     } catch (const Error& e) {
         throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(), layer.line,
@@ -593,7 +602,7 @@ int train(const TrainOptions& options) {
         }
     };
     const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
-    load_sources(nets, base, {Phase::train, Phase::test});
+    load_sources(nets, base, {Phase::train, Phase::test}, memory);
     if (nets.sources.count(Phase::train) == 0) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the train phase", config.file.string()));
@@ -1021,12 +1030,12 @@ int test(const TestOptions& options) {
     Nets nets;
     nets.config = load_config(options.config);
     const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
-    load_sources(nets, base, {Phase::test});
+    const MemoryLimit memory = memory_limit(options.max_memory);
+    load_sources(nets, base, {Phase::test}, memory);
     if (nets.sources.count(Phase::test) == 0) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the test phase", nets.config.file.string()));
     }
-    const MemoryLimit memory = memory_limit(options.max_memory);
     {
         // Only the test net is built, with parameters of its own: the walk sees every layer as
         // a test-only one.
@@ -1092,7 +1101,7 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
         const fs::path images = resolve(layer.source, base);
         std::error_code ec;
         if (layer.shape.empty() && fs::exists(images, ec)) {
-            shape_from_header(layer, images, file);
+            shape_from_header(layer, images, file, memory);
         }
         if (layer.shape.empty()) {
             unchecked.push_back(fmt::format(
@@ -1119,14 +1128,15 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
 
 int time_net(const TimeOptions& options) {
     NetConfig config = load_config(options.config);
+    const MemoryLimit memory = memory_limit(options.max_memory);
     // The image shape comes from the 'shape' key, else from the data's header.
     for (auto& layer : config.layers) {
         if (layer.type == "Data" && layer.shape.empty()) {
             shape_from_header(layer, resolve(layer.source, options.config.parent_path()),
-                              options.config);
+                              options.config, memory);
         }
     }
-    check_memory(config, false, memory_limit(options.max_memory));
+    check_memory(config, false, memory);
     auto backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(config, Phase::train, *backend, config.solver.random_seed);
@@ -1179,7 +1189,8 @@ int export_model(const ExportOptions& options) {
     for (auto& layer : config.layers) {
         if (layer.type == "Data") {
             if (layer.shape.empty()) {
-                shape_from_header(layer, resolve(layer.source, base), options.config);
+                shape_from_header(layer, resolve(layer.source, base), options.config,
+                                  memory_limit(""));
             }
             layer.batch_size = 1;
         }

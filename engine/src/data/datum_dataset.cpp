@@ -128,8 +128,9 @@ std::string key_text(std::string_view key) {
     return text;
 }
 
-DatumSet::DatumSet(std::string database, bool with_labels, bool header_only)
-    : m_database(std::move(database)), m_with_labels(with_labels), m_header_only(header_only) {}
+DatumSet::DatumSet(std::string database, bool with_labels, bool header_only, DataBudget budget)
+    : m_database(std::move(database)), m_with_labels(with_labels), m_header_only(header_only),
+      m_budget(std::move(budget)) {}
 
 void DatumSet::add(std::size_t index, std::string_view key, std::string_view value) {
     const std::string what =
@@ -160,6 +161,11 @@ void DatumSet::add(std::size_t index, std::string_view key, std::string_view val
         m_set.labels.push_back(static_cast<std::uint8_t>(datum.label));
     }
     if (!m_header_only) {
+        // Every record has the first one's shape: the set so far, one record more.
+        const std::uint64_t value_bytes = m_floats ? sizeof(float) : 1;
+        m_budget.check((m_seen + 1) * m_set.image_size() * value_bytes,
+                       fmt::format("{} ({} records of {}x{}x{} so far)", m_database, m_seen + 1,
+                                   m_set.channels, m_set.height, m_set.width));
         if (m_floats) {
             m_set.float_pixels.insert(m_set.float_pixels.end(), values.floats.begin(),
                                       values.floats.end());

@@ -12,6 +12,7 @@
 // [packed = true] write) and unpacked (one fixed32 field per value, protobuf 2's default for
 // caffe.proto): both are in Caffe databases in the wild.
 
+#include "data/data_budget.hpp"
 #include "data/idx_dataset.hpp"
 
 #include <cstddef>
@@ -42,8 +43,9 @@ Datum parse_datum(const std::uint8_t* bytes, std::size_t size, const std::string
 /// database (`database`, e.g. "LMDB path"), the record's number and key, and what is wrong.
 class DatumSet {
 public:
-    /// `header_only`: the first record's shape is kept, no values (read_idx_header).
-    DatumSet(std::string database, bool with_labels, bool header_only);
+    /// `header_only`: the first record's shape is kept, no values (read_idx_header). The
+    /// records' values are held to `budget` as they are added.
+    DatumSet(std::string database, bool with_labels, bool header_only, DataBudget budget);
 
     void add(std::size_t index, std::string_view key, std::string_view value);
 
@@ -55,6 +57,7 @@ private:
     std::string m_database;
     bool m_with_labels;
     bool m_header_only;
+    DataBudget m_budget;
     bool m_floats = false;
     std::size_t m_seen = 0;
     IdxDataset m_set;

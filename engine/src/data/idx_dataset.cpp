@@ -152,12 +152,14 @@ IdxDataset header_of(gzFile file, const std::filesystem::path& path) {
     return image_set(dims, "data file " + path.string());
 }
 
-std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path& labels) {
+std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path& labels,
+                                          const DataBudget& budget) {
     const GzFile file = open_file(labels);
     const auto dims = read_header(file.get(), labels);
     if (dims.size() != 1) {
         throw Error(ErrorKind::config, fmt::format("label file {} is not 1-D", labels.string()));
     }
+    budget.check(dims[0], "label file " + labels.string());
     return read_claimed(file.get(), dims[0], labels);
 }
 
@@ -196,7 +198,7 @@ std::string member_name(const PackMemberPath& member) {
                        member.member, member.pack.string());
 }
 
-std::vector<std::uint8_t> read_member(const PackMemberPath& member) {
+std::vector<std::uint8_t> read_member(const PackMemberPath& member, const DataBudget& budget) {
     const Pack pack(member.pack);
     const PackEntry* entry = pack.find(member.member);
     if (entry == nullptr) {
@@ -205,12 +207,13 @@ std::vector<std::uint8_t> read_member(const PackMemberPath& member) {
                                                    (member.pack / member.member).string(),
                                                    member.pack.string(), member.member));
     }
-    return maybe_gunzip(pack.read(*entry), member_name(member));
+    return maybe_gunzip(pack.read(*entry), member_name(member), budget);
 }
 
-IdxDataset images_from_member(const PackMemberPath& member, bool with_pixels) {
+IdxDataset images_from_member(const PackMemberPath& member, bool with_pixels,
+                              const DataBudget& budget) {
     const std::string what = member_name(member);
-    const auto bytes = read_member(member);
+    const auto bytes = read_member(member, budget);
     const MemoryIdx idx = parse_memory_idx(bytes, what);
     if (idx.dims.size() < 3) {
         throw Error(ErrorKind::config,
@@ -225,9 +228,10 @@ IdxDataset images_from_member(const PackMemberPath& member, bool with_pixels) {
     return set;
 }
 
-std::vector<std::uint8_t> labels_from_member(const PackMemberPath& member) {
+std::vector<std::uint8_t> labels_from_member(const PackMemberPath& member,
+                                             const DataBudget& budget) {
     const std::string what = member_name(member);
-    const auto bytes = read_member(member);
+    const auto bytes = read_member(member, budget);
     const MemoryIdx idx = parse_memory_idx(bytes, what);
     if (idx.dims.size() != 1) {
         throw Error(ErrorKind::config, fmt::format("label file {} is not 1-D", what));
@@ -255,7 +259,7 @@ std::vector<const PackEntry*> image_members(const Pack& pack, const std::string&
 }
 
 IdxDataset load_pack_images(const Pack& pack, const std::string& prefix, bool with_labels,
-                            bool with_pixels) {
+                            bool with_pixels, const DataBudget& budget) {
     const auto members = image_members(pack, prefix);
     IdxDataset set;
     set.count = members.size();
@@ -271,6 +275,11 @@ IdxDataset load_pack_images(const Pack& pack, const std::string& prefix, bool wi
             set.height = image.height;
             set.width = image.width;
             if (with_pixels) {
+                // Every image is converted to the first one's size: a small PNG that decodes
+                // large, times the members, is what the set takes.
+                budget.check(static_cast<std::uint64_t>(set.count) * set.image_size(),
+                             fmt::format("{} ({} images of {}x{}x{})", pack.dir().string(),
+                                         set.count, set.channels, set.height, set.width));
                 set.pixels.resize(set.count * set.image_size());
             }
         } else if (image.height != set.height || image.width != set.width) {
@@ -325,7 +334,7 @@ bool labels_from_index(const std::filesystem::path& source, const std::filesyste
 
 } // namespace
 
-IdxDataset read_idx_header(const std::filesystem::path& images) {
+IdxDataset read_idx_header(const std::filesystem::path& images, const DataBudget& budget) {
     if (is_cifar_source(images)) {
         return read_cifar_header(images);
     }
@@ -337,16 +346,17 @@ IdxDataset read_idx_header(const std::filesystem::path& images) {
     }
     if (auto pack_source = image_pack_source(images)) {
         const Pack pack(pack_source->first);
-        return load_pack_images(pack, pack_source->second, false, false);
+        return load_pack_images(pack, pack_source->second, false, false, budget);
     }
     if (auto member = find_pack_member(images)) {
-        return images_from_member(*member, false);
+        return images_from_member(*member, false, budget);
     }
     const GzFile file = open_file(images);
     return header_of(file.get(), images);
 }
 
-IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels) {
+IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
+                    const DataBudget& budget) {
     if (is_cifar_source(images)) {
         if (!labels.empty() && labels != images) {
             throw Error(ErrorKind::config,
@@ -363,7 +373,7 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
                                     "set label_source to the same path as source (not {})",
                                     images.string(), labels.string()));
         }
-        return load_lmdb(images, !labels.empty());
+        return load_lmdb(images, !labels.empty(), budget);
     }
     if (is_leveldb_source(images)) {
         if (!labels.empty() && labels != images) {
@@ -372,7 +382,7 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
                                     "set label_source to the same path as source (not {})",
                                     images.string(), labels.string()));
         }
-        return load_leveldb(images, !labels.empty());
+        return load_leveldb(images, !labels.empty(), budget);
     }
     if (auto pack_source = image_pack_source(images)) {
         const Pack pack(pack_source->first);
@@ -383,17 +393,17 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
                                     "label_source to the same path as source (not {})",
                                     images.string(), labels.string()));
         }
-        return load_pack_images(pack, pack_source->second, with_labels, true);
+        return load_pack_images(pack, pack_source->second, with_labels, true, budget);
     }
     if (auto member = find_pack_member(images)) {
-        IdxDataset set = images_from_member(*member, true);
+        IdxDataset set = images_from_member(*member, true, budget);
         if (!labels.empty()) {
             auto label_member = find_pack_member(labels);
             std::vector<std::uint8_t> values;
             if (label_member) {
-                values = labels_from_member(*label_member);
+                values = labels_from_member(*label_member, budget);
             } else {
-                values = load_idx_labels(labels);
+                values = load_idx_labels(labels, budget);
             }
             if (values.size() != set.count) {
                 throw Error(ErrorKind::config,
@@ -413,14 +423,17 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
     {
         const GzFile file = open_file(images);
         set = header_of(file.get(), images);
+        budget.check(static_cast<std::uint64_t>(set.count) * set.image_size(),
+                     fmt::format("data file {} ({} images of {}x{}x{})", images.string(), set.count,
+                                 set.channels, set.height, set.width));
         set.pixels = read_claimed(file.get(), set.count * set.image_size(), images);
     }
     if (!labels.empty()) {
         std::vector<std::uint8_t> values;
         if (auto label_member = find_pack_member(labels)) {
-            values = labels_from_member(*label_member);
+            values = labels_from_member(*label_member, budget);
         } else {
-            values = load_idx_labels(labels);
+            values = load_idx_labels(labels, budget);
         }
         if (values.size() != set.count) {
             throw Error(ErrorKind::config,

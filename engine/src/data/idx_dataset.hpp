@@ -9,6 +9,8 @@
 //     members (PNG, JPEG, binary PGM/PPM) decoded in index order; their labels come from the
 //     index when label_source names the same path (or the pack, or its index.tsv).
 
+#include "data/data_budget.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -31,11 +33,14 @@ struct IdxDataset {
     }
 };
 
-/// Throws dl::Error(config) naming the path for a missing, unreadable or malformed file.
-IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels);
+/// Throws dl::Error(config) naming the path for a missing, unreadable or malformed file, and for
+/// one whose images (or whose gzip stream) would pass `budget` in memory.
+IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
+                    const DataBudget& budget = {});
 
-/// Reads only the header: count, channels, height, width.
-IdxDataset read_idx_header(const std::filesystem::path& images);
+/// Reads only the header: count, channels, height, width (a gzipped member of a pack is
+/// inflated whole to read it, within `budget`).
+IdxDataset read_idx_header(const std::filesystem::path& images, const DataBudget& budget = {});
 
 /// A Caffe Data layer's `backend` (data_param: "lmdb" or "leveldb"; empty: none said, the
 /// source's files decide) against what `source` is: a mismatch, or a source that is no

@@ -368,13 +368,14 @@ std::unique_ptr<ReadOnlyDb> open(const std::filesystem::path& source) {
     }
 }
 
-IdxDataset read(const std::filesystem::path& source, bool with_labels, bool first_only) {
+IdxDataset read(const std::filesystem::path& source, bool with_labels, bool first_only,
+                const DataBudget& budget) {
     const std::unique_ptr<ReadOnlyDb> opened = open(source);
     leveldb::ReadOptions options;
     options.fill_cache = false;      // read once, in order: caching blocks only costs memory
     options.verify_checksums = true; // a damaged table block is an error, not bytes
     const std::unique_ptr<leveldb::Iterator> it(opened->db->NewIterator(options));
-    DatumSet set("LevelDB " + source.string(), with_labels, first_only);
+    DatumSet set("LevelDB " + source.string(), with_labels, first_only, budget);
     std::size_t index = 0;
     for (it->SeekToFirst(); it->Valid(); it->Next(), ++index) {
         if (index % 1024 == 0 && stop_requested()) {
@@ -398,7 +399,7 @@ IdxDataset read(const std::filesystem::path& source, bool with_labels, bool firs
 #else
 
 [[noreturn]] IdxDataset read(const std::filesystem::path& source, bool /*with_labels*/,
-                             bool /*first_only*/) {
+                             bool /*first_only*/, const DataBudget& /*budget*/) {
     fail_config(
         fmt::format("{} is a LevelDB, and this dltrain was built without LevelDB: install "
                     "libleveldb-dev and rebuild (scripts/setup.sh; CMake finds it), or give the "
@@ -421,12 +422,13 @@ bool is_leveldb_source(const std::filesystem::path& source) {
            !std::filesystem::exists(source / "data.mdb", error);
 }
 
-IdxDataset load_leveldb(const std::filesystem::path& source, bool with_labels) {
-    return read(source, with_labels, false);
+IdxDataset load_leveldb(const std::filesystem::path& source, bool with_labels,
+                        const DataBudget& budget) {
+    return read(source, with_labels, false, budget);
 }
 
 IdxDataset read_leveldb_header(const std::filesystem::path& source) {
-    return read(source, false, true);
+    return read(source, false, true, {});
 }
 
 } // namespace dl::data

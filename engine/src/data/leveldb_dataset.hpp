@@ -9,6 +9,7 @@
 // A Data layer's source is a LevelDB when it is a directory holding CURRENT (LevelDB's pointer
 // to its manifest) and no data.mdb. Its labels are in the Datums, as an LMDB's.
 
+#include "data/data_budget.hpp"
 #include "data/idx_dataset.hpp"
 
 #include <filesystem>
@@ -26,7 +27,8 @@ bool is_leveldb_source(const std::filesystem::path& source);
 /// in memory). A database LevelDB cannot open (missing, damaged, a damaged log record included,
 /// held by a LevelDB writer for longer than a minute) or a build without LevelDB is a
 /// dl::Error(config) naming the database and why.
-IdxDataset load_leveldb(const std::filesystem::path& source, bool with_labels);
+IdxDataset load_leveldb(const std::filesystem::path& source, bool with_labels,
+                        const DataBudget& budget);
 
 /// The count and the shape of the first record (LevelDB keeps no count: the keys are walked).
 IdxDataset read_leveldb_header(const std::filesystem::path& source);

@@ -92,9 +92,10 @@ private:
     MDB_cursor* m_cursor = nullptr;
 };
 
-IdxDataset read(const std::filesystem::path& source, bool with_labels, bool first_only) {
+IdxDataset read(const std::filesystem::path& source, bool with_labels, bool first_only,
+                const DataBudget& budget) {
     LmdbReader reader(source);
-    DatumSet set("LMDB " + source.string(), with_labels, first_only);
+    DatumSet set("LMDB " + source.string(), with_labels, first_only, budget);
     const std::size_t entries = reader.entries();
     reader.each(
         [&](std::size_t index, const MDB_val& key, const MDB_val& value) {
@@ -113,12 +114,13 @@ bool is_lmdb_source(const std::filesystem::path& source) {
            std::filesystem::exists(source / "data.mdb", error);
 }
 
-IdxDataset load_lmdb(const std::filesystem::path& source, bool with_labels) {
-    return read(source, with_labels, false);
+IdxDataset load_lmdb(const std::filesystem::path& source, bool with_labels,
+                     const DataBudget& budget) {
+    return read(source, with_labels, false, budget);
 }
 
 IdxDataset read_lmdb_header(const std::filesystem::path& source) {
-    return read(source, false, true);
+    return read(source, false, true, {});
 }
 
 } // namespace dl::data

@@ -6,6 +6,7 @@
 // A Data layer's source is an LMDB when it is a directory holding data.mdb. Its labels are in the
 // Datums: label_source is the same path, or empty for none.
 
+#include "data/data_budget.hpp"
 #include "data/datum_dataset.hpp"
 #include "data/idx_dataset.hpp"
 
@@ -18,7 +19,8 @@ bool is_lmdb_source(const std::filesystem::path& source);
 
 /// Every record in key order (DatumSet's rules); a database LMDB cannot open or read is a
 /// dl::Error(config) naming it and the LMDB call that failed.
-IdxDataset load_lmdb(const std::filesystem::path& source, bool with_labels);
+IdxDataset load_lmdb(const std::filesystem::path& source, bool with_labels,
+                     const DataBudget& budget);
 
 /// The count (LMDB's own) and the shape of the first record.
 IdxDataset read_lmdb_header(const std::filesystem::path& source);

@@ -13,8 +13,13 @@
 namespace dl::data {
 namespace {
 
-// Far above a 256 x 256 x 3 ImageNet mean (786 KB).
-constexpr std::uint64_t k_max_mean_bytes = std::uint64_t{256} << 20;
+// A mean holds one value per pixel of the images; the largest encoding of one is an unpacked
+// double (a tag byte and 8 bytes). The file may hold that and a little more (its shape, a tag or
+// two), never megabytes beyond: a 100 MB mean file for 28x28 images once took 1.5 GB to refuse.
+constexpr std::uint64_t k_max_bytes_per_value = 9;
+constexpr std::uint64_t k_mean_overhead_bytes = 4096;
+// Caffe writes 1 x C x H x W (or the legacy num, channels, height, width).
+constexpr std::size_t k_max_mean_dims = 4;
 
 template <typename T> T read_le(const std::uint8_t* bytes) {
     T value;
@@ -22,17 +27,25 @@ template <typename T> T read_le(const std::uint8_t* bytes) {
     return value; // x86-64 and every target dltrain builds for are little-endian, as the format
 }
 
-// Floats (fixed32) or doubles (fixed64) of a repeated field, packed or not.
-template <typename T> void read_reals(WireReader& in, std::uint32_t wire, std::vector<float>& out) {
+// Floats (fixed32) or doubles (fixed64) of a repeated field, packed or not; more than `max`
+// values in all is malformed (the images' pixel count).
+template <typename T>
+void read_reals(WireReader& in, std::uint32_t wire, std::vector<float>& out, std::size_t max) {
     if (wire == 2) {
         const auto [start, length] = in.bytes();
         if (length % sizeof(T) != 0) {
             in.malformed(fmt::format("a packed field of {} bytes", length));
         }
+        if (out.size() + length / sizeof(T) > max) {
+            in.malformed(fmt::format("more than the {} values of its images", max));
+        }
         for (std::size_t i = 0; i < length; i += sizeof(T)) {
             out.push_back(static_cast<float>(read_le<T>(start + i)));
         }
     } else {
+        if (out.size() >= max) {
+            in.malformed(fmt::format("more than the {} values of its images", max));
+        }
         out.push_back(static_cast<float>(read_le<T>(in.fixed(sizeof(T)))));
     }
 }
@@ -50,9 +63,15 @@ std::vector<std::int64_t> read_shape(const std::uint8_t* bytes, std::size_t size
             WireReader packed(start, length, what, "BlobShape");
             while (!packed.done()) {
                 dims.push_back(static_cast<std::int64_t>(packed.varint()));
+                if (dims.size() > k_max_mean_dims) {
+                    packed.malformed(fmt::format("more than {} dimensions", k_max_mean_dims));
+                }
             }
         } else if (field == 1 && wire == 0) {
             dims.push_back(static_cast<std::int64_t>(in.varint()));
+            if (dims.size() > k_max_mean_dims) {
+                in.malformed(fmt::format("more than {} dimensions", k_max_mean_dims));
+            }
         } else {
             in.skip(wire, field);
         }
@@ -64,7 +83,10 @@ std::vector<std::int64_t> read_shape(const std::uint8_t* bytes, std::size_t size
 
 std::vector<float> load_mean_file(const std::filesystem::path& file, int channels, int height,
                                   int width) {
-    const std::vector<char> raw = io::RegularFile(file, "mean file").read_all(k_max_mean_bytes);
+    const std::size_t count = static_cast<std::size_t>(channels) * height * width;
+    const std::vector<char> raw =
+        io::RegularFile(file, "mean file")
+            .read_all(count * k_max_bytes_per_value + k_mean_overhead_bytes);
     const std::string what = "mean file " + file.string();
     WireReader in(reinterpret_cast<const std::uint8_t*>(raw.data()), raw.size(), what, "BlobProto");
     std::vector<std::int64_t> legacy(4, 0);
@@ -80,12 +102,12 @@ std::vector<float> load_mean_file(const std::filesystem::path& file, int channel
             legacy[field - 1] = static_cast<std::int64_t>(in.varint());
             has_legacy = true;
         } else if (field == 5 && (wire == 2 || wire == 5)) {
-            read_reals<float>(in, wire, data);
+            read_reals<float>(in, wire, data, count);
         } else if (field == 7 && wire == 2) {
             const auto [start, length] = in.bytes();
             shape = read_shape(start, length, what);
         } else if (field == 8 && (wire == 2 || wire == 1)) {
-            read_reals<double>(in, wire, doubles);
+            read_reals<double>(in, wire, doubles, count);
         } else if (field >= 1 && field <= 9 && field != 6 && field != 9) {
             in.malformed(fmt::format("field {} has wire type {} at byte {}", field, wire, in.at()));
         } else {
@@ -110,7 +132,6 @@ std::vector<float> load_mean_file(const std::filesystem::path& file, int channel
                                 shape.empty() ? "(none)" : fmt::format("{}", fmt::join(shape, "x")),
                                 channels, height, width));
     }
-    const std::size_t count = static_cast<std::size_t>(channels) * height * width;
     if (data.size() != count) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: {} values for its shape {}x{}x{} ({} expected)", what,

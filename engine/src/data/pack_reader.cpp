@@ -343,7 +343,8 @@ std::optional<PackMemberPath> find_pack_member(const fs::path& path) {
     return std::nullopt;
 }
 
-std::vector<std::uint8_t> maybe_gunzip(std::vector<std::uint8_t> bytes, const std::string& what) {
+std::vector<std::uint8_t> maybe_gunzip(std::vector<std::uint8_t> bytes, const std::string& what,
+                                       const DataBudget& budget) {
     if (bytes.size() < 2 || bytes[0] != 0x1F || bytes[1] != 0x8B) {
         return bytes;
     }
@@ -352,12 +353,14 @@ std::vector<std::uint8_t> maybe_gunzip(std::vector<std::uint8_t> bytes, const st
         throw Error(ErrorKind::config, fmt::format("{}: inflateInit2 failed", what));
     }
     std::vector<std::uint8_t> out;
+    budget.check(bytes.size() * 4 + 4096, what);
     out.resize(bytes.size() * 4 + 4096);
     stream.next_in = bytes.data();
     stream.avail_in = static_cast<uInt>(bytes.size());
     int status = Z_OK;
     while (status != Z_STREAM_END) {
         if (stream.total_out == out.size()) {
+            budget.check(out.size() * 2, what);
             out.resize(out.size() * 2);
         }
         stream.next_out = out.data() + stream.total_out;

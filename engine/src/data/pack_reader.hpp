@@ -14,6 +14,8 @@
 // is read by decompressing the frames that cover it; the last frame is kept, so reading
 // members in index order decompresses each frame once.
 
+#include "data/data_budget.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -93,7 +95,9 @@ struct PackMemberPath {
 };
 std::optional<PackMemberPath> find_pack_member(const std::filesystem::path& path);
 
-/// gunzips `bytes` when they start with the gzip magic; returns them as they are otherwise.
-std::vector<std::uint8_t> maybe_gunzip(std::vector<std::uint8_t> bytes, const std::string& what);
+/// gunzips `bytes` when they start with the gzip magic; returns them as they are otherwise. The
+/// output is held to `budget` as it grows (a few KB of gzip can inflate to gigabytes).
+std::vector<std::uint8_t> maybe_gunzip(std::vector<std::uint8_t> bytes, const std::string& what,
+                                       const DataBudget& budget);
 
 } // namespace dl::data
