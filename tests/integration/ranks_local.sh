@@ -36,4 +36,20 @@ check "logs --rank 1 is not rank 0's" 0 \
 check "status shows the job's 2 ranks" 1 "$("$DLJOB" status "$job" | grep -c "(2 ranks")"
 check "status --json has them" 2 \
   "$("$DLJOB" status "$job" --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["metrics"]["ranks"])')"
+# A walltime warning by SIGTERM (a site whose warning_signal is TERM, as Torque's walltime kill
+# is) reaches mpirun, which forwards it: both ranks checkpoint and exit 75, and mpirun.openmpi
+# itself exits 1. The job's exit code is 75 all the same (rank 0's final record in metrics.jsonl
+# says the training checkpointed), so it reads as checkpointed, not failed. No continuation.
+sed 's/^\(  warning_signal:\) .*/\1 TERM/' "$root/site-profiles/local.yaml" >"$WORK/local-term.yaml"
+grep -q '^  warning_signal: TERM$' "$WORK/local-term.yaml" || { echo "FAIL: cannot set warning_signal"; exit 1; }
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" --site local --site-file "$WORK/local-term.yaml" \
+  --set resources.gpus=0 --set resources.ranks=2 --set resources.memory=1G --set train.threads=1 \
+  --set data.stage_to=none --set train.max_iter=1000000 --set resources.walltime=00:01:10 \
+  --set checkpoint.signal_margin=60 --set checkpoint.max_continuations=0)
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
+check "warned by TERM: the job ends at its warning, not its walltime" TIMEOUT "$(wait_state "$job" TIMEOUT)"
+check "warned by TERM: exit code 75 though mpirun exited 1" 75 "$(cat "$run_dir/exit_code" 2>/dev/null)"
+check "warned by TERM: the script says why" 1 "$(grep -c 'the launcher exited 1, but the training checkpointed' "$run_dir/job.log")"
+check "warned by TERM: rank 0 checkpointed" 1 "$(tail -n 1 "$run_dir/metrics.jsonl" | grep -c '"status":"checkpointed"')"
 finish

@@ -201,6 +201,25 @@ dljob_fail() {
     dljob_finish "$1"
 }
 
+# Whether this attempt's training checkpointed and exited: rank 0 writes metrics.jsonl and ends it
+# with a final record, which says so, after this attempt began. A launcher's own exit status can
+# hide it: mpirun.openmpi, sent SIGTERM, forwards it, both ranks checkpoint and exit 75, and it
+# exits 1 (the job would read as failed and not be continued).
+dljob_checkpointed() {
+    local metrics="$DLJOB_RUN_DIR/metrics.jsonl" last
+    [ -f "$metrics" ] && [ "$(stat -c %Y -- "$metrics" 2>/dev/null || echo 0)" -ge "$DLJOB_JOB_START" ] ||
+        return 1
+    last=$(tail -n 1 -- "$metrics")
+    case "$last" in
+    *'"type":"final"'*) ;;
+    *) return 1 ;;
+    esac
+    case "$last" in
+    *'"status":"checkpointed"'*) return 0 ;;
+    esac
+    return 1
+}
+
 # Loads with `module "$@"` and checks the module is really loaded: Tcl and Cray modules exit 0
 # even when a module is missing.
 dljob_module() {
@@ -231,6 +250,10 @@ srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=10 -- /bin/bash "$
 dljob_child=$!
 dljob_wait_child
 dljob_rc=$?
+if [ "$dljob_rc" -ne 0 ] && [ "$dljob_rc" -ne 75 ] && dljob_checkpointed; then
+    echo "dljob: the launcher exited $dljob_rc, but the training checkpointed (metrics.jsonl): exit 75" >&2
+    dljob_rc=75
+fi
 
 # ---- epilogue -------------------------------------------------------------------------------
 # exit_code: 0 finished, 75 checkpointed before the walltime (resume me), anything else failed.

@@ -28,8 +28,13 @@ TEST(LogsRank, ReadsEachLaunchersTag) {
     EXPECT_EQ(rank_line("[12] hydra", 12), "hydra");             // MPICH's Hydra
     EXPECT_EQ(rank_line("1: dltrain", 0), std::nullopt);         // another rank's
     EXPECT_EQ(rank_line("[1,2]<stdout>:text", 1), std::nullopt); // rank 2, not job 1
-    for (const char* untagged : {"dltrain: training", "", "1:no space", "[x] y", "[1,2]<out>:z",
-                                 "[1,2]<stdout>", "12345678901: too many digits", "[1]no space"}) {
+    EXPECT_EQ(rank_line("0: rank zero", 0), "rank zero");
+    // A job's own text that looks like a tag but is no launcher's: Open MPI's form without its
+    // stream, and ranks with leading zeros (srun pads with spaces, no launcher with zeros).
+    for (const char* untagged :
+         {"dltrain: training", "", "1:no space", "[x] y", "[1,2]<out>:z", "[1,2]<stdout>",
+          "12345678901: too many digits", "[1]no space", "[2,1] step 5", "[1,01]<stdout>:x",
+          "01: padded with a zero", "[01] hydra?"}) {
         EXPECT_EQ(rank_line(untagged, 1), std::nullopt) << untagged;
     }
 }

@@ -39,9 +39,13 @@ std::filesystem::path job_log_path(const Job& job) {
 
 namespace {
 
-// Digits at `pos` as a rank (at most 9 of them); `pos` is left after them.
+// Digits at `pos` as a rank (at most 9 of them); `pos` is left after them. No launcher writes a
+// rank with a leading zero (srun pads with spaces), so "01" is not rank 1 but the job's own text.
 std::optional<int> read_rank(std::string_view line, std::size_t& pos) {
     const std::size_t begin = pos;
+    if (pos + 1 < line.size() && line[pos] == '0' && line[pos + 1] >= '0' && line[pos + 1] <= '9') {
+        return std::nullopt;
+    }
     int value = 0;
     while (pos < line.size() && pos - begin < 9 && line[pos] >= '0' && line[pos] <= '9') {
         value = value * 10 + (line[pos] - '0');
