@@ -395,8 +395,9 @@ TEST(StatusWatch, AFrameShowsASparklineOfEachJobsTrainingLossUnderItsRow) {
     EXPECT_EQ(table.str().find("loss,"), std::string::npos) << table.str();
 }
 
-// dltrain's records are a few hundred bytes: a line over 64 KiB is someone else's, skipped whole
-// (not held: one endless line would take the login node's memory), and the lines after it count.
+// dltrain's records are a few hundred bytes: a line over 16 KiB (plot's limit) is someone
+// else's, skipped whole (not held: one endless line would take the login node's memory), and the
+// lines after it count.
 TEST(StatusMetrics, ALineTooLongForARecordIsSkippedAndTheNextOnesAreRead) {
     const auto dir =
         std::filesystem::temp_directory_path() / ("dljob-longline-" + std::to_string(::getpid()));

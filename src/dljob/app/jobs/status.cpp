@@ -193,8 +193,9 @@ std::int64_t default_poll_interval() {
 namespace {
 
 // dltrain's records are a few hundred bytes. A longer line was not written by it, and is skipped
-// without being held: a file of one endless line must not take the login node's memory.
-constexpr std::size_t max_metrics_line = std::size_t{64} << 10U;
+// without being held: a file of one endless line must not take the login node's memory. The
+// limit is plot's, which reads the same file.
+constexpr std::size_t max_metrics_line = PlotLimits::max_line_bytes;
 
 // The next line of `in` into `line` (without its newline; empty for one over max_metrics_line),
 // counting the bytes it took in `consumed`. False at the end of the file.
