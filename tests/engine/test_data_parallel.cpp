@@ -591,4 +591,32 @@ TEST_F(DataParallel, ASecondSetOfRanksOnABusyRunDirectoryIsRefused) {
     EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
 }
 
+
+// Each rank of a job reads its own config and command line: a per-rank --solver (or a file
+// edited while the ranks started) would train two models summed as one. The start-up agreement
+// compares them and names the line that differs.
+TEST_F(DataParallel, RanksGivenDifferentSolverSettingsAreRefusedNamingTheLine) {
+    need("openmpi");
+    const auto per2 = config(32, 4);
+    const fs::path run = m_dir.path() / "run";
+    const std::string per_rank =
+        "sh -c " + quoted("extra=; [ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && extra='--solver "
+                          "base_lr=0.02'; exec " +
+                          train(per2, run) + " $extra");
+    const auto result = run_shell(launcher("openmpi", 2) + per_rank);
+    EXPECT_NE(result.exit_code, 0) << result.output;
+    EXPECT_NE(result.output.find("rank 1 was given another config than rank 0"), std::string::npos)
+        << result.output;
+    // The config as read holds floats (0.01f is 0.00999999978).
+    EXPECT_TRUE(std::regex_search(result.output,
+                                  std::regex("is 'base_lr: 0\\.0099+\\d*' on rank 0 and "
+                                             "'base_lr: 0\\.0199+\\d*' here")))
+        << result.output;
+    EXPECT_FALSE(fs::exists(run / "metrics.jsonl")) << "a step was trained";
+    // The same settings on both ranks (given on the command line) train.
+    const auto same = run_shell(launcher("openmpi", 2) + train(per2, m_dir.path() / "same",
+                                                               "--solver base_lr=0.02"));
+    EXPECT_EQ(same.exit_code, 0) << same.output;
+}
+
 } // namespace

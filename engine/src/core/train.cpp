@@ -25,6 +25,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -40,6 +41,8 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace dl {
 namespace {
@@ -465,6 +468,59 @@ std::int64_t parameter_hash(const Net& net) {
     return static_cast<std::int64_t>(hash >> 2U);
 }
 
+/// FNV-1a over the config as dltrain reads it (net, solver, --solver and --max-iter applied),
+/// the same 62 bits as parameter_hash.
+std::int64_t text_hash(const std::string& text) {
+    std::uint64_t hash = 1469598103934665603ULL;
+    for (const char c : text) {
+        hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    }
+    return static_cast<std::int64_t>(hash >> 2U);
+}
+
+/// Ranks whose configs differ (a per-rank --solver, a file edited while the job started) would
+/// train with different batch sizes or rates and still sum their gradients as one model. Every
+/// rank, once the agreement has shown they differ, takes rank 0's text and names the first line
+/// where its own differs.
+[[noreturn]] void refuse_different_configs(Communicator& comm, const std::string& mine) {
+    // Rank 0's text, bounded: the configs dltrain reads are under its document limit anyway.
+    constexpr std::int64_t k_max_bytes = std::int64_t{16} << 20U;
+    std::int64_t size = comm.rank() == 0 ? static_cast<std::int64_t>(mine.size()) : 0;
+    comm.broadcast(&size, sizeof(size), 0, "the config comparison");
+    std::string root_text =
+        comm.rank() == 0
+            ? mine
+            : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(size, 0, k_max_bytes)),
+                          '\0');
+    comm.broadcast(root_text.data(), root_text.size(), 0, "the config comparison");
+    const auto lines_of = [](const std::string& text) {
+        std::vector<std::string> lines;
+        std::istringstream in(text);
+        for (std::string line; std::getline(in, line);) {
+            const std::size_t start = line.find_first_not_of(' ');
+            lines.push_back(start == std::string::npos ? "" : line.substr(start));
+        }
+        return lines;
+    };
+    const std::vector<std::string> theirs = lines_of(root_text);
+    const std::vector<std::string> ours = lines_of(mine);
+    std::size_t line = 0;
+    while (line < theirs.size() && line < ours.size() && theirs[line] == ours[line]) {
+        ++line;
+    }
+    const auto at = [line](const std::vector<std::string>& lines) {
+        return line < lines.size() ? fmt::format("'{}'", lines[line]) : "nothing";
+    };
+    throw Error(ErrorKind::config,
+                comm.rank() == 0
+                    ? "the ranks were given different configs (another rank names the line); "
+                      "give every rank the same config, --solver and --max-iter"
+                    : fmt::format("rank {} was given another config than rank 0: line {} of the "
+                                  "config as read is {} on rank 0 and {} here; give every rank "
+                                  "the same config, --solver and --max-iter",
+                                  comm.rank(), line + 1, at(theirs), at(ours)));
+}
+
 } // namespace
 
 void install_stop_signals() {
@@ -546,6 +602,9 @@ int train(const TrainOptions& options) {
     if (options.max_iter) {
         config.solver.max_iter = *options.max_iter;
     }
+    // What the ranks must agree on, taken before the data sources are resolved: ranks may read
+    // their data from different places (node-local copies), never with different settings.
+    const std::string config_text = to_yaml(config);
     const std::optional<double> deadline = deadline_seconds(options.deadline);
     const MemoryLimit memory = memory_limit(options.max_memory);
     const auto must_leave = [&] {
@@ -674,8 +733,15 @@ int train(const TrainOptions& options) {
         // (the same checkpoint, or the same fillers from the same seed).
         const std::int64_t hash = parameter_hash(net);
         const std::int64_t iter = solver.iteration();
-        std::int64_t agree[] = {
-            lock_error.empty() ? 0 : 1, must_leave() ? 1 : 0, iter, -iter, hash, -hash};
+        const std::int64_t config_hash = text_hash(config_text);
+        std::int64_t agree[] = {lock_error.empty() ? 0 : 1,
+                                must_leave() ? 1 : 0,
+                                iter,
+                                -iter,
+                                hash,
+                                -hash,
+                                config_hash,
+                                -config_hash};
         // Ranks load data and build nets at their own pace: the first wait is a long one.
         comm->set_timeout(3.0 * collective_timeout_seconds());
         comm->allreduce_max(agree, std::size(agree), "the start-up agreement");
@@ -686,6 +752,9 @@ int train(const TrainOptions& options) {
                              : fmt::format("rank 0 could not lock the run directory {} (its "
                                            "message says who holds it)",
                                            options.run_dir.string()));
+        }
+        if (agree[6] != -agree[7]) {
+            refuse_different_configs(*comm, config_text);
         }
         if (agree[2] != -agree[3] || agree[4] != -agree[5]) {
             throw Error(ErrorKind::training,
