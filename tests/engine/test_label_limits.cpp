@@ -60,6 +60,24 @@ TEST_F(LabelLimits, TrainRefusesLabelsPastTheClassifiersOutputsBeforeTheRunStart
     EXPECT_FALSE(fs::exists(run)) << "refused before the run directory was written";
 }
 
+// `check` is what dljob validate and submit run before a job is queued: a 5-way net on 10-class
+// data must fail there, on the login node, not as a crash or a refusal hours later in the job.
+TEST_F(LabelLimits, CheckReadsTheLabelsAndRefusesOnesPastTheClassifier) {
+    const fs::path config = workspace_with_outputs(2);
+    const auto result = run_shell(std::string(DLTRAIN_BINARY) + " check --config " +
+                                  config.string());
+    EXPECT_EQ(result.exit_code, 3) << result.output;
+    EXPECT_NE(result.output.find("tiny.yaml:3: layer 'data': record "), std::string::npos)
+        << result.output;
+    EXPECT_NE(result.output.find("has 2 outputs (labels 0 to 1)"), std::string::npos)
+        << result.output;
+    // With outputs for every label the same data checks ok.
+    const auto fine = run_shell(std::string(DLTRAIN_BINARY) + " check --config " +
+                                workspace_with_outputs(3).string());
+    EXPECT_EQ(fine.exit_code, 0) << fine.output;
+    EXPECT_NE(fine.output.find(": ok"), std::string::npos) << fine.output;
+}
+
 TEST_F(LabelLimits, TestRefusesLabelsPastTheClassifiersOutputs) {
     // The labels are checked before the weights are read: none are needed to see the mismatch.
     const fs::path config = workspace_with_outputs(2);

@@ -71,7 +71,8 @@ int convert_config(const ConvertOptions& options);
 /// fits) from the Data layers' `shape` keys or, without one, the data file's header under
 /// data_dir (else the config's directory). Batches of one, so a login node can afford it.
 /// The memory the nets need at the config's batch sizes is checked against `max_memory` (as
-/// --max-memory) first, as train checks it, naming the layer that passes it.
+/// --max-memory) first, as train checks it, naming the layer that passes it. Then every label
+/// of data sets up to 256 MiB on disk is checked against the classifier, as train does.
 /// Throws dl::Error(config) as train would; returns what it could not check (empty: all).
 std::vector<std::string> check_config(const std::filesystem::path& config,
                                       const std::optional<std::filesystem::path>& data_dir,

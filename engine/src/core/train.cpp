@@ -1156,6 +1156,45 @@ int test(const TestOptions& options) {
     return exit_code::finished;
 }
 
+namespace {
+
+/// The most data `check` reads to check labels: a few seconds on a login node.
+constexpr std::uint64_t k_check_label_bytes = std::uint64_t{256} << 20U;
+
+/// Bytes of `paths` on disk: a file's size, a directory's regular files (one level, as LMDB,
+/// LevelDB and packs lie); nothing when one does not exist; the most there is for a directory of
+/// over 100,000 entries.
+std::optional<std::uint64_t> bytes_on_disk(std::initializer_list<fs::path> paths) {
+    constexpr int k_max_entries = 100000;
+    std::uint64_t total = 0;
+    for (const fs::path& path : paths) {
+        std::error_code ec;
+        if (path.empty()) {
+            continue;
+        }
+        const fs::file_status status = fs::status(path, ec);
+        if (ec || !fs::exists(status)) {
+            return std::nullopt;
+        }
+        if (fs::is_regular_file(status)) {
+            total += fs::file_size(path, ec);
+            continue;
+        }
+        int entries = 0;
+        for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+            if (++entries > k_max_entries) {
+                return std::numeric_limits<std::uint64_t>::max();
+            }
+            if (it->is_regular_file(ec)) {
+                total += it->file_size(ec);
+            }
+        }
+    }
+    return total;
+}
+
+} // namespace
+
 std::vector<std::string> check_config(const fs::path& file, const std::optional<fs::path>& data_dir,
                                       const std::string& max_memory,
                                       const std::vector<std::string>& solver_overrides) {
@@ -1190,8 +1229,32 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
         }
     }
     auto backend = make_backend("cpu", 1);
-    const Net train_net(config, Phase::train, *backend, config.solver.random_seed);
-    const Net test_net(config, Phase::test, *backend, config.solver.random_seed);
+    Net train_net(config, Phase::train, *backend, config.solver.random_seed);
+    Net test_net(config, Phase::test, *backend, config.solver.random_seed);
+    // Every label against the classifier, as train does before its first step, where reading
+    // the data is quick enough for a login node; larger sets are read by train.
+    for (Net* net : {&train_net, &test_net}) {
+        if (net->inputs().empty()) {
+            continue;
+        }
+        const NetInput& input = net->inputs().front();
+        LayerConfig layer = *input.layer;
+        const fs::path images = resolve(layer.source, base);
+        const fs::path labels = resolve(layer.label_source, base);
+        const std::optional<std::uint64_t> bytes = bytes_on_disk({images, labels});
+        if (!bytes) {
+            continue; // not here (a pack member is read with the pack): train reads it
+        }
+        if (*bytes > k_check_label_bytes) {
+            unchecked.push_back(fmt::format(
+                "the labels of layer '{}' ({}: over the {} MiB check reads): train reads every "
+                "label before its first step",
+                layer.name, images.string(), k_check_label_bytes >> 20U));
+            continue;
+        }
+        const auto source = load_source(layer, base, config.file, data_budget(memory));
+        check_labels(*source, input, config.file);
+    }
     return unchecked;
 }
 
