@@ -17,10 +17,11 @@ namespace dljob::adapters {
 bool is_leveldb_directory(const std::string& directory);
 
 /// Calls `visit` for every record of the LevelDB in `directory`, in key order (bytewise, as
-/// LMDB's), stopping at the first error it returns. A database that cannot be opened (damaged,
-/// held by another process for over a minute, read-only: LevelDB writes LOCK and LOG files to
-/// read), or a build without LevelDB, is a config_invalid error naming it. The views live until
-/// `visit` returns.
+/// LMDB's), stopping at the first error it returns. Nothing in `directory` is written (LevelDB
+/// works in a temporary shadow of links), so a read-only database reads too. A database that
+/// cannot be opened or read (damaged: a bad log record is an error, never dropped; held by a
+/// writer for over a minute), or a build without LevelDB, is a config_invalid error naming it.
+/// The views live until `visit` returns.
 Result<void>
 for_each_leveldb_record(const std::string& directory,
                         const std::function<Result<void>(std::uint64_t index, std::string_view key,

@@ -21,6 +21,7 @@
 #endif
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -296,6 +297,71 @@ TEST(PackLeveldb, ABadRecordOrADamagedDatabaseNamesItAndLeavesNothing) {
               std::string::npos)
         << junk.error().message;
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
+}
+
+/// Every file of `dir` with its bytes, to show that reading changed nothing.
+std::map<std::string, std::string> files_of(const std::filesystem::path& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        files[entry.path().filename().string()] = test::read_file(entry.path());
+    }
+    return files;
+}
+
+// LevelDB recovers a log left by its last writer (every convert_imageset run leaves one) into a
+// new table and deletes the log when it opens a database, and starts a new LOG: packing did
+// that to the user's database. Now nothing in it changes, and a flipped byte is an error rather
+// than a record dropped.
+TEST(PackLeveldb, PackingLeavesEveryFileOfTheDatabaseAsItWasAndRefusesADamagedLog) {
+    ScratchDir dir;
+    std::vector<std::string> values;
+    for (int i = 0; i < 12; ++i) {
+        values.push_back(datum(3, 5, 7, planar(i, 3, 5, 7), i % 10));
+    }
+    write_leveldb(dir.path() / "db", values);
+    const auto before = files_of(dir.path() / "db");
+    auto packed = pack(dir / "db", dir / "out.dlpack");
+    ASSERT_TRUE(packed) << packed.error().message;
+    EXPECT_EQ(packed->manifest.files, 12U);
+    EXPECT_TRUE(files_of(dir.path() / "db") == before) << "the database was written to";
+    // Packed twice: the same records (the first read recovered nothing into the database).
+    auto again = pack(dir / "db", dir / "again.dlpack");
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_EQ(test::read_file(dir.path() / "again.dlpack" / "index.tsv"),
+              test::read_file(dir.path() / "out.dlpack" / "index.tsv"));
+
+    // One write per record, so the log holds several records and a flipped byte damages one.
+    {
+        leveldb::Options options;
+        options.create_if_missing = true;
+        leveldb::DB* raw = nullptr;
+        ASSERT_TRUE(leveldb::DB::Open(options, (dir / "damaged"), &raw).ok());
+        const std::unique_ptr<leveldb::DB> writer(raw);
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            ASSERT_TRUE(writer->Put(leveldb::WriteOptions(), fmt::format("{:08}", i), values[i])
+                            .ok());
+        }
+    }
+    std::filesystem::path log;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "damaged")) {
+        if (entry.path().extension() == ".log") {
+            log = entry.path();
+        }
+    }
+    ASSERT_FALSE(log.empty());
+    std::string bytes = test::read_file(log);
+    ASSERT_GT(bytes.size(), 200U);
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+    test::write_file(log, bytes);
+    const auto damaged = files_of(dir.path() / "damaged");
+    auto refused = pack(dir / "damaged", dir / "damaged.dlpack");
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("LevelDB " + (dir / "damaged") +
+                                           ": open failed: Corruption:"),
+              std::string::npos)
+        << refused.error().message;
+    EXPECT_TRUE(files_of(dir.path() / "damaged") == damaged) << "the database was written to";
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "damaged.dlpack"));
 }
 
 #else
