@@ -168,7 +168,7 @@ TEST(ConfigErrors, ATopThatIsItsBottomIsRefusedUnlessTheLayerTypeMayRunInPlace) 
             EXPECT_EQ(message.rfind("bad.yaml:4: layer 'self' (" + type + "): top '", 0), 0U)
                 << message;
             EXPECT_NE(
-                message.find("is also its bottom, and a " + type + " layer cannot run in place"),
+                message.find("is also its bottom, and layer type " + type + " cannot run in place"),
                 std::string::npos)
                 << message;
             EXPECT_NE(message.find("(layers that may run in place: ReLU, Sigmoid, TanH, Dropout, "

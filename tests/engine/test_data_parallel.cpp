@@ -591,7 +591,6 @@ TEST_F(DataParallel, ASecondSetOfRanksOnABusyRunDirectoryIsRefused) {
     EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
 }
 
-
 // Each rank of a job reads its own config and command line: a per-rank --solver (or a file
 // edited while the ranks started) would train two models summed as one. The start-up agreement
 // compares them and names the line that differs.
@@ -608,14 +607,14 @@ TEST_F(DataParallel, RanksGivenDifferentSolverSettingsAreRefusedNamingTheLine) {
     EXPECT_NE(result.output.find("rank 1 was given another config than rank 0"), std::string::npos)
         << result.output;
     // The config as read holds floats (0.01f is 0.00999999978).
-    EXPECT_TRUE(std::regex_search(result.output,
-                                  std::regex("is 'base_lr: 0\\.0099+\\d*' on rank 0 and "
-                                             "'base_lr: 0\\.0199+\\d*' here")))
+    EXPECT_TRUE(
+        std::regex_search(result.output, std::regex("is 'base_lr: 0\\.0099+\\d*' on rank 0 and "
+                                                    "'base_lr: 0\\.0199+\\d*' here")))
         << result.output;
     EXPECT_FALSE(fs::exists(run / "metrics.jsonl")) << "a step was trained";
     // The same settings on both ranks (given on the command line) train.
-    const auto same = run_shell(launcher("openmpi", 2) + train(per2, m_dir.path() / "same",
-                                                               "--solver base_lr=0.02"));
+    const auto same = run_shell(launcher("openmpi", 2) +
+                                train(per2, m_dir.path() / "same", "--solver base_lr=0.02"));
     EXPECT_EQ(same.exit_code, 0) << same.output;
 }
 

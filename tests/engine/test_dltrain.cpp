@@ -356,7 +356,7 @@ TEST_F(Dltrain, CheckRefusesAPoolingLayerInPlace) {
         run_shell(std::string(DLTRAIN_BINARY) + " check --config " + config.string());
     EXPECT_EQ(check.exit_code, 3) << check.output;
     EXPECT_NE(check.output.find("tiny.yaml:9: layer 'pool1' (Pooling): top 'conv1' is also its "
-                                "bottom, and a Pooling layer cannot run in place"),
+                                "bottom, and layer type Pooling cannot run in place"),
               std::string::npos)
         << check.output;
     const auto train = run_shell(train_command(config, m_dir.path() / "run"));

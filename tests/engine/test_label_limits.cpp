@@ -64,8 +64,8 @@ TEST_F(LabelLimits, TrainRefusesLabelsPastTheClassifiersOutputsBeforeTheRunStart
 // data must fail there, on the login node, not as a crash or a refusal hours later in the job.
 TEST_F(LabelLimits, CheckReadsTheLabelsAndRefusesOnesPastTheClassifier) {
     const fs::path config = workspace_with_outputs(2);
-    const auto result = run_shell(std::string(DLTRAIN_BINARY) + " check --config " +
-                                  config.string());
+    const auto result =
+        run_shell(std::string(DLTRAIN_BINARY) + " check --config " + config.string());
     EXPECT_EQ(result.exit_code, 3) << result.output;
     EXPECT_NE(result.output.find("tiny.yaml:3: layer 'data': record "), std::string::npos)
         << result.output;

@@ -21,7 +21,7 @@ namespace dl {
 namespace {
 
 const std::string k_dir = std::string(DLJOB_SOURCE_DIR) + "/tests/engine/parity/";
-constexpr double k_tolerance = 1e-4;
+constexpr double k_lenet_tolerance = 1e-4;
 
 class Parity : public ::testing::Test {
 protected:
@@ -57,7 +57,7 @@ protected:
             max_diff = std::max(max_diff, std::fabs(static_cast<double>(engine[i]) - torch[i]));
             max_ref = std::max(max_ref, std::fabs(static_cast<double>(torch[i])));
         }
-        EXPECT_LE(max_diff, k_tolerance * max_ref)
+        EXPECT_LE(max_diff, k_lenet_tolerance * max_ref)
             << what << ": max difference " << max_diff << " against max magnitude " << max_ref;
     }
 
@@ -84,7 +84,7 @@ TEST_F(Parity, LeNetMatchesPyTorchForwardBackwardAndSolverSteps) {
         std::copy(labels.begin(), labels.end(), input.labels->data());
         const float loss = net.forward();
         const double torch_loss = m_index["losses"][static_cast<std::size_t>(step)].get<double>();
-        EXPECT_NEAR(loss, torch_loss, k_tolerance * std::fabs(torch_loss)) << "step " << step;
+        EXPECT_NEAR(loss, torch_loss, k_lenet_tolerance * std::fabs(torch_loss)) << "step " << step;
         net.backward();
         if (step == 0) {
             expect_close(net.blob("ip2")->data(), fixture("logits_0", {batch, 10}), "logits");

@@ -96,7 +96,7 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
                                  producer[found->second]));
             }
             if (in_place && !may_run_in_place(layer_config.type)) {
-                fail(fmt::format("top '{}' is also its bottom, and a {} layer cannot run in "
+                fail(fmt::format("top '{}' is also its bottom, and layer type {} cannot run in "
                                  "place: give its top a name of its own (layers that may run in "
                                  "place: {})",
                                  name, layer_config.type, fmt::join(in_place_types(), ", ")));

@@ -338,8 +338,8 @@ TEST(PackLeveldb, PackingLeavesEveryFileOfTheDatabaseAsItWasAndRefusesADamagedLo
         ASSERT_TRUE(leveldb::DB::Open(options, (dir / "damaged"), &raw).ok());
         const std::unique_ptr<leveldb::DB> writer(raw);
         for (std::size_t i = 0; i < values.size(); ++i) {
-            ASSERT_TRUE(writer->Put(leveldb::WriteOptions(), fmt::format("{:08}", i), values[i])
-                            .ok());
+            ASSERT_TRUE(
+                writer->Put(leveldb::WriteOptions(), fmt::format("{:08}", i), values[i]).ok());
         }
     }
     std::filesystem::path log;
@@ -356,9 +356,9 @@ TEST(PackLeveldb, PackingLeavesEveryFileOfTheDatabaseAsItWasAndRefusesADamagedLo
     const auto damaged = files_of(dir.path() / "damaged");
     auto refused = pack(dir / "damaged", dir / "damaged.dlpack");
     ASSERT_FALSE(refused);
-    EXPECT_NE(refused.error().message.find("LevelDB " + (dir / "damaged") +
-                                           ": open failed: Corruption:"),
-              std::string::npos)
+    EXPECT_NE(
+        refused.error().message.find("LevelDB " + (dir / "damaged") + ": open failed: Corruption:"),
+        std::string::npos)
         << refused.error().message;
     EXPECT_TRUE(files_of(dir.path() / "damaged") == damaged) << "the database was written to";
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "damaged.dlpack"));
