@@ -7,6 +7,7 @@
 
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
+#include "datum_support.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
 
@@ -141,49 +142,14 @@ fs::path write_cifar(const fs::path& dir) {
     return dir / "data_batch_1.bin";
 }
 
-void put_varint(std::string& out, std::uint64_t value) {
-    while (value >= 0x80U) {
-        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-        value >>= 7U;
-    }
-    out.push_back(static_cast<char>(value));
-}
-
-/// Caffe's Datum (channels 1, height 2, width 3, data 4, label 5) in protobuf's wire format.
-std::string datum(int channels, int height, int width, const std::string& data, int label) {
-    std::string out;
-    for (const auto& [field, value] : {std::pair{1, channels}, {2, height}, {3, width}}) {
-        put_varint(out, static_cast<std::uint64_t>(field) << 3U);
-        put_varint(out, static_cast<std::uint64_t>(value));
-    }
-    put_varint(out, (4U << 3U) | 2U);
-    put_varint(out, data.size());
-    out += data;
-    put_varint(out, 5U << 3U);
-    put_varint(out, static_cast<std::uint64_t>(label));
-    return out;
-}
-
 fs::path write_lmdb(const fs::path& dir, int height, int width) {
     const fs::path db = dir / "train_lmdb";
-    fs::create_directories(db);
-    MDB_env* env = nullptr;
-    EXPECT_EQ(mdb_env_create(&env), 0);
-    EXPECT_EQ(mdb_env_set_mapsize(env, std::size_t{1} << 22), 0);
-    EXPECT_EQ(mdb_env_open(env, db.c_str(), 0, 0664), 0);
-    MDB_txn* txn = nullptr;
-    EXPECT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-    MDB_dbi dbi = 0;
-    EXPECT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+    std::vector<std::string> values;
     for (int i = 0; i < k_count; ++i) {
-        std::string key = fmt::format("{:08}_img", i);
-        std::string value = datum(3, height, width, image_bytes(i, 3, height, width), label_of(i));
-        MDB_val k{key.size(), key.data()};
-        MDB_val v{value.size(), value.data()};
-        EXPECT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+        values.push_back(
+            dl_test::datum(3, height, width, image_bytes(i, 3, height, width), label_of(i)));
     }
-    EXPECT_EQ(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    dl_test::write_lmdb(db, values);
     return db;
 }
 

@@ -4,6 +4,8 @@
 //   # expect-exit: N          the exit status (3: a config error, named)
 //   # expect: TEXT            what the output must say (the reason, not just any error)
 //   # command: train [ARGS]   two training steps with ARGS instead of `check` (the default)
+//   # lmdb: NAME FILE...      an LMDB NAME in the workspace whose records are FILE's bytes, in
+//                             order (Caffe's Datums: the corpus's .datum files)
 // A case runs in a workspace holding the corpus's files beside generated IDX data (8x8 images,
 // labels 0 to 2) and must end with its status within 60 s: never a signal, a hang or a
 // sanitizer's report. Two controls (valid-net*) must pass, so a runner that fails everything
@@ -11,6 +13,7 @@
 // UndefinedBehaviorSanitizer (scripts/sanitize-hostile.sh), where a read or write out of bounds
 // is a report and an exit status of its own even when the output looks right.
 
+#include "datum_support.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
 
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +53,7 @@ struct Expectation {
     int exit_code = -1;
     std::string command = "check";
     std::vector<std::string> output; // what the output must say
+    std::vector<std::string> lmdb;   // NAME FILE...
 };
 
 Expectation expectation_of(const fs::path& file) {
@@ -61,6 +66,11 @@ Expectation expectation_of(const fs::path& file) {
             expect.output.push_back(line.substr(10));
         } else if (line.rfind("# command: ", 0) == 0) {
             expect.command = line.substr(11);
+        } else if (line.rfind("# lmdb: ", 0) == 0) {
+            std::istringstream words(line.substr(8));
+            for (std::string word; words >> word;) {
+                expect.lmdb.push_back(word);
+            }
         }
     }
     return expect;
@@ -78,6 +88,13 @@ TEST_P(HostileInputs, EndsWithItsExitStatusAndNoSignalHangOrSanitizerReport) {
     const fs::path ws = m_dir.path();
     dl_test::make_tiny_workspace(ws, 2);
     fs::copy(hostile_dir(), ws, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    if (!expect.lmdb.empty()) {
+        std::vector<std::string> records;
+        for (std::size_t i = 1; i < expect.lmdb.size(); ++i) {
+            records.push_back(dl_test::read_file(hostile_dir() / expect.lmdb[i]));
+        }
+        dl_test::write_lmdb(ws / expect.lmdb.front(), records);
+    }
     const bool train = expect.command.rfind("train", 0) == 0;
     std::string command = "cd " + ws.string() + " && timeout -s KILL 60 " +
                           std::string(DLTRAIN_BINARY) + " " + expect.command + " --config " +

@@ -11,6 +11,7 @@
 #include "data/idx_dataset.hpp"
 #include "data/leveldb_dataset.hpp"
 #include "data/sample_order.hpp"
+#include "datum_support.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
 
@@ -46,61 +47,16 @@ namespace {
 namespace fs = std::filesystem;
 using dljob::test::run_shell;
 
-void put_varint(std::string& out, std::uint64_t value) {
-    while (value >= 0x80U) {
-        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-        value >>= 7U;
-    }
-    out.push_back(static_cast<char>(value));
-}
-
-// A raw Datum as caffe_pb2 serialises it: channels, height, width, data, label.
-std::string datum(int channels, int height, int width, const std::string& data, int label) {
-    std::string out;
-    for (const auto& [field, value] : {std::pair{1, channels}, {2, height}, {3, width}}) {
-        put_varint(out, static_cast<std::uint64_t>(field) << 3U);
-        put_varint(out, static_cast<std::uint64_t>(value));
-    }
-    put_varint(out, (4U << 3U) | 2U);
-    put_varint(out, data.size());
-    out += data;
-    put_varint(out, 5U << 3U);
-    put_varint(out, static_cast<std::uint64_t>(label));
-    return out;
-}
-
-std::string pixels(std::size_t count, int seed) {
-    std::string out;
-    for (std::size_t i = 0; i < count; ++i) {
-        out.push_back(static_cast<char>((i * 31 + static_cast<std::size_t>(seed) * 7) % 256));
-    }
-    return out;
-}
+using dl_test::datum;
+using dl_test::pixels;
+using dl_test::put_varint;
 
 std::string key_of(std::size_t i) {
     return fmt::format("{:08}_img{}.png", i, i);
 }
 
-// Caffe's LMDB writer: keys "%08d_<name>", one transaction.
 void write_lmdb(const fs::path& dir, const std::vector<std::string>& values) {
-    fs::create_directories(dir);
-    MDB_env* env = nullptr;
-    ASSERT_EQ(mdb_env_create(&env), 0);
-    ASSERT_EQ(mdb_env_set_mapsize(env, std::size_t{1} << 24), 0);
-    ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0664), 0);
-    MDB_txn* txn = nullptr;
-    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-    MDB_dbi dbi = 0;
-    ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        std::string key = key_of(i);
-        std::string value = values[i];
-        MDB_val k{key.size(), key.data()};
-        MDB_val v{value.size(), value.data()};
-        ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-    }
-    ASSERT_EQ(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    dl_test::write_lmdb(dir, values, key_of);
 }
 
 #if DLJOB_HAVE_LEVELDB

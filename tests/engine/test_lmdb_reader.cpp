@@ -5,6 +5,7 @@
 
 #include "data/idx_dataset.hpp"
 #include "data/lmdb_dataset.hpp"
+#include "datum_support.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
 
@@ -25,71 +26,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void put_varint(std::string& out, std::uint64_t value) {
-    while (value >= 0x80U) {
-        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-        value >>= 7U;
-    }
-    out.push_back(static_cast<char>(value));
-}
-
-void put_field(std::string& out, int field, std::uint64_t value) {
-    put_varint(out, static_cast<std::uint64_t>(field) << 3U);
-    put_varint(out, value);
-}
-
-void put_bytes(std::string& out, int field, const std::string& bytes) {
-    put_varint(out, (static_cast<std::uint64_t>(field) << 3U) | 2U);
-    put_varint(out, bytes.size());
-    out += bytes;
-}
-
-// Field order as protobuf serialises by number: channels, height, width, data, label, encoded.
-std::string datum(int channels, int height, int width, const std::string& data, int label,
-                  bool encoded = false) {
-    std::string out;
-    if (!encoded) {
-        put_field(out, 1, static_cast<std::uint64_t>(channels));
-        put_field(out, 2, static_cast<std::uint64_t>(height));
-        put_field(out, 3, static_cast<std::uint64_t>(width));
-    }
-    put_bytes(out, 4, data);
-    put_field(out, 5, static_cast<std::uint64_t>(static_cast<std::int64_t>(label)));
-    if (encoded) {
-        put_field(out, 7, 1);
-    }
-    return out;
-}
-
-std::string pixels(std::size_t count, int seed) {
-    std::string out;
-    for (std::size_t i = 0; i < count; ++i) {
-        out.push_back(static_cast<char>((i * 31 + static_cast<std::size_t>(seed) * 7) % 256));
-    }
-    return out;
-}
-
-// Caffe's writer: keys "%08d_<name>", one transaction.
-void write_lmdb(const fs::path& dir, const std::vector<std::string>& values) {
-    fs::create_directories(dir);
-    MDB_env* env = nullptr;
-    ASSERT_EQ(mdb_env_create(&env), 0);
-    ASSERT_EQ(mdb_env_set_mapsize(env, std::size_t{1} << 24), 0);
-    ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0664), 0);
-    MDB_txn* txn = nullptr;
-    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-    MDB_dbi dbi = 0;
-    ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        char key_text[32];
-        std::snprintf(key_text, sizeof(key_text), "%08zu_img", i);
-        MDB_val key{std::strlen(key_text), key_text};
-        MDB_val value{values[i].size(), const_cast<char*>(values[i].data())};
-        ASSERT_EQ(mdb_put(txn, dbi, &key, &value, 0), 0);
-    }
-    ASSERT_EQ(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
-}
+using dl_test::datum;
+using dl_test::pixels;
+using dl_test::put_field;
+using dl_test::put_varint;
+using dl_test::write_lmdb;
 
 std::string load_error(const fs::path& source) {
     try {
