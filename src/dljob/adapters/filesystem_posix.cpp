@@ -472,15 +472,23 @@ Result<FilesystemSpace> filesystem_space(const std::string& path) {
     return space;
 }
 
-bool is_network_filesystem(const std::string& path, std::string& type_name) {
+FilesystemKind filesystem_kind(const std::string& path) {
+    std::string probe = path.empty() ? "." : path;
+    struct stat st {};
+    while (::stat(probe.c_str(), &st) != 0 && probe != "/" && probe != ".") {
+        const auto slash = probe.find_last_of('/');
+        probe = slash == std::string::npos ? "." : slash == 0 ? "/" : probe.substr(0, slash);
+    }
+    FilesystemKind kind;
     struct statfs fs {};
-    type_name = "unknown";
-    if (statfs(path.c_str(), &fs) != 0) {
-        return false;
+    if (statfs(probe.c_str(), &fs) != 0) {
+        return kind;
     }
     const auto* type = util::find_filesystem_type(static_cast<std::uint64_t>(fs.f_type));
-    type_name = type != nullptr ? type->name : fmt::format("0x{:x}", fs.f_type);
-    return type != nullptr && type->shared;
+    kind.known = true;
+    kind.name = type != nullptr ? type->name : fmt::format("0x{:x}", fs.f_type);
+    kind.network = type != nullptr && type->shared;
+    return kind;
 }
 
 Result<FileLock> FileLock::acquire(const std::string& path, const std::function<void()>& on_wait) {

@@ -107,9 +107,17 @@ Result<void> rename_path(const std::string& from, const std::string& to);
 /// Free space, inodes and type of the file system holding `path`.
 Result<FilesystemSpace> filesystem_space(const std::string& path);
 
-/// Network and parallel file systems, by statfs magic: NFS, Lustre, GPFS, BeeGFS, CephFS,
-/// CIFS/SMB, PanFS. `type_name` gets the name, or "local" when it is none of them.
-bool is_network_filesystem(const std::string& path, std::string& type_name);
+/// The file system a path is on, by statfs magic (util/filesystem_types.hpp's one table).
+struct FilesystemKind {
+    bool known = false;           // statfs answered
+    bool network = false;         // shared between nodes: NFS, Lustre, GPFS, BeeGFS, CephFS, SMB...
+    std::string name = "unknown"; // "lustre", "ext4", or the magic in hex when not in the table
+};
+
+/// The file system holding `path`, or, for a path not made yet (a store, a pack about to be
+/// written), the nearest existing directory above it. When statfs cannot tell, `known` is false
+/// and each caller picks its own cautious answer.
+FilesystemKind filesystem_kind(const std::string& path);
 
 /// An exclusive flock on a lock file (created if missing), released on destruction or when the
 /// process dies. flock works on node-local file systems; on many Lustre/NFS mounts it does not,

@@ -1,3 +1,4 @@
+#include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/sqlite_db.hpp>
 #include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/util/paths.hpp>
@@ -215,7 +216,10 @@ Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::open(const std::filesyst
         }
         ::chmod(dir.c_str(), 0700);
     }
-    const bool wal = options.wal.value_or(!util::is_network_filesystem(path));
+    // WAL needs shared memory that network file systems do not give across nodes; a file
+    // system statfs cannot name is treated as one of those.
+    const FilesystemKind kind = filesystem_kind(path.string());
+    const bool wal = options.wal.value_or(kind.known && !kind.network);
     return guarded([&]() -> Result<std::unique_ptr<SqliteJobStore>> {
         auto db = std::make_unique<Db>(
             path.string(), wal ? JournalMode::wal : JournalMode::rollback, options.busy_timeout_ms);

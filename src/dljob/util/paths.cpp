@@ -1,7 +1,5 @@
-#include <dljob/util/filesystem_types.hpp>
 #include <dljob/util/paths.hpp>
 
-#include <sys/vfs.h>
 
 #include <cstdlib>
 
@@ -33,23 +31,6 @@ std::filesystem::path job_store_path() {
 std::filesystem::path runs_dir() {
     auto path = env_path("DLJOB_RUNS_DIR");
     return path.empty() ? data_home() / "dljob" / "runs" : path;
-}
-
-bool is_network_filesystem(const std::filesystem::path& path) {
-    std::filesystem::path probe = path;
-    std::error_code ec;
-    while (!probe.empty() && !std::filesystem::exists(probe, ec)) {
-        if (probe == probe.parent_path()) {
-            break;
-        }
-        probe = probe.parent_path();
-    }
-    struct statfs info {};
-    if (::statfs(probe.empty() ? "." : probe.c_str(), &info) != 0) {
-        return true; // unknown: assume the cautious answer
-    }
-    const FilesystemType* type = find_filesystem_type(static_cast<std::uint64_t>(info.f_type));
-    return type != nullptr && type->shared;
 }
 
 } // namespace dljob::util

@@ -14,8 +14,4 @@ std::filesystem::path job_store_path();
 /// $DLJOB_RUNS_DIR, else <data_home>/dljob/runs.
 std::filesystem::path runs_dir();
 
-/// True for NFS, Lustre, GPFS, BeeGFS, CIFS/SMB, Ceph, FUSE, AFS, PanFS, GFS2 and OCFS2, where
-/// SQLite's WAL mode must not be used. Looks at the nearest existing ancestor of `path`.
-bool is_network_filesystem(const std::filesystem::path& path);
-
 } // namespace dljob::util

@@ -1,5 +1,6 @@
-// One table of file-system types: the job store's journal decision (util::is_network_filesystem)
-// and the data checks and staging (adapters) read the same rows, so one mount is judged one way.
+// One table of file-system types and one function over it (adapters::filesystem_kind): the job
+// store's journal decision, the data checks and staging read the same rows, so one mount is
+// judged one way.
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/util/filesystem_types.hpp>
 #include <dljob/util/paths.hpp>
@@ -52,13 +53,17 @@ TEST(FilesystemTypes, SharedAndRamDiskRows) {
     EXPECT_STREQ(cifs->name, "cifs");
 }
 
-// On the mounts this machine has, the store's check and the data check agree.
-TEST(FilesystemTypes, StoreAndDataChecksAgreeOnRealMounts) {
-    for (const char* path : {"/", "/tmp", "/dev/shm", "/proc"}) {
-        std::string name;
-        EXPECT_EQ(util::is_network_filesystem(path), adapters::is_network_filesystem(path, name))
-            << path << " (" << name << ")";
-    }
+// One answer for every caller (the job store's journal, the data checks, packing): a path not
+// made yet is judged by the directory it will be made in, and statfs's silence is said.
+TEST(FilesystemTypes, OneAnswerForRealMountsAndPathsNotMadeYet) {
+    const auto tmp = adapters::filesystem_kind("/tmp");
+    EXPECT_TRUE(tmp.known);
+    const auto later = adapters::filesystem_kind("/tmp/dljob-no-such-dir/below/jobs.db");
+    EXPECT_TRUE(later.known);
+    EXPECT_EQ(later.name, tmp.name);
+    EXPECT_EQ(later.network, tmp.network);
+    EXPECT_FALSE(adapters::filesystem_kind("/proc").network);
+    EXPECT_EQ(adapters::filesystem_kind("/dev/shm").name, "tmpfs");
     auto shm = adapters::filesystem_space("/dev/shm");
     ASSERT_TRUE(shm) << shm.error().message;
     EXPECT_TRUE(shm->ram_disk) << shm->type_name;

@@ -45,10 +45,6 @@ TEST_F(UtilPaths, StoreFollowsOverrideThenXdgThenHome) {
     EXPECT_EQ(runs_dir(), "/custom/runs");
 }
 
-TEST_F(UtilPaths, TmpIsNotANetworkFileSystem) {
-    EXPECT_FALSE(is_network_filesystem(std::filesystem::temp_directory_path() / "no/such/file"));
-}
-
 TEST_F(UtilPaths, AtomicWriteReplacesWholeFile) {
     const auto file =
         std::filesystem::temp_directory_path() / ("dljob-atomic-" + std::to_string(::getpid()));

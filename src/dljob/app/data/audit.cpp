@@ -81,7 +81,9 @@ Result<AuditReport> audit_data(const AuditRequest& request) {
                     "give the dataset's top directory");
     }
     DLJOB_TRY(walk(request.path, report));
-    report.network = adapters::is_network_filesystem(request.path, report.filesystem);
+    const adapters::FilesystemKind kind = adapters::filesystem_kind(request.path);
+    report.network = kind.network;
+    report.filesystem = kind.name;
 
     const std::uint64_t objects = report.files + report.directories + report.other;
     if (report.file_quota > 0 && objects * 10 >= report.file_quota) {

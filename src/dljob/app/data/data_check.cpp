@@ -40,8 +40,8 @@ std::vector<std::string> data_notes(const DataCheckInput& data, const GetEnv& ge
         !adapters::is_directory(*path)) {
         return notes;
     }
-    std::string fs_type;
-    if (!adapters::is_network_filesystem(*path, fs_type)) {
+    const adapters::FilesystemKind kind = adapters::filesystem_kind(*path);
+    if (!kind.network) {
         return notes;
     }
     AuditRequest request;
@@ -54,7 +54,7 @@ std::vector<std::string> data_notes(const DataCheckInput& data, const GetEnv& ge
         "data.source {} holds {} files, {} of them small, on {} (a network file system): every "
         "job will read them one by one. Pack it once and stage it per node: dljob pack {} -o "
         "{}.dlpack, then set data.source to {}.dlpack and data.stage_to: node-local",
-        *path, report->files, report->small_files, fs_type, *path, *path, *path));
+        *path, report->files, report->small_files, kind.name, *path, *path, *path));
     return notes;
 }
 

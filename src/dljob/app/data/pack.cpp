@@ -583,8 +583,7 @@ Result<PackSummary> pack_dataset(const PackRequest& request,
     }
     // A directory's Lustre layout is inherited by the files created in it, data.tar included.
     std::string striping;
-    std::string filesystem;
-    (void)adapters::is_network_filesystem(partial, filesystem);
+    const std::string filesystem = adapters::filesystem_kind(partial).name;
     if (const auto command = lustre_stripe_command(filesystem, partial); !command.empty()) {
         adapters::BoostProcessRunner runner;
         ProcessRequest stripe;
