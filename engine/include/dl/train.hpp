@@ -84,9 +84,4 @@ std::vector<std::string> check_config(const std::filesystem::path& config,
 /// job start, counted from now); "none" disables; digits (with optional s/m/h) are from now.
 std::optional<double> deadline_seconds(const std::string& spec);
 
-/// Set by SIGTERM, SIGUSR1, SIGUSR2 (the handler only sets a flag).
-void install_stop_signals();
-bool stop_requested();
-void request_stop();
-
 } // namespace dl

@@ -19,6 +19,7 @@
 #include <dl/error.hpp>
 #include <dl/net.hpp>
 #include <dl/solver.hpp>
+#include <dl/stop.hpp>
 #include <dl/train.hpp>
 
 #include <fmt/format.h>
@@ -49,12 +50,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-volatile std::sig_atomic_t g_stop = 0;
-
-extern "C" void on_stop_signal(int /*signal*/) {
-    g_stop = 1;
-}
 
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -522,28 +517,6 @@ std::int64_t text_hash(const std::string& text) {
 }
 
 } // namespace
-
-void install_stop_signals() {
-    struct sigaction action = {};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    for (const int signal : {SIGTERM, SIGUSR1, SIGUSR2}) {
-        sigaction(signal, &action, nullptr);
-        sigaddset(&stop_signals, signal);
-    }
-    // A mask inherited blocked (a job script's trap, a launcher) would hold the scheduler's
-    // warning until the kill; one that came while blocked is delivered now.
-    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
-}
-
-bool stop_requested() {
-    return g_stop != 0;
-}
-void request_stop() {
-    g_stop = 1;
-}
 
 std::optional<double> deadline_seconds(const std::string& spec) {
     // Seconds kept free before the scheduler's end time: enough to finish a step and write a

@@ -8,7 +8,7 @@
 #include "io/regular_file.hpp"
 
 #include <dl/error.hpp>
-#include <dl/train.hpp>
+#include <dl/stop.hpp>
 
 #include <fmt/format.h>
 

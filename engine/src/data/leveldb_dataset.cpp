@@ -3,7 +3,7 @@
 #include "data/datum_dataset.hpp"
 
 #include <dl/error.hpp>
-#include <dl/train.hpp>
+#include <dl/stop.hpp>
 
 #include <fmt/format.h>
 

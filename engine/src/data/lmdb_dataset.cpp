@@ -1,7 +1,7 @@
 #include "data/lmdb_dataset.hpp"
 
 #include <dl/error.hpp>
-#include <dl/train.hpp>
+#include <dl/stop.hpp>
 
 #include <fmt/format.h>
 
