@@ -558,8 +558,133 @@ std::optional<double> deadline_seconds(const std::string& spec) {
     return value * found->second;
 }
 
-int train(const TrainOptions& options) {
-    const auto wall_start = Clock::now();
+namespace {
+
+/// How gradients are summed, from DLTRAIN_COMM: "mpi" (the default; host staging for a GPU
+/// unless the MPI is CUDA-aware) or "nccl".
+std::string communicator_kind() {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
+    const char* comm_env = std::getenv("DLTRAIN_COMM");
+    const std::string kind = comm_env != nullptr ? comm_env : "";
+    if (!kind.empty() && kind != "mpi" && kind != "nccl") {
+        throw Error(ErrorKind::usage, fmt::format("DLTRAIN_COMM='{}': expected mpi or nccl", kind));
+    }
+    return kind;
+}
+
+/// Images per second and data-wait fraction over the steps since the last display line, and
+/// training time and images over the whole run.
+struct Throughput {
+    double total_s = 0.0;
+    long long total_images = 0;
+    double window_s = 0.0;
+    double window_wait_s = 0.0;
+    long long window_images = 0;
+    int window_steps = 0;
+    double exchange_s = 0.0; // the gradient sums' time, displayed windows only
+    double exchange_wait_s = 0.0;
+
+    void add_step(double step_s, double waited_s, long long images) {
+        total_s += step_s;
+        total_images += images;
+        window_s += step_s;
+        window_wait_s += waited_s;
+        window_images += images;
+        ++window_steps;
+    }
+    void start_window() {
+        window_s = 0.0;
+        window_wait_s = 0.0;
+        window_images = 0;
+        window_steps = 0;
+    }
+};
+
+/// One `dltrain train`: dl::train runs its steps in order. The members are what the steps
+/// share, declared in the order they come to exist, so that they are also destroyed in the
+/// reverse of it (the communicators before the nets' backend, a recording before its stage).
+class TrainingRun {
+public:
+    explicit TrainingRun(const TrainOptions& options);
+    void load_data_and_nets();
+    void restore_weights();
+    void open_run_directory();
+    void agree_at_start();
+    void prepare_exchange_and_readers();
+    void train_steps();
+    int finish();
+
+private:
+    bool must_leave() const {
+        return stop_requested() || (m_deadline && seconds_since(m_wall_start) >= *m_deadline);
+    }
+    void leave_if_asked(const char* during) const;
+    void lock_run_dir();
+    void log(const nlohmann::json& line) {
+        if (m_metrics) {
+            m_metrics->write(line);
+        }
+    }
+    void write_start_line();
+    double read_batch(int slot);
+    TrainingState current_state() const;
+    void checkpoint();
+    bool test_now();
+    void step_ops();
+    bool step();
+    std::optional<GradientExchange::Outcome> sum_gradients(int iter);
+    float step_loss(int iter, std::optional<float> global_loss, bool wanted);
+    void display(int iter, float loss, float rate);
+
+    const TrainOptions& m_options;
+    const Clock::time_point m_wall_start = Clock::now();
+    Nets m_nets;
+    NetConfig& m_config = m_nets.config;
+    std::string m_config_text;
+    std::optional<double> m_deadline;
+    MemoryLimit m_memory;
+    std::string m_comm_kind;
+    std::size_t m_bucket_cap = 0;
+    RankEnv m_rank_env;
+    std::unique_ptr<Communicator> m_comm;
+    int m_ranks = 1;
+    bool m_root = true;
+    bool m_distributed = false;
+    std::unique_ptr<RunDirLock> m_lock;
+    std::string m_lock_error;
+    Backend* m_backend = nullptr;
+    std::unique_ptr<Net> m_net;
+    bool m_has_test = false;
+    std::unique_ptr<Net> m_test_net;
+    std::unique_ptr<Solver> m_solver;
+    fs::path m_checkpoint_dir;
+    TrainingState m_state;
+    std::optional<fs::path> m_resume_from;
+    std::unique_ptr<GradientExchange> m_exchange;
+    std::unique_ptr<Communicator> m_nccl;
+    std::unique_ptr<MetricsLog> m_metrics;
+    std::unique_ptr<InputStage> m_stage;
+    std::vector<float*> m_input_tensors;
+    // The reader has handed out a batch that no step has used yet, which a checkpoint must not
+    // count as seen.
+    bool m_staged = false;
+    // The test cursor where an abandoned test pass began: the checkpoint records it, so the
+    // resumed run repeats that whole test and reads what an unbroken run would have.
+    std::optional<std::uint64_t> m_abandoned_test_cursor;
+    int m_last_checkpoint = -1;
+    TestResult m_last_test{std::nan(""), std::nan("")};
+    TestPass m_test_pass;
+    bool m_overlap = false;
+    bool m_device_dropout_keys = false;
+    std::unique_ptr<Recording> m_recording;
+    bool m_tried_recording = false;
+    int m_slot = 0;
+    double m_waited = 0.0;
+    Throughput m_throughput;
+    bool m_leaving = false;
+};
+
+TrainingRun::TrainingRun(const TrainOptions& options) : m_options(options) {
     // First of all: a signal while the data loads or the nets are built must not kill the run
     // (the default action) but make it leave as soon as it can, with exit 75.
     install_stop_signals();
@@ -569,503 +694,516 @@ int train(const TrainOptions& options) {
                     "(--weights), not both; with --resume auto the weights are used only while "
                     "the run has no checkpoint of its own");
     }
-    Nets nets;
-    nets.config = load_config(options.config, options.solver_overrides);
-    NetConfig& config = nets.config;
+    m_config = load_config(options.config, options.solver_overrides);
     if (options.max_iter) {
-        config.solver.max_iter = *options.max_iter;
+        m_config.solver.max_iter = *options.max_iter;
     }
     // What the ranks must agree on, taken before the data sources are resolved: ranks may read
     // their data from different places (node-local copies), never with different settings.
-    const std::string config_text = to_yaml(config);
-    const std::optional<double> deadline = deadline_seconds(options.deadline);
-    const MemoryLimit memory = memory_limit(options.max_memory);
-    const auto must_leave = [&] {
-        return stop_requested() || (deadline && seconds_since(wall_start) >= *deadline);
-    };
-    // How gradients are summed: "mpi" (the default; host staging for a GPU unless the MPI is
-    // CUDA-aware) or "nccl".
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
-    const char* comm_env = std::getenv("DLTRAIN_COMM");
-    const std::string comm_kind = comm_env != nullptr ? comm_env : "";
-    if (!comm_kind.empty() && comm_kind != "mpi" && comm_kind != "nccl") {
-        throw Error(ErrorKind::usage,
-                    fmt::format("DLTRAIN_COMM='{}': expected mpi or nccl", comm_kind));
-    }
+    m_config_text = to_yaml(m_config);
+    m_deadline = deadline_seconds(options.deadline);
+    m_memory = memory_limit(options.max_memory);
+    m_comm_kind = communicator_kind();
     // The gradient buckets' size: a bad value is refused before anything starts.
-    const std::size_t bucket_cap = bucket_cap_floats();
+    m_bucket_cap = bucket_cap_floats();
     // The ranks, from the launcher's environment: one rank loads no MPI at all.
-    const RankEnv rank_env = detect_rank_env();
-    const std::unique_ptr<Communicator> comm = make_communicator(rank_env);
-    const int ranks = comm->size();
-    const bool root = comm->rank() == 0;
-    const bool distributed = ranks > 1;
-    // Rank 0 owns the run directory for the set of ranks; a second training is refused. With
-    // several ranks, rank 0's refusal reaches the others through the start-up agreement.
-    std::unique_ptr<RunDirLock> lock;
-    std::string lock_error;
-    const auto lock_run_dir = [&] {
-        if (!root || lock || !lock_error.empty()) {
-            return;
-        }
-        try {
-            lock = std::make_unique<RunDirLock>(options.run_dir);
-        } catch (const Error& e) {
-            if (!distributed) {
-                throw;
-            }
-            lock_error = e.what();
-        }
-    };
+    m_rank_env = detect_rank_env();
+    m_comm = make_communicator(m_rank_env);
+    m_ranks = m_comm->size();
+    m_root = m_comm->rank() == 0;
+    m_distributed = m_ranks > 1;
     // Held before the run directory's checkpoints are read, when it exists already.
     if (std::error_code ec; fs::is_directory(options.run_dir, ec)) {
         lock_run_dir();
     }
-    // Before the first step there is nothing to save: the run leaves with exit 75 and a resume
-    // starts where its newest checkpoint (if any) is. Ranks leave together, through the
-    // start-up agreement, not each on its own.
-    const auto leave_if_asked = [&](const char* during) {
-        if (!distributed && must_leave()) {
-            throw Error(ErrorKind::stopped,
-                        fmt::format("stopped by a signal or the deadline {}, before the first "
-                                    "step: nothing new to checkpoint; resume with --resume auto "
-                                    "(exit {})",
-                                    during, exit_code::checkpointed));
+}
+
+// Rank 0 owns the run directory for the set of ranks; a second training is refused. With
+// several ranks, rank 0's refusal reaches the others through the start-up agreement.
+void TrainingRun::lock_run_dir() {
+    if (!m_root || m_lock || !m_lock_error.empty()) {
+        return;
+    }
+    try {
+        m_lock = std::make_unique<RunDirLock>(m_options.run_dir);
+    } catch (const Error& e) {
+        if (!m_distributed) {
+            throw;
         }
-    };
-    const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
-    load_sources(nets, base, {Phase::train, Phase::test}, memory);
-    if (nets.sources.count(Phase::train) == 0) {
+        m_lock_error = e.what();
+    }
+}
+
+// Before the first step there is nothing to save: the run leaves with exit 75 and a resume
+// starts where its newest checkpoint (if any) is. Ranks leave together, through the start-up
+// agreement, not each on its own.
+void TrainingRun::leave_if_asked(const char* during) const {
+    if (!m_distributed && must_leave()) {
+        throw Error(ErrorKind::stopped,
+                    fmt::format("stopped by a signal or the deadline {}, before the first step: "
+                                "nothing new to checkpoint; resume with --resume auto (exit {})",
+                                during, exit_code::checkpointed));
+    }
+}
+
+void TrainingRun::load_data_and_nets() {
+    const fs::path base = m_options.data_dir ? *m_options.data_dir : m_options.config.parent_path();
+    load_sources(m_nets, base, {Phase::train, Phase::test}, m_memory);
+    if (m_nets.sources.count(Phase::train) == 0) {
         throw Error(ErrorKind::config,
-                    fmt::format("{}: no Data layer in the train phase", config.file.string()));
+                    fmt::format("{}: no Data layer in the train phase", m_config.file.string()));
     }
     leave_if_asked("while the data loaded");
+    m_has_test = m_nets.sources.count(Phase::test) != 0 && m_config.solver.test_iter > 0;
     // Before any tensor exists: a net too large is refused naming its layer, not a bad_alloc.
-    check_memory(config, nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0,
-                 memory);
+    check_memory(m_config, m_has_test, m_memory);
     // The device before anything is written: a bad --device leaves no run directory behind.
-    nets.backend = make_backend(rank_device(options.device, rank_env, ranks), options.threads);
-    Backend& backend = *nets.backend;
-    if (comm_kind == "nccl" && backend.host_accessible()) {
+    m_nets.backend =
+        make_backend(rank_device(m_options.device, m_rank_env, m_ranks), m_options.threads);
+    m_backend = m_nets.backend.get();
+    if (m_comm_kind == "nccl" && m_backend->host_accessible()) {
         throw Error(ErrorKind::usage,
                     fmt::format("DLTRAIN_COMM=nccl sums GPU memory, and this run is on {}: train "
                                 "with --device cuda, or leave DLTRAIN_COMM unset",
-                                backend.device_name()));
+                                m_backend->device_name()));
     }
+    const std::uint32_t seed = m_config.solver.random_seed;
+    m_net = std::make_unique<Net>(m_config, Phase::train, *m_backend, seed);
+    if (m_has_test) {
+        m_test_net = std::make_unique<Net>(m_config, Phase::test, *m_backend, seed, m_net.get());
+    }
+    check_labels(*m_nets.sources[Phase::train], m_net->inputs().front(), m_config.file);
+    if (m_has_test) {
+        check_labels(*m_nets.sources[Phase::test], m_test_net->inputs().front(), m_config.file);
+    }
+    m_solver = std::make_unique<Solver>(m_config.solver, *m_net, *m_backend);
+}
 
-    Net net(config, Phase::train, backend, config.solver.random_seed);
-    const bool has_test = nets.sources.count(Phase::test) != 0 && config.solver.test_iter > 0;
-    std::unique_ptr<Net> test_net;
-    if (has_test) {
-        test_net =
-            std::make_unique<Net>(config, Phase::test, backend, config.solver.random_seed, &net);
-    }
-    check_labels(*nets.sources[Phase::train], net.inputs().front(), config.file);
-    if (has_test) {
-        check_labels(*nets.sources[Phase::test], test_net->inputs().front(), config.file);
-    }
-    Solver solver(config.solver, net, backend);
-
-    const fs::path checkpoint_dir = options.run_dir / "checkpoints";
-    TrainingState state;
-    std::optional<fs::path> resume_from;
-    if (options.resume == "auto") {
-        resume_from = find_latest_checkpoint(checkpoint_dir, [](const std::string& warning) {
+void TrainingRun::restore_weights() {
+    m_checkpoint_dir = m_options.run_dir / "checkpoints";
+    if (m_options.resume == "auto") {
+        m_resume_from = find_latest_checkpoint(m_checkpoint_dir, [](const std::string& warning) {
             std::cerr << "dltrain: warning: " << warning << '\n';
         });
-    } else if (!options.resume.empty()) {
-        resume_from = fs::path(options.resume);
+    } else if (!m_options.resume.empty()) {
+        m_resume_from = fs::path(m_options.resume);
     }
-    if (resume_from) {
-        state = read_checkpoint(*resume_from, net, &solver);
+    if (m_resume_from) {
+        m_state = read_checkpoint(*m_resume_from, *m_net, m_solver.get());
         // Once for the set of ranks: every rank reads the same checkpoint (the agreement checks).
-        if (root) {
+        if (m_root) {
             std::cerr << fmt::format("dltrain: resuming from {} (iteration {}){}\n",
-                                     resume_from->string(), state.iteration,
-                                     options.weights ? "; --weights not used" : "");
+                                     m_resume_from->string(), m_state.iteration,
+                                     m_options.weights ? "; --weights not used" : "");
         }
-    } else if (options.weights) {
+    } else if (m_options.weights) {
         // A requeued job runs the same command line: its own checkpoints win (above).
         const std::string copied =
-            describe(copy_any_weights(*options.weights, net), *options.weights);
-        if (root) {
+            describe(copy_any_weights(*m_options.weights, *m_net), *m_options.weights);
+        if (m_root) {
             std::cerr << copied << '\n';
         }
     }
-
+    // A run resumed from its own newest checkpoint does not write that checkpoint again when
+    // it leaves without a step: an unchanged checkpoint directory is how dljob tells a job that
+    // makes no progress from one that does, and stops resubmitting it.
+    if (m_options.resume == "auto" && m_resume_from) {
+        m_last_checkpoint = m_solver->iteration();
+    }
     leave_if_asked("while the nets were built");
-    // Written only now: a bad --resume or --weights leaves no run directory behind.
-    if (root) {
-        fs::create_directories(options.run_dir);
+}
+
+// Written only now: a bad --resume or --weights leaves no run directory behind.
+void TrainingRun::open_run_directory() {
+    if (m_root) {
+        fs::create_directories(m_options.run_dir);
         lock_run_dir();
     }
-    std::unique_ptr<GradientExchange> exchange;
-    if (distributed) {
-        // The start-up agreement, one collective: rank 0 holds the run directory, nobody was
-        // asked to stop, and every rank starts from the same iteration and the same weights
-        // (the same checkpoint, or the same fillers from the same seed).
-        const std::int64_t hash = parameter_hash(net);
-        const std::int64_t iter = solver.iteration();
-        const std::int64_t config_hash = text_hash(config_text);
-        std::int64_t agree[] = {lock_error.empty() ? 0 : 1,
-                                must_leave() ? 1 : 0,
-                                iter,
-                                -iter,
-                                hash,
-                                -hash,
-                                config_hash,
-                                -config_hash};
-        // Ranks load data and build nets at their own pace: the first wait is a long one.
-        comm->set_timeout(3.0 * collective_timeout_seconds());
-        comm->allreduce_max(agree, std::size(agree), "the start-up agreement");
-        comm->set_timeout(collective_timeout_seconds());
-        if (agree[0] != 0) {
-            throw Error(ErrorKind::usage,
-                        root ? lock_error
-                             : fmt::format("rank 0 could not lock the run directory {} (its "
-                                           "message says who holds it)",
-                                           options.run_dir.string()));
-        }
-        if (agree[6] != -agree[7]) {
-            refuse_different_configs(*comm, config_text);
-        }
-        if (agree[2] != -agree[3] || agree[4] != -agree[5]) {
-            throw Error(ErrorKind::training,
-                        fmt::format("the ranks start from different {} (this rank, {}: iteration "
-                                    "{}): do they all see the same run directory and "
-                                    "checkpoint?",
-                                    agree[2] != -agree[3] ? "iterations" : "weights", comm->rank(),
-                                    iter));
-        }
-        if (agree[1] != 0) {
-            throw Error(ErrorKind::stopped,
-                        fmt::format("stopped by a signal or the deadline on a rank before the "
-                                    "first step: nothing new to checkpoint; resume with --resume "
-                                    "auto (exit {})",
-                                    exit_code::checkpointed));
-        }
+}
+
+// The start-up agreement, one collective: rank 0 holds the run directory, nobody was asked to
+// stop, and every rank starts from the same iteration, the same weights (the same checkpoint,
+// or the same fillers from the same seed) and the same config.
+void TrainingRun::agree_at_start() {
+    if (!m_distributed) {
+        return;
     }
+    const std::int64_t hash = parameter_hash(*m_net);
+    const std::int64_t iter = m_solver->iteration();
+    const std::int64_t config_hash = text_hash(m_config_text);
+    std::int64_t agree[] = {m_lock_error.empty() ? 0 : 1,
+                            must_leave() ? 1 : 0,
+                            iter,
+                            -iter,
+                            hash,
+                            -hash,
+                            config_hash,
+                            -config_hash};
+    // Ranks load data and build nets at their own pace: the first wait is a long one.
+    m_comm->set_timeout(3.0 * collective_timeout_seconds());
+    m_comm->allreduce_max(agree, std::size(agree), "the start-up agreement");
+    m_comm->set_timeout(collective_timeout_seconds());
+    if (agree[0] != 0) {
+        throw Error(ErrorKind::usage,
+                    m_root ? m_lock_error
+                           : fmt::format("rank 0 could not lock the run directory {} (its "
+                                         "message says who holds it)",
+                                         m_options.run_dir.string()));
+    }
+    if (agree[6] != -agree[7]) {
+        refuse_different_configs(*m_comm, m_config_text);
+    }
+    if (agree[2] != -agree[3] || agree[4] != -agree[5]) {
+        throw Error(ErrorKind::training,
+                    fmt::format("the ranks start from different {} (this rank, {}: iteration "
+                                "{}): do they all see the same run directory and checkpoint?",
+                                agree[2] != -agree[3] ? "iterations" : "weights", m_comm->rank(),
+                                iter));
+    }
+    if (agree[1] != 0) {
+        throw Error(ErrorKind::stopped,
+                    fmt::format("stopped by a signal or the deadline on a rank before the first "
+                                "step: nothing new to checkpoint; resume with --resume auto "
+                                "(exit {})",
+                                exit_code::checkpointed));
+    }
+}
+
+void TrainingRun::prepare_exchange_and_readers() {
     // DLTRAIN_COMM=nccl: the sum on the GPUs through NCCL (one GPU per rank), bootstrapped over
     // the MPI ranks; even one rank then sums through it, which is how one GPU checks the path.
-    std::unique_ptr<Communicator> nccl;
-    if (comm_kind == "nccl") {
+    if (m_comm_kind == "nccl") {
         std::string why;
         const auto* plugin = cuda_loader::load(why);
         if (plugin == nullptr) {
             throw Error(ErrorKind::device, "DLTRAIN_COMM=nccl: " + why);
         }
-        nccl = plugin->make_nccl_communicator(backend, *comm, collective_timeout_seconds());
+        m_nccl = plugin->make_nccl_communicator(*m_backend, *m_comm, collective_timeout_seconds());
     }
-    if (distributed || nccl) {
-        exchange = std::make_unique<GradientExchange>(net, nccl ? *nccl : *comm, bucket_cap);
+    if (m_distributed || m_nccl) {
+        m_exchange =
+            std::make_unique<GradientExchange>(*m_net, m_nccl ? *m_nccl : *m_comm, m_bucket_cap);
     }
-    if (root) {
-        std::ofstream resolved(options.run_dir / "config.resolved.yaml");
-        resolved << to_yaml(config);
+    if (m_root) {
+        std::ofstream resolved(m_options.run_dir / "config.resolved.yaml");
+        resolved << to_yaml(m_config);
     }
-
-    Source& train_source = *nets.sources[Phase::train];
-    const LayerConfig& train_layer = *net.inputs().front().layer;
+    Source& train_source = *m_nets.sources[Phase::train];
     train_source.reader =
-        make_reader(train_source, net.inputs().front(), Phase::train, config.solver,
-                    state.train_cursor, config.file, comm->rank(), ranks);
-    if (has_test) {
-        Source& test_source = *nets.sources[Phase::test];
-        test_source.reader = make_reader(test_source, test_net->inputs().front(), Phase::test,
-                                         config.solver, state.test_cursor, config.file);
+        make_reader(train_source, m_net->inputs().front(), Phase::train, m_config.solver,
+                    m_state.train_cursor, m_config.file, m_comm->rank(), m_ranks);
+    if (m_has_test) {
+        Source& test_source = *m_nets.sources[Phase::test];
+        test_source.reader = make_reader(test_source, m_test_net->inputs().front(), Phase::test,
+                                         m_config.solver, m_state.test_cursor, m_config.file);
     }
-
     // Rank 0 alone writes metrics, test results and checkpoints: the weights are the same on
     // every rank after every step.
-    std::unique_ptr<MetricsLog> metrics_log;
-    if (root) {
-        metrics_log = std::make_unique<MetricsLog>(options.run_dir / "metrics.jsonl");
+    if (m_root) {
+        m_metrics = std::make_unique<MetricsLog>(m_options.run_dir / "metrics.jsonl");
     }
-    const auto log = [&](const nlohmann::json& line) {
-        if (metrics_log) {
-            metrics_log->write(line);
-        }
-    };
-    const SolverConfig& s = config.solver;
-    nlohmann::json start_line = {
+    write_start_line();
+}
+
+void TrainingRun::write_start_line() {
+    const LayerConfig& train_layer = *m_net->inputs().front().layer;
+    nlohmann::json line = {
         {"type", "start"},
-        {"iter", solver.iteration()},
-        {"max_iter", s.max_iter},
-        {"resumed_from", resume_from ? resume_from->string() : ""},
-        {"weights_from", !resume_from && options.weights ? options.weights->string() : ""},
-        {"threads", backend.threads()},
-        {"backend", backend.name()},
-        {"device", backend.device_name()},
+        {"iter", m_solver->iteration()},
+        {"max_iter", m_config.solver.max_iter},
+        {"resumed_from", m_resume_from ? m_resume_from->string() : ""},
+        {"weights_from", !m_resume_from && m_options.weights ? m_options.weights->string() : ""},
+        {"threads", m_backend->threads()},
+        {"backend", m_backend->name()},
+        {"device", m_backend->device_name()},
         {"batch_size", train_layer.batch_size},
-        {"build", options.build},
-        {"blas", backend.name() == "cpu" ? blas_core() : std::string()}};
-    if (exchange) {
+        {"build", m_options.build},
+        {"blas", m_backend->name() == "cpu" ? blas_core() : std::string()}};
+    if (m_exchange) {
         // The config's batch is per rank (Caffe's rule); the learning rate is the config's,
         // not scaled behind anyone's back (docs/data-parallel.md).
-        start_line["ranks"] = ranks;
-        start_line["global_batch_size"] = ranks * train_layer.batch_size;
+        line["ranks"] = m_ranks;
+        line["global_batch_size"] = m_ranks * train_layer.batch_size;
         // The one that sums: NCCL when asked for (bootstrapped over `comm`), else `comm`.
-        start_line["communicator"] =
-            fmt::format("{}, {}", nccl ? nccl->name() : comm->name(), exchange->path());
-        start_line["launcher"] = rank_env.launcher;
-        start_line["buckets"] = exchange->bucket_count();
+        line["communicator"] =
+            fmt::format("{}, {}", m_nccl ? m_nccl->name() : m_comm->name(), m_exchange->path());
+        line["launcher"] = m_rank_env.launcher;
+        line["buckets"] = m_exchange->bucket_count();
     }
-    log(start_line);
+    log(line);
+}
 
-    // The batch of the next step is read (and on a GPU uploaded) while this step computes:
-    // two stage slots, used in turn. `staged`: the reader has handed out a batch that no step
-    // has used yet, which a checkpoint must not count as seen.
-    NetInput& input = net.inputs().front();
-    const int batch = train_layer.batch_size;
-    auto stage = backend.make_input_stage(
+double TrainingRun::read_batch(int slot) {
+    const NetInput& input = m_net->inputs().front();
+    const double waited = m_nets.sources[Phase::train]->reader->next(
+        m_stage->host(slot, 0), input.labels != nullptr ? m_stage->host(slot, 1) : nullptr);
+    m_stage->upload(slot);
+    return waited;
+}
+
+TrainingState TrainingRun::current_state() const {
+    TrainingState now;
+    now.iteration = m_solver->iteration();
+    const data::BatchReader& reader = *m_nets.sources.at(Phase::train)->reader;
+    const std::uint64_t cursor = reader.cursor();
+    now.train_cursor = m_staged ? cursor - reader.stride() : cursor;
+    now.test_cursor = !m_has_test               ? 0
+                      : m_abandoned_test_cursor ? *m_abandoned_test_cursor
+                                                : m_nets.sources.at(Phase::test)->reader->cursor();
+    std::ostringstream rng;
+    rng << m_net->rng();
+    now.rng_state = rng.str();
+    return now;
+}
+
+void TrainingRun::checkpoint() {
+    if (m_root && m_last_checkpoint != m_solver->iteration()) {
+        write_checkpoint(m_checkpoint_dir, current_state(), *m_net, *m_solver,
+                         m_config.solver.keep_checkpoints);
+        m_last_checkpoint = m_solver->iteration();
+    }
+}
+
+// False when the pass was abandoned because the run must leave.
+bool TrainingRun::test_now() {
+    Source& test_source = *m_nets.sources[Phase::test];
+    const std::uint64_t cursor = test_source.reader->cursor();
+    // Every rank tests (the same weights, the same batches: the same answer) so that all stay
+    // in step; only together, at a step's agreement, may they leave, so a test pass with
+    // several ranks is never abandoned halfway.
+    const auto never = [] { return false; };
+    const auto leave = [this] { return must_leave(); };
+    const auto result =
+        run_test(*m_test_net, test_source, m_config, m_config.solver.test_iter, m_test_pass,
+                 m_distributed ? std::function<bool()>(never) : std::function<bool()>(leave));
+    if (!result) {
+        m_abandoned_test_cursor = cursor;
+        return false;
+    }
+    m_last_test = *result;
+    log({{"type", "test"},
+         {"iter", m_solver->iteration()},
+         {"max_iter", m_config.solver.max_iter},
+         {"accuracy", m_last_test.accuracy},
+         {"loss", m_last_test.loss}});
+    return true;
+}
+
+// One step's ops: run directly the first time (that sets up descriptors, algorithms and
+// workspaces), then recorded once and replayed when the backend records (a CUDA graph). With
+// several ranks the update waits for the gradient sum: only forward and backward are recorded,
+// and the update runs after the exchange. With several gradient buckets the backward pass runs
+// unrecorded, so that each bucket's sum starts as its layers finish.
+void TrainingRun::step_ops() {
+    if (m_device_dropout_keys) {
+        seed_dropout_stream(m_net->rng(), m_config.solver.random_seed, m_comm->rank(),
+                            k_dropout_key_iteration);
+    }
+    m_net->enqueue_forward();
+    if (!m_overlap) {
+        m_net->backward();
+    }
+    if (!m_exchange) {
+        m_solver->enqueue_update();
+    }
+}
+
+void TrainingRun::train_steps() {
+    // The batch of the next step is read (and on a GPU uploaded) while this step computes: two
+    // stage slots, used in turn.
+    NetInput& input = m_net->inputs().front();
+    m_stage = m_backend->make_input_stage(
         {input.data->count(), input.labels != nullptr ? input.labels->count() : 0}, 2);
-    const std::vector<float*> input_tensors = {
-        input.data->data(), input.labels != nullptr ? input.labels->data() : nullptr};
-    const auto read_batch = [&](int slot) {
-        const double waited = train_source.reader->next(
-            stage->host(slot, 0), input.labels != nullptr ? stage->host(slot, 1) : nullptr);
-        stage->upload(slot);
-        return waited;
-    };
-    bool staged = false;
-    // The test cursor where an abandoned test pass began: the checkpoint records it, so the
-    // resumed run repeats that whole test and reads what an unbroken run would have.
-    std::optional<std::uint64_t> abandoned_test_cursor;
-    const auto current_state = [&] {
-        TrainingState now;
-        now.iteration = solver.iteration();
-        const std::uint64_t cursor = train_source.reader->cursor();
-        now.train_cursor = staged ? cursor - train_source.reader->stride() : cursor;
-        now.test_cursor = !has_test               ? 0
-                          : abandoned_test_cursor ? *abandoned_test_cursor
-                                                  : nets.sources[Phase::test]->reader->cursor();
-        std::ostringstream rng;
-        rng << net.rng();
-        now.rng_state = rng.str();
-        return now;
-    };
-    // A run resumed from its own newest checkpoint does not write that checkpoint again when it
-    // leaves without a step: an unchanged checkpoint directory is how dljob tells a job that
-    // makes no progress from one that does, and stops resubmitting it.
-    int last_checkpoint = options.resume == "auto" && resume_from ? solver.iteration() : -1;
-    const auto checkpoint = [&] {
-        if (root && last_checkpoint != solver.iteration()) {
-            write_checkpoint(checkpoint_dir, current_state(), net, solver, s.keep_checkpoints);
-            last_checkpoint = solver.iteration();
-        }
-    };
-    TestResult last_test{std::nan(""), std::nan("")};
-    TestPass test_pass;
-    // False when the pass was abandoned because the run must leave.
-    const auto test_now = [&] {
-        Source& test_source = *nets.sources[Phase::test];
-        const std::uint64_t cursor = test_source.reader->cursor();
-        // Every rank tests (the same weights, the same batches: the same answer) so that all
-        // stay in step; only together, at a step's agreement, may they leave, so a test pass
-        // with several ranks is never abandoned halfway.
-        const auto never = [] { return false; };
-        const auto result = run_test(*test_net, test_source, config, s.test_iter, test_pass,
-                                     distributed ? std::function<bool()>(never)
-                                                 : std::function<bool()>(must_leave));
-        if (!result) {
-            abandoned_test_cursor = cursor;
-            return false;
-        }
-        last_test = *result;
-        log({{"type", "test"},
-             {"iter", solver.iteration()},
-             {"max_iter", s.max_iter},
-             {"accuracy", last_test.accuracy},
-             {"loss", last_test.loss}});
-        return true;
-    };
+    m_input_tensors = {input.data->data(),
+                       input.labels != nullptr ? input.labels->data() : nullptr};
+    m_overlap = m_exchange && m_exchange->bucket_count() > 1;
+    m_device_dropout_keys = m_comm->rank() > 0 && !m_backend->host_accessible();
+    if (m_solver->iteration() < m_config.solver.max_iter) {
+        m_waited = read_batch(m_slot);
+        m_staged = true;
+    }
+    while (m_solver->iteration() < m_config.solver.max_iter && step()) {
+    }
+}
 
-    // One step's ops: run directly the first time (that sets up descriptors, algorithms and
-    // workspaces), then recorded once and replayed when the backend records (a CUDA graph).
-    // With several ranks the update waits for the gradient sum: only forward and backward
-    // are recorded, and the update runs after the exchange. With several gradient buckets the
-    // backward pass runs unrecorded, so that each bucket's sum starts as its layers finish.
-    const bool overlap = exchange && exchange->bucket_count() > 1;
-    const bool device_dropout_keys = comm->rank() > 0 && !backend.host_accessible();
-    const auto step_ops = [&] {
-        if (device_dropout_keys) {
-            seed_dropout_stream(net.rng(), s.random_seed, comm->rank(), k_dropout_key_iteration);
-        }
-        net.enqueue_forward();
-        if (!overlap) {
-            net.backward();
-        }
-        if (!exchange) {
-            solver.enqueue_update();
-        }
-    };
-    const auto after_layer = [&](std::size_t layer) { exchange->after_layer(layer); };
-    std::unique_ptr<Recording> recording;
-    bool tried_recording = false;
-    int slot = 0;
-    double waited = 0.0;
-    if (solver.iteration() < s.max_iter) {
-        waited = read_batch(slot);
-        staged = true;
+// One iteration: a test when one is due, the step, its report and checkpoint. False when the
+// run must leave now.
+bool TrainingRun::step() {
+    const SolverConfig& s = m_config.solver;
+    const int iter = m_solver->iteration();
+    if (m_has_test && s.test_interval > 0 && iter % s.test_interval == 0 &&
+        (iter > 0 || s.test_initialization) && !test_now()) {
+        m_leaving = true;
+        return false;
     }
-    double total_train_s = 0.0;
-    long long total_images = 0;
-    double window_s = 0.0;
-    double window_wait_s = 0.0;
-    long long window_images = 0;
-    int window_steps = 0;
-    double total_exchange_s = 0.0;
-    double total_wait_s = 0.0;
-    bool leaving = false;
-    while (solver.iteration() < s.max_iter) {
-        const int iter = solver.iteration();
-        if (has_test && s.test_interval > 0 && iter % s.test_interval == 0 &&
-            (iter > 0 || s.test_initialization) && !test_now()) {
-            leaving = true;
-            break;
-        }
-        const auto step_start = Clock::now();
-        stage->consume(slot, input_tensors);
-        staged = false;
-        const float rate = solver.current_lr();
-        solver.prepare_update();
-        if (device_dropout_keys) {
-            backend.set_dropout_counter(dropout_counter(iter));
-        } else if (comm->rank() > 0) {
-            seed_dropout_stream(net.rng(), s.random_seed, comm->rank(), iter);
-        }
-        if (recording) {
-            recording->replay();
-        } else {
-            step_ops();
-            if (!tried_recording) {
-                tried_recording = true;
-                recording = record_step(backend, step_ops);
-            }
-        }
-        bool all_stop = false;
-        std::optional<float> global_loss;
-        if (exchange) {
-            exchange->begin(iter);
-            if (overlap) {
-                net.backward(after_layer);
-            }
-            const auto outcome = exchange->finish(must_leave());
-            all_stop = outcome.stop;
-            global_loss = outcome.loss;
-            solver.enqueue_update();
-        }
-        solver.advance();
-        // The next batch is read into the other slot while the device computes this step.
-        double next_waited = 0.0;
-        if (solver.iteration() < s.max_iter) {
-            slot = 1 - slot;
-            next_waited = read_batch(slot);
-            staged = true;
-        }
-        // Reading the loss waits for the step. The CPU reads and checks it every step; a device
-        // only on display iterations, before a checkpoint and at the end, so that the host
-        // queues the next steps (a few ahead at most: the input stage's events hold it) instead
-        // of idling the GPU. A non-finite loss is then caught there, before it is saved.
-        const bool display_now = s.display > 0 && iter % s.display == 0;
-        const bool snapshot_now = s.snapshot > 0 && solver.iteration() % s.snapshot == 0;
-        float loss = std::nanf("");
-        // With several ranks the global batch's loss came with the gradients, every step.
-        if (global_loss || backend.host_accessible() || display_now || snapshot_now ||
-            stop_requested() || solver.iteration() >= s.max_iter) {
-            loss = global_loss ? *global_loss : net.read_loss();
-            if (!std::isfinite(loss)) {
-                throw Error(ErrorKind::training,
-                            fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
-            }
-        }
-        // Steps still queued on a device belong to training time, not to the test that follows.
-        if (has_test && s.test_interval > 0 && solver.iteration() % s.test_interval == 0) {
-            backend.synchronize();
-        }
-        const double step_s = seconds_since(step_start);
-        total_train_s += step_s;
-        // Images of the global batch: the throughput of the whole set of ranks.
-        total_images += static_cast<long long>(batch) * ranks;
-        window_s += step_s;
-        window_wait_s += waited;
-        waited = next_waited;
-        window_images += static_cast<long long>(batch) * ranks;
-        ++window_steps;
-        if (display_now) {
-            nlohmann::json line = {{"type", "train"},
-                                   {"iter", iter},
-                                   {"max_iter", s.max_iter},
-                                   {"loss", loss},
-                                   {"lr", rate},
-                                   {"images_per_s", static_cast<double>(window_images) / window_s},
-                                   {"data_wait_fraction", window_wait_s / window_s},
-                                   {"elapsed_s", seconds_since(wall_start)}};
-            if (exchange) {
-                // The time each step's sums took (waiting for the slowest rank included), and
-                // the part of it not hidden behind the backward pass.
-                const auto exchange_s = exchange->take_seconds();
-                total_exchange_s += exchange_s.total;
-                total_wait_s += exchange_s.waiting;
-                line["allreduce_ms"] = 1000.0 * exchange_s.total / std::max(window_steps, 1);
-                line["allreduce_wait_ms"] = 1000.0 * exchange_s.waiting / std::max(window_steps, 1);
-            }
-            log(line);
-            window_s = 0.0;
-            window_wait_s = 0.0;
-            window_images = 0;
-            window_steps = 0;
-        }
-        if (snapshot_now) {
-            checkpoint();
-        }
-        // With several ranks the stop travelled with the gradients: all leave here, together.
-        if (exchange ? all_stop : must_leave()) {
-            leaving = solver.iteration() < s.max_iter;
-            break;
+    const auto step_start = Clock::now();
+    m_stage->consume(m_slot, m_input_tensors);
+    m_staged = false;
+    const float rate = m_solver->current_lr();
+    m_solver->prepare_update();
+    if (m_device_dropout_keys) {
+        m_backend->set_dropout_counter(dropout_counter(iter));
+    } else if (m_comm->rank() > 0) {
+        seed_dropout_stream(m_net->rng(), s.random_seed, m_comm->rank(), iter);
+    }
+    if (m_recording) {
+        m_recording->replay();
+    } else {
+        step_ops();
+        if (!m_tried_recording) {
+            m_tried_recording = true;
+            m_recording = record_step(*m_backend, [this] { step_ops(); });
         }
     }
+    const std::optional<GradientExchange::Outcome> summed = sum_gradients(iter);
+    m_solver->advance();
+    // The next batch is read into the other slot while the device computes this step.
+    double next_waited = 0.0;
+    if (m_solver->iteration() < s.max_iter) {
+        m_slot = 1 - m_slot;
+        next_waited = read_batch(m_slot);
+        m_staged = true;
+    }
+    const bool display_now = s.display > 0 && iter % s.display == 0;
+    const bool snapshot_now = s.snapshot > 0 && m_solver->iteration() % s.snapshot == 0;
+    const float loss = step_loss(iter, summed ? std::optional<float>(summed->loss) : std::nullopt,
+                                 display_now || snapshot_now);
+    // Steps still queued on a device belong to training time, not to the test that follows.
+    if (m_has_test && s.test_interval > 0 && m_solver->iteration() % s.test_interval == 0) {
+        m_backend->synchronize();
+    }
+    // Images of the global batch: the throughput of the whole set of ranks.
+    const int batch = m_net->inputs().front().layer->batch_size;
+    m_throughput.add_step(seconds_since(step_start), m_waited,
+                          static_cast<long long>(batch) * m_ranks);
+    m_waited = next_waited;
+    if (display_now) {
+        display(iter, loss, rate);
+    }
+    if (snapshot_now) {
+        checkpoint();
+    }
+    // With several ranks the stop travelled with the gradients: all leave here, together.
+    if (summed ? summed->stop : must_leave()) {
+        m_leaving = m_solver->iteration() < s.max_iter;
+        return false;
+    }
+    return true;
+}
+
+// With several ranks: the gradients summed across them (the backward pass's buckets started as
+// their layers finish when there are several), then the update; `stop` and the global batch's
+// loss travel with the sums. Nothing with one rank.
+std::optional<GradientExchange::Outcome> TrainingRun::sum_gradients(int iter) {
+    if (!m_exchange) {
+        return std::nullopt;
+    }
+    m_exchange->begin(iter);
+    if (m_overlap) {
+        m_net->backward([this](std::size_t layer) { m_exchange->after_layer(layer); });
+    }
+    const auto outcome = m_exchange->finish(must_leave());
+    m_solver->enqueue_update();
+    return outcome;
+}
+
+// Reading the loss waits for the step. The CPU reads and checks it every step; a device only
+// when `wanted` (display and checkpoint iterations), on a stop and at the end, so that the host
+// queues the next steps (a few ahead at most: the input stage's events hold it) instead of
+// idling the GPU. A non-finite loss is then caught there, before it is saved. With several
+// ranks the global batch's loss came with the gradients, every step. NaN when not read.
+float TrainingRun::step_loss(int iter, std::optional<float> global_loss, bool wanted) {
+    if (!global_loss && !m_backend->host_accessible() && !wanted && !stop_requested() &&
+        m_solver->iteration() < m_config.solver.max_iter) {
+        return std::nanf("");
+    }
+    const float loss = global_loss ? *global_loss : m_net->read_loss();
+    if (!std::isfinite(loss)) {
+        throw Error(ErrorKind::training,
+                    fmt::format("loss is {} at iteration {} (lower base_lr?)", loss, iter));
+    }
+    return loss;
+}
+
+void TrainingRun::display(int iter, float loss, float rate) {
+    Throughput& t = m_throughput;
+    nlohmann::json line = {{"type", "train"},
+                           {"iter", iter},
+                           {"max_iter", m_config.solver.max_iter},
+                           {"loss", loss},
+                           {"lr", rate},
+                           {"images_per_s", static_cast<double>(t.window_images) / t.window_s},
+                           {"data_wait_fraction", t.window_wait_s / t.window_s},
+                           {"elapsed_s", seconds_since(m_wall_start)}};
+    if (m_exchange) {
+        // The time each step's sums took (waiting for the slowest rank included), and the part
+        // of it not hidden behind the backward pass.
+        const auto exchange_s = m_exchange->take_seconds();
+        t.exchange_s += exchange_s.total;
+        t.exchange_wait_s += exchange_s.waiting;
+        line["allreduce_ms"] = 1000.0 * exchange_s.total / std::max(t.window_steps, 1);
+        line["allreduce_wait_ms"] = 1000.0 * exchange_s.waiting / std::max(t.window_steps, 1);
+    }
+    log(line);
+    t.start_window();
+}
+
+int TrainingRun::finish() {
     // Saved before the final test: a run stopped during that test resumes only to take it.
     checkpoint();
-    if (!leaving && has_test && !test_now()) {
-        leaving = true;
+    if (!m_leaving && m_has_test && !test_now()) {
+        m_leaving = true;
     }
+    const Throughput& t = m_throughput;
     nlohmann::json final_line = {
         {"type", "final"},
-        {"iter", solver.iteration()},
-        {"max_iter", s.max_iter},
-        {"status", leaving ? "checkpointed" : "completed"},
-        {"test_accuracy", last_test.accuracy},
-        {"test_loss", last_test.loss},
+        {"iter", m_solver->iteration()},
+        {"max_iter", m_config.solver.max_iter},
+        {"status", m_leaving ? "checkpointed" : "completed"},
+        {"test_accuracy", m_last_test.accuracy},
+        {"test_loss", m_last_test.loss},
         {"train_images_per_s",
-         total_train_s > 0 ? static_cast<double>(total_images) / total_train_s : 0.0},
-        {"wall_s", seconds_since(wall_start)}};
-    if (exchange) {
-        const auto exchange_s = exchange->take_seconds();
-        final_line["ranks"] = ranks;
-        final_line["allreduce_s"] = total_exchange_s + exchange_s.total;
-        final_line["allreduce_wait_s"] = total_wait_s + exchange_s.waiting;
+         t.total_s > 0 ? static_cast<double>(t.total_images) / t.total_s : 0.0},
+        {"wall_s", seconds_since(m_wall_start)}};
+    if (m_exchange) {
+        const auto exchange_s = m_exchange->take_seconds();
+        final_line["ranks"] = m_ranks;
+        final_line["allreduce_s"] = t.exchange_s + exchange_s.total;
+        final_line["allreduce_wait_s"] = t.exchange_wait_s + exchange_s.waiting;
         // No rank leaves before rank 0's checkpoint is on disk: a launcher that sees one rank
         // exit (75 is non-zero) ends the others, the writer included.
         std::int64_t done = 0;
-        comm->allreduce_max(&done, 1, "the final agreement");
+        m_comm->allreduce_max(&done, 1, "the final agreement");
     }
     log(final_line);
-    if (leaving && distributed) {
+    if (m_leaving && m_distributed) {
         std::cerr << fmt::format(
-            "dltrain: rank {} of {}: stopped at iteration {} with every rank\n", comm->rank(),
-            ranks, solver.iteration());
+            "dltrain: rank {} of {}: stopped at iteration {} with every rank\n", m_comm->rank(),
+            m_ranks, m_solver->iteration());
     }
-    if (leaving && !root) {
+    if (m_leaving && !m_root) {
         return exit_code::checkpointed;
     }
-    if (leaving) {
+    if (m_leaving) {
         std::cerr << fmt::format("dltrain: checkpointed at iteration {} before the deadline; "
                                  "resume with --resume auto (exit {})\n",
-                                 solver.iteration(), exit_code::checkpointed);
+                                 m_solver->iteration(), exit_code::checkpointed);
         return exit_code::checkpointed;
     }
     return exit_code::finished;
+}
+
+} // namespace
+
+int train(const TrainOptions& options) {
+    TrainingRun run(options);
+    run.load_data_and_nets();
+    run.restore_weights();
+    run.open_run_directory();
+    run.agree_at_start();
+    run.prepare_exchange_and_readers();
+    run.train_steps();
+    return run.finish();
 }
 
 int test(const TestOptions& options) {
