@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <dljob_build_info.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -23,6 +24,29 @@
 #include <vector>
 
 namespace {
+
+// What dltrain accepts, for programs that drive it: the solver keys' rules (dljob checks a
+// recipe's `train:` keys by them, and its tests hold its own copy to this output).
+int describe() {
+    nlohmann::json keys = nlohmann::json::array();
+    for (const auto& rule : dl::solver_key_rules()) {
+        nlohmann::json entry = {{"key", rule.key}, {"kind", rule.kind}};
+        if (rule.min > -1e308) {
+            entry["min"] = rule.min;
+            entry["min_open"] = rule.min_open;
+        }
+        if (rule.max < 1e308) {
+            entry["max"] = rule.max;
+            entry["max_open"] = rule.max_open;
+        }
+        if (!rule.choices.empty()) {
+            entry["choices"] = rule.choices;
+        }
+        keys.push_back(entry);
+    }
+    std::cout << nlohmann::json{{"solver_keys", keys}}.dump(2) << '\n';
+    return dl::exit_code::finished;
+}
 
 // Like `caffe device_query`: one block per GPU, then what dltrain would use by default.
 int device_query() {
@@ -276,6 +300,8 @@ int main(int argc, char** argv) {
         std::cout << check_config_file << (unchecked.empty() ? ": ok\n" : ": parses\n");
     });
 
+    app.add_subcommand("describe", "Print what dltrain accepts as JSON: the solver keys' rules")
+        ->callback([&] { exit_code = describe(); });
     app.add_subcommand("device-query", "List the CPU and GPUs this machine offers")->callback([&] {
         exit_code = device_query();
     });

@@ -129,6 +129,22 @@ struct SolverConfig {
     unsigned random_seed = 1701;
 };
 
+/// The values a solver key (or --solver's batch_size) may take. One table: the validator checks
+/// every config by it and `dltrain describe --json` prints it, so dljob checks a recipe's
+/// `train:` keys by the same rules before a job is queued (a dljob test compares the two).
+struct SolverKeyRule {
+    std::string key;
+    std::string kind;    // "number", "integer", "integers" (a list), "choice", "boolean"
+    double min = -1e308; // -1e308 and 1e308: no bound
+    bool min_open = false;
+    double max = 1e308;
+    bool max_open = false;
+    std::vector<std::string> choices;
+};
+const std::vector<SolverKeyRule>& solver_key_rules();
+/// The rule of `key`; a key not in the table is a programming error (std::out_of_range).
+const SolverKeyRule& solver_key_rule(const std::string& key);
+
 struct NetConfig {
     std::string name;
     std::filesystem::path file; // where it was read from, for messages

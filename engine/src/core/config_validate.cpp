@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -302,61 +303,68 @@ private:
         }
     }
 
-    void solver_at_least(const std::string& key, int value, int minimum) const {
-        if (value < minimum) {
+    // An integer key: at least its rule's minimum (the types bound the maximum).
+    void solver_integer(const std::string& key, long long value) const {
+        const SolverKeyRule& rule = solver_key_rule(key);
+        if (static_cast<double>(value) < rule.min) {
             fail_solver(key, fmt::format("key '{}' in solver must be at least {} (got {})", key,
-                                         minimum, value));
+                                         rule.min, value));
         }
     }
 
-    void solver_range(const std::string& key, float value, float low, bool low_open,
-                      float high) const {
-        const bool above = low_open ? value > low : value >= low;
-        if (!(std::isfinite(value) && above && value < high)) {
-            const std::string range =
-                std::isinf(high) ? fmt::format("{} {}", low_open ? ">" : ">=", low)
-                                 : fmt::format("in {}{}, {})", low_open ? "(" : "[", low, high);
-            fail_solver(key, fmt::format("key '{}' in solver must be a finite number {} (got {})",
-                                         key, range, value));
+    // A number key: finite, and within its rule's bounds.
+    void solver_number(const std::string& key, double value) const {
+        const SolverKeyRule& rule = solver_key_rule(key);
+        const bool bounded_below = rule.min > -1e308;
+        const bool bounded_above = rule.max < 1e308;
+        const bool above = !bounded_below || (rule.min_open ? value > rule.min : value >= rule.min);
+        const bool below = !bounded_above || (rule.max_open ? value < rule.max : value <= rule.max);
+        if (std::isfinite(value) && above && below) {
+            return;
+        }
+        std::string range;
+        if (bounded_above) {
+            range = fmt::format(" in {}{}, {}{}", rule.min_open ? "(" : "[", rule.min, rule.max,
+                                rule.max_open ? ")" : "]");
+        } else if (bounded_below) {
+            range = fmt::format(" {} {}", rule.min_open ? ">" : ">=", rule.min);
+        }
+        fail_solver(key, fmt::format("key '{}' in solver must be a finite number{} (got {})", key,
+                                     range, value));
+    }
+
+    void solver_choice(const std::string& key, const std::string& value) const {
+        const SolverKeyRule& rule = solver_key_rule(key);
+        if (std::find(rule.choices.begin(), rule.choices.end(), value) == rule.choices.end()) {
+            fail_solver(key, fmt::format("key '{}' in solver: unknown value '{}' (valid: {})", key,
+                                         value, join(rule.choices)));
         }
     }
 
     void check_solver(const SolverConfig& solver) const {
-        const std::vector<std::string> types = {"SGD", "Nesterov", "Adam"};
-        if (std::find(types.begin(), types.end(), solver.type) == types.end()) {
-            fail_solver("type", fmt::format("key 'type' in solver: unknown value '{}' (valid: {})",
-                                            solver.type, join(types)));
+        solver_choice("type", solver.type);
+        solver_choice("lr_policy", solver.lr_policy);
+        for (const auto& [key, value] : {std::pair{"base_lr", solver.base_lr},
+                                         {"momentum", solver.momentum},
+                                         {"momentum2", solver.momentum2},
+                                         {"delta", solver.delta},
+                                         {"weight_decay", solver.weight_decay},
+                                         {"gamma", solver.gamma},
+                                         {"power", solver.power}}) {
+            solver_number(key, value);
         }
-        const std::vector<std::string> policies = {"fixed", "step", "multistep",
-                                                   "exp",   "inv",  "poly"};
-        if (std::find(policies.begin(), policies.end(), solver.lr_policy) == policies.end()) {
-            fail_solver("lr_policy",
-                        fmt::format("key 'lr_policy' in solver: unknown value '{}' (valid: {})",
-                                    solver.lr_policy, join(policies)));
+        for (const auto& [key, value] : {std::pair{"stepsize", solver.stepsize},
+                                         {"max_iter", solver.max_iter},
+                                         {"test_interval", solver.test_interval},
+                                         {"test_iter", solver.test_iter},
+                                         {"display", solver.display},
+                                         {"snapshot", solver.snapshot},
+                                         {"keep_checkpoints", solver.keep_checkpoints}}) {
+            solver_integer(key, value);
         }
-        constexpr float unbounded = INFINITY;
-        solver_range("base_lr", solver.base_lr, 0.0F, false, unbounded);
-        solver_range("momentum", solver.momentum, 0.0F, false, 1.0F);
-        solver_range("momentum2", solver.momentum2, 0.0F, false, 1.0F);
-        solver_range("delta", solver.delta, 0.0F, true, unbounded);
-        solver_range("weight_decay", solver.weight_decay, 0.0F, false, unbounded);
-        for (const auto& [key, value] :
-             {std::pair{"gamma", solver.gamma}, std::pair{"power", solver.power}}) {
-            if (!std::isfinite(value)) {
-                fail_solver(key, fmt::format("key '{}' in solver must be a finite number (got {})",
-                                             key, value));
-            }
-        }
-        solver_at_least("stepsize", solver.stepsize, 0);
         for (const int step : solver.stepvalues) {
-            solver_at_least("stepvalue", step, 0);
+            solver_integer("stepvalue", step);
         }
-        solver_at_least("max_iter", solver.max_iter, 0);
-        solver_at_least("test_interval", solver.test_interval, 0);
-        solver_at_least("test_iter", solver.test_iter, 0);
-        solver_at_least("display", solver.display, 0);
-        solver_at_least("snapshot", solver.snapshot, 0);
-        solver_at_least("keep_checkpoints", solver.keep_checkpoints, 1);
         if (solver.lr_policy == "step" && solver.stepsize == 0) {
             fail_solver("lr_policy", "solver: lr_policy 'step' needs key 'stepsize'");
         }
@@ -369,6 +377,49 @@ private:
 };
 
 } // namespace
+
+const std::vector<SolverKeyRule>& solver_key_rules() {
+    constexpr double none = 1e308;
+    static const std::vector<SolverKeyRule> rules = {
+        {"type", "choice", -none, false, none, false, {"SGD", "Nesterov", "Adam"}},
+        {"base_lr", "number", 0, false, none, false, {}},
+        {"momentum", "number", 0, false, 1, true, {}},
+        {"momentum2", "number", 0, false, 1, true, {}},
+        {"delta", "number", 0, true, none, false, {}},
+        {"weight_decay", "number", 0, false, none, false, {}},
+        {"lr_policy",
+         "choice",
+         -none,
+         false,
+         none,
+         false,
+         {"fixed", "step", "multistep", "exp", "inv", "poly"}},
+        {"gamma", "number", -none, false, none, false, {}},
+        {"power", "number", -none, false, none, false, {}},
+        {"stepsize", "integer", 0, false, 2147483647, false, {}},
+        {"stepvalue", "integers", 0, false, 2147483647, false, {}},
+        {"max_iter", "integer", 0, false, 2147483647, false, {}},
+        {"test_interval", "integer", 0, false, 2147483647, false, {}},
+        {"test_iter", "integer", 0, false, 2147483647, false, {}},
+        {"test_initialization", "boolean", -none, false, none, false, {}},
+        {"display", "integer", 0, false, 2147483647, false, {}},
+        {"snapshot", "integer", 0, false, 2147483647, false, {}},
+        {"keep_checkpoints", "integer", 1, false, 2147483647, false, {}},
+        {"random_seed", "integer", 0, false, 4294967295.0, false, {}},
+        // Not a solver key: --solver batch_size sets the train-phase Data layers'.
+        {"batch_size", "integer", 1, false, 2147483647, false, {}},
+    };
+    return rules;
+}
+
+const SolverKeyRule& solver_key_rule(const std::string& key) {
+    for (const auto& rule : solver_key_rules()) {
+        if (rule.key == key) {
+            return rule;
+        }
+    }
+    throw std::out_of_range("no solver key rule for " + key);
+}
 
 void validate_config(const NetConfig& config) {
     Validator(config).run();

@@ -58,15 +58,17 @@ const std::map<std::string, std::vector<std::string>>& type_keys() {
     };
     return values;
 }
+// The solver's keys are the rule table's (batch_size is the Data layers').
 const std::vector<std::string>& solver_keys() {
-    static const std::vector<std::string> values = {
-        "type",          "base_lr",   "momentum",
-        "momentum2",     "delta",     "weight_decay",
-        "lr_policy",     "gamma",     "power",
-        "stepsize",      "stepvalue", "max_iter",
-        "test_interval", "test_iter", "test_initialization",
-        "display",       "snapshot",  "keep_checkpoints",
-        "random_seed"};
+    static const std::vector<std::string> values = [] {
+        std::vector<std::string> keys;
+        for (const auto& rule : solver_key_rules()) {
+            if (rule.key != "batch_size") {
+                keys.push_back(rule.key);
+            }
+        }
+        return keys;
+    }();
     return values;
 }
 const std::vector<std::string>& filler_keys() {

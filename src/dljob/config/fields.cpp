@@ -122,10 +122,16 @@ Result<std::string> read_word(const YamlNode& node, std::string_view key_path,
     return node.scalar;
 }
 
-Result<int> read_int(const YamlNode& node, std::string_view key_path, int min, int max) {
+namespace {
+
+// A whole number of type `Whole` from min to max: one that does not fit the type is "too large"
+// (or small), as from_chars says, not "not a number".
+template <typename Whole>
+Result<Whole> read_whole_number(const YamlNode& node, std::string_view key_path, Whole min,
+                                Whole max) {
     const std::string expected = fmt::format("a whole number from {} to {}", min, max);
     DLJOB_TRY(check_scalar(node, key_path, expected));
-    int value = 0;
+    Whole value = 0;
     const std::string& text = node.scalar;
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     const bool whole = !node.quoted && !text.empty() && ptr == text.data() + text.size();
@@ -146,9 +152,36 @@ Result<int> read_int(const YamlNode& node, std::string_view key_path, int min, i
     return value;
 }
 
+} // namespace
+
+Result<int> read_int(const YamlNode& node, std::string_view key_path, int min, int max) {
+    return read_whole_number<int>(node, key_path, min, max);
+}
+
+Result<long long> read_whole(const YamlNode& node, std::string_view key_path, long long min,
+                             long long max) {
+    return read_whole_number<long long>(node, key_path, min, max);
+}
+
 Result<double> read_number(const YamlNode& node, std::string_view key_path, double min,
                            double max) {
-    const std::string expected = fmt::format("a number from {} to {}", min, max);
+    return read_number(node, key_path, NumberBounds{min, false, max, false});
+}
+
+Result<double> read_number(const YamlNode& node, std::string_view key_path,
+                           const NumberBounds& bounds) {
+    std::string expected = "a number";
+    if (bounds.min && bounds.max && !bounds.min_open && !bounds.max_open) {
+        expected = fmt::format("a number from {} to {}", *bounds.min, *bounds.max);
+    } else {
+        if (bounds.min) {
+            expected += fmt::format(" {} {}", bounds.min_open ? ">" : ">=", *bounds.min);
+        }
+        if (bounds.max) {
+            expected += fmt::format("{} {} {}", bounds.min ? " and" : "",
+                                    bounds.max_open ? "<" : "<=", *bounds.max);
+        }
+    }
     DLJOB_TRY(check_scalar(node, key_path, expected));
     double value = 0;
     const std::string& text = node.scalar;
@@ -165,7 +198,11 @@ Result<double> read_number(const YamlNode& node, std::string_view key_path, doub
                                    : text.front() == '-' ? "small"
                                                          : "large"));
     }
-    if (!number || ec != std::errc{} || !std::isfinite(value) || value < min || value > max) {
+    const bool above =
+        !bounds.min || (bounds.min_open ? value > *bounds.min : value >= *bounds.min);
+    const bool below =
+        !bounds.max || (bounds.max_open ? value < *bounds.max : value <= *bounds.max);
+    if (!number || ec != std::errc{} || !std::isfinite(value) || !above || !below) {
         return invalid(node.mark, key_path,
                        fmt::format("expected {}, got '{}'", expected, shown(text)));
     }

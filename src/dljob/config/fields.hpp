@@ -8,6 +8,7 @@
 #include <dljob/domain/walltime.hpp>
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +34,19 @@ Result<std::string> read_string(const YamlNode& node, std::string_view key_path)
 Result<std::string> read_word(const YamlNode& node, std::string_view key_path,
                               std::string_view pattern, std::string_view describe);
 Result<int> read_int(const YamlNode& node, std::string_view key_path, int min, int max);
+/// The same for whole numbers past an int's range (a random seed up to 2^32 - 1).
+Result<long long> read_whole(const YamlNode& node, std::string_view key_path, long long min,
+                             long long max);
 Result<double> read_number(const YamlNode& node, std::string_view key_path, double min, double max);
+/// A finite number within bounds that may be open or absent (std::nullopt: none that way).
+struct NumberBounds {
+    std::optional<double> min;
+    bool min_open = false;
+    std::optional<double> max;
+    bool max_open = false;
+};
+Result<double> read_number(const YamlNode& node, std::string_view key_path,
+                           const NumberBounds& bounds);
 Result<bool> read_bool(const YamlNode& node, std::string_view key_path);
 Result<std::string> read_choice(const YamlNode& node, std::string_view key_path,
                                 const std::vector<std::string>& choices);

@@ -1,12 +1,14 @@
 #include <dljob/config/fields.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/config/recipe_overrides.hpp>
+#include <dljob/config/solver_rules.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <regex>
 #include <utility>
@@ -197,68 +199,50 @@ std::string number_text(double value) {
     return fmt::format("{}", value);
 }
 
-// One recipe key over the config's solver: checked here, with the file:line:column of the
-// recipe, so a bad value never waits in a queue to be refused by dltrain.
-Result<std::string> read_solver_value(const YamlNode& node, const std::string& key,
+// One recipe key over the config's solver: checked here by dltrain's rule for it
+// (config/solver_rules.hpp), with the file:line:column of the recipe, so a bad value never
+// waits in a queue to be refused by dltrain.
+Result<std::string> read_solver_value(const YamlNode& node, const SolverRule& rule,
                                       const std::string& key_path) {
-    const auto number = [&](double min, double max) -> Result<std::string> {
-        auto v = read_number(node, key_path, min, max);
-        if (!v) {
-            return fail(v.error());
-        }
-        return number_text(*v);
+    const auto bound = [](double value) {
+        return std::isinf(value) ? std::nullopt : std::optional<double>(value);
     };
-    const auto integer = [&](int min, int max) -> Result<std::string> {
-        auto v = read_int(node, key_path, min, max);
-        if (!v) {
-            return fail(v.error());
-        }
-        return std::to_string(*v);
-    };
-    if (key == "base_lr") {
-        auto v = read_number(node, key_path, 0, 100);
-        if (v && *v <= 0) {
-            return invalid(node.mark, key_path, "expected a learning rate above 0");
-        }
+    switch (rule.kind) {
+    case SolverRule::Kind::number: {
+        auto v = read_number(
+            node, key_path,
+            NumberBounds{bound(rule.min), rule.min_open, bound(rule.max), rule.max_open});
         return v ? Result<std::string>{number_text(*v)} : fail(v.error());
     }
-    if (key == "momentum") {
-        return number(0, 1);
+    case SolverRule::Kind::integer: {
+        auto v = read_whole(node, key_path, static_cast<long long>(rule.min),
+                            static_cast<long long>(rule.max));
+        return v ? Result<std::string>{std::to_string(*v)} : fail(v.error());
     }
-    if (key == "weight_decay") {
-        return number(0, 1);
+    case SolverRule::Kind::choice: {
+        std::vector<std::string> choices;
+        for (const auto choice : rule.choices) {
+            if (!choice.empty()) {
+                choices.emplace_back(choice);
+            }
+        }
+        return read_choice(node, key_path, choices);
     }
-    if (key == "gamma") {
-        return number(0, 1000);
+    case SolverRule::Kind::integers:
+        break;
     }
-    if (key == "power") {
-        return number(0, 100);
-    }
-    if (key == "random_seed") {
-        return integer(0, 2'147'483'647);
-    }
-    if (key == "batch_size") {
-        return integer(1, 1'000'000);
-    }
-    if (key == "stepsize") {
-        return integer(1, 1'000'000'000);
-    }
-    if (key == "lr_policy") {
-        return read_choice(node, key_path, {"fixed", "step", "multistep", "exp", "inv", "poly"});
-    }
-    if (key == "solver") {
-        return read_choice(node, key_path, {"SGD", "Nesterov", "Adam"});
-    }
-    // stepvalue: multistep's iterations, increasing.
+    // stepvalue: multistep's iterations, increasing (Caffe moves to the next step only past
+    // the one before).
     if (!node.is_sequence() || node.items.empty()) {
         return invalid(node.mark, key_path,
                        "expected a list of increasing iterations, like [5000, 8000]");
     }
     std::string text;
-    int previous = 0;
+    long long previous = -1;
     for (std::size_t i = 0; i < node.items.size(); ++i) {
         const std::string item_path = fmt::format("{}[{}]", key_path, i);
-        auto v = read_int(node.items[i], item_path, 1, 1'000'000'000);
+        auto v = read_whole(node.items[i], item_path, static_cast<long long>(rule.min),
+                            static_cast<long long>(rule.max));
         if (!v) {
             return fail(v.error());
         }
@@ -332,20 +316,21 @@ Result<void> read_train_weights(const YamlNode& weights_node, Recipe& recipe,
 Result<void> read_train(const YamlNode& node, Recipe& recipe,
                         const std::filesystem::path& base_dir) {
     std::vector<std::string> allowed = {"config", "threads", "max_iter", "weights"};
-    allowed.insert(allowed.end(), solver_override_keys.begin(), solver_override_keys.end());
+    for (const auto& rule : solver_rules) {
+        allowed.emplace_back(rule.key);
+    }
     DLJOB_TRY(check_mapping(node, "train", allowed));
-    for (const auto key : solver_override_keys) {
-        const auto* value = node.find(key);
+    for (const auto& rule : solver_rules) {
+        const auto* value = node.find(rule.key);
         if (value == nullptr) {
             continue;
         }
-        const std::string key_path = join_key("train", key);
-        auto text = read_solver_value(*value, std::string(key), key_path);
+        const std::string key_path = join_key("train", rule.key);
+        auto text = read_solver_value(*value, rule, key_path);
         if (!text) {
             return fail(text.error());
         }
-        // dltrain calls the solver's type `type`; in a recipe that word would be ambiguous.
-        recipe.train.solver.emplace_back(key == "solver" ? "type" : std::string(key), *text);
+        recipe.train.solver.emplace_back(rule.dltrain_key, *text);
         record(recipe, key_path, value->mark);
     }
     DLJOB_TRY(read_train_config(node, node.find("config"), recipe, base_dir));

@@ -13,13 +13,6 @@
 
 namespace dljob::config {
 
-/// `train:` keys that override the network config's solver (TrainSpec::solver), in the order
-/// they are passed to dltrain. `solver` is the solver type (SGD, Nesterov, Adam); `batch_size`
-/// is the train-phase Data layers'.
-inline constexpr std::array<std::string_view, 11> solver_override_keys = {
-    "solver",   "base_lr",   "momentum", "weight_decay", "lr_policy",  "gamma",
-    "stepsize", "stepvalue", "power",    "batch_size",   "random_seed"};
-
 /// Loads and validates a recipe file. `train.config` is resolved relative to the recipe's folder.
 /// `overrides` (`--set KEY=VALUE`, recipe_overrides.hpp) are applied to the document first, so
 /// they are validated like the file's own values.

@@ -64,7 +64,7 @@ struct TrainSpec {
     /// script passes the newest completed checkpoint there as --weights when it starts.
     std::filesystem::path weights_from_run;
     /// Solver values over the network config's (`train.base_lr: 0.01`), in the order of
-    /// config::solver_override_keys, as `dltrain train --solver KEY=VALUE`: the key as dltrain
+    /// config::solver_rules, as `dltrain train --solver KEY=VALUE`: the key as dltrain
     /// names it and the value as YAML text. Validated by the recipe loader, so a sweep over
     /// them needs no copy of the network config.
     std::vector<std::pair<std::string, std::string>> solver;

@@ -87,9 +87,9 @@ TEST(RecipeOverrides, SolverValuesOverrideTheNetworkConfigInDltrainsOrderAndName
 
 TEST(RecipeOverrides, BadSolverValuesNameTheArgumentColumnAndKey) {
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"train.base_lr=0", "--set:1:15: train.base_lr: expected a learning rate above 0"},
-        {"train.base_lr=fast", "--set:1:15: train.base_lr: expected a number from 0 to 100"},
-        {"train.momentum=1.5", "--set:1:16: train.momentum: expected a number from 0 to 1"},
+        {"train.base_lr=-1", "--set:1:15: train.base_lr: expected a number >= 0"},
+        {"train.base_lr=fast", "--set:1:15: train.base_lr: expected a number >= 0"},
+        {"train.momentum=1.5", "--set:1:16: train.momentum: expected a number >= 0 and < 1"},
         {"train.lr_policy=stepp", "--set:1:17: train.lr_policy: expected one of"},
         {"train.batch_size=0", "--set:1:18: train.batch_size: expected a whole number"},
         {"train.stepvalue=[200, 100]", "--set:1:23: train.stepvalue[1]: expected an iteration "

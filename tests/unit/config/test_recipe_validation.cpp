@@ -257,7 +257,7 @@ TEST_F(RecipeValidation, ASweepBlockIsTheKeysAndValuesInTheFilesOrder) {
 TEST_F(RecipeValidation, ABadSweepNamesFileLineColumnAndTheSweptKey) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"sweep:\n  train.base_lr: [0.1, -1]\n",
-         "r.yaml:7:24: sweep.train.base_lr[1]: expected a number from 0 to 100, got '-1'"},
+         "r.yaml:7:24: sweep.train.base_lr[1]: expected a number >= 0, got '-1'"},
         {"sweep:\n  train.base_rate: [0.1]\n", "r.yaml:7:3: sweep.train.base_rate: unknown key"},
         {"sweep:\n  resources.gpus: [1, four]\n",
          "r.yaml:7:23: sweep.resources.gpus[1]: expected a whole number from 0 to 1024"},
