@@ -1,6 +1,5 @@
 #include <dljob/util/paths.hpp>
 
-
 #include <cstdlib>
 
 namespace dljob::util {
