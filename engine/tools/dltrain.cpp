@@ -21,6 +21,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -148,6 +149,173 @@ std::filesystem::path solver_and_config(const std::filesystem::path& config,
     return *solver_file;
 }
 
+constexpr const char* k_device_help =
+    "cpu, cuda or cuda:N (default: the first visible GPU when built with CUDA, else cpu)";
+constexpr const char* k_memory_help =
+    "refuse a net whose tensors need more than SIZE bytes (64G, 512M; 'none'); default: "
+    "DLTRAIN_MAX_MEMORY, else this machine's physical memory";
+constexpr const char* k_solver_help =
+    "SOLVER.prototxt (Caffe's form, instead of --config: the solver names its net), or "
+    "KEY=VALUE over the config's solver (base_lr, momentum, weight_decay, lr_policy, gamma, "
+    "stepsize, power, stepvalue, random_seed...) or batch_size of the train Data layers; "
+    "repeatable";
+constexpr const char* k_threads_help = "threads (default: the CPUs this process may use)";
+constexpr const char* k_data_dir_help = "where relative data sources resolve";
+
+/// The subcommands: each adds its options (bound to members, which outlive the parse) and a
+/// callback that runs it and sets `exit_code`.
+class Commands {
+public:
+    explicit Commands(std::string build) : m_build(std::move(build)) {}
+    int exit_code = 0;
+
+    void add_train(CLI::App& app) {
+        auto* cmd = app.add_subcommand("train", "Train a network (writes the run directory)");
+        cmd->add_option("--config", m_train.config,
+                        "network and solver: YAML, or Caffe's net or solver prototxt");
+        cmd->add_option("--run-dir", m_train.run_dir, "run directory")->required();
+        cmd->add_option("--data-dir", m_data_dir, k_data_dir_help);
+        cmd->add_option("--resume", m_train.resume, "auto, or a checkpoint file");
+        cmd->add_option("--weights", m_weights,
+                        "fine-tune: start from the parameters of this checkpoint (or Caffe "
+                        ".caffemodel) whose layer names the network has (the others keep their "
+                        "fillers); not used once --resume auto finds a checkpoint of the run");
+        cmd->add_option("--threads", m_train.threads, k_threads_help)
+            ->check(CLI::NonNegativeNumber);
+        cmd->add_option("--deadline", m_train.deadline,
+                        "checkpoint and exit 75 after this many seconds (90m, 2h), 'auto' "
+                        "(scheduler end time from the environment, the default) or 'none'");
+        cmd->add_option("--max-iter", m_max_iter, "override solver.max_iter")
+            ->check(CLI::NonNegativeNumber);
+        cmd->add_option("--device", m_train.device, k_device_help);
+        cmd->add_option("--max-memory", m_train.max_memory, k_memory_help);
+        cmd->add_option("--solver", m_train.solver_overrides, k_solver_help);
+        cmd->callback([this] {
+            m_train.config = solver_and_config(m_train.config, m_train.solver_overrides);
+            if (!m_data_dir.empty()) {
+                m_train.data_dir = m_data_dir;
+            }
+            if (m_max_iter >= 0) {
+                m_train.max_iter = m_max_iter;
+            }
+            if (!m_weights.empty()) {
+                m_train.weights = m_weights;
+            }
+            m_train.build = m_build;
+            exit_code = dl::train(m_train);
+        });
+    }
+
+    void add_test(CLI::App& app) {
+        auto* cmd = app.add_subcommand("test", "Test weights from a checkpoint on the test phase");
+        cmd->add_option("--config", m_test.config, "network and solver YAML")->required();
+        cmd->add_option("--weights", m_test.weights, "checkpoint file (or Caffe .caffemodel)")
+            ->required();
+        cmd->add_option("--data-dir", m_test_data_dir, k_data_dir_help);
+        cmd->add_option("--threads", m_test.threads, k_threads_help);
+        cmd->add_option("--device", m_test.device, k_device_help);
+        cmd->add_option("--max-memory", m_test.max_memory, k_memory_help);
+        cmd->callback([this] {
+            if (!m_test_data_dir.empty()) {
+                m_test.data_dir = m_test_data_dir;
+            }
+            exit_code = dl::test(m_test);
+        });
+    }
+
+    void add_export(CLI::App& app) {
+        auto* cmd = app.add_subcommand(
+            "export", "Write a checkpoint's parameters as Caffe weights (.caffemodel)");
+        cmd->add_option("--config", m_export.config, "network and solver config")->required();
+        cmd->add_option("--weights", m_export.weights, "checkpoint (or .caffemodel)")->required();
+        cmd->add_option("--caffemodel", m_export.caffemodel, "the file to write")->required();
+        cmd->add_option("--data-dir", m_export_data_dir, k_data_dir_help);
+        cmd->callback([this] {
+            if (!m_export_data_dir.empty()) {
+                m_export.data_dir = m_export_data_dir;
+            }
+            exit_code = dl::export_model(m_export);
+        });
+    }
+
+    void add_convert(CLI::App& app) {
+        auto* cmd = app.add_subcommand(
+            "convert",
+            "Write a config as dltrain's YAML, or (-o NET.prototxt) as Caffe's prototxt");
+        cmd->add_option("--config", m_convert.config,
+                        "a YAML config, or Caffe's net or solver prototxt")
+            ->required();
+        cmd->add_option("-o,--output", m_convert.output, "OUT.yaml, or NET.prototxt")->required();
+        cmd->add_option("--solver-output", m_convert_solver_output,
+                        "with -o NET.prototxt: also write Caffe's solver prototxt");
+        cmd->callback([this] {
+            if (!m_convert_solver_output.empty()) {
+                m_convert.solver_output = m_convert_solver_output;
+            }
+            exit_code = dl::convert_config(m_convert);
+        });
+    }
+
+    void add_time(CLI::App& app) {
+        auto* cmd = app.add_subcommand("time", "Forward and backward time per layer");
+        cmd->add_option("--config", m_time.config, "network and solver YAML")->required();
+        cmd->add_option("--iterations", m_time.iterations, "timed iterations (default 50)");
+        cmd->add_option("--threads", m_time.threads, k_threads_help);
+        cmd->add_option("--device", m_time.device, k_device_help);
+        cmd->add_option("--max-memory", m_time.max_memory, k_memory_help);
+        cmd->callback([this] { exit_code = dl::time_net(m_time); });
+    }
+
+    void add_check(CLI::App& app) {
+        auto* cmd = app.add_subcommand(
+            "check",
+            "Check a config without training: it parses and every shape fits (exit 3 if not)");
+        cmd->add_option("--config", m_check_config,
+                        "network and solver: YAML, or Caffe's net or solver prototxt");
+        cmd->add_option("--data-dir", m_check_data_dir, k_data_dir_help);
+        cmd->add_option("--max-memory", m_check_max_memory, k_memory_help);
+        cmd->add_option("--solver", m_check_solver, k_solver_help);
+        cmd->callback([this] {
+            m_check_config = solver_and_config(m_check_config, m_check_solver).string();
+            std::optional<std::filesystem::path> dir;
+            if (!m_check_data_dir.empty()) {
+                dir = m_check_data_dir;
+            }
+            const auto unchecked =
+                dl::check_config(m_check_config, dir, m_check_max_memory, m_check_solver);
+            for (const auto& note : unchecked) {
+                std::cout << "dltrain: not checked: " << note << '\n';
+            }
+            std::cout << m_check_config << (unchecked.empty() ? ": ok\n" : ": parses\n");
+        });
+    }
+
+    void add_describe_and_device_query(CLI::App& app) {
+        app.add_subcommand("describe", "Print what dltrain accepts as JSON: the solver keys' rules")
+            ->callback([this] { exit_code = describe(); });
+        app.add_subcommand("device-query", "List the CPU and GPUs this machine offers")
+            ->callback([this] { exit_code = device_query(); });
+    }
+
+private:
+    std::string m_build;
+    dl::TrainOptions m_train;
+    std::string m_data_dir;
+    int m_max_iter = -1;
+    std::string m_weights;
+    dl::TestOptions m_test;
+    std::string m_test_data_dir;
+    dl::ExportOptions m_export;
+    std::string m_export_data_dir;
+    dl::ConvertOptions m_convert;
+    std::string m_convert_solver_output;
+    dl::TimeOptions m_time;
+    std::string m_check_config;
+    std::string m_check_data_dir;
+    std::string m_check_max_memory;
+    std::vector<std::string> m_check_solver;
+};
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -160,154 +328,17 @@ int main(int argc, char** argv) {
                          fmt::format("dltrain {} (git {}, {})", dljob::build_info::version,
                                      dljob::build_info::git_revision, build));
     app.require_subcommand(1);
-    int exit_code = 0;
-
-    dl::TrainOptions train;
-    std::string data_dir;
-    int max_iter = -1;
-    auto* train_cmd = app.add_subcommand("train", "Train a network (writes the run directory)");
-    train_cmd->add_option("--config", train.config,
-                          "network and solver: YAML, or Caffe's net or solver prototxt");
-    train_cmd->add_option("--run-dir", train.run_dir, "run directory")->required();
-    train_cmd->add_option("--data-dir", data_dir, "where relative data sources resolve");
-    train_cmd->add_option("--resume", train.resume, "auto, or a checkpoint file");
-    std::string weights;
-    train_cmd->add_option("--weights", weights,
-                          "fine-tune: start from the parameters of this checkpoint (or Caffe "
-                          ".caffemodel) whose layer names the network has (the others keep their "
-                          "fillers); not used once --resume auto finds a checkpoint of the run");
-    train_cmd
-        ->add_option("--threads", train.threads, "threads (default: the CPUs this process may use)")
-        ->check(CLI::NonNegativeNumber);
-    train_cmd->add_option("--deadline", train.deadline,
-                          "checkpoint and exit 75 after this many seconds (90m, 2h), 'auto' "
-                          "(scheduler end time from the environment, the default) or 'none'");
-    train_cmd->add_option("--max-iter", max_iter, "override solver.max_iter")
-        ->check(CLI::NonNegativeNumber);
-    const char* device_help =
-        "cpu, cuda or cuda:N (default: the first visible GPU when built with CUDA, else cpu)";
-    train_cmd->add_option("--device", train.device, device_help);
-    const char* memory_help =
-        "refuse a net whose tensors need more than SIZE bytes (64G, 512M; 'none'); default: "
-        "DLTRAIN_MAX_MEMORY, else this machine's physical memory";
-    train_cmd->add_option("--max-memory", train.max_memory, memory_help);
-    const char* solver_help =
-        "SOLVER.prototxt (Caffe's form, instead of --config: the solver names its net), or "
-        "KEY=VALUE over the config's solver (base_lr, momentum, weight_decay, lr_policy, gamma, "
-        "stepsize, power, stepvalue, random_seed...) or batch_size of the train Data layers; "
-        "repeatable";
-    train_cmd->add_option("--solver", train.solver_overrides, solver_help);
-    train_cmd->callback([&] {
-        train.config = solver_and_config(train.config, train.solver_overrides);
-        if (!data_dir.empty()) {
-            train.data_dir = data_dir;
-        }
-        if (max_iter >= 0) {
-            train.max_iter = max_iter;
-        }
-        if (!weights.empty()) {
-            train.weights = weights;
-        }
-        train.build = build;
-        exit_code = dl::train(train);
-    });
-
-    dl::TestOptions test;
-    std::string test_data_dir;
-    auto* test_cmd = app.add_subcommand("test", "Test weights from a checkpoint on the test phase");
-    test_cmd->add_option("--config", test.config, "network and solver YAML")->required();
-    test_cmd->add_option("--weights", test.weights, "checkpoint file (or Caffe .caffemodel)")
-        ->required();
-    test_cmd->add_option("--data-dir", test_data_dir, "where relative data sources resolve");
-    test_cmd->add_option("--threads", test.threads,
-                         "threads (default: the CPUs this process may use)");
-    test_cmd->add_option("--device", test.device, device_help);
-    test_cmd->add_option("--max-memory", test.max_memory, memory_help);
-    test_cmd->callback([&] {
-        if (!test_data_dir.empty()) {
-            test.data_dir = test_data_dir;
-        }
-        exit_code = dl::test(test);
-    });
-
-    dl::ExportOptions export_options;
-    std::string export_data_dir;
-    auto* export_cmd = app.add_subcommand(
-        "export", "Write a checkpoint's parameters as Caffe weights (.caffemodel)");
-    export_cmd->add_option("--config", export_options.config, "network and solver config")
-        ->required();
-    export_cmd->add_option("--weights", export_options.weights, "checkpoint (or .caffemodel)")
-        ->required();
-    export_cmd->add_option("--caffemodel", export_options.caffemodel, "the file to write")
-        ->required();
-    export_cmd->add_option("--data-dir", export_data_dir, "where relative data sources resolve");
-    export_cmd->callback([&] {
-        if (!export_data_dir.empty()) {
-            export_options.data_dir = export_data_dir;
-        }
-        exit_code = dl::export_model(export_options);
-    });
-
-    dl::ConvertOptions convert;
-    std::string convert_solver_output;
-    auto* convert_cmd = app.add_subcommand(
-        "convert", "Write a config as dltrain's YAML, or (-o NET.prototxt) as Caffe's prototxt");
-    convert_cmd
-        ->add_option("--config", convert.config, "a YAML config, or Caffe's net or solver prototxt")
-        ->required();
-    convert_cmd->add_option("-o,--output", convert.output, "OUT.yaml, or NET.prototxt")->required();
-    convert_cmd->add_option("--solver-output", convert_solver_output,
-                            "with -o NET.prototxt: also write Caffe's solver prototxt");
-    convert_cmd->callback([&] {
-        if (!convert_solver_output.empty()) {
-            convert.solver_output = convert_solver_output;
-        }
-        exit_code = dl::convert_config(convert);
-    });
-
-    dl::TimeOptions time;
-    auto* time_cmd = app.add_subcommand("time", "Forward and backward time per layer");
-    time_cmd->add_option("--config", time.config, "network and solver YAML")->required();
-    time_cmd->add_option("--iterations", time.iterations, "timed iterations (default 50)");
-    time_cmd->add_option("--threads", time.threads,
-                         "threads (default: the CPUs this process may use)");
-    time_cmd->add_option("--device", time.device, device_help);
-    time_cmd->add_option("--max-memory", time.max_memory, memory_help);
-    time_cmd->callback([&] { exit_code = dl::time_net(time); });
-
-    std::string check_config_file;
-    std::string check_data_dir;
-    auto* check_cmd = app.add_subcommand(
-        "check", "Check a config without training: it parses and every shape fits (exit 3 if not)");
-    check_cmd->add_option("--config", check_config_file,
-                          "network and solver: YAML, or Caffe's net or solver prototxt");
-    check_cmd->add_option("--data-dir", check_data_dir, "where relative data sources resolve");
-    std::string check_max_memory;
-    check_cmd->add_option("--max-memory", check_max_memory, memory_help);
-    std::vector<std::string> check_solver;
-    check_cmd->add_option("--solver", check_solver, solver_help);
-    check_cmd->callback([&] {
-        check_config_file = solver_and_config(check_config_file, check_solver).string();
-        std::optional<std::filesystem::path> dir;
-        if (!check_data_dir.empty()) {
-            dir = check_data_dir;
-        }
-        const auto unchecked =
-            dl::check_config(check_config_file, dir, check_max_memory, check_solver);
-        for (const auto& note : unchecked) {
-            std::cout << "dltrain: not checked: " << note << '\n';
-        }
-        std::cout << check_config_file << (unchecked.empty() ? ": ok\n" : ": parses\n");
-    });
-
-    app.add_subcommand("describe", "Print what dltrain accepts as JSON: the solver keys' rules")
-        ->callback([&] { exit_code = describe(); });
-    app.add_subcommand("device-query", "List the CPU and GPUs this machine offers")->callback([&] {
-        exit_code = device_query();
-    });
+    Commands commands(build);
+    commands.add_train(app);
+    commands.add_test(app);
+    commands.add_export(app);
+    commands.add_convert(app);
+    commands.add_time(app);
+    commands.add_check(app);
+    commands.add_describe_and_device_query(app);
     try {
         app.parse(argc, argv);
-        return exit_code;
+        return commands.exit_code;
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : dl::exit_code::usage;
     } catch (const dl::Error& e) {
