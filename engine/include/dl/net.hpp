@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dl {
@@ -90,6 +91,24 @@ public:
 
 private:
     struct Entry;
+    // While the net is built: which layer last wrote each blob, which blobs carry a gradient,
+    // how many layers backpropagate into each, and the train net's layers to borrow from.
+    struct Wiring;
+    void add_layer(const NetConfig& config, const LayerConfig& layer_config, Wiring& wiring);
+    // The layer's bottoms: the producers of each, and whether any gradient flows back.
+    std::pair<std::vector<std::string>, bool> wire_bottoms(const NetConfig& config,
+                                                           const LayerConfig& layer_config,
+                                                           Entry& entry, Wiring& wiring);
+    void wire_tops(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
+                   Wiring& wiring);
+    void add_input(const NetConfig& config, const LayerConfig& layer_config, Entry& entry);
+    void note_label_classes(const LayerConfig& layer_config, const Entry& entry,
+                            const std::vector<std::string>& producers);
+    // Returns how many parameters the layer has.
+    std::size_t add_params(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
+                           const Wiring& wiring);
+    void mark_gradients(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
+                        Wiring& wiring);
     Phase m_phase;
     Backend& m_backend;
     std::mt19937 m_rng;

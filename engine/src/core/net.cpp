@@ -24,188 +24,244 @@ struct Net::Entry {
     bool backward = false;
 };
 
-Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t seed,
-         const Net* shared)
-    : m_phase(phase), m_backend(backend), m_rng(seed) {
+struct Net::Wiring {
     std::map<std::string, std::size_t> blob_index;
     std::vector<std::string> producer; // per blob: the layer that last wrote it
     std::vector<bool> needs_grad;
     std::vector<int> grad_consumers;
     std::map<std::string, const Net::Entry*> shared_layers;
+};
+
+namespace {
+
+std::string where(const NetConfig& config, const LayerConfig& layer) {
+    return fmt::format("{}:{}: ", config.file.string(), layer.line);
+}
+
+[[noreturn]] void fail_layer(const NetConfig& config, const LayerConfig& layer,
+                             const std::string& message) {
+    throw Error(ErrorKind::config, fmt::format("{}layer '{}' ({}): {}", where(config, layer),
+                                               layer.name, layer.type, message));
+}
+
+} // namespace
+
+Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t seed,
+         const Net* shared)
+    : m_phase(phase), m_backend(backend), m_rng(seed) {
+    Wiring wiring;
     if (shared != nullptr) {
         for (const auto& entry : shared->m_layers) {
-            shared_layers[entry->layer->config().name] = entry.get();
+            wiring.shared_layers[entry->layer->config().name] = entry.get();
         }
     }
-    const auto where = [&](const LayerConfig& layer) {
-        return fmt::format("{}:{}: ", config.file.string(), layer.line);
-    };
     for (const LayerConfig& layer_config : config.layers) {
-        if (layer_config.phase && *layer_config.phase != phase) {
+        if (!layer_config.phase || *layer_config.phase == phase) {
+            add_layer(config, layer_config, wiring);
+        }
+    }
+}
+
+void Net::add_layer(const NetConfig& config, const LayerConfig& layer_config, Wiring& wiring) {
+    auto entry = std::make_unique<Entry>();
+    entry->layer = make_layer(layer_config, m_backend);
+    Layer& layer = *entry->layer;
+    layer.set_phase(m_phase);
+    layer.set_rng(&m_rng);
+    if (layer_config.bottoms.size() < layer.min_bottoms() ||
+        layer_config.bottoms.size() > layer.max_bottoms()) {
+        fail_layer(config, layer_config,
+                   fmt::format("needs {} bottom(s), got {}", layer.min_bottoms(),
+                               layer_config.bottoms.size()));
+    }
+    if (layer_config.tops.size() != layer.top_count()) {
+        fail_layer(
+            config, layer_config,
+            fmt::format("needs {} top(s), got {}", layer.top_count(), layer_config.tops.size()));
+    }
+    const auto [producers, any_grad] = wire_bottoms(config, layer_config, *entry, wiring);
+    wire_tops(config, layer_config, *entry, wiring);
+    if (layer_config.type == "Data") {
+        add_input(config, layer_config, *entry);
+    }
+    try {
+        layer.setup(entry->bottoms, entry->tops, producers);
+    } catch (const Error& e) {
+        throw Error(e.kind(), where(config, layer_config) + e.what());
+    }
+    note_label_classes(layer_config, *entry, producers);
+    const std::size_t params = add_params(config, layer_config, *entry, wiring);
+    entry->backward = layer.can_backward() && (any_grad || params > 0);
+    if (entry->backward) {
+        mark_gradients(config, layer_config, *entry, wiring);
+    }
+    if (layer.is_loss() || layer_config.type == "Accuracy") {
+        m_outputs.push_back(layer_config.tops[0]);
+    }
+    m_layers.push_back(std::move(entry));
+}
+
+std::pair<std::vector<std::string>, bool> Net::wire_bottoms(const NetConfig& config,
+                                                            const LayerConfig& layer_config,
+                                                            Entry& entry, Wiring& wiring) {
+    const Layer& layer = *entry.layer;
+    std::vector<std::string> producers;
+    bool any_grad = false;
+    for (const auto& name : layer_config.bottoms) {
+        const auto found = wiring.blob_index.find(name);
+        if (found == wiring.blob_index.end()) {
+            fail_layer(config, layer_config,
+                       fmt::format("bottom '{}' is not a top of any earlier layer (known blobs: "
+                                   "{})",
+                                   name,
+                                   m_blob_names.empty()
+                                       ? "none"
+                                       : fmt::format("{}", fmt::join(m_blob_names, ", "))));
+        }
+        entry.bottoms.push_back(m_blobs[found->second].get());
+        producers.push_back(wiring.producer[found->second]);
+        const bool grad = wiring.needs_grad[found->second] && layer.can_backward() &&
+                          !(layer.is_loss() && entry.bottoms.size() == 2);
+        entry.propagate_down.push_back(grad);
+        any_grad = any_grad || grad;
+    }
+    return {producers, any_grad};
+}
+
+void Net::wire_tops(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
+                    Wiring& wiring) {
+    for (const auto& name : layer_config.tops) {
+        auto found = wiring.blob_index.find(name);
+        const bool in_place = found != wiring.blob_index.end() &&
+                              std::find(layer_config.bottoms.begin(), layer_config.bottoms.end(),
+                                        name) != layer_config.bottoms.end();
+        if (found != wiring.blob_index.end() && !in_place) {
+            fail_layer(config, layer_config,
+                       fmt::format("top '{}' is already written by layer '{}'", name,
+                                   wiring.producer[found->second]));
+        }
+        if (in_place && !may_run_in_place(layer_config.type)) {
+            fail_layer(config, layer_config,
+                       fmt::format("top '{}' is also its bottom, and layer type {} cannot run in "
+                                   "place: give its top a name of its own (layers that may run "
+                                   "in place: {})",
+                                   name, layer_config.type, fmt::join(in_place_types(), ", ")));
+        }
+        if (!in_place) {
+            wiring.blob_index[name] = m_blobs.size();
+            m_blob_names.push_back(name);
+            m_blobs.push_back(std::make_unique<Tensor>(&m_backend));
+            if (m_phase == Phase::test) {
+                m_blobs.back()->drop_gradient(); // a test net never runs backward
+            }
+            wiring.producer.push_back(layer_config.name);
+            wiring.needs_grad.push_back(false);
+            wiring.grad_consumers.push_back(0);
+            found = wiring.blob_index.find(name);
+        } else {
+            wiring.producer[found->second] = layer_config.name;
+        }
+        entry.tops.push_back(m_blobs[found->second].get());
+    }
+}
+
+void Net::add_input(const NetConfig& config, const LayerConfig& layer_config, Entry& entry) {
+    // Caffe's prefetching data layer seeds its thread with one draw from the stream the fillers
+    // use (InternalThread::StartInternalThread): skipping that draw here keeps the weights of
+    // the layers after it equal to Caffe's for the same random_seed.
+    m_rng.discard(1);
+    NetInput input;
+    input.layer = &layer_config;
+    input.data = entry.tops[0];
+    input.labels = entry.tops.size() > 1 ? entry.tops[1] : nullptr;
+    m_inputs.push_back(input);
+    if (layer_config.shape.empty()) {
+        fail_layer(config, layer_config,
+                   "the image shape is unknown (no data file read and no 'shape' key)");
+    }
+    if (layer_config.crop_size > std::min(layer_config.shape[1], layer_config.shape[2])) {
+        fail_layer(config, layer_config,
+                   fmt::format("key 'crop_size' {} is larger than its {}x{} images",
+                               layer_config.crop_size, layer_config.shape[1],
+                               layer_config.shape[2]));
+    }
+    const std::vector<int> image = input_shape(layer_config);
+    entry.tops[0]->reshape({layer_config.batch_size, image[0], image[1], image[2]});
+}
+
+// The fewest outputs of any layer whose scores a loss or accuracy reads against an input's
+// labels: every label must be below it (the data readers check).
+void Net::note_label_classes(const LayerConfig& layer_config, const Entry& entry,
+                             const std::vector<std::string>& producers) {
+    const int classes = entry.layer->label_classes();
+    if (classes <= 0) {
+        return;
+    }
+    for (NetInput& input : m_inputs) {
+        if (input.labels == entry.bottoms[1] &&
+            (input.label_classes == 0 || classes < input.label_classes)) {
+            input.label_classes = classes;
+            input.label_reader = fmt::format("layer '{}' (whose scores layer '{}', {}, reads)",
+                                             producers[0], layer_config.name, layer_config.type);
+        }
+    }
+}
+
+// Parameters: borrowed from the train net, or created and filled.
+std::size_t Net::add_params(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
+                            const Wiring& wiring) {
+    Layer& layer = *entry.layer;
+    const auto shapes = layer.param_shapes();
+    if (layer_config.params.size() > shapes.size()) {
+        fail_layer(config, layer_config,
+                   fmt::format("has {} 'param' entries but only {} parameters",
+                               layer_config.params.size(), shapes.size()));
+    }
+    const auto borrowed = wiring.shared_layers.find(layer_config.name);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        std::shared_ptr<Tensor> tensor;
+        if (borrowed != wiring.shared_layers.end()) {
+            tensor = borrowed->second->layer->params().at(i);
+            if (tensor->shape() != shapes[i]) {
+                fail_layer(config, layer_config,
+                           fmt::format("parameter {} is {} here but {} in the train net", i,
+                                       fmt::join(shapes[i], "x"), tensor->shape_string()));
+            }
+        } else {
+            tensor = std::make_shared<Tensor>(shapes[i], &m_backend);
+            fill(layer.param_filler(i), *tensor, m_rng);
+        }
+        layer.params().push_back(tensor);
+        ParamSpec spec = i < layer_config.params.size() ? layer_config.params[i] : ParamSpec{};
+        if (!layer.learnable(i)) {
+            spec = ParamSpec{0.0F, 0.0F};
+        }
+        m_params.push_back(
+            Param{fmt::format("{}.{}", layer_config.name, i), tensor, spec, m_layers.size()});
+    }
+    return shapes.size();
+}
+
+// A layer that backpropagates: its bottoms' gradients have one writer each (in place aside),
+// and its tops now carry a gradient.
+void Net::mark_gradients(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
+                         Wiring& wiring) {
+    for (std::size_t i = 0; i < entry.bottoms.size(); ++i) {
+        if (!entry.propagate_down[i]) {
             continue;
         }
-        auto entry = std::make_unique<Entry>();
-        entry->layer = make_layer(layer_config, backend);
-        Layer& layer = *entry->layer;
-        layer.set_phase(phase);
-        layer.set_rng(&m_rng);
-        const auto fail = [&](const std::string& message) {
-            throw Error(ErrorKind::config,
-                        fmt::format("{}layer '{}' ({}): {}", where(layer_config), layer_config.name,
-                                    layer_config.type, message));
-        };
-        if (layer_config.bottoms.size() < layer.min_bottoms() ||
-            layer_config.bottoms.size() > layer.max_bottoms()) {
-            fail(fmt::format("needs {} bottom(s), got {}", layer.min_bottoms(),
-                             layer_config.bottoms.size()));
+        const std::size_t index = wiring.blob_index[layer_config.bottoms[i]];
+        const bool in_place = std::find(layer_config.tops.begin(), layer_config.tops.end(),
+                                        layer_config.bottoms[i]) != layer_config.tops.end();
+        if (!in_place && ++wiring.grad_consumers[index] > 1) {
+            fail_layer(config, layer_config,
+                       fmt::format("blob '{}' feeds two layers that backpropagate; gradient "
+                                   "accumulation is not supported yet",
+                                   layer_config.bottoms[i]));
         }
-        if (layer_config.tops.size() != layer.top_count()) {
-            fail(fmt::format("needs {} top(s), got {}", layer.top_count(),
-                             layer_config.tops.size()));
-        }
-        std::vector<std::string> producers;
-        bool any_grad = false;
-        for (const auto& name : layer_config.bottoms) {
-            const auto found = blob_index.find(name);
-            if (found == blob_index.end()) {
-                std::string known;
-                for (const auto& blob : m_blob_names) {
-                    if (!known.empty()) {
-                        known += ", ";
-                    }
-                    known += blob;
-                }
-                fail(fmt::format("bottom '{}' is not a top of any earlier layer (known blobs: {})",
-                                 name, known.empty() ? "none" : known));
-            }
-            entry->bottoms.push_back(m_blobs[found->second].get());
-            producers.push_back(producer[found->second]);
-            const bool grad = needs_grad[found->second] && layer.can_backward() &&
-                              !(layer.is_loss() && entry->bottoms.size() == 2);
-            entry->propagate_down.push_back(grad);
-            any_grad = any_grad || grad;
-        }
-        for (const auto& name : layer_config.tops) {
-            auto found = blob_index.find(name);
-            const bool in_place =
-                found != blob_index.end() &&
-                std::find(layer_config.bottoms.begin(), layer_config.bottoms.end(), name) !=
-                    layer_config.bottoms.end();
-            if (found != blob_index.end() && !in_place) {
-                fail(fmt::format("top '{}' is already written by layer '{}'", name,
-                                 producer[found->second]));
-            }
-            if (in_place && !may_run_in_place(layer_config.type)) {
-                fail(fmt::format("top '{}' is also its bottom, and layer type {} cannot run in "
-                                 "place: give its top a name of its own (layers that may run in "
-                                 "place: {})",
-                                 name, layer_config.type, fmt::join(in_place_types(), ", ")));
-            }
-            if (!in_place) {
-                blob_index[name] = m_blobs.size();
-                m_blob_names.push_back(name);
-                m_blobs.push_back(std::make_unique<Tensor>(&backend));
-                if (phase == Phase::test) {
-                    m_blobs.back()->drop_gradient(); // a test net never runs backward
-                }
-                producer.push_back(layer_config.name);
-                needs_grad.push_back(false);
-                grad_consumers.push_back(0);
-                found = blob_index.find(name);
-            } else {
-                producer[found->second] = layer_config.name;
-            }
-            entry->tops.push_back(m_blobs[found->second].get());
-        }
-        if (layer_config.type == "Data") {
-            // Caffe's prefetching data layer seeds its thread with one draw from the stream the
-            // fillers use (InternalThread::StartInternalThread): skipping that draw here keeps
-            // the weights of the layers after it equal to Caffe's for the same random_seed.
-            m_rng.discard(1);
-            NetInput input;
-            input.layer = &layer_config;
-            input.data = entry->tops[0];
-            input.labels = entry->tops.size() > 1 ? entry->tops[1] : nullptr;
-            m_inputs.push_back(input);
-            if (layer_config.shape.empty()) {
-                fail("the image shape is unknown (no data file read and no 'shape' key)");
-            }
-            if (layer_config.crop_size > std::min(layer_config.shape[1], layer_config.shape[2])) {
-                fail(fmt::format("key 'crop_size' {} is larger than its {}x{} images",
-                                 layer_config.crop_size, layer_config.shape[1],
-                                 layer_config.shape[2]));
-            }
-            const std::vector<int> image = input_shape(layer_config);
-            entry->tops[0]->reshape({layer_config.batch_size, image[0], image[1], image[2]});
-        }
-        try {
-            layer.setup(entry->bottoms, entry->tops, producers);
-        } catch (const Error& e) {
-            throw Error(e.kind(), where(layer_config) + e.what());
-        }
-
-        if (const int classes = layer.label_classes(); classes > 0) {
-            for (NetInput& input : m_inputs) {
-                if (input.labels == entry->bottoms[1] &&
-                    (input.label_classes == 0 || classes < input.label_classes)) {
-                    input.label_classes = classes;
-                    input.label_reader =
-                        fmt::format("layer '{}' (whose scores layer '{}', {}, reads)", producers[0],
-                                    layer_config.name, layer_config.type);
-                }
-            }
-        }
-
-        // Parameters: borrowed from the train net, or created and filled.
-        const auto shapes = layer.param_shapes();
-        if (layer_config.params.size() > shapes.size()) {
-            fail(fmt::format("has {} 'param' entries but only {} parameters",
-                             layer_config.params.size(), shapes.size()));
-        }
-        const auto borrowed = shared_layers.find(layer_config.name);
-        for (std::size_t i = 0; i < shapes.size(); ++i) {
-            std::shared_ptr<Tensor> tensor;
-            if (borrowed != shared_layers.end()) {
-                tensor = borrowed->second->layer->params().at(i);
-                if (tensor->shape() != shapes[i]) {
-                    fail(fmt::format("parameter {} is {} here but {} in the train net", i,
-                                     fmt::join(shapes[i], "x"), tensor->shape_string()));
-                }
-            } else {
-                tensor = std::make_shared<Tensor>(shapes[i], &backend);
-                fill(layer.param_filler(i), *tensor, m_rng);
-            }
-            layer.params().push_back(tensor);
-            ParamSpec spec = i < layer_config.params.size() ? layer_config.params[i] : ParamSpec{};
-            if (!layer.learnable(i)) {
-                spec = ParamSpec{0.0F, 0.0F};
-            }
-            m_params.push_back(
-                Param{fmt::format("{}.{}", layer_config.name, i), tensor, spec, m_layers.size()});
-        }
-        entry->backward = layer.can_backward() && (any_grad || !shapes.empty());
-        if (entry->backward) {
-            for (std::size_t i = 0; i < entry->bottoms.size(); ++i) {
-                if (entry->propagate_down[i]) {
-                    const std::size_t index = blob_index[layer_config.bottoms[i]];
-                    const bool in_place =
-                        std::find(layer_config.tops.begin(), layer_config.tops.end(),
-                                  layer_config.bottoms[i]) != layer_config.tops.end();
-                    if (!in_place && ++grad_consumers[index] > 1) {
-                        fail(fmt::format("blob '{}' feeds two layers that backpropagate; "
-                                         "gradient accumulation is not supported yet",
-                                         layer_config.bottoms[i]));
-                    }
-                }
-            }
-            for (const auto& name : layer_config.tops) {
-                needs_grad[blob_index[name]] = true;
-            }
-        }
-        if (layer.is_loss() || layer_config.type == "Accuracy") {
-            m_outputs.push_back(layer_config.tops[0]);
-        }
-        m_layers.push_back(std::move(entry));
+    }
+    for (const auto& name : layer_config.tops) {
+        wiring.needs_grad[wiring.blob_index[name]] = true;
     }
 }
 
