@@ -710,123 +710,107 @@ void emit_filler(YAML::Emitter& out, const char* key, const FillerConfig& filler
 
 } // namespace
 
-std::string to_yaml(const NetConfig& config) {
-    YAML::Emitter out;
-    out << YAML::BeginMap;
-    out << YAML::Key << "name" << YAML::Value << config.name;
-    out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
-    for (const auto& layer : config.layers) {
-        out << YAML::BeginMap;
-        out << YAML::Key << "name" << YAML::Value << layer.name;
-        out << YAML::Key << "type" << YAML::Value << layer.type;
-        if (!layer.bottoms.empty()) {
-            out << YAML::Key << "bottom" << YAML::Value << YAML::Flow << layer.bottoms;
-        }
-        out << YAML::Key << "top" << YAML::Value << YAML::Flow << layer.tops;
-        if (layer.phase) {
-            out << YAML::Key << "phase" << YAML::Value
-                << (*layer.phase == Phase::train ? "train" : "test");
-        }
-        const std::string& type = layer.type;
-        if (type == "Data") {
-            out << YAML::Key << "source" << YAML::Value << layer.source;
-            out << YAML::Key << "label_source" << YAML::Value << layer.label_source;
-            if (!layer.backend.empty()) {
-                out << YAML::Key << "backend" << YAML::Value << layer.backend;
-            }
-            out << YAML::Key << "batch_size" << YAML::Value << layer.batch_size;
-            out << YAML::Key << "scale" << YAML::Value << layer.scale;
-            out << YAML::Key << "shuffle" << YAML::Value << layer.shuffle;
-            if (!layer.mean_value.empty()) {
-                out << YAML::Key << "mean_value" << YAML::Value << YAML::Flow << layer.mean_value;
-            }
-            if (!layer.mean_file.empty()) {
-                out << YAML::Key << "mean_file" << YAML::Value << layer.mean_file;
-            }
-            if (layer.crop_size > 0) {
-                out << YAML::Key << "crop_size" << YAML::Value << layer.crop_size;
-            }
-            if (layer.mirror) {
-                out << YAML::Key << "mirror" << YAML::Value << layer.mirror;
-            }
-            if (!layer.shape.empty()) {
-                out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;
-            }
-        }
-        if (type == "Convolution" || type == "InnerProduct") {
-            out << YAML::Key << "param" << YAML::Value << YAML::BeginSeq;
-            for (const auto& spec : layer.params) {
-                out << YAML::Flow << YAML::BeginMap << YAML::Key << "lr_mult" << YAML::Value
-                    << spec.lr_mult << YAML::Key << "decay_mult" << YAML::Value << spec.decay_mult
-                    << YAML::EndMap;
-            }
-            out << YAML::EndSeq;
-            out << YAML::Key << "num_output" << YAML::Value << layer.num_output;
-            out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
-            emit_filler(out, "weight_filler", layer.weight_filler);
-            emit_filler(out, "bias_filler", layer.bias_filler);
-        }
-        if (type == "Convolution" || type == "Pooling") {
-            out << YAML::Key << "kernel_size" << YAML::Value << layer.kernel_size;
-            out << YAML::Key << "stride" << YAML::Value << layer.stride;
-            out << YAML::Key << "pad" << YAML::Value << layer.pad;
-        }
-        if (type == "Convolution") {
-            out << YAML::Key << "group" << YAML::Value << layer.group;
-        }
-        if (type == "Pooling") {
-            out << YAML::Key << "pool" << YAML::Value << layer.pool;
-        }
-        if (type == "Dropout") {
-            out << YAML::Key << "dropout_ratio" << YAML::Value << layer.dropout_ratio;
-        }
-        if (type == "LRN") {
-            out << YAML::Key << "local_size" << YAML::Value << layer.local_size;
-            out << YAML::Key << "alpha" << YAML::Value << layer.alpha;
-            out << YAML::Key << "beta" << YAML::Value << layer.beta;
-            out << YAML::Key << "k" << YAML::Value << layer.k;
-        }
-        if (type == "BatchNorm") {
-            if (layer.use_global_stats) {
-                out << YAML::Key << "use_global_stats" << YAML::Value << *layer.use_global_stats;
-            }
-            out << YAML::Key << "moving_average_fraction" << YAML::Value
-                << layer.moving_average_fraction;
-            out << YAML::Key << "eps" << YAML::Value << layer.eps;
-        }
-        if (type == "Scale" && !layer.params.empty()) {
-            out << YAML::Key << "param" << YAML::Value << YAML::BeginSeq;
-            for (const auto& spec : layer.params) {
-                out << YAML::Flow << YAML::BeginMap << YAML::Key << "lr_mult" << YAML::Value
-                    << spec.lr_mult << YAML::Key << "decay_mult" << YAML::Value << spec.decay_mult
-                    << YAML::EndMap;
-            }
-            out << YAML::EndSeq;
-        }
-        if (type == "Scale") {
-            out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
-            emit_filler(out, "filler", layer.filler);
-            emit_filler(out, "bias_filler", layer.bias_filler);
-        }
-        if (type == "Concat") {
-            out << YAML::Key << "axis" << YAML::Value << layer.axis;
-        }
-        if (type == "Eltwise") {
-            out << YAML::Key << "operation" << YAML::Value << layer.operation;
-            if (!layer.coeff.empty()) {
-                out << YAML::Key << "coeff" << YAML::Value << YAML::Flow << layer.coeff;
-            }
-        }
-        if (type == "Accuracy") {
-            out << YAML::Key << "top_k" << YAML::Value << layer.top_k;
-        }
-        if (type == "SoftmaxWithLoss") {
-            out << YAML::Key << "loss_weight" << YAML::Value << layer.loss_weight;
-        }
-        out << YAML::EndMap;
+namespace {
+
+void emit_data_fields(YAML::Emitter& out, const LayerConfig& layer) {
+    out << YAML::Key << "source" << YAML::Value << layer.source;
+    out << YAML::Key << "label_source" << YAML::Value << layer.label_source;
+    if (!layer.backend.empty()) {
+        out << YAML::Key << "backend" << YAML::Value << layer.backend;
+    }
+    out << YAML::Key << "batch_size" << YAML::Value << layer.batch_size;
+    out << YAML::Key << "scale" << YAML::Value << layer.scale;
+    out << YAML::Key << "shuffle" << YAML::Value << layer.shuffle;
+    if (!layer.mean_value.empty()) {
+        out << YAML::Key << "mean_value" << YAML::Value << YAML::Flow << layer.mean_value;
+    }
+    if (!layer.mean_file.empty()) {
+        out << YAML::Key << "mean_file" << YAML::Value << layer.mean_file;
+    }
+    if (layer.crop_size > 0) {
+        out << YAML::Key << "crop_size" << YAML::Value << layer.crop_size;
+    }
+    if (layer.mirror) {
+        out << YAML::Key << "mirror" << YAML::Value << layer.mirror;
+    }
+    if (!layer.shape.empty()) {
+        out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;
+    }
+}
+
+void emit_param_specs(YAML::Emitter& out, const std::vector<ParamSpec>& params) {
+    out << YAML::Key << "param" << YAML::Value << YAML::BeginSeq;
+    for (const auto& spec : params) {
+        out << YAML::Flow << YAML::BeginMap << YAML::Key << "lr_mult" << YAML::Value << spec.lr_mult
+            << YAML::Key << "decay_mult" << YAML::Value << spec.decay_mult << YAML::EndMap;
     }
     out << YAML::EndSeq;
-    const SolverConfig& s = config.solver;
+}
+
+// The keys of a layer past name, type, bottoms, tops and phase, by its type.
+void emit_type_fields(YAML::Emitter& out, const LayerConfig& layer) {
+    const std::string& type = layer.type;
+    if (type == "Convolution" || type == "InnerProduct") {
+        emit_param_specs(out, layer.params);
+        out << YAML::Key << "num_output" << YAML::Value << layer.num_output;
+        out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
+        emit_filler(out, "weight_filler", layer.weight_filler);
+        emit_filler(out, "bias_filler", layer.bias_filler);
+    }
+    if (type == "Convolution" || type == "Pooling") {
+        out << YAML::Key << "kernel_size" << YAML::Value << layer.kernel_size;
+        out << YAML::Key << "stride" << YAML::Value << layer.stride;
+        out << YAML::Key << "pad" << YAML::Value << layer.pad;
+    }
+    if (type == "Convolution") {
+        out << YAML::Key << "group" << YAML::Value << layer.group;
+    }
+    if (type == "Pooling") {
+        out << YAML::Key << "pool" << YAML::Value << layer.pool;
+    }
+    if (type == "Dropout") {
+        out << YAML::Key << "dropout_ratio" << YAML::Value << layer.dropout_ratio;
+    }
+    if (type == "LRN") {
+        out << YAML::Key << "local_size" << YAML::Value << layer.local_size;
+        out << YAML::Key << "alpha" << YAML::Value << layer.alpha;
+        out << YAML::Key << "beta" << YAML::Value << layer.beta;
+        out << YAML::Key << "k" << YAML::Value << layer.k;
+    }
+    if (type == "BatchNorm") {
+        if (layer.use_global_stats) {
+            out << YAML::Key << "use_global_stats" << YAML::Value << *layer.use_global_stats;
+        }
+        out << YAML::Key << "moving_average_fraction" << YAML::Value
+            << layer.moving_average_fraction;
+        out << YAML::Key << "eps" << YAML::Value << layer.eps;
+    }
+    if (type == "Scale" && !layer.params.empty()) {
+        emit_param_specs(out, layer.params);
+    }
+    if (type == "Scale") {
+        out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
+        emit_filler(out, "filler", layer.filler);
+        emit_filler(out, "bias_filler", layer.bias_filler);
+    }
+    if (type == "Concat") {
+        out << YAML::Key << "axis" << YAML::Value << layer.axis;
+    }
+    if (type == "Eltwise") {
+        out << YAML::Key << "operation" << YAML::Value << layer.operation;
+        if (!layer.coeff.empty()) {
+            out << YAML::Key << "coeff" << YAML::Value << YAML::Flow << layer.coeff;
+        }
+    }
+    if (type == "Accuracy") {
+        out << YAML::Key << "top_k" << YAML::Value << layer.top_k;
+    }
+    if (type == "SoftmaxWithLoss") {
+        out << YAML::Key << "loss_weight" << YAML::Value << layer.loss_weight;
+    }
+}
+
+void emit_solver(YAML::Emitter& out, const SolverConfig& s) {
     out << YAML::Key << "solver" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "type" << YAML::Value << s.type;
     out << YAML::Key << "base_lr" << YAML::Value << s.base_lr;
@@ -854,6 +838,35 @@ std::string to_yaml(const NetConfig& config) {
     out << YAML::Key << "keep_checkpoints" << YAML::Value << s.keep_checkpoints;
     out << YAML::Key << "random_seed" << YAML::Value << s.random_seed;
     out << YAML::EndMap;
+}
+
+} // namespace
+
+std::string to_yaml(const NetConfig& config) {
+    YAML::Emitter out;
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << config.name;
+    out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+    for (const auto& layer : config.layers) {
+        out << YAML::BeginMap;
+        out << YAML::Key << "name" << YAML::Value << layer.name;
+        out << YAML::Key << "type" << YAML::Value << layer.type;
+        if (!layer.bottoms.empty()) {
+            out << YAML::Key << "bottom" << YAML::Value << YAML::Flow << layer.bottoms;
+        }
+        out << YAML::Key << "top" << YAML::Value << YAML::Flow << layer.tops;
+        if (layer.phase) {
+            out << YAML::Key << "phase" << YAML::Value
+                << (*layer.phase == Phase::train ? "train" : "test");
+        }
+        if (layer.type == "Data") {
+            emit_data_fields(out, layer);
+        }
+        emit_type_fields(out, layer);
+        out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+    emit_solver(out, config.solver);
     out << YAML::EndMap;
     return std::string(out.c_str()) + "\n";
 }
