@@ -5,6 +5,7 @@
 // and its key and leave nothing behind. tests/integration/data_pack_train.sh trains
 // dltrain on such a pack and on the LMDB itself and gets the same run.
 
+#include "engine/datum_support.hpp"
 #include "unit/data/data_test_support.hpp"
 
 #include <dljob/app/data/pack.hpp>
@@ -31,55 +32,13 @@ namespace {
 
 using test::ScratchDir;
 
-void put_varint(std::string& out, std::uint64_t value) {
-    while (value >= 0x80U) {
-        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-        value >>= 7U;
-    }
-    out.push_back(static_cast<char>(value));
-}
-
-std::string datum(int channels, int height, int width, const std::string& data, int label,
-                  bool encoded = false) {
-    std::string out;
-    if (!encoded) {
-        for (const auto& [field, value] : {std::pair{1, channels}, {2, height}, {3, width}}) {
-            put_varint(out, static_cast<std::uint64_t>(field) << 3U);
-            put_varint(out, static_cast<std::uint64_t>(value));
-        }
-    }
-    put_varint(out, (4U << 3U) | 2U);
-    put_varint(out, data.size());
-    out += data;
-    put_varint(out, 5U << 3U);
-    put_varint(out, static_cast<std::uint64_t>(label));
-    if (encoded) {
-        put_varint(out, 7U << 3U);
-        put_varint(out, 1);
-    }
-    return out;
-}
+using dl_test::datum;
+using dl_test::put_varint;
 
 /// Caffe's writer: keys "%08d_<name>" in one transaction.
 void write_lmdb(const std::filesystem::path& dir, const std::vector<std::string>& values) {
-    std::filesystem::create_directories(dir);
-    MDB_env* env = nullptr;
-    ASSERT_EQ(mdb_env_create(&env), 0);
-    ASSERT_EQ(mdb_env_set_mapsize(env, std::size_t{1} << 22), 0);
-    ASSERT_EQ(mdb_env_open(env, dir.c_str(), 0, 0664), 0);
-    MDB_txn* txn = nullptr;
-    ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-    MDB_dbi dbi = 0;
-    ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        std::string key = fmt::format("{:08}_img{}.jpg", i, i);
-        std::string value = values[i];
-        MDB_val k{key.size(), key.data()};
-        MDB_val v{value.size(), value.data()};
-        ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-    }
-    ASSERT_EQ(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    dl_test::write_lmdb(dir, values,
+                        [](std::size_t i) { return fmt::format("{:08}_img{}.jpg", i, i); });
 }
 
 #if DLJOB_HAVE_LEVELDB
