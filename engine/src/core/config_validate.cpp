@@ -172,8 +172,7 @@ private:
         at_most(layer, "pad", layer.pad, k_max_window);
     }
 
-    void check_layer(const LayerConfig& layer) const {
-        const std::string& type = layer.type;
+    void check_params(const LayerConfig& layer) const {
         for (const ParamSpec& spec : layer.params) {
             for (const auto& [name, value] :
                  {std::pair{"lr_mult", spec.lr_mult}, std::pair{"decay_mult", spec.decay_mult}}) {
@@ -183,7 +182,7 @@ private:
                                      where(layer), name, value));
                 }
             }
-            if (type == "BatchNorm" && spec.lr_mult != 0.0F) {
+            if (layer.type == "BatchNorm" && spec.lr_mult != 0.0F) {
                 // Its parameters are running statistics, never learned (Caffe forces lr_mult 0).
                 fail(layer, "param",
                      fmt::format("key 'param' in {}: BatchNorm's parameters are its running "
@@ -191,39 +190,76 @@ private:
                                  where(layer)));
             }
         }
+    }
+
+    void check_data(const LayerConfig& layer) const {
+        if (layer.source.empty()) {
+            fail(layer, "source", fmt::format("{} of type Data needs key 'source'", where(layer)));
+        }
+        if (!layer.backend.empty()) {
+            choice(layer, "backend", layer.backend, {"lmdb", "leveldb"});
+        }
+        required_at_least(layer, "batch_size", layer.batch_size, 1);
+        finite(layer, "scale", layer.scale);
+        for (const float mean : layer.mean_value) {
+            finite(layer, "mean_value", mean);
+        }
+        if (!layer.mean_file.empty() && !layer.mean_value.empty()) {
+            fail(layer, "mean_file",
+                 fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)",
+                             where(layer)));
+        }
+        if ((!layer.shape.empty() || layer.marks.count("shape") != 0) &&
+            (layer.shape.size() != 3 ||
+             std::any_of(layer.shape.begin(), layer.shape.end(), [](int d) { return d < 1; }))) {
+            fail(layer, "shape",
+                 fmt::format("key 'shape' in {} must be [channels, height, width]", where(layer)));
+        }
+        at_least(layer, "crop_size", layer.crop_size, 0);
+        if (layer.shape.size() == 3 && layer.crop_size > std::min(layer.shape[1], layer.shape[2])) {
+            fail(layer, "crop_size",
+                 fmt::format("key 'crop_size' in {}: {} is larger than the {}x{} images of "
+                             "its 'shape'",
+                             where(layer), layer.crop_size, layer.shape[1], layer.shape[2]));
+        }
+    }
+
+    void check_batch_norm(const LayerConfig& layer) const {
+        if (!(std::isfinite(layer.eps) && layer.eps > 0.0F)) {
+            fail(layer, "eps",
+                 fmt::format("key 'eps' in {} must be > 0 (got {})", where(layer), layer.eps));
+        }
+        if (!(layer.moving_average_fraction >= 0.0F && layer.moving_average_fraction <= 1.0F)) {
+            fail(layer, "moving_average_fraction",
+                 fmt::format("key 'moving_average_fraction' in {} must be in [0, 1] (got {})",
+                             where(layer), layer.moving_average_fraction));
+        }
+    }
+
+    void check_eltwise(const LayerConfig& layer) const {
+        choice(layer, "operation", layer.operation, {"sum", "prod", "max"});
+        if (layer.coeff.empty()) {
+            return;
+        }
+        if (layer.operation != "sum") {
+            fail(layer, "coeff",
+                 fmt::format("key 'coeff' in {} applies to operation sum only", where(layer)));
+        }
+        if (layer.coeff.size() != layer.bottoms.size()) {
+            fail(layer, "coeff",
+                 fmt::format("key 'coeff' in {} has {} values for {} bottoms", where(layer),
+                             layer.coeff.size(), layer.bottoms.size()));
+        }
+        for (const float coeff : layer.coeff) {
+            finite(layer, "coeff", coeff);
+        }
+    }
+
+    void check_layer(const LayerConfig& layer) const {
+        const std::string& type = layer.type;
+        check_params(layer);
         if (type == "Data") {
-            if (layer.source.empty()) {
-                fail(layer, "source",
-                     fmt::format("{} of type Data needs key 'source'", where(layer)));
-            }
-            if (!layer.backend.empty()) {
-                choice(layer, "backend", layer.backend, {"lmdb", "leveldb"});
-            }
-            required_at_least(layer, "batch_size", layer.batch_size, 1);
-            finite(layer, "scale", layer.scale);
-            for (const float mean : layer.mean_value) {
-                finite(layer, "mean_value", mean);
-            }
-            if (!layer.mean_file.empty() && !layer.mean_value.empty()) {
-                fail(layer, "mean_file",
-                     fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)",
-                                 where(layer)));
-            }
-            if ((!layer.shape.empty() || layer.marks.count("shape") != 0) &&
-                (layer.shape.size() != 3 || std::any_of(layer.shape.begin(), layer.shape.end(),
-                                                        [](int d) { return d < 1; }))) {
-                fail(layer, "shape",
-                     fmt::format("key 'shape' in {} must be [channels, height, width]",
-                                 where(layer)));
-            }
-            at_least(layer, "crop_size", layer.crop_size, 0);
-            if (layer.shape.size() == 3 &&
-                layer.crop_size > std::min(layer.shape[1], layer.shape[2])) {
-                fail(layer, "crop_size",
-                     fmt::format("key 'crop_size' in {}: {} is larger than the {}x{} images of "
-                                 "its 'shape'",
-                                 where(layer), layer.crop_size, layer.shape[1], layer.shape[2]));
-            }
+            check_data(layer);
         } else if (type == "Convolution" || type == "InnerProduct") {
             required_at_least(layer, "num_output", layer.num_output, 1);
             check_filler(layer, "weight_filler", layer.weight_filler);
@@ -247,37 +283,14 @@ private:
             finite(layer, "beta", layer.beta);
             finite(layer, "k", layer.k);
         } else if (type == "BatchNorm") {
-            if (!(std::isfinite(layer.eps) && layer.eps > 0.0F)) {
-                fail(layer, "eps",
-                     fmt::format("key 'eps' in {} must be > 0 (got {})", where(layer), layer.eps));
-            }
-            if (!(layer.moving_average_fraction >= 0.0F && layer.moving_average_fraction <= 1.0F)) {
-                fail(layer, "moving_average_fraction",
-                     fmt::format("key 'moving_average_fraction' in {} must be in [0, 1] (got {})",
-                                 where(layer), layer.moving_average_fraction));
-            }
+            check_batch_norm(layer);
         } else if (type == "Scale") {
             check_filler(layer, "filler", layer.filler);
             check_filler(layer, "bias_filler", layer.bias_filler);
         } else if (type == "Concat") {
             at_least(layer, "axis", layer.axis, 0);
         } else if (type == "Eltwise") {
-            choice(layer, "operation", layer.operation, {"sum", "prod", "max"});
-            if (!layer.coeff.empty()) {
-                if (layer.operation != "sum") {
-                    fail(layer, "coeff",
-                         fmt::format("key 'coeff' in {} applies to operation sum only",
-                                     where(layer)));
-                }
-                if (layer.coeff.size() != layer.bottoms.size()) {
-                    fail(layer, "coeff",
-                         fmt::format("key 'coeff' in {} has {} values for {} bottoms", where(layer),
-                                     layer.coeff.size(), layer.bottoms.size()));
-                }
-                for (const float coeff : layer.coeff) {
-                    finite(layer, "coeff", coeff);
-                }
-            }
+            check_eltwise(layer);
         } else if (type == "Accuracy") {
             at_least(layer, "top_k", layer.top_k, 1);
         } else if (type == "SoftmaxWithLoss") {
