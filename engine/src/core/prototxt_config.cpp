@@ -368,129 +368,187 @@ public:
         if (p.loss_weight_size() > 1) {
             fail(line, fmt::format("{}: one loss_weight per top is supported, for one top", where));
         }
-        const std::string& type = p.type();
-        if (type == "Data") {
-            const auto& d = p.data_param();
-            // Checked against the source when it is read (data::check_backend): a file names
-            // databases that need not exist where it is converted or validated.
-            l.backend = d.backend() == caffe::DataParameter::LMDB ? "lmdb" : "leveldb";
-            l.source = d.source();
-            if (p.top_size() > 1) {
-                l.label_source = d.source();
-            }
-            l.batch_size = to_int(d.batch_size(), line, where + ": batch_size");
-            l.scale = p.transform_param().has_scale() ? p.transform_param().scale() : d.scale();
-            l.mean_value.assign(p.transform_param().mean_value().begin(),
-                                p.transform_param().mean_value().end());
-            l.mean_file = p.transform_param().mean_file();
-            // Caffe's older files say crop_size and mirror in data_param; Caffe moves them into
-            // transform_param (UpgradeNetDataTransformation), and so does this.
-            const auto& t = p.transform_param();
-            l.crop_size = to_int(t.has_crop_size() ? t.crop_size() : d.crop_size(), line,
-                                 where + ": crop_size");
-            l.mirror = t.has_mirror() ? t.mirror() : d.mirror();
-        } else if (type == "Convolution") {
-            const auto& c = p.convolution_param();
-            if (c.axis() != 1) {
-                fail(line, fmt::format("{}: axis {} (only 1)", where, c.axis()));
-            }
-            l.num_output = to_int(c.num_output(), line, where + ": num_output");
-            l.kernel_size = one(c.kernel_size(), 0, line, where + ": kernel_size");
-            l.stride = one(c.stride(), 1, line, where + ": stride");
-            l.pad = one(c.pad(), 0, line, where + ": pad");
-            l.group = to_int(c.group(), line, where + ": group");
-            l.bias_term = c.bias_term();
-            l.weight_filler =
-                c.has_weight_filler() ? filler(c.weight_filler()) : FillerConfig{"constant"};
-            l.bias_filler = filler(c.bias_filler());
-        } else if (type == "Pooling") {
-            const auto& q = p.pooling_param();
-            if (q.pool() == caffe::PoolingParameter::STOCHASTIC) {
-                fail(line, fmt::format("{}: pool STOCHASTIC is not supported (MAX, AVE)", where));
-            }
-            if (q.round_mode() != caffe::PoolingParameter::CEIL) {
-                fail(line, fmt::format("{}: round_mode FLOOR is not supported (CEIL)", where));
-            }
-            l.pool = q.pool() == caffe::PoolingParameter::MAX ? "max" : "ave";
-            l.kernel_size = to_int(q.kernel_size(), line, where + ": kernel_size");
-            l.stride = to_int(q.stride(), line, where + ": stride");
-            l.pad = to_int(q.pad(), line, where + ": pad");
-        } else if (type == "InnerProduct") {
-            const auto& ip = p.inner_product_param();
-            if (ip.axis() != 1) {
-                fail(line, fmt::format("{}: axis {} (only 1)", where, ip.axis()));
-            }
-            l.num_output = to_int(ip.num_output(), line, where + ": num_output");
-            l.bias_term = ip.bias_term();
-            l.weight_filler =
-                ip.has_weight_filler() ? filler(ip.weight_filler()) : FillerConfig{"constant"};
-            l.bias_filler = filler(ip.bias_filler());
-        } else if (type == "ReLU") {
-            if (p.relu_param().negative_slope() != 0.0F) {
-                fail(line, fmt::format("{}: negative_slope (leaky ReLU) is not supported", where));
-            }
-        } else if (type == "Dropout") {
-            l.dropout_ratio = p.dropout_param().dropout_ratio();
-        } else if (type == "LRN") {
-            const auto& n = p.lrn_param();
-            if (n.norm_region() != caffe::LRNParameter::ACROSS_CHANNELS) {
-                fail(line, fmt::format("{}: norm_region WITHIN_CHANNEL is not supported", where));
-            }
-            l.local_size = to_int(n.local_size(), line, where + ": local_size");
-            l.alpha = n.alpha();
-            l.beta = n.beta();
-            l.k = n.k();
-        } else if (type == "BatchNorm") {
-            const auto& b = p.batch_norm_param();
-            if (b.has_use_global_stats()) {
-                l.use_global_stats = b.use_global_stats();
-            }
-            l.moving_average_fraction = b.moving_average_fraction();
-            l.eps = b.eps();
-            // Caffe sets these parameters' lr_mult to 0 itself; old prototxts say so explicitly.
-            for (auto& spec : l.params) {
-                spec = ParamSpec{0.0F, 0.0F};
-            }
-        } else if (type == "Scale") {
-            const auto& s = p.scale_param();
-            if (s.axis() != 1 || s.num_axes() != 1) {
-                fail(line, fmt::format("{}: axis {} num_axes {} (only 1 and 1)", where, s.axis(),
-                                       s.num_axes()));
-            }
-            l.bias_term = s.bias_term();
-            if (s.has_filler()) {
-                l.filler = filler(s.filler());
-            }
-            l.bias_filler = filler(s.bias_filler());
-        } else if (type == "Concat") {
-            const auto& c = p.concat_param();
-            l.axis = c.has_axis() ? c.axis() : static_cast<int>(c.concat_dim());
-        } else if (type == "Eltwise") {
-            const auto& e = p.eltwise_param();
-            l.operation = e.operation() == caffe::EltwiseParameter::PROD  ? "prod"
-                          : e.operation() == caffe::EltwiseParameter::MAX ? "max"
-                                                                          : "sum";
-            l.coeff.assign(e.coeff().begin(), e.coeff().end());
-        } else if (type == "SoftmaxWithLoss") {
-            if (p.softmax_param().axis() != 1) {
-                fail(line,
-                     fmt::format("{}: softmax axis {} (only 1)", where, p.softmax_param().axis()));
-            }
-            if (p.loss_param().normalization() == caffe::LossParameter::NONE ||
-                (p.loss_param().has_normalize() && !p.loss_param().normalize())) {
-                // Without ignore_label, FULL, VALID and BATCH_SIZE are all the batch mean.
-                fail(line, fmt::format("{}: loss normalization NONE is not supported (the loss "
-                                       "is the mean over the batch)",
-                                       where));
-            }
-            l.loss_weight = p.loss_weight_size() == 1 ? p.loss_weight(0) : 1.0F;
-        } else if (type == "Accuracy") {
-            if (p.accuracy_param().axis() != 1) {
-                fail(line, fmt::format("{}: axis {} (only 1)", where, p.accuracy_param().axis()));
-            }
-            l.top_k = to_int(p.accuracy_param().top_k(), line, where + ": top_k");
+        // Each type's own fields, by its reader below.
+        using Reader = void (Converter::*)(const caffe::LayerParameter&, LayerConfig&, int,
+                                           const std::string&) const;
+        static const std::map<std::string, Reader> readers = {
+            {"Data", &Converter::read_data},
+            {"Convolution", &Converter::read_convolution},
+            {"Pooling", &Converter::read_pooling},
+            {"InnerProduct", &Converter::read_inner_product},
+            {"ReLU", &Converter::read_relu},
+            {"Dropout", &Converter::read_dropout},
+            {"LRN", &Converter::read_lrn},
+            {"BatchNorm", &Converter::read_batch_norm},
+            {"Scale", &Converter::read_scale},
+            {"Concat", &Converter::read_concat},
+            {"Eltwise", &Converter::read_eltwise},
+            {"SoftmaxWithLoss", &Converter::read_softmax_loss},
+            {"Accuracy", &Converter::read_accuracy},
+        };
+        if (const auto reader = readers.find(p.type()); reader != readers.end()) {
+            (this->*(reader->second))(p, l, line, where);
         }
         return l;
+    }
+
+    void read_data(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                   const std::string& where) const {
+        const auto& d = p.data_param();
+        // Checked against the source when it is read (data::check_backend): a file names
+        // databases that need not exist where it is converted or validated.
+        l.backend = d.backend() == caffe::DataParameter::LMDB ? "lmdb" : "leveldb";
+        l.source = d.source();
+        if (p.top_size() > 1) {
+            l.label_source = d.source();
+        }
+        l.batch_size = to_int(d.batch_size(), line, where + ": batch_size");
+        l.scale = p.transform_param().has_scale() ? p.transform_param().scale() : d.scale();
+        l.mean_value.assign(p.transform_param().mean_value().begin(),
+                            p.transform_param().mean_value().end());
+        l.mean_file = p.transform_param().mean_file();
+        // Caffe's older files say crop_size and mirror in data_param; Caffe moves them into
+        // transform_param (UpgradeNetDataTransformation), and so does this.
+        const auto& t = p.transform_param();
+        l.crop_size =
+            to_int(t.has_crop_size() ? t.crop_size() : d.crop_size(), line, where + ": crop_size");
+        l.mirror = t.has_mirror() ? t.mirror() : d.mirror();
+    }
+
+    void read_convolution(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                          const std::string& where) const {
+        const auto& c = p.convolution_param();
+        if (c.axis() != 1) {
+            fail(line, fmt::format("{}: axis {} (only 1)", where, c.axis()));
+        }
+        l.num_output = to_int(c.num_output(), line, where + ": num_output");
+        l.kernel_size = one(c.kernel_size(), 0, line, where + ": kernel_size");
+        l.stride = one(c.stride(), 1, line, where + ": stride");
+        l.pad = one(c.pad(), 0, line, where + ": pad");
+        l.group = to_int(c.group(), line, where + ": group");
+        l.bias_term = c.bias_term();
+        l.weight_filler =
+            c.has_weight_filler() ? filler(c.weight_filler()) : FillerConfig{"constant"};
+        l.bias_filler = filler(c.bias_filler());
+    }
+
+    void read_pooling(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                      const std::string& where) const {
+        const auto& q = p.pooling_param();
+        if (q.pool() == caffe::PoolingParameter::STOCHASTIC) {
+            fail(line, fmt::format("{}: pool STOCHASTIC is not supported (MAX, AVE)", where));
+        }
+        if (q.round_mode() != caffe::PoolingParameter::CEIL) {
+            fail(line, fmt::format("{}: round_mode FLOOR is not supported (CEIL)", where));
+        }
+        l.pool = q.pool() == caffe::PoolingParameter::MAX ? "max" : "ave";
+        l.kernel_size = to_int(q.kernel_size(), line, where + ": kernel_size");
+        l.stride = to_int(q.stride(), line, where + ": stride");
+        l.pad = to_int(q.pad(), line, where + ": pad");
+    }
+
+    void read_inner_product(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                            const std::string& where) const {
+        const auto& ip = p.inner_product_param();
+        if (ip.axis() != 1) {
+            fail(line, fmt::format("{}: axis {} (only 1)", where, ip.axis()));
+        }
+        l.num_output = to_int(ip.num_output(), line, where + ": num_output");
+        l.bias_term = ip.bias_term();
+        l.weight_filler =
+            ip.has_weight_filler() ? filler(ip.weight_filler()) : FillerConfig{"constant"};
+        l.bias_filler = filler(ip.bias_filler());
+    }
+
+    void read_relu(const caffe::LayerParameter& p, LayerConfig& /*l*/, int line,
+                   const std::string& where) const {
+        if (p.relu_param().negative_slope() != 0.0F) {
+            fail(line, fmt::format("{}: negative_slope (leaky ReLU) is not supported", where));
+        }
+    }
+
+    void read_dropout(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
+                      const std::string& /*where*/) const {
+        l.dropout_ratio = p.dropout_param().dropout_ratio();
+    }
+
+    void read_lrn(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                  const std::string& where) const {
+        const auto& n = p.lrn_param();
+        if (n.norm_region() != caffe::LRNParameter::ACROSS_CHANNELS) {
+            fail(line, fmt::format("{}: norm_region WITHIN_CHANNEL is not supported", where));
+        }
+        l.local_size = to_int(n.local_size(), line, where + ": local_size");
+        l.alpha = n.alpha();
+        l.beta = n.beta();
+        l.k = n.k();
+    }
+
+    void read_batch_norm(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
+                         const std::string& /*where*/) const {
+        const auto& b = p.batch_norm_param();
+        if (b.has_use_global_stats()) {
+            l.use_global_stats = b.use_global_stats();
+        }
+        l.moving_average_fraction = b.moving_average_fraction();
+        l.eps = b.eps();
+        // Caffe sets these parameters' lr_mult to 0 itself; old prototxts say so explicitly.
+        for (auto& spec : l.params) {
+            spec = ParamSpec{0.0F, 0.0F};
+        }
+    }
+
+    void read_scale(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                    const std::string& where) const {
+        const auto& s = p.scale_param();
+        if (s.axis() != 1 || s.num_axes() != 1) {
+            fail(line, fmt::format("{}: axis {} num_axes {} (only 1 and 1)", where, s.axis(),
+                                   s.num_axes()));
+        }
+        l.bias_term = s.bias_term();
+        if (s.has_filler()) {
+            l.filler = filler(s.filler());
+        }
+        l.bias_filler = filler(s.bias_filler());
+    }
+
+    void read_concat(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
+                     const std::string& /*where*/) const {
+        const auto& c = p.concat_param();
+        l.axis = c.has_axis() ? c.axis() : static_cast<int>(c.concat_dim());
+    }
+
+    void read_eltwise(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
+                      const std::string& /*where*/) const {
+        const auto& e = p.eltwise_param();
+        l.operation = e.operation() == caffe::EltwiseParameter::PROD  ? "prod"
+                      : e.operation() == caffe::EltwiseParameter::MAX ? "max"
+                                                                      : "sum";
+        l.coeff.assign(e.coeff().begin(), e.coeff().end());
+    }
+
+    void read_softmax_loss(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                           const std::string& where) const {
+        if (p.softmax_param().axis() != 1) {
+            fail(line,
+                 fmt::format("{}: softmax axis {} (only 1)", where, p.softmax_param().axis()));
+        }
+        if (p.loss_param().normalization() == caffe::LossParameter::NONE ||
+            (p.loss_param().has_normalize() && !p.loss_param().normalize())) {
+            // Without ignore_label, FULL, VALID and BATCH_SIZE are all the batch mean.
+            fail(line, fmt::format("{}: loss normalization NONE is not supported (the loss "
+                                   "is the mean over the batch)",
+                                   where));
+        }
+        l.loss_weight = p.loss_weight_size() == 1 ? p.loss_weight(0) : 1.0F;
+    }
+
+    void read_accuracy(const caffe::LayerParameter& p, LayerConfig& l, int line,
+                       const std::string& where) const {
+        if (p.accuracy_param().axis() != 1) {
+            fail(line, fmt::format("{}: axis {} (only 1)", where, p.accuracy_param().axis()));
+        }
+        l.top_k = to_int(p.accuracy_param().top_k(), line, where + ": top_k");
     }
 
     std::vector<LayerConfig> net(const caffe::NetParameter& net, const Tree& tree) const {
