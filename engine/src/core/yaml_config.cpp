@@ -358,40 +358,10 @@ bool is_train_data(const YAML::Node& layer) {
     return data && !test_only;
 }
 
-LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t index) {
-    LayerConfig layer;
-    layer.line = node.Mark().line + 1;
-    if (!node.IsMap()) {
-        reader.fail(node, fmt::format("layers[{}] must be a map with 'name' and 'type'", index));
-    }
-    if (!node["name"]) {
-        reader.fail(node, fmt::format("layers[{}] has no 'name'", index));
-    }
-    layer.name = node["name"].as<std::string>();
-    const std::string where = fmt::format("layer '{}'", layer.name);
-    if (!node["type"]) {
-        reader.fail(node,
-                    fmt::format("{} has no 'type' (valid types: {})", where, join(layer_types())));
-    }
-    layer.type = node["type"].as<std::string>();
-    const auto keys = type_keys().find(layer.type);
-    if (keys == type_keys().end()) {
-        reader.fail(node["type"], fmt::format("key 'type' in {}: unknown layer type '{}' (valid "
-                                              "types: {})",
-                                              where, layer.type, join(layer_types())));
-    }
-    std::vector<std::string> valid = common_keys();
-    valid.insert(valid.end(), keys->second.begin(), keys->second.end());
-    reader.check_keys(node, valid, where + " of type " + layer.type);
-    record_marks(node, layer.marks);
-
-    layer.bottoms = reader.read_names(node, "bottom", where);
-    layer.tops = reader.read_names(node, "top", where);
-    if (node["phase"]) {
-        std::string phase;
-        reader.read_choice(node, "phase", phase, {"train", "test"}, where);
-        layer.phase = phase == "train" ? Phase::train : Phase::test;
-    }
+// `param: [{lr_mult, decay_mult}, ...]`, one per parameter blob.
+std::vector<ParamSpec> read_param_specs(const Reader& reader, const YAML::Node& node,
+                                        const std::string& where) {
+    std::vector<ParamSpec> specs;
     if (const YAML::Node params = node["param"]) {
         if (!params.IsSequence()) {
             reader.fail(params, fmt::format("key 'param' in {} must be a list of "
@@ -403,10 +373,15 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
             reader.check_keys(item, {"lr_mult", "decay_mult"}, "param of " + where);
             reader.read(item, "lr_mult", spec.lr_mult, where);
             reader.read(item, "decay_mult", spec.decay_mult, where);
-            layer.params.push_back(spec);
+            specs.push_back(spec);
         }
     }
+    return specs;
+}
 
+// A Data layer's keys (absent ones keep their defaults).
+void read_data_keys(const Reader& reader, const YAML::Node& node, LayerConfig& layer,
+                    const std::string& where) {
     reader.read(node, "source", layer.source, where);
     reader.read(node, "label_source", layer.label_source, where);
     reader.read(node, "backend", layer.backend, where);
@@ -434,6 +409,12 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     }
     reader.read(node, "crop_size", layer.crop_size, where);
     reader.read(node, "mirror", layer.mirror, where);
+}
+
+// The other layer types' keys (absent ones keep their defaults; the key check above has
+// refused any that the type does not take).
+void read_type_keys(const Reader& reader, const YAML::Node& node, LayerConfig& layer,
+                    const std::string& where) {
     reader.read(node, "num_output", layer.num_output, where);
     reader.read(node, "kernel_size", layer.kernel_size, where);
     reader.read(node, "stride", layer.stride, where);
@@ -473,6 +454,45 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     }
     reader.read(node, "top_k", layer.top_k, where);
     reader.read(node, "loss_weight", layer.loss_weight, where);
+}
+
+LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t index) {
+    LayerConfig layer;
+    layer.line = node.Mark().line + 1;
+    if (!node.IsMap()) {
+        reader.fail(node, fmt::format("layers[{}] must be a map with 'name' and 'type'", index));
+    }
+    if (!node["name"]) {
+        reader.fail(node, fmt::format("layers[{}] has no 'name'", index));
+    }
+    layer.name = node["name"].as<std::string>();
+    const std::string where = fmt::format("layer '{}'", layer.name);
+    if (!node["type"]) {
+        reader.fail(node,
+                    fmt::format("{} has no 'type' (valid types: {})", where, join(layer_types())));
+    }
+    layer.type = node["type"].as<std::string>();
+    const auto keys = type_keys().find(layer.type);
+    if (keys == type_keys().end()) {
+        reader.fail(node["type"], fmt::format("key 'type' in {}: unknown layer type '{}' (valid "
+                                              "types: {})",
+                                              where, layer.type, join(layer_types())));
+    }
+    std::vector<std::string> valid = common_keys();
+    valid.insert(valid.end(), keys->second.begin(), keys->second.end());
+    reader.check_keys(node, valid, where + " of type " + layer.type);
+    record_marks(node, layer.marks);
+
+    layer.bottoms = reader.read_names(node, "bottom", where);
+    layer.tops = reader.read_names(node, "top", where);
+    if (node["phase"]) {
+        std::string phase;
+        reader.read_choice(node, "phase", phase, {"train", "test"}, where);
+        layer.phase = phase == "train" ? Phase::train : Phase::test;
+    }
+    layer.params = read_param_specs(reader, node, where);
+    read_data_keys(reader, node, layer, where);
+    read_type_keys(reader, node, layer, where);
     return layer;
 }
 
