@@ -31,20 +31,9 @@ std::string signal_name(int signal) {
     }
 }
 
-} // namespace
-
-Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Recipe& recipe,
-                                               const std::filesystem::path& dltrain) {
-    std::vector<std::string> notes;
-    if (recipe.kind != RecipeKind::train) {
-        return notes;
-    }
+// `dltrain check` with what the job will give dltrain: its data, its memory, its solver values.
+ProcessRequest check_request(const Recipe& recipe, const std::filesystem::path& dltrain) {
     std::error_code ec;
-    if (!std::filesystem::exists(dltrain, ec)) {
-        notes.push_back(fmt::format("network config {} not checked here: no dltrain at {}",
-                                    recipe.train.config.string(), dltrain.string()));
-        return notes;
-    }
     ProcessRequest request;
     request.argv = {dltrain.string(), "check", "--config", recipe.train.config.string()};
     // Data read in place from a path this machine has: its headers give the shapes a config
@@ -65,7 +54,24 @@ Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Reci
         request.argv.insert(request.argv.end(), {"--solver", fmt::format("{}={}", key, value)});
     }
     request.timeout = std::chrono::seconds(check_timeout_s);
-    auto ran = runner.run(request);
+    return request;
+}
+
+} // namespace
+
+Result<std::vector<std::string>> check_network(ProcessRunner& runner, const Recipe& recipe,
+                                               const std::filesystem::path& dltrain) {
+    std::vector<std::string> notes;
+    if (recipe.kind != RecipeKind::train) {
+        return notes;
+    }
+    std::error_code ec;
+    if (!std::filesystem::exists(dltrain, ec)) {
+        notes.push_back(fmt::format("network config {} not checked here: no dltrain at {}",
+                                    recipe.train.config.string(), dltrain.string()));
+        return notes;
+    }
+    auto ran = runner.run(check_request(recipe, dltrain));
     if (!ran) {
         notes.push_back(fmt::format("network config {} not checked here: {}",
                                     recipe.train.config.string(), ran.error().message));
