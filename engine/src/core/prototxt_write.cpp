@@ -12,6 +12,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,126 @@ void note_lost(const LayerConfig& in, std::vector<std::string>& lost) {
     }
 }
 
+void write_data(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::DataParameter& data = *layer.mutable_data_param();
+    data.set_source(in.source);
+    data.set_batch_size(static_cast<unsigned>(in.batch_size));
+    data.set_backend(in.backend == "leveldb" ? caffe::DataParameter::LEVELDB
+                                             : caffe::DataParameter::LMDB);
+    caffe::TransformationParameter& transform = *layer.mutable_transform_param();
+    transform.set_scale(in.scale);
+    for (const float mean : in.mean_value) {
+        transform.add_mean_value(mean);
+    }
+    if (!in.mean_file.empty()) {
+        transform.set_mean_file(in.mean_file);
+    }
+    if (in.crop_size > 0) {
+        transform.set_crop_size(static_cast<unsigned>(in.crop_size));
+    }
+    if (in.mirror) {
+        transform.set_mirror(true);
+    }
+}
+
+void write_convolution(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::ConvolutionParameter& conv = *layer.mutable_convolution_param();
+    conv.set_num_output(static_cast<unsigned>(in.num_output));
+    conv.add_kernel_size(static_cast<unsigned>(in.kernel_size));
+    conv.add_stride(static_cast<unsigned>(in.stride));
+    conv.add_pad(static_cast<unsigned>(in.pad));
+    conv.set_group(static_cast<unsigned>(in.group));
+    conv.set_bias_term(in.bias_term);
+    put_filler(*conv.mutable_weight_filler(), in.weight_filler);
+    put_filler(*conv.mutable_bias_filler(), in.bias_filler);
+}
+
+void write_pooling(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::PoolingParameter& pool = *layer.mutable_pooling_param();
+    pool.set_pool(in.pool == "ave" ? caffe::PoolingParameter::AVE : caffe::PoolingParameter::MAX);
+    pool.set_kernel_size(static_cast<unsigned>(in.kernel_size));
+    pool.set_stride(static_cast<unsigned>(in.stride));
+    pool.set_pad(static_cast<unsigned>(in.pad));
+}
+
+void write_inner_product(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::InnerProductParameter& ip = *layer.mutable_inner_product_param();
+    ip.set_num_output(static_cast<unsigned>(in.num_output));
+    ip.set_bias_term(in.bias_term);
+    put_filler(*ip.mutable_weight_filler(), in.weight_filler);
+    put_filler(*ip.mutable_bias_filler(), in.bias_filler);
+}
+
+void write_dropout(const LayerConfig& in, caffe::LayerParameter& layer) {
+    layer.mutable_dropout_param()->set_dropout_ratio(in.dropout_ratio);
+}
+
+void write_lrn(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::LRNParameter& lrn = *layer.mutable_lrn_param();
+    lrn.set_local_size(static_cast<unsigned>(in.local_size));
+    lrn.set_alpha(in.alpha);
+    lrn.set_beta(in.beta);
+    lrn.set_k(in.k);
+}
+
+void write_batch_norm(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::BatchNormParameter& bn = *layer.mutable_batch_norm_param();
+    if (in.use_global_stats) {
+        bn.set_use_global_stats(*in.use_global_stats);
+    }
+    bn.set_moving_average_fraction(in.moving_average_fraction);
+    bn.set_eps(in.eps);
+}
+
+void write_scale(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::ScaleParameter& scale = *layer.mutable_scale_param();
+    scale.set_bias_term(in.bias_term);
+    put_filler(*scale.mutable_filler(), in.filler);
+    put_filler(*scale.mutable_bias_filler(), in.bias_filler);
+}
+
+void write_concat(const LayerConfig& in, caffe::LayerParameter& layer) {
+    layer.mutable_concat_param()->set_axis(in.axis);
+}
+
+void write_eltwise(const LayerConfig& in, caffe::LayerParameter& layer) {
+    caffe::EltwiseParameter& eltwise = *layer.mutable_eltwise_param();
+    eltwise.set_operation(in.operation == "prod"  ? caffe::EltwiseParameter::PROD
+                          : in.operation == "max" ? caffe::EltwiseParameter::MAX
+                                                  : caffe::EltwiseParameter::SUM);
+    for (const float c : in.coeff) {
+        eltwise.add_coeff(c);
+    }
+}
+
+void write_softmax_loss(const LayerConfig& in, caffe::LayerParameter& layer) {
+    layer.add_loss_weight(in.loss_weight);
+}
+
+void write_accuracy(const LayerConfig& in, caffe::LayerParameter& layer) {
+    layer.mutable_accuracy_param()->set_top_k(static_cast<unsigned>(in.top_k));
+}
+
+// Each type's own fields, by its writer above.
+const std::map<std::string, void (*)(const LayerConfig&, caffe::LayerParameter&)>& type_writers() {
+    static const std::map<std::string, void (*)(const LayerConfig&, caffe::LayerParameter&)>
+        writers = {
+            {"Data", &write_data},
+            {"Convolution", &write_convolution},
+            {"Pooling", &write_pooling},
+            {"InnerProduct", &write_inner_product},
+            {"Dropout", &write_dropout},
+            {"LRN", &write_lrn},
+            {"BatchNorm", &write_batch_norm},
+            {"Scale", &write_scale},
+            {"Concat", &write_concat},
+            {"Eltwise", &write_eltwise},
+            {"SoftmaxWithLoss", &write_softmax_loss},
+            {"Accuracy", &write_accuracy},
+        };
+    return writers;
+}
+
 caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string>& lost) {
     caffe::NetParameter net;
     net.set_name(config.name);
@@ -71,84 +192,8 @@ caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string
             param.set_lr_mult(spec.lr_mult);
             param.set_decay_mult(spec.decay_mult);
         }
-        const std::string& type = in.type;
-        if (type == "Data") {
-            caffe::DataParameter& data = *layer.mutable_data_param();
-            data.set_source(in.source);
-            data.set_batch_size(static_cast<unsigned>(in.batch_size));
-            data.set_backend(in.backend == "leveldb" ? caffe::DataParameter::LEVELDB
-                                                     : caffe::DataParameter::LMDB);
-            caffe::TransformationParameter& transform = *layer.mutable_transform_param();
-            transform.set_scale(in.scale);
-            for (const float mean : in.mean_value) {
-                transform.add_mean_value(mean);
-            }
-            if (!in.mean_file.empty()) {
-                transform.set_mean_file(in.mean_file);
-            }
-            if (in.crop_size > 0) {
-                transform.set_crop_size(static_cast<unsigned>(in.crop_size));
-            }
-            if (in.mirror) {
-                transform.set_mirror(true);
-            }
-        } else if (type == "Convolution") {
-            caffe::ConvolutionParameter& conv = *layer.mutable_convolution_param();
-            conv.set_num_output(static_cast<unsigned>(in.num_output));
-            conv.add_kernel_size(static_cast<unsigned>(in.kernel_size));
-            conv.add_stride(static_cast<unsigned>(in.stride));
-            conv.add_pad(static_cast<unsigned>(in.pad));
-            conv.set_group(static_cast<unsigned>(in.group));
-            conv.set_bias_term(in.bias_term);
-            put_filler(*conv.mutable_weight_filler(), in.weight_filler);
-            put_filler(*conv.mutable_bias_filler(), in.bias_filler);
-        } else if (type == "Pooling") {
-            caffe::PoolingParameter& pool = *layer.mutable_pooling_param();
-            pool.set_pool(in.pool == "ave" ? caffe::PoolingParameter::AVE
-                                           : caffe::PoolingParameter::MAX);
-            pool.set_kernel_size(static_cast<unsigned>(in.kernel_size));
-            pool.set_stride(static_cast<unsigned>(in.stride));
-            pool.set_pad(static_cast<unsigned>(in.pad));
-        } else if (type == "InnerProduct") {
-            caffe::InnerProductParameter& ip = *layer.mutable_inner_product_param();
-            ip.set_num_output(static_cast<unsigned>(in.num_output));
-            ip.set_bias_term(in.bias_term);
-            put_filler(*ip.mutable_weight_filler(), in.weight_filler);
-            put_filler(*ip.mutable_bias_filler(), in.bias_filler);
-        } else if (type == "Dropout") {
-            layer.mutable_dropout_param()->set_dropout_ratio(in.dropout_ratio);
-        } else if (type == "LRN") {
-            caffe::LRNParameter& lrn = *layer.mutable_lrn_param();
-            lrn.set_local_size(static_cast<unsigned>(in.local_size));
-            lrn.set_alpha(in.alpha);
-            lrn.set_beta(in.beta);
-            lrn.set_k(in.k);
-        } else if (type == "BatchNorm") {
-            caffe::BatchNormParameter& bn = *layer.mutable_batch_norm_param();
-            if (in.use_global_stats) {
-                bn.set_use_global_stats(*in.use_global_stats);
-            }
-            bn.set_moving_average_fraction(in.moving_average_fraction);
-            bn.set_eps(in.eps);
-        } else if (type == "Scale") {
-            caffe::ScaleParameter& scale = *layer.mutable_scale_param();
-            scale.set_bias_term(in.bias_term);
-            put_filler(*scale.mutable_filler(), in.filler);
-            put_filler(*scale.mutable_bias_filler(), in.bias_filler);
-        } else if (type == "Concat") {
-            layer.mutable_concat_param()->set_axis(in.axis);
-        } else if (type == "Eltwise") {
-            caffe::EltwiseParameter& eltwise = *layer.mutable_eltwise_param();
-            eltwise.set_operation(in.operation == "prod"  ? caffe::EltwiseParameter::PROD
-                                  : in.operation == "max" ? caffe::EltwiseParameter::MAX
-                                                          : caffe::EltwiseParameter::SUM);
-            for (const float c : in.coeff) {
-                eltwise.add_coeff(c);
-            }
-        } else if (type == "SoftmaxWithLoss") {
-            layer.add_loss_weight(in.loss_weight);
-        } else if (type == "Accuracy") {
-            layer.mutable_accuracy_param()->set_top_k(static_cast<unsigned>(in.top_k));
+        if (const auto writer = type_writers().find(in.type); writer != type_writers().end()) {
+            writer->second(in, layer);
         }
     }
     return net;
