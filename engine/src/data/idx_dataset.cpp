@@ -355,79 +355,24 @@ IdxDataset read_idx_header(const std::filesystem::path& images, const DataBudget
     return header_of(file.get(), images);
 }
 
-IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
-                    const DataBudget& budget) {
-    if (is_cifar_source(images)) {
-        if (!labels.empty() && labels != images) {
-            throw Error(ErrorKind::config,
-                        fmt::format("{} is CIFAR-10 binary data, whose labels are in its records: "
-                                    "set label_source to the same path as source (not {})",
-                                    images.string(), labels.string()));
-        }
-        return load_cifar(images, !labels.empty());
+namespace {
+
+// CIFAR files, LMDBs and LevelDBs hold each label in its record: label_source, when given, names
+// the same path.
+void require_labels_in_records(const std::filesystem::path& images,
+                               const std::filesystem::path& labels, const char* what) {
+    if (!labels.empty() && labels != images) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{} is {}, whose labels are in its records: set label_source to "
+                                "the same path as source (not {})",
+                                images.string(), what, labels.string()));
     }
-    if (is_lmdb_source(images)) {
-        if (!labels.empty() && labels != images) {
-            throw Error(ErrorKind::config,
-                        fmt::format("{} is an LMDB of Datums, whose labels are in its records: "
-                                    "set label_source to the same path as source (not {})",
-                                    images.string(), labels.string()));
-        }
-        return load_lmdb(images, !labels.empty(), budget);
-    }
-    if (is_leveldb_source(images)) {
-        if (!labels.empty() && labels != images) {
-            throw Error(ErrorKind::config,
-                        fmt::format("{} is a LevelDB of Datums, whose labels are in its records: "
-                                    "set label_source to the same path as source (not {})",
-                                    images.string(), labels.string()));
-        }
-        return load_leveldb(images, !labels.empty(), budget);
-    }
-    if (auto pack_source = image_pack_source(images)) {
-        const Pack pack(pack_source->first);
-        const bool with_labels = !labels.empty();
-        if (with_labels && !labels_from_index(images, labels, pack_source->first)) {
-            throw Error(ErrorKind::config,
-                        fmt::format("{} is a pack of images whose labels are in its index: set "
-                                    "label_source to the same path as source (not {})",
-                                    images.string(), labels.string()));
-        }
-        return load_pack_images(pack, pack_source->second, with_labels, true, budget);
-    }
-    if (auto member = find_pack_member(images)) {
-        IdxDataset set = images_from_member(*member, true, budget);
-        if (!labels.empty()) {
-            auto label_member = find_pack_member(labels);
-            std::vector<std::uint8_t> values;
-            if (label_member) {
-                values = labels_from_member(*label_member, budget);
-            } else {
-                values = load_idx_labels(labels, budget);
-            }
-            if (values.size() != set.count) {
-                throw Error(ErrorKind::config,
-                            fmt::format("label file {} has {} labels but {} has {} images",
-                                        labels.string(), values.size(), images.string(),
-                                        set.count));
-            }
-            set.labels = std::move(values);
-        }
-        if (set.count == 0) {
-            throw Error(ErrorKind::config,
-                        fmt::format("data file {} has no images", images.string()));
-        }
-        return set;
-    }
-    IdxDataset set;
-    {
-        const GzFile file = open_file(images);
-        set = header_of(file.get(), images);
-        budget.check(static_cast<std::uint64_t>(set.count) * set.image_size(),
-                     fmt::format("data file {} ({} images of {}x{}x{})", images.string(), set.count,
-                                 set.channels, set.height, set.width));
-        set.pixels = read_claimed(file.get(), set.count * set.image_size(), images);
-    }
+}
+
+// An IDX set's labels (a file, or a member of a pack), one per image; a set of no images is
+// refused.
+void attach_labels(IdxDataset& set, const std::filesystem::path& images,
+                   const std::filesystem::path& labels, const DataBudget& budget) {
     if (!labels.empty()) {
         std::vector<std::uint8_t> values;
         if (auto label_member = find_pack_member(labels)) {
@@ -445,6 +390,47 @@ IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::
     if (set.count == 0) {
         throw Error(ErrorKind::config, fmt::format("data file {} has no images", images.string()));
     }
+}
+
+} // namespace
+
+IdxDataset load_idx(const std::filesystem::path& images, const std::filesystem::path& labels,
+                    const DataBudget& budget) {
+    if (is_cifar_source(images)) {
+        require_labels_in_records(images, labels, "CIFAR-10 binary data");
+        return load_cifar(images, !labels.empty());
+    }
+    if (is_lmdb_source(images)) {
+        require_labels_in_records(images, labels, "an LMDB of Datums");
+        return load_lmdb(images, !labels.empty(), budget);
+    }
+    if (is_leveldb_source(images)) {
+        require_labels_in_records(images, labels, "a LevelDB of Datums");
+        return load_leveldb(images, !labels.empty(), budget);
+    }
+    if (auto pack_source = image_pack_source(images)) {
+        const Pack pack(pack_source->first);
+        const bool with_labels = !labels.empty();
+        if (with_labels && !labels_from_index(images, labels, pack_source->first)) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{} is a pack of images whose labels are in its index: set "
+                                    "label_source to the same path as source (not {})",
+                                    images.string(), labels.string()));
+        }
+        return load_pack_images(pack, pack_source->second, with_labels, true, budget);
+    }
+    IdxDataset set;
+    if (auto member = find_pack_member(images)) {
+        set = images_from_member(*member, true, budget);
+    } else {
+        const GzFile file = open_file(images);
+        set = header_of(file.get(), images);
+        budget.check(static_cast<std::uint64_t>(set.count) * set.image_size(),
+                     fmt::format("data file {} ({} images of {}x{}x{})", images.string(), set.count,
+                                 set.channels, set.height, set.width));
+        set.pixels = read_claimed(file.get(), set.count * set.image_size(), images);
+    }
+    attach_labels(set, images, labels, budget);
     return set;
 }
 
