@@ -114,98 +114,118 @@ void follow_job(Context& context, app::JobContext& jobs, std::int64_t id) {
 
 } // namespace
 
+namespace {
+
+// What `submit` was given, kept past the parse for its callback.
+struct SubmitArgs {
+    app::SubmitOptions options;
+    bool wait = false;
+    std::vector<std::string> sweeps;
+    int sweep_limit = 0;          // read only when given
+    CLI::Option* after = nullptr; // given or not
+    CLI::Option* limit = nullptr; // given or not
+};
+
+// Given but empty or meaningless values are refused, never taken as "not given".
+void refuse_empty_values(const SubmitArgs& args) {
+    if (args.after->count() > 0 && args.options.after.empty()) {
+        throw Failure(ErrorCode::usage, "--after '': expected a dljob job id: ID, ID:ok or ID:any",
+                      "leave --after out to start at once");
+    }
+    if (args.limit->count() > 0 && args.sweep_limit < 1) {
+        throw Failure(ErrorCode::usage,
+                      fmt::format("--sweep-limit {}: expected 1 or more", args.sweep_limit),
+                      "leave --sweep-limit out to run every point at once");
+    }
+}
+
+// One job: submitted (or, with --dry-run, its script printed), then followed with --wait.
+void submit_one(SubmitArgs& args, app::JobContext& jobs, Context& context) {
+    auto outcome = app::submit_recipe(jobs, args.options);
+    if (!outcome) {
+        throw Failure(outcome.error());
+    }
+    for (const auto& note : outcome->rendered.notes) {
+        context.err << "dljob: note: " << note << '\n';
+    }
+    if (args.options.dry_run) {
+        context.out << outcome->rendered.script;
+        return;
+    }
+    const Job& job = outcome->job;
+    context.out << fmt::format("submitted job {} ({}) to {} as {} {}\nrun dir: {}\n", job.id,
+                               job.name, job.site, job.scheduler, job.scheduler_id, job.run_dir);
+    if (args.wait) {
+        follow_job(context, jobs, job.id);
+    }
+}
+
+void run_submit(SubmitArgs& args, Context& context) {
+    refuse_empty_values(args);
+    const bool limited = args.limit->count() > 0;
+    auto jobs = app::JobContext::open();
+    // Read once: its sweep: block sweeps as --sweep does, else it is the one job's recipe.
+    auto recipe = app::read_submit_recipe(args.options);
+    if (!recipe) {
+        throw Failure(recipe.error());
+    }
+    auto axes = app::submit_sweep_axes(*recipe, args.options, args.sweeps);
+    if (!axes) {
+        throw Failure(axes.error());
+    }
+    if (!axes->empty()) {
+        if (args.wait) {
+            throw Failure(ErrorCode::usage, "--wait follows one job, not a sweep",
+                          "follow the sweep with: dljob sweep ID");
+        }
+        auto swept = app::submit_sweep(jobs, args.options, *axes, limited ? args.sweep_limit : 0);
+        if (!swept) {
+            throw Failure(swept.error());
+        }
+        print_sweep(context, *swept, args.options.dry_run);
+        return;
+    }
+    if (limited) {
+        throw Failure(
+            ErrorCode::usage,
+            fmt::format("--sweep-limit {}: this submit is one job, not a sweep", args.sweep_limit),
+            "add --sweep KEY=V1,V2 (or a sweep: block), or leave --sweep-limit out");
+    }
+    args.options.read = std::move(*recipe);
+    submit_one(args, jobs, context);
+}
+
+} // namespace
+
 void set_submit_command(CLI::App& app, Context& context) {
     auto* command = app.add_subcommand(
         "submit", "Render a recipe for a site and submit it (default site: the one matching "
                   "this host, else local)");
-    auto options = std::make_shared<app::SubmitOptions>();
-    auto wait = std::make_shared<bool>(false);
-    auto sweeps = std::make_shared<std::vector<std::string>>();
-    auto sweep_limit = std::make_shared<int>(0); // read only when given
-    command->add_option("RECIPE", options->recipe, "Recipe file (YAML)")->required();
-    add_site_options(*command, *options, SiteOptionSet::with_partition);
+    auto args = std::make_shared<SubmitArgs>();
+    app::SubmitOptions& options = args->options;
+    command->add_option("RECIPE", options.recipe, "Recipe file (YAML)")->required();
+    add_site_options(*command, options, SiteOptionSet::with_partition);
     command
-        ->add_option("--set", options->overrides,
+        ->add_option("--set", options.overrides,
                      "Override a recipe value, KEY=VALUE with a dotted key "
                      "(--set train.max_iter=200); repeatable, validated like the recipe")
         ->allow_extra_args(false);
-    auto* after = command->add_option("--after", options->after,
+    args->after = command->add_option("--after", options.after,
                                       "Start only after dljob job ID has ended: ID or ID:ok "
                                       "(only if it completed), ID:any (however it ended)");
     command
-        ->add_option("--sweep", *sweeps,
+        ->add_option("--sweep", args->sweeps,
                      "Submit one job per value: KEY=V1,V2,... or KEY=A..B (whole numbers); "
                      "repeatable, the cartesian product of all")
         ->allow_extra_args(false);
-    auto* limit = command->add_option("--sweep-limit", *sweep_limit,
+    args->limit = command->add_option("--sweep-limit", args->sweep_limit,
                                       "At most N points of the sweep run at once (N >= 1; "
                                       "default: no limit)");
-    command->add_flag("--dry-run", options->dry_run, "Print the job script; submit nothing");
-    command->add_flag("--wait", *wait,
+    command->add_flag("--dry-run", options.dry_run, "Print the job script; submit nothing");
+    command->add_flag("--wait", args->wait,
                       "Wait for the job to end, showing its progress; exit 1 unless it "
                       "COMPLETED");
-    command->callback([options, wait, sweeps, sweep_limit, after, limit, &context] {
-        // Given but empty or meaningless values are refused, never taken as "not given".
-        if (after->count() > 0 && options->after.empty()) {
-            throw Failure(ErrorCode::usage,
-                          "--after '': expected a dljob job id: ID, ID:ok or ID:any",
-                          "leave --after out to start at once");
-        }
-        const bool limited = limit->count() > 0;
-        if (limited && *sweep_limit < 1) {
-            throw Failure(ErrorCode::usage,
-                          fmt::format("--sweep-limit {}: expected 1 or more", *sweep_limit),
-                          "leave --sweep-limit out to run every point at once");
-        }
-        auto jobs = app::JobContext::open();
-        // Read once: its sweep: block sweeps as --sweep does, else it is the one job's recipe.
-        auto recipe = app::read_submit_recipe(*options);
-        if (!recipe) {
-            throw Failure(recipe.error());
-        }
-        auto axes = app::submit_sweep_axes(*recipe, *options, *sweeps);
-        if (!axes) {
-            throw Failure(axes.error());
-        }
-        if (!axes->empty()) {
-            if (*wait) {
-                throw Failure(ErrorCode::usage, "--wait follows one job, not a sweep",
-                              "follow the sweep with: dljob sweep ID");
-            }
-            auto swept = app::submit_sweep(jobs, *options, *axes, limited ? *sweep_limit : 0);
-            if (!swept) {
-                throw Failure(swept.error());
-            }
-            print_sweep(context, *swept, options->dry_run);
-            return;
-        }
-        if (limited) {
-            throw Failure(
-                ErrorCode::usage,
-                fmt::format("--sweep-limit {}: this submit is one job, not a sweep", *sweep_limit),
-                "add --sweep KEY=V1,V2 (or a sweep: block), or leave --sweep-limit out");
-        }
-        options->read = std::move(*recipe);
-        auto outcome = app::submit_recipe(jobs, *options);
-        if (!outcome) {
-            throw Failure(outcome.error());
-        }
-        for (const auto& note : outcome->rendered.notes) {
-            context.err << "dljob: note: " << note << '\n';
-        }
-        if (options->dry_run) {
-            context.out << outcome->rendered.script;
-            return;
-        }
-        const Job& job = outcome->job;
-        context.out << fmt::format("submitted job {} ({}) to {} as {} {}\nrun dir: {}\n", job.id,
-                                   job.name, job.site, job.scheduler, job.scheduler_id,
-                                   job.run_dir);
-        if (!*wait) {
-            return;
-        }
-        follow_job(context, jobs, job.id);
-    });
+    command->callback([args, &context] { run_submit(*args, context); });
 }
 
 } // namespace dljob::cli
