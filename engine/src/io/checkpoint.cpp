@@ -234,15 +234,9 @@ std::optional<std::size_t> value_bytes(std::uint64_t count) {
 
 /// Walks the whole layout (docs/engine.md, "Checkpoint format") without allocating more than the
 /// file holds; throws dl::Error(config) saying what is wrong and where.
-Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
-    Reader in(bytes, bytes.size() - sizeof(std::uint64_t), file);
-    Layout layout;
-    in.skip(sizeof(k_magic), "the magic");
-    if (const auto version = in.get<std::uint32_t>("the version"); version != k_version) {
-        in.fail(
-            fmt::format("unknown version {} (this dltrain reads version {})", version, k_version));
-    }
-    TrainingState& state = layout.state;
+// The iteration, the data cursors and the RNG state, after the magic and version.
+TrainingState read_state(Reader& in) {
+    TrainingState state;
     state.iteration = in.get<std::int32_t>("the iteration");
     if (state.iteration < 0) {
         in.fail(fmt::format("iteration {} is negative", state.iteration));
@@ -258,6 +252,67 @@ Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
             in.fail("the RNG state is not a std::mt19937 state");
         }
     }
+    return state;
+}
+
+// Parameter `i`: its name, shape and where its values are.
+StoredParam read_param(Reader& in, std::uint32_t i) {
+    StoredParam param;
+    const std::size_t at = in.position();
+    const auto name_length = in.get<std::uint32_t>("a parameter name's length");
+    if (name_length > k_max_name_bytes) {
+        in.fail(fmt::format("parameter {} has a name of {} bytes (at most {})", i, name_length,
+                            k_max_name_bytes));
+    }
+    param.name.resize(name_length);
+    in.get_bytes(param.name.data(), name_length, "a parameter name");
+    const auto rank = in.get<std::uint32_t>("a parameter's rank");
+    if (rank > k_max_rank) {
+        in.fail(fmt::format("parameter {} ('{}') has rank {} (at most {})", i,
+                            printable(param.name), rank, k_max_rank));
+    }
+    param.shape.resize(rank);
+    std::uint64_t count = 1;
+    for (int& dim : param.shape) {
+        dim = in.get<std::int32_t>("a parameter's dimension");
+        if (dim < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(dim), &count)) {
+            in.fail(fmt::format("parameter '{}' (entry at byte {}) has dimension {}",
+                                printable(param.name), at, dim));
+        }
+    }
+    const auto size = value_bytes(count);
+    if (!size) {
+        in.fail(fmt::format("parameter '{}' has {} values", printable(param.name), count));
+    }
+    param.count = static_cast<std::size_t>(count);
+    param.offset = in.position();
+    in.skip(*size, "a parameter's values");
+    return param;
+}
+
+// Solver history `i`: its size and where its values are.
+StoredHistory read_history(Reader& in, std::uint32_t i) {
+    StoredHistory history;
+    const auto count = in.get<std::uint64_t>("a solver history's size");
+    const auto size = value_bytes(count);
+    if (!size) {
+        in.fail(fmt::format("solver history {} has {} values", i, count));
+    }
+    history.count = static_cast<std::size_t>(count);
+    history.offset = in.position();
+    in.skip(*size, "a solver history's values");
+    return history;
+}
+
+Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
+    Reader in(bytes, bytes.size() - sizeof(std::uint64_t), file);
+    Layout layout;
+    in.skip(sizeof(k_magic), "the magic");
+    if (const auto version = in.get<std::uint32_t>("the version"); version != k_version) {
+        in.fail(
+            fmt::format("unknown version {} (this dltrain reads version {})", version, k_version));
+    }
+    layout.state = read_state(in);
     // The smallest entry is a name length and a rank (8 bytes): a count the rest of the file
     // cannot hold is refused before anything is reserved for it.
     const auto param_count = in.get<std::uint32_t>("the parameter count");
@@ -267,37 +322,7 @@ Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
     }
     layout.params.reserve(param_count);
     for (std::uint32_t i = 0; i < param_count; ++i) {
-        StoredParam param;
-        const std::size_t at = in.position();
-        const auto name_length = in.get<std::uint32_t>("a parameter name's length");
-        if (name_length > k_max_name_bytes) {
-            in.fail(fmt::format("parameter {} has a name of {} bytes (at most {})", i, name_length,
-                                k_max_name_bytes));
-        }
-        param.name.resize(name_length);
-        in.get_bytes(param.name.data(), name_length, "a parameter name");
-        const auto rank = in.get<std::uint32_t>("a parameter's rank");
-        if (rank > k_max_rank) {
-            in.fail(fmt::format("parameter {} ('{}') has rank {} (at most {})", i,
-                                printable(param.name), rank, k_max_rank));
-        }
-        param.shape.resize(rank);
-        std::uint64_t count = 1;
-        for (int& dim : param.shape) {
-            dim = in.get<std::int32_t>("a parameter's dimension");
-            if (dim < 0 || __builtin_mul_overflow(count, static_cast<std::uint64_t>(dim), &count)) {
-                in.fail(fmt::format("parameter '{}' (entry at byte {}) has dimension {}",
-                                    printable(param.name), at, dim));
-            }
-        }
-        const auto size = value_bytes(count);
-        if (!size) {
-            in.fail(fmt::format("parameter '{}' has {} values", printable(param.name), count));
-        }
-        param.count = static_cast<std::size_t>(count);
-        param.offset = in.position();
-        in.skip(*size, "a parameter's values");
-        layout.params.push_back(std::move(param));
+        layout.params.push_back(read_param(in, i));
     }
     const auto history_count = in.get<std::uint32_t>("the solver history count");
     if (history_count > in.left() / 8) {
@@ -306,16 +331,7 @@ Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
     }
     layout.histories.reserve(history_count);
     for (std::uint32_t i = 0; i < history_count; ++i) {
-        StoredHistory history;
-        const auto count = in.get<std::uint64_t>("a solver history's size");
-        const auto size = value_bytes(count);
-        if (!size) {
-            in.fail(fmt::format("solver history {} has {} values", i, count));
-        }
-        history.count = static_cast<std::size_t>(count);
-        history.offset = in.position();
-        in.skip(*size, "a solver history's values");
-        layout.histories.push_back(history);
+        layout.histories.push_back(read_history(in, i));
     }
     if (in.left() != 0) {
         in.fail(
