@@ -448,29 +448,35 @@ std::uint64_t dropout_counter(int iteration) {
     return static_cast<std::uint64_t>(iteration) << 20U;
 }
 
-/// FNV-1a over every parameter's bytes: equal on every rank after the start-up, or the ranks
-/// would train different models.
-std::int64_t parameter_hash(const Net& net) {
-    std::uint64_t hash = 1469598103934665603ULL;
-    for (const auto& param : net.params()) {
-        for (const float value : param.tensor->read_data()) {
-            std::uint32_t bits = 0;
-            std::memcpy(&bits, &value, sizeof(bits));
-            hash = (hash ^ bits) * 1099511628211ULL;
-        }
+/// FNV-1a, continued from `hash` over `size` bytes: what the ranks compare at start-up.
+std::uint64_t fnv1a(std::uint64_t hash, const void* data, std::size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) {
+        hash = (hash ^ bytes[i]) * 1099511628211ULL;
     }
-    // 62 bits: the agreement negates it (max of -h is -min), which must not overflow.
+    return hash;
+}
+constexpr std::uint64_t k_fnv_basis = 1469598103934665603ULL;
+
+/// 62 bits: the agreement negates a hash (max of -h is -min), which must not overflow.
+std::int64_t agreement_bits(std::uint64_t hash) {
     return static_cast<std::int64_t>(hash >> 2U);
 }
 
-/// FNV-1a over the config as dltrain reads it (net, solver, --solver and --max-iter applied),
-/// the same 62 bits as parameter_hash.
-std::int64_t text_hash(const std::string& text) {
-    std::uint64_t hash = 1469598103934665603ULL;
-    for (const char c : text) {
-        hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+/// Every parameter's bytes: equal on every rank after the start-up, or the ranks would train
+/// different models.
+std::int64_t parameter_hash(const Net& net) {
+    std::uint64_t hash = k_fnv_basis;
+    for (const auto& param : net.params()) {
+        const std::vector<float> values = param.tensor->read_data();
+        hash = fnv1a(hash, values.data(), values.size() * sizeof(float));
     }
-    return static_cast<std::int64_t>(hash >> 2U);
+    return agreement_bits(hash);
+}
+
+/// The config as dltrain reads it (net, solver, --solver and --max-iter applied).
+std::int64_t text_hash(const std::string& text) {
+    return agreement_bits(fnv1a(k_fnv_basis, text.data(), text.size()));
 }
 
 /// Ranks whose configs differ (a per-rank --solver, a file edited while the job started) would
@@ -478,15 +484,14 @@ std::int64_t text_hash(const std::string& text) {
 /// rank, once the agreement has shown they differ, takes rank 0's text and names the first line
 /// where its own differs.
 [[noreturn]] void refuse_different_configs(Communicator& comm, const std::string& mine) {
-    // Rank 0's text, bounded: the configs dltrain reads are under its document limit anyway.
+    // Rank 0's text, at most 16 MiB (the configs dltrain reads are under its document limits):
+    // every rank takes the size rank 0 sends, so the broadcast's sizes agree.
     constexpr std::int64_t k_max_bytes = std::int64_t{16} << 20U;
-    std::int64_t size = comm.rank() == 0 ? static_cast<std::int64_t>(mine.size()) : 0;
+    std::int64_t size =
+        comm.rank() == 0 ? std::min(static_cast<std::int64_t>(mine.size()), k_max_bytes) : 0;
     comm.broadcast(&size, sizeof(size), 0, "the config comparison");
-    std::string root_text =
-        comm.rank() == 0
-            ? mine
-            : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(size, 0, k_max_bytes)),
-                          '\0');
+    std::string root_text = comm.rank() == 0 ? mine.substr(0, static_cast<std::size_t>(size))
+                                             : std::string(static_cast<std::size_t>(size), '\0');
     comm.broadcast(root_text.data(), root_text.size(), 0, "the config comparison");
     const auto lines_of = [](const std::string& text) {
         std::vector<std::string> lines;
@@ -698,9 +703,6 @@ TrainingRun::TrainingRun(const TrainOptions& options) : m_options(options) {
     if (options.max_iter) {
         m_config.solver.max_iter = *options.max_iter;
     }
-    // What the ranks must agree on, taken before the data sources are resolved: ranks may read
-    // their data from different places (node-local copies), never with different settings.
-    m_config_text = to_yaml(m_config);
     m_deadline = deadline_seconds(options.deadline);
     m_memory = memory_limit(options.max_memory);
     m_comm_kind = communicator_kind();
@@ -712,6 +714,11 @@ TrainingRun::TrainingRun(const TrainOptions& options) : m_options(options) {
     m_ranks = m_comm->size();
     m_root = m_comm->rank() == 0;
     m_distributed = m_ranks > 1;
+    // What the ranks must agree on, taken before the data sources are resolved: ranks may read
+    // their data from different places (node-local copies), never with different settings.
+    if (m_distributed) {
+        m_config_text = to_yaml(m_config);
+    }
     // Held before the run directory's checkpoints are read, when it exists already.
     if (std::error_code ec; fs::is_directory(options.run_dir, ec)) {
         lock_run_dir();
