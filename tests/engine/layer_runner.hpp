@@ -3,7 +3,7 @@
 // result on the host: the PyTorch parity cases and the GPU-versus-CPU checks of the Caffe
 // layers share it.
 
-#include "core/layers.hpp"
+#include "net/layer.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>

@@ -3,7 +3,7 @@
 // (boost::mt19937, variate_generator, uniform_real up to nextafter(b), normal_distribution), in
 // the order Caffe's Net::Init reaches them.
 
-#include "core/caffe_random.hpp"
+#include "net/caffe_random.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>

@@ -2,7 +2,7 @@
 // every loss, the analytic gradient of a random projection of the top matches central
 // differences, for the bottoms and for every parameter.
 
-#include "core/layers.hpp"
+#include "net/layer.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>

@@ -211,10 +211,10 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
     EXPECT_NE(message.find("legacy V1 net"), std::string::npos) << message;
     EXPECT_NE(message.find("upgrade_net_proto_text"), std::string::npos) << message;
-    // A value dltrain does not support.
+    // A value dltrain does not support, at the line of its field.
     message = prototxt_error("layer {\n  name: \"p\"\n  type: \"Pooling\"\n"
                              "  pooling_param { pool: STOCHASTIC kernel_size: 2 }\n}\n");
-    EXPECT_EQ(message.rfind("bad.prototxt:1:", 0), 0U) << message;
+    EXPECT_EQ(message.rfind("bad.prototxt:4:", 0), 0U) << message;
     EXPECT_NE(message.find("STOCHASTIC"), std::string::npos) << message;
     // A parameter block of another layer type.
     message = prototxt_error("layer {\n  name: \"r\"\n  type: \"ReLU\"\n"

@@ -3,6 +3,8 @@
 // prototxt path skipped the YAML reader's checks, and a stride or group of 0 was a SIGFPE, a
 // uniform filler with min > max hung `check`, and NaN ratios trained.
 
+#include "net/layer_kind.hpp"
+
 #include <dl/config.hpp>
 #include <dl/error.hpp>
 
@@ -182,119 +184,54 @@ private:
                                      where(layer), name, value));
                 }
             }
-            if (layer.type == "BatchNorm" && spec.lr_mult != 0.0F) {
-                // Its parameters are running statistics, never learned (Caffe forces lr_mult 0).
-                fail(layer, "param",
-                     fmt::format("key 'param' in {}: BatchNorm's parameters are its running "
-                                 "statistics and take no lr_mult but 0",
-                                 where(layer)));
-            }
         }
     }
 
-    void check_data(const LayerConfig& layer) const {
-        if (layer.source.empty()) {
-            fail(layer, "source", fmt::format("{} of type Data needs key 'source'", where(layer)));
+    // A layer's checks as its kind's `check` function calls them.
+    class Checks final : public LayerChecks {
+    public:
+        Checks(const Validator& validator, const LayerConfig& layer)
+            : m_validator(validator), m_layer(layer) {}
+        [[noreturn]] void fail(const std::string& key, const std::string& message) const override {
+            m_validator.fail(m_layer, key, message);
         }
-        if (!layer.backend.empty()) {
-            choice(layer, "backend", layer.backend, {"lmdb", "leveldb"});
+        [[nodiscard]] std::string where() const override { return Validator::where(m_layer); }
+        void required_at_least(const std::string& key, int value, int minimum) const override {
+            m_validator.required_at_least(m_layer, key, value, minimum);
         }
-        required_at_least(layer, "batch_size", layer.batch_size, 1);
-        finite(layer, "scale", layer.scale);
-        for (const float mean : layer.mean_value) {
-            finite(layer, "mean_value", mean);
+        void at_least(const std::string& key, int value, int minimum) const override {
+            m_validator.at_least(m_layer, key, value, minimum);
         }
-        if (!layer.mean_file.empty() && !layer.mean_value.empty()) {
-            fail(layer, "mean_file",
-                 fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)",
-                             where(layer)));
+        void at_most(const std::string& key, int value, int maximum) const override {
+            m_validator.at_most(m_layer, key, value, maximum);
         }
-        if ((!layer.shape.empty() || layer.marks.count("shape") != 0) &&
-            (layer.shape.size() != 3 ||
-             std::any_of(layer.shape.begin(), layer.shape.end(), [](int d) { return d < 1; }))) {
-            fail(layer, "shape",
-                 fmt::format("key 'shape' in {} must be [channels, height, width]", where(layer)));
+        void finite(const std::string& key, float value) const override {
+            m_validator.finite(m_layer, key, value);
         }
-        at_least(layer, "crop_size", layer.crop_size, 0);
-        if (layer.shape.size() == 3 && layer.crop_size > std::min(layer.shape[1], layer.shape[2])) {
-            fail(layer, "crop_size",
-                 fmt::format("key 'crop_size' in {}: {} is larger than the {}x{} images of "
-                             "its 'shape'",
-                             where(layer), layer.crop_size, layer.shape[1], layer.shape[2]));
+        void choice(const std::string& key, const std::string& value,
+                    const std::vector<std::string>& choices) const override {
+            m_validator.choice(m_layer, key, value, choices);
         }
-    }
+        void filler(const std::string& key, const FillerConfig& value) const override {
+            m_validator.check_filler(m_layer, key, value);
+        }
+        void window() const override { m_validator.check_window(m_layer); }
 
-    void check_batch_norm(const LayerConfig& layer) const {
-        if (!(std::isfinite(layer.eps) && layer.eps > 0.0F)) {
-            fail(layer, "eps",
-                 fmt::format("key 'eps' in {} must be > 0 (got {})", where(layer), layer.eps));
-        }
-        if (!(layer.moving_average_fraction >= 0.0F && layer.moving_average_fraction <= 1.0F)) {
-            fail(layer, "moving_average_fraction",
-                 fmt::format("key 'moving_average_fraction' in {} must be in [0, 1] (got {})",
-                             where(layer), layer.moving_average_fraction));
-        }
-    }
-
-    void check_eltwise(const LayerConfig& layer) const {
-        choice(layer, "operation", layer.operation, {"sum", "prod", "max"});
-        if (layer.coeff.empty()) {
-            return;
-        }
-        if (layer.operation != "sum") {
-            fail(layer, "coeff",
-                 fmt::format("key 'coeff' in {} applies to operation sum only", where(layer)));
-        }
-        if (layer.coeff.size() != layer.bottoms.size()) {
-            fail(layer, "coeff",
-                 fmt::format("key 'coeff' in {} has {} values for {} bottoms", where(layer),
-                             layer.coeff.size(), layer.bottoms.size()));
-        }
-        for (const float coeff : layer.coeff) {
-            finite(layer, "coeff", coeff);
-        }
-    }
+    private:
+        const Validator& m_validator;
+        const LayerConfig& m_layer;
+    };
 
     void check_layer(const LayerConfig& layer) const {
-        const std::string& type = layer.type;
         check_params(layer);
-        if (type == "Data") {
-            check_data(layer);
-        } else if (type == "Convolution" || type == "InnerProduct") {
-            required_at_least(layer, "num_output", layer.num_output, 1);
-            check_filler(layer, "weight_filler", layer.weight_filler);
-            check_filler(layer, "bias_filler", layer.bias_filler);
-            if (type == "Convolution") {
-                check_window(layer);
-                at_least(layer, "group", layer.group, 1);
-            }
-        } else if (type == "Pooling") {
-            choice(layer, "pool", layer.pool, {"max", "ave"});
-            check_window(layer);
-        } else if (type == "Dropout") {
-            if (!(layer.dropout_ratio >= 0.0F && layer.dropout_ratio < 1.0F)) {
-                fail(layer, "dropout_ratio",
-                     fmt::format("key 'dropout_ratio' in {} must be in [0, 1) (got {})",
-                                 where(layer), layer.dropout_ratio));
-            }
-        } else if (type == "LRN") {
-            at_least(layer, "local_size", layer.local_size, 1);
-            finite(layer, "alpha", layer.alpha);
-            finite(layer, "beta", layer.beta);
-            finite(layer, "k", layer.k);
-        } else if (type == "BatchNorm") {
-            check_batch_norm(layer);
-        } else if (type == "Scale") {
-            check_filler(layer, "filler", layer.filler);
-            check_filler(layer, "bias_filler", layer.bias_filler);
-        } else if (type == "Concat") {
-            at_least(layer, "axis", layer.axis, 0);
-        } else if (type == "Eltwise") {
-            check_eltwise(layer);
-        } else if (type == "Accuracy") {
-            at_least(layer, "top_k", layer.top_k, 1);
-        } else if (type == "SoftmaxWithLoss") {
-            finite(layer, "loss_weight", layer.loss_weight);
+        const LayerKind* kind = find_layer_kind(layer.type);
+        if (kind == nullptr) {
+            fail(layer, "type",
+                 fmt::format("key 'type' in {}: unknown layer type '{}' (valid types: {})",
+                             where(layer), layer.type, join(layer_type_names())));
+        }
+        if (kind->check != nullptr) {
+            kind->check(layer, Checks(*this, layer));
         }
     }
 

@@ -5,6 +5,8 @@
 
 #include "core/memory_plan.hpp"
 
+#include "net/layer.hpp"
+
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
@@ -34,20 +36,6 @@ std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
 std::uint64_t add(std::uint64_t a, std::uint64_t b) {
     std::uint64_t out = 0;
     return __builtin_add_overflow(a, b, &out) ? k_saturated : out;
-}
-
-using Shape = std::vector<std::int64_t>;
-
-std::uint64_t count_of(const Shape& shape) {
-    std::uint64_t count = 1;
-    for (const std::int64_t dim : shape) {
-        count = mul(count, static_cast<std::uint64_t>(dim));
-    }
-    return count;
-}
-
-std::string shape_text(const Shape& shape) {
-    return fmt::format("{}", fmt::join(shape, "x"));
 }
 
 std::uint64_t physical_memory() {
@@ -145,7 +133,7 @@ public:
             if (made->buffer > 0) {
                 take(made->buffer_what, made->buffer, made->buffer_copies);
             }
-            if (layer.type == "Data") {
+            if (find_layer_kind(layer.type)->input) {
                 // The input stage: two slots of a batch (and its labels) on their way in.
                 std::uint64_t batch = 0;
                 for (const Shape& shape : made->tops) {
@@ -185,161 +173,28 @@ public:
     [[nodiscard]] std::uint64_t total() const { return m_total; }
 
 private:
-    struct Made {
-        std::vector<Shape> tops;
-        std::vector<Shape> params;
-        std::uint64_t buffer = 0; // floats or int32s of a layer's own buffer
-        int buffer_copies = 1;
-        std::string buffer_what;
-    };
-
     [[noreturn]] void fail(const LayerConfig& layer, const std::string& message) const {
         throw Error(ErrorKind::config,
                     fmt::format("{}:{}: layer '{}' ({}): {}", m_config.file.string(), layer.line,
                                 layer.name, layer.type, message));
     }
 
-    /// A padded size in the layers' int arithmetic, or a config error naming the layer.
-    std::int64_t padded(const LayerConfig& layer, std::int64_t size) const {
-        const std::int64_t value = size + 2 * static_cast<std::int64_t>(layer.pad);
-        if (value > INT_MAX) {
-            fail(layer, fmt::format("pad {} makes the {}-pixel input {} pixels, beyond 2^31 - 1",
-                                    layer.pad, size, value));
-        }
-        return value;
-    }
-
-    // The tops, parameters and own buffers Net would make for this layer; nothing when a shape
-    // does not fit (the layer's setup reports that).
-    std::optional<Made> tops_of(const LayerConfig& layer, const std::vector<const Shape*>& bottom) {
-        Made made;
-        const std::string& type = layer.type;
-        if (type == "Data") {
-            if (layer.shape.size() != 3) {
-                return std::nullopt;
-            }
-            m_batch = layer.batch_size;
-            const std::vector<int> image = input_shape(layer);
-            made.tops.push_back({layer.batch_size, image[0], image[1], image[2]});
-            if (!layer.label_source.empty()) {
-                made.tops.push_back({layer.batch_size});
-            }
-            return made;
-        }
-        if (bottom.empty()) {
+    // The tops, parameters and own buffers Net would make for this layer, by the layer's own
+    // shape rule; nothing when a shape does not fit (the layer's setup reports that).
+    std::optional<Planned> tops_of(const LayerConfig& layer,
+                                   const std::vector<const Shape*>& bottom) {
+        const LayerKind* kind = find_layer_kind(layer.type);
+        if (kind == nullptr || (!kind->input && bottom.empty())) {
             return std::nullopt;
         }
-        const Shape& x = *bottom[0];
-        if (type == "Convolution" || type == "Pooling") {
-            if (x.size() != 4 || layer.kernel_size < 1 || layer.stride < 1) {
-                return std::nullopt;
-            }
-            const std::int64_t height = padded(layer, x[2]);
-            const std::int64_t width = padded(layer, x[3]);
-            if (height < layer.kernel_size || width < layer.kernel_size) {
-                return std::nullopt;
-            }
-            if (type == "Convolution") {
-                if (layer.group < 1 || x[1] % layer.group != 0 ||
-                    layer.num_output % layer.group != 0) {
-                    return std::nullopt;
-                }
-                made.tops.push_back({x[0], layer.num_output,
-                                     (height - layer.kernel_size) / layer.stride + 1,
-                                     (width - layer.kernel_size) / layer.stride + 1});
-                made.params.push_back(
-                    {layer.num_output, x[1] / layer.group, layer.kernel_size, layer.kernel_size});
-                if (layer.bias_term) {
-                    made.params.push_back({layer.num_output});
-                }
-                return made;
-            }
-            if (layer.pad >= layer.kernel_size) {
-                return std::nullopt;
-            }
-            // Caffe's ceil mode, as PoolGeometry computes it.
-            const auto pooled = [&](std::int64_t size, std::int64_t with_pad) {
-                std::int64_t out =
-                    (with_pad - layer.kernel_size + layer.stride - 1) / layer.stride + 1;
-                if (layer.pad > 0 && (out - 1) * layer.stride >= size + layer.pad) {
-                    --out;
-                }
-                return out;
-            };
-            made.tops.push_back({x[0], x[1], pooled(x[2], height), pooled(x[3], width)});
-            made.buffer = count_of(made.tops[0]); // the argmax, an int32 per output
-            made.buffer_what = "pooling indexes";
-            return made;
+        if (kind->input) {
+            m_batch = layer.batch_size;
         }
-        if (type == "InnerProduct") {
-            Shape rest(x.begin() + 1, x.end());
-            const std::uint64_t inner = count_of(rest);
-            if (inner > INT_MAX) {
-                fail(layer, fmt::format("its input {} has {} values per item, beyond 2^31 - 1",
-                                        shape_text(x), inner));
-            }
-            made.tops.push_back({x[0], layer.num_output});
-            made.params.push_back({layer.num_output, static_cast<std::int64_t>(inner)});
-            if (layer.bias_term) {
-                made.params.push_back({layer.num_output});
-            }
-            return made;
+        try {
+            return kind->plan(layer, bottom);
+        } catch (const Error& e) {
+            fail(layer, e.what());
         }
-        if (type == "ReLU" || type == "Sigmoid" || type == "TanH" || type == "Dropout") {
-            made.tops.push_back(x);
-            if (type == "Dropout") {
-                made.buffer = count_of(x);
-                made.buffer_what = "dropout mask";
-            }
-            return made;
-        }
-        if (type == "LRN" || type == "Eltwise") {
-            made.tops.push_back(x);
-            made.buffer = count_of(x); // LRN's scale; Eltwise's max mask (int32)
-            made.buffer_what = type == "LRN" ? "LRN scale" : "eltwise mask";
-            return made;
-        }
-        if (type == "BatchNorm" || type == "Scale") {
-            if (x.size() < 2) {
-                return std::nullopt;
-            }
-            made.tops.push_back(x);
-            made.params.push_back({x[1]});
-            if (type == "BatchNorm") {
-                made.params.push_back({x[1]});
-                made.params.push_back({1});
-            } else if (layer.bias_term) {
-                made.params.push_back({x[1]});
-            }
-            made.buffer = count_of(x); // the copy an in-place layer keeps for backward
-            made.buffer_what = "saved input";
-            return made;
-        }
-        if (type == "Concat") {
-            const auto axis = static_cast<std::size_t>(layer.axis);
-            if (axis >= x.size()) {
-                return std::nullopt;
-            }
-            Shape top = x;
-            for (std::size_t b = 1; b < bottom.size(); ++b) {
-                if (bottom[b]->size() != x.size()) {
-                    return std::nullopt;
-                }
-                top[axis] += (*bottom[b])[axis];
-            }
-            made.tops.push_back(top);
-            return made;
-        }
-        if (type == "SoftmaxWithLoss" || type == "Accuracy") {
-            made.tops.push_back({1});
-            if (type == "SoftmaxWithLoss") {
-                made.buffer = count_of(x); // the probabilities, a Tensor with its gradient
-                made.buffer_copies = 2;
-                made.buffer_what = "probabilities";
-            }
-            return made;
-        }
-        return std::nullopt;
     }
 
     const NetConfig& m_config;

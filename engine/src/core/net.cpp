@@ -1,7 +1,7 @@
 // Builds the layer graph of one phase, checks shapes, shares parameters with the train net,
 // and runs forward and backward in file order.
 
-#include "core/layers.hpp"
+#include "net/layer.hpp"
 
 #include <dl/error.hpp>
 #include <dl/net.hpp>

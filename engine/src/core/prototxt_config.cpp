@@ -10,6 +10,7 @@
 #include "caffe.pb.h"
 #include "core/config_readers.hpp"
 #include "io/regular_file.hpp"
+#include "net/layer_kind.hpp"
 
 #include <dl/config.hpp>
 #include <dl/error.hpp>
@@ -19,10 +20,13 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdint>
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <type_traits>
 
 namespace dl {
 namespace {
@@ -68,63 +72,16 @@ Parsed parse(const std::string& text, pb::Message& message) {
     return parsed;
 }
 
-// The fields dltrain reads, per message; any other field that a file sets is refused. Fields
-// whose values are limited are checked where they are read.
+// The fields dltrain reads of the messages around the layers' own; any other field that a file
+// sets is refused. A layer's *_param messages are its kind's (net/layers/, caffe_fields below).
 const std::map<std::string, std::set<std::string>>& allowed_fields() {
     static const std::map<std::string, std::set<std::string>> fields = {
         {"caffe.NetParameter", {"name", "layer"}},
         {"caffe.LayerParameter",
-         {"name",
-          "type",
-          "bottom",
-          "top",
-          "loss_weight",
-          "param",
-          "include",
-          "exclude",
-          "transform_param",
-          "loss_param",
-          "accuracy_param",
-          "batch_norm_param",
-          "concat_param",
-          "convolution_param",
-          "data_param",
-          "dropout_param",
-          "eltwise_param",
-          "inner_product_param",
-          "lrn_param",
-          "pooling_param",
-          "relu_param",
-          "scale_param",
-          "sigmoid_param",
-          "softmax_param",
-          "tanh_param"}},
+         {"name", "type", "bottom", "top", "loss_weight", "param", "include", "exclude"}},
         {"caffe.NetStateRule", {"phase"}},
         {"caffe.ParamSpec", {"lr_mult", "decay_mult"}},
         {"caffe.FillerParameter", {"type", "value", "min", "max", "mean", "std", "variance_norm"}},
-        {"caffe.TransformationParameter",
-         {"scale", "mean_value", "mean_file", "crop_size", "mirror"}},
-        {"caffe.DataParameter",
-         {"source", "batch_size", "backend", "scale", "crop_size", "mirror", "prefetch"}},
-        {"caffe.LossParameter", {"normalization", "normalize"}},
-        {"caffe.AccuracyParameter", {"top_k", "axis"}},
-        {"caffe.BatchNormParameter", {"use_global_stats", "moving_average_fraction", "eps"}},
-        {"caffe.ConcatParameter", {"axis", "concat_dim"}},
-        {"caffe.ConvolutionParameter",
-         {"num_output", "bias_term", "pad", "kernel_size", "stride", "group", "weight_filler",
-          "bias_filler", "engine", "axis"}},
-        {"caffe.DropoutParameter", {"dropout_ratio"}},
-        {"caffe.EltwiseParameter", {"operation", "coeff", "stable_prod_grad"}},
-        {"caffe.InnerProductParameter",
-         {"num_output", "bias_term", "weight_filler", "bias_filler", "axis"}},
-        {"caffe.LRNParameter", {"local_size", "alpha", "beta", "norm_region", "k", "engine"}},
-        {"caffe.PoolingParameter",
-         {"pool", "pad", "kernel_size", "stride", "engine", "round_mode"}},
-        {"caffe.ReLUParameter", {"negative_slope", "engine"}},
-        {"caffe.ScaleParameter", {"axis", "num_axes", "filler", "bias_term", "bias_filler"}},
-        {"caffe.SigmoidParameter", {"engine"}},
-        {"caffe.SoftmaxParameter", {"engine", "axis"}},
-        {"caffe.TanHParameter", {"engine"}},
         {"caffe.SolverParameter",
          {"net",
           "train_net",
@@ -158,26 +115,47 @@ const std::map<std::string, std::set<std::string>>& allowed_fields() {
     return fields;
 }
 
-// The *_param field each supported layer type may carry.
-const std::map<std::string, std::set<std::string>>& layer_params() {
-    static const std::map<std::string, std::set<std::string>> params = {
-        {"Data", {"data_param", "transform_param"}},
-        {"Convolution", {"convolution_param"}},
-        {"Pooling", {"pooling_param"}},
-        {"InnerProduct", {"inner_product_param"}},
-        {"ReLU", {"relu_param"}},
-        {"Sigmoid", {"sigmoid_param"}},
-        {"TanH", {"tanh_param"}},
-        {"Dropout", {"dropout_param"}},
-        {"LRN", {"lrn_param"}},
-        {"BatchNorm", {"batch_norm_param"}},
-        {"Scale", {"scale_param"}},
-        {"Concat", {"concat_param"}},
-        {"Eltwise", {"eltwise_param"}},
-        {"SoftmaxWithLoss", {"softmax_param", "loss_param"}},
-        {"Accuracy", {"accuracy_param"}},
-    };
-    return params;
+/// A kind's *_param messages (by their LayerParameter field name) and the fields of each that
+/// it reads, requires, refuses or ignores: everything else in them is refused.
+using CaffeFields = std::map<std::string, std::set<std::string>>;
+
+class CaffeFieldList final : public FieldVisitor {
+public:
+    CaffeFields fields;
+    void integer(const Field& f, int& /*value*/) override { add(f); }
+    void number(const Field& f, float& /*value*/) override { add(f); }
+    void flag(const Field& f, bool& /*value*/) override { add(f); }
+    void flag(const Field& f, std::optional<bool>& /*value*/) override { add(f); }
+    void text(const Field& f, std::string& /*value*/) override { add(f); }
+    void numbers(const Field& f, std::vector<float>& /*value*/) override { add(f); }
+    void integers(const Field& f, std::vector<int>& /*value*/) override { add(f); }
+    void filler(const Field& f, FillerConfig& /*value*/) override { add(f); }
+    void caffe_requires(CaffeField where, const char* /*value*/, const char* /*message*/) override {
+        add(where);
+    }
+    void caffe_refuses(CaffeField where, const char* /*value*/, const char* /*message*/) override {
+        add(where);
+    }
+    void caffe_ignores(CaffeField where) override { add(where); }
+
+private:
+    void add(const Field& f) {
+        add(f.caffe);
+        add(f.older);
+    }
+    void add(CaffeField where) {
+        // LayerParameter's own fields (loss_weight) are in allowed_fields.
+        if (where.message != nullptr && *where.message != '\0') {
+            fields[where.message].insert(where.field);
+        }
+    }
+};
+
+CaffeFields caffe_fields(const LayerKind& kind) {
+    CaffeFieldList list;
+    LayerConfig scratch;
+    kind.fields(list, scratch);
+    return list.fields;
 }
 
 class Converter {
@@ -188,19 +166,26 @@ public:
         throw Error(ErrorKind::config, fmt::format("{}:{}: {}", m_file.string(), line, message));
     }
 
-    /// Every set field of `message` (and of its sub-messages) must be in the allowlist.
+    /// Every set field of `message` (and of its sub-messages) must be in the allowlist:
+    /// `allow` where given, else allowed_fields; a LayerParameter's *_param messages by
+    /// `param_fields`.
     void check_fields(const pb::Message& message, const Tree* tree, int line,
-                      const std::set<std::string>& extra = {}) const {
-        const auto& allow = allowed_fields();
-        const auto found = allow.find(message.GetDescriptor()->full_name());
+                      const std::set<std::string>* allow = nullptr,
+                      const CaffeFields* param_fields = nullptr) const {
+        const auto found = allowed_fields().find(message.GetDescriptor()->full_name());
         const pb::Reflection* reflection = message.GetReflection();
         std::vector<const pb::FieldDescriptor*> fields;
         reflection->ListFields(message, &fields);
         for (const pb::FieldDescriptor* field : fields) {
             const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
             const int field_line = line_of(tree, field, field->is_repeated() ? 0 : -1, line);
-            const bool ok = (found != allow.end() && found->second.count(field->name()) != 0) ||
-                            extra.count(field->name()) != 0;
+            const auto param = param_fields != nullptr ? param_fields->find(field->name())
+                                                       : CaffeFields::const_iterator{};
+            const bool is_param = param_fields != nullptr && param != param_fields->end();
+            const bool ok =
+                is_param || (allow != nullptr ? allow->count(field->name()) != 0
+                                              : found != allowed_fields().end() &&
+                                                    found->second.count(field->name()) != 0);
             if (!ok && field->name() == "layers" &&
                 message.GetDescriptor()->name() == "NetParameter") {
                 fail(field_line, "a legacy V1 net ('layers' entries): upgrade it with Caffe's "
@@ -210,19 +195,20 @@ public:
                 fail(field_line, fmt::format("field '{}' of {} is not supported by dltrain",
                                              field->name(), message.GetDescriptor()->name()));
             }
-            if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-                for (int i = 0; i < count; ++i) {
-                    const int index = field->is_repeated() ? i : -1;
-                    const pb::Message& sub = field->is_repeated()
-                                                 ? reflection->GetRepeatedMessage(message, field, i)
-                                                 : reflection->GetMessage(message, field);
-                    const Tree* nested =
-                        tree != nullptr ? tree->GetTreeForNested(field, index) : nullptr;
-                    if (message.GetDescriptor()->full_name() != "caffe.NetParameter" &&
-                        message.GetDescriptor()->full_name() != "caffe.SolverParameter") {
-                        check_fields(sub, nested, line_of(tree, field, index, line));
-                    }
-                }
+            if (field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE ||
+                message.GetDescriptor()->full_name() == "caffe.NetParameter" ||
+                message.GetDescriptor()->full_name() == "caffe.SolverParameter") {
+                continue;
+            }
+            for (int i = 0; i < count; ++i) {
+                const int index = field->is_repeated() ? i : -1;
+                const pb::Message& sub = field->is_repeated()
+                                             ? reflection->GetRepeatedMessage(message, field, i)
+                                             : reflection->GetMessage(message, field);
+                const Tree* nested =
+                    tree != nullptr ? tree->GetTreeForNested(field, index) : nullptr;
+                check_fields(sub, nested, line_of(tree, field, index, line),
+                             is_param ? &param->second : nullptr);
             }
         }
     }
@@ -308,15 +294,196 @@ public:
         return f;
     }
 
-    /// One value of a repeated size field (kernel_size, pad, stride), or its default.
-    int one(const pb::RepeatedField<std::uint32_t>& values, int fallback, int line,
-            const std::string& what) const {
-        if (values.size() > 1 &&
-            std::any_of(values.begin(), values.end(), [&](auto v) { return v != values[0]; })) {
-            fail(line, fmt::format("{}: different values per axis are not supported", what));
+    /// A layer's own fields, read from its prototxt as its kind lists them (net/layers/).
+    class ProtoFields final : public FieldVisitor {
+    public:
+        ProtoFields(const Converter& converter, const caffe::LayerParameter& layer,
+                    const Tree* tree, int line, std::string where)
+            : m_converter(converter), m_layer(layer), m_tree(tree), m_line(line),
+              m_where(std::move(where)) {}
+
+        void integer(const Field& f, int& value) override {
+            if (const auto at = source(f)) {
+                value = at->field->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32
+                            ? get<std::int32_t>(*at)
+                            : size(*at, f.key);
+            }
         }
-        return values.empty() ? fallback : to_int(values[0], line, what);
-    }
+        void number(const Field& f, float& value) override {
+            if (const auto at = source(f)) {
+                value = get<float>(*at);
+            }
+        }
+        void flag(const Field& f, bool& value) override {
+            if (const auto at = source(f)) {
+                value = get<bool>(*at);
+            }
+        }
+        void flag(const Field& f, std::optional<bool>& value) override {
+            if (const auto at = source(f); at && is_set(*at)) {
+                value = get<bool>(*at);
+            }
+        }
+        void text(const Field& f, std::string& value) override {
+            if (const auto at = source(f)) {
+                value = text_of(*at);
+                if (at->field->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
+                    std::transform(value.begin(), value.end(), value.begin(),
+                                   [](unsigned char c) { return std::tolower(c); });
+                }
+            }
+        }
+        void numbers(const Field& f, std::vector<float>& value) override {
+            if (const auto at = source(f)) {
+                const pb::Reflection* r = at->message->GetReflection();
+                value.clear();
+                for (int i = 0; i < r->FieldSize(*at->message, at->field); ++i) {
+                    value.push_back(r->GetRepeatedFloat(*at->message, at->field, i));
+                }
+            }
+        }
+        void integers(const Field& f, std::vector<int>& /*value*/) override {
+            if (f.caffe.message != nullptr) {
+                throw std::logic_error(std::string("no prototxt reader for list ") + f.key);
+            }
+        }
+        void filler(const Field& f, FillerConfig& value) override {
+            if (const auto at = source(f)) {
+                value = Converter::filler(dynamic_cast<const caffe::FillerParameter&>(
+                    at->message->GetReflection()->GetMessage(*at->message, at->field)));
+            }
+        }
+        void caffe_requires(CaffeField where, const char* value, const char* message) override {
+            const Located at = locate(where);
+            if (is_set(at) && text_of(at) != value) {
+                refuse(at, message);
+            }
+        }
+        void caffe_refuses(CaffeField where, const char* value, const char* message) override {
+            const Located at = locate(where);
+            if (is_set(at) && text_of(at) == value) {
+                refuse(at, message);
+            }
+        }
+
+    private:
+        struct Located {
+            const pb::Message* message;
+            const pb::FieldDescriptor* field;
+            const Tree* tree;
+        };
+
+        [[nodiscard]] Located locate(CaffeField where) const {
+            const pb::Message* message = &m_layer;
+            const Tree* tree = m_tree;
+            if (*where.message != '\0') {
+                const pb::FieldDescriptor* holder =
+                    m_layer.GetDescriptor()->FindFieldByName(where.message);
+                if (holder == nullptr) {
+                    throw std::logic_error(std::string("LayerParameter has no ") + where.message);
+                }
+                message = &m_layer.GetReflection()->GetMessage(m_layer, holder);
+                tree = tree != nullptr ? tree->GetTreeForNested(holder, -1) : nullptr;
+            }
+            const pb::FieldDescriptor* field =
+                message->GetDescriptor()->FindFieldByName(where.field);
+            if (field == nullptr) {
+                throw std::logic_error(std::string(where.message) + " has no " + where.field);
+            }
+            return Located{message, field, tree};
+        }
+        [[nodiscard]] static bool is_set(const Located& at) {
+            const pb::Reflection* r = at.message->GetReflection();
+            return at.field->is_repeated() ? r->FieldSize(*at.message, at.field) > 0
+                                           : r->HasField(*at.message, at.field);
+        }
+        // Where a field's value comes from: its place if set, else its older place if set, else
+        // Caffe's default at its place (a singular field's; a list unset stays as it is).
+        [[nodiscard]] std::optional<Located> source(const Field& f) const {
+            if (f.caffe.message == nullptr) {
+                return std::nullopt;
+            }
+            const Located at = locate(f.caffe);
+            if (is_set(at)) {
+                return at;
+            }
+            if (f.older.message != nullptr) {
+                if (const Located older = locate(f.older); is_set(older)) {
+                    return older;
+                }
+            }
+            if (f.caffe_keeps_default || at.field->is_repeated()) {
+                return std::nullopt;
+            }
+            return at;
+        }
+        [[nodiscard]] int line_of(const Located& at) const {
+            return Converter::line_of(at.tree, at.field, at.field->is_repeated() ? 0 : -1, m_line);
+        }
+        template <typename T> [[nodiscard]] T get(const Located& at) const {
+            const pb::Reflection* r = at.message->GetReflection();
+            const bool many = at.field->is_repeated();
+            if constexpr (std::is_same_v<T, float>) {
+                return many ? r->GetRepeatedFloat(*at.message, at.field, 0)
+                            : r->GetFloat(*at.message, at.field);
+            } else if constexpr (std::is_same_v<T, bool>) {
+                return r->GetBool(*at.message, at.field);
+            } else {
+                return r->GetInt32(*at.message, at.field);
+            }
+        }
+        // A uint32 size (one value of a repeated one: kernel_size, pad, stride) as the int the
+        // config holds; 4294967295 would otherwise be -1.
+        [[nodiscard]] int size(const Located& at, const char* key) const {
+            const pb::Reflection* r = at.message->GetReflection();
+            const std::string what = fmt::format("{}: {}", m_where, key);
+            if (!at.field->is_repeated()) {
+                return m_converter.to_int(r->GetUInt32(*at.message, at.field), line_of(at), what);
+            }
+            const int count = r->FieldSize(*at.message, at.field);
+            const std::uint32_t first = r->GetRepeatedUInt32(*at.message, at.field, 0);
+            for (int i = 1; i < count; ++i) {
+                if (r->GetRepeatedUInt32(*at.message, at.field, i) != first) {
+                    m_converter.fail(line_of(at),
+                                     what + ": different values per axis are not supported");
+                }
+            }
+            return m_converter.to_int(first, line_of(at), what);
+        }
+        // A field's value as text (an enum by its name), for the requires/refuses rules.
+        [[nodiscard]] std::string text_of(const Located& at) const {
+            const pb::Reflection* r = at.message->GetReflection();
+            switch (at.field->cpp_type()) {
+            case pb::FieldDescriptor::CPPTYPE_ENUM:
+                return r->GetEnum(*at.message, at.field)->name();
+            case pb::FieldDescriptor::CPPTYPE_STRING:
+                return r->GetString(*at.message, at.field);
+            case pb::FieldDescriptor::CPPTYPE_FLOAT:
+                return fmt::format("{}", get<float>(at));
+            case pb::FieldDescriptor::CPPTYPE_BOOL:
+                return get<bool>(at) ? "true" : "false";
+            case pb::FieldDescriptor::CPPTYPE_INT32:
+                return std::to_string(get<std::int32_t>(at));
+            case pb::FieldDescriptor::CPPTYPE_UINT32:
+                return std::to_string(r->GetUInt32(*at.message, at.field));
+            default:
+                throw std::logic_error("no text for field " + at.field->name());
+            }
+        }
+        [[noreturn]] void refuse(const Located& at, const char* message) const {
+            // vformat, not fmt::runtime: the release builds with Debian 11's fmt 7.
+            const std::string value = text_of(at);
+            m_converter.fail(line_of(at), m_where + ": " +
+                                              fmt::vformat(fmt::string_view(message),
+                                                           fmt::make_format_args(value)));
+        }
+
+        const Converter& m_converter;
+        const caffe::LayerParameter& m_layer;
+        const Tree* m_tree;
+        int m_line;
+        std::string m_where;
+    };
 
     LayerConfig layer(const caffe::LayerParameter& p, const Tree* tree, int line) const {
         LayerConfig l;
@@ -324,31 +491,30 @@ public:
         l.type = p.type();
         l.line = line;
         const std::string where = fmt::format("layer '{}' ({})", p.name(), p.type());
-        const auto params = layer_params().find(p.type());
-        if (params == layer_params().end()) {
+        const LayerKind* kind = find_layer_kind(p.type());
+        if (kind == nullptr) {
             std::string supported;
-            for (const auto& [type, fields] : layer_params()) {
+            for (const std::string& type : layer_type_names()) {
                 supported += (supported.empty() ? "" : ", ") + type;
             }
             fail(line, fmt::format("layer '{}': type '{}' is not supported by dltrain "
                                    "(supported: {})",
                                    p.name(), p.type(), supported));
         }
+        const CaffeFields params = caffe_fields(*kind);
         // The layer's own *_param fields only; the others of LayerParameter are common.
-        std::set<std::string> extra;
-        std::set<std::string> common = {"name",  "type",    "bottom",  "top",
-                                        "param", "include", "exclude", "loss_weight"};
+        const std::set<std::string>& common = allowed_fields().at("caffe.LayerParameter");
         const pb::Reflection* reflection = p.GetReflection();
         std::vector<const pb::FieldDescriptor*> fields;
         reflection->ListFields(p, &fields);
         for (const pb::FieldDescriptor* field : fields) {
-            if (common.count(field->name()) == 0 && params->second.count(field->name()) == 0) {
+            if (common.count(field->name()) == 0 && params.count(field->name()) == 0) {
                 fail(line_of(tree, field, field->is_repeated() ? 0 : -1, line),
                      fmt::format("{}: field '{}' does not apply to type {} in dltrain", where,
                                  field->name(), p.type()));
             }
         }
-        check_fields(p, tree, line);
+        check_fields(p, tree, line, nullptr, &params);
         record_marks(p, tree, "", l.marks);
         l.bottoms.assign(p.bottom().begin(), p.bottom().end());
         l.tops.assign(p.top().begin(), p.top().end());
@@ -368,187 +534,15 @@ public:
         if (p.loss_weight_size() > 1) {
             fail(line, fmt::format("{}: one loss_weight per top is supported, for one top", where));
         }
-        // Each type's own fields, by its reader below.
-        using Reader = void (Converter::*)(const caffe::LayerParameter&, LayerConfig&, int,
-                                           const std::string&) const;
-        static const std::map<std::string, Reader> readers = {
-            {"Data", &Converter::read_data},
-            {"Convolution", &Converter::read_convolution},
-            {"Pooling", &Converter::read_pooling},
-            {"InnerProduct", &Converter::read_inner_product},
-            {"ReLU", &Converter::read_relu},
-            {"Dropout", &Converter::read_dropout},
-            {"LRN", &Converter::read_lrn},
-            {"BatchNorm", &Converter::read_batch_norm},
-            {"Scale", &Converter::read_scale},
-            {"Concat", &Converter::read_concat},
-            {"Eltwise", &Converter::read_eltwise},
-            {"SoftmaxWithLoss", &Converter::read_softmax_loss},
-            {"Accuracy", &Converter::read_accuracy},
-        };
-        if (const auto reader = readers.find(p.type()); reader != readers.end()) {
-            (this->*(reader->second))(p, l, line, where);
+        if (kind->defaults != nullptr) {
+            kind->defaults(l);
+        }
+        ProtoFields reader(*this, p, tree, line, where);
+        kind->fields(reader, l);
+        if (kind->from_caffe != nullptr) {
+            kind->from_caffe(l);
         }
         return l;
-    }
-
-    void read_data(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                   const std::string& where) const {
-        const auto& d = p.data_param();
-        // Checked against the source when it is read (data::check_backend): a file names
-        // databases that need not exist where it is converted or validated.
-        l.backend = d.backend() == caffe::DataParameter::LMDB ? "lmdb" : "leveldb";
-        l.source = d.source();
-        if (p.top_size() > 1) {
-            l.label_source = d.source();
-        }
-        l.batch_size = to_int(d.batch_size(), line, where + ": batch_size");
-        l.scale = p.transform_param().has_scale() ? p.transform_param().scale() : d.scale();
-        l.mean_value.assign(p.transform_param().mean_value().begin(),
-                            p.transform_param().mean_value().end());
-        l.mean_file = p.transform_param().mean_file();
-        // Caffe's older files say crop_size and mirror in data_param; Caffe moves them into
-        // transform_param (UpgradeNetDataTransformation), and so does this.
-        const auto& t = p.transform_param();
-        l.crop_size =
-            to_int(t.has_crop_size() ? t.crop_size() : d.crop_size(), line, where + ": crop_size");
-        l.mirror = t.has_mirror() ? t.mirror() : d.mirror();
-    }
-
-    void read_convolution(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                          const std::string& where) const {
-        const auto& c = p.convolution_param();
-        if (c.axis() != 1) {
-            fail(line, fmt::format("{}: axis {} (only 1)", where, c.axis()));
-        }
-        l.num_output = to_int(c.num_output(), line, where + ": num_output");
-        l.kernel_size = one(c.kernel_size(), 0, line, where + ": kernel_size");
-        l.stride = one(c.stride(), 1, line, where + ": stride");
-        l.pad = one(c.pad(), 0, line, where + ": pad");
-        l.group = to_int(c.group(), line, where + ": group");
-        l.bias_term = c.bias_term();
-        l.weight_filler =
-            c.has_weight_filler() ? filler(c.weight_filler()) : FillerConfig{"constant"};
-        l.bias_filler = filler(c.bias_filler());
-    }
-
-    void read_pooling(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                      const std::string& where) const {
-        const auto& q = p.pooling_param();
-        if (q.pool() == caffe::PoolingParameter::STOCHASTIC) {
-            fail(line, fmt::format("{}: pool STOCHASTIC is not supported (MAX, AVE)", where));
-        }
-        if (q.round_mode() != caffe::PoolingParameter::CEIL) {
-            fail(line, fmt::format("{}: round_mode FLOOR is not supported (CEIL)", where));
-        }
-        l.pool = q.pool() == caffe::PoolingParameter::MAX ? "max" : "ave";
-        l.kernel_size = to_int(q.kernel_size(), line, where + ": kernel_size");
-        l.stride = to_int(q.stride(), line, where + ": stride");
-        l.pad = to_int(q.pad(), line, where + ": pad");
-    }
-
-    void read_inner_product(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                            const std::string& where) const {
-        const auto& ip = p.inner_product_param();
-        if (ip.axis() != 1) {
-            fail(line, fmt::format("{}: axis {} (only 1)", where, ip.axis()));
-        }
-        l.num_output = to_int(ip.num_output(), line, where + ": num_output");
-        l.bias_term = ip.bias_term();
-        l.weight_filler =
-            ip.has_weight_filler() ? filler(ip.weight_filler()) : FillerConfig{"constant"};
-        l.bias_filler = filler(ip.bias_filler());
-    }
-
-    void read_relu(const caffe::LayerParameter& p, LayerConfig& /*l*/, int line,
-                   const std::string& where) const {
-        if (p.relu_param().negative_slope() != 0.0F) {
-            fail(line, fmt::format("{}: negative_slope (leaky ReLU) is not supported", where));
-        }
-    }
-
-    void read_dropout(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
-                      const std::string& /*where*/) const {
-        l.dropout_ratio = p.dropout_param().dropout_ratio();
-    }
-
-    void read_lrn(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                  const std::string& where) const {
-        const auto& n = p.lrn_param();
-        if (n.norm_region() != caffe::LRNParameter::ACROSS_CHANNELS) {
-            fail(line, fmt::format("{}: norm_region WITHIN_CHANNEL is not supported", where));
-        }
-        l.local_size = to_int(n.local_size(), line, where + ": local_size");
-        l.alpha = n.alpha();
-        l.beta = n.beta();
-        l.k = n.k();
-    }
-
-    void read_batch_norm(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
-                         const std::string& /*where*/) const {
-        const auto& b = p.batch_norm_param();
-        if (b.has_use_global_stats()) {
-            l.use_global_stats = b.use_global_stats();
-        }
-        l.moving_average_fraction = b.moving_average_fraction();
-        l.eps = b.eps();
-        // Caffe sets these parameters' lr_mult to 0 itself; old prototxts say so explicitly.
-        for (auto& spec : l.params) {
-            spec = ParamSpec{0.0F, 0.0F};
-        }
-    }
-
-    void read_scale(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                    const std::string& where) const {
-        const auto& s = p.scale_param();
-        if (s.axis() != 1 || s.num_axes() != 1) {
-            fail(line, fmt::format("{}: axis {} num_axes {} (only 1 and 1)", where, s.axis(),
-                                   s.num_axes()));
-        }
-        l.bias_term = s.bias_term();
-        if (s.has_filler()) {
-            l.filler = filler(s.filler());
-        }
-        l.bias_filler = filler(s.bias_filler());
-    }
-
-    void read_concat(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
-                     const std::string& /*where*/) const {
-        const auto& c = p.concat_param();
-        l.axis = c.has_axis() ? c.axis() : static_cast<int>(c.concat_dim());
-    }
-
-    void read_eltwise(const caffe::LayerParameter& p, LayerConfig& l, int /*line*/,
-                      const std::string& /*where*/) const {
-        const auto& e = p.eltwise_param();
-        l.operation = e.operation() == caffe::EltwiseParameter::PROD  ? "prod"
-                      : e.operation() == caffe::EltwiseParameter::MAX ? "max"
-                                                                      : "sum";
-        l.coeff.assign(e.coeff().begin(), e.coeff().end());
-    }
-
-    void read_softmax_loss(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                           const std::string& where) const {
-        if (p.softmax_param().axis() != 1) {
-            fail(line,
-                 fmt::format("{}: softmax axis {} (only 1)", where, p.softmax_param().axis()));
-        }
-        if (p.loss_param().normalization() == caffe::LossParameter::NONE ||
-            (p.loss_param().has_normalize() && !p.loss_param().normalize())) {
-            // Without ignore_label, FULL, VALID and BATCH_SIZE are all the batch mean.
-            fail(line, fmt::format("{}: loss normalization NONE is not supported (the loss "
-                                   "is the mean over the batch)",
-                                   where));
-        }
-        l.loss_weight = p.loss_weight_size() == 1 ? p.loss_weight(0) : 1.0F;
-    }
-
-    void read_accuracy(const caffe::LayerParameter& p, LayerConfig& l, int line,
-                       const std::string& where) const {
-        if (p.accuracy_param().axis() != 1) {
-            fail(line, fmt::format("{}: axis {} (only 1)", where, p.accuracy_param().axis()));
-        }
-        l.top_k = to_int(p.accuracy_param().top_k(), line, where + ": top_k");
     }
 
     std::vector<LayerConfig> net(const caffe::NetParameter& net, const Tree& tree) const {

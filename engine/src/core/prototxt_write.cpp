@@ -2,6 +2,7 @@
 // prototxt_config.cpp, field for field, so that reading the result back gives the same config),
 // or a prototxt config written as dltrain's YAML.
 #include "io/atomic_file.hpp"
+#include "net/layer_kind.hpp"
 
 #include <dl/config.hpp>
 #include <dl/error.hpp>
@@ -11,14 +12,21 @@
 #include <fmt/format.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace dl {
 namespace fs = std::filesystem;
 namespace {
+
+namespace pb = google::protobuf;
 
 void put_filler(caffe::FillerParameter& out, const FillerConfig& in) {
     out.set_type(in.type);
@@ -50,125 +58,109 @@ void note_lost(const LayerConfig& in, std::vector<std::string>& lost) {
     }
 }
 
-void write_data(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::DataParameter& data = *layer.mutable_data_param();
-    data.set_source(in.source);
-    data.set_batch_size(static_cast<unsigned>(in.batch_size));
-    data.set_backend(in.backend == "leveldb" ? caffe::DataParameter::LEVELDB
-                                             : caffe::DataParameter::LMDB);
-    caffe::TransformationParameter& transform = *layer.mutable_transform_param();
-    transform.set_scale(in.scale);
-    for (const float mean : in.mean_value) {
-        transform.add_mean_value(mean);
+// A layer's own fields, written into its LayerParameter as its kind lists them (net/layers/):
+// the inverse of the prototxt reader's, field for field.
+class ProtoWrite final : public FieldVisitor {
+public:
+    explicit ProtoWrite(caffe::LayerParameter& layer) : m_layer(layer) {}
+
+    void integer(const Field& f, int& value) override {
+        if (const auto at = target(f, value == 0)) {
+            const pb::Reflection* r = at->message->GetReflection();
+            if (at->field->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32) {
+                r->SetInt32(at->message, at->field, value);
+            } else if (at->field->is_repeated()) {
+                r->AddUInt32(at->message, at->field, static_cast<std::uint32_t>(value));
+            } else {
+                r->SetUInt32(at->message, at->field, static_cast<std::uint32_t>(value));
+            }
+        }
     }
-    if (!in.mean_file.empty()) {
-        transform.set_mean_file(in.mean_file);
+    void number(const Field& f, float& value) override {
+        if (const auto at = target(f, value == 0.0F)) {
+            const pb::Reflection* r = at->message->GetReflection();
+            if (at->field->is_repeated()) {
+                r->AddFloat(at->message, at->field, value);
+            } else {
+                r->SetFloat(at->message, at->field, value);
+            }
+        }
     }
-    if (in.crop_size > 0) {
-        transform.set_crop_size(static_cast<unsigned>(in.crop_size));
+    void flag(const Field& f, bool& value) override {
+        if (const auto at = target(f, !value)) {
+            at->message->GetReflection()->SetBool(at->message, at->field, value);
+        }
     }
-    if (in.mirror) {
-        transform.set_mirror(true);
+    void flag(const Field& f, std::optional<bool>& value) override {
+        // Set, it is written whatever its value (unset and false differ: the test net's rule).
+        if (const auto at = target(f, !value.has_value()); at && value) {
+            at->message->GetReflection()->SetBool(at->message, at->field, *value);
+        }
     }
-}
-
-void write_convolution(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::ConvolutionParameter& conv = *layer.mutable_convolution_param();
-    conv.set_num_output(static_cast<unsigned>(in.num_output));
-    conv.add_kernel_size(static_cast<unsigned>(in.kernel_size));
-    conv.add_stride(static_cast<unsigned>(in.stride));
-    conv.add_pad(static_cast<unsigned>(in.pad));
-    conv.set_group(static_cast<unsigned>(in.group));
-    conv.set_bias_term(in.bias_term);
-    put_filler(*conv.mutable_weight_filler(), in.weight_filler);
-    put_filler(*conv.mutable_bias_filler(), in.bias_filler);
-}
-
-void write_pooling(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::PoolingParameter& pool = *layer.mutable_pooling_param();
-    pool.set_pool(in.pool == "ave" ? caffe::PoolingParameter::AVE : caffe::PoolingParameter::MAX);
-    pool.set_kernel_size(static_cast<unsigned>(in.kernel_size));
-    pool.set_stride(static_cast<unsigned>(in.stride));
-    pool.set_pad(static_cast<unsigned>(in.pad));
-}
-
-void write_inner_product(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::InnerProductParameter& ip = *layer.mutable_inner_product_param();
-    ip.set_num_output(static_cast<unsigned>(in.num_output));
-    ip.set_bias_term(in.bias_term);
-    put_filler(*ip.mutable_weight_filler(), in.weight_filler);
-    put_filler(*ip.mutable_bias_filler(), in.bias_filler);
-}
-
-void write_dropout(const LayerConfig& in, caffe::LayerParameter& layer) {
-    layer.mutable_dropout_param()->set_dropout_ratio(in.dropout_ratio);
-}
-
-void write_lrn(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::LRNParameter& lrn = *layer.mutable_lrn_param();
-    lrn.set_local_size(static_cast<unsigned>(in.local_size));
-    lrn.set_alpha(in.alpha);
-    lrn.set_beta(in.beta);
-    lrn.set_k(in.k);
-}
-
-void write_batch_norm(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::BatchNormParameter& bn = *layer.mutable_batch_norm_param();
-    if (in.use_global_stats) {
-        bn.set_use_global_stats(*in.use_global_stats);
+    void text(const Field& f, std::string& value) override {
+        const auto at = target(f, value.empty());
+        if (!at) {
+            return;
+        }
+        const pb::Reflection* r = at->message->GetReflection();
+        if (at->field->cpp_type() != pb::FieldDescriptor::CPPTYPE_ENUM) {
+            r->SetString(at->message, at->field, value);
+            return;
+        }
+        std::string name = value;
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char c) { return std::toupper(c); });
+        const pb::EnumValueDescriptor* named = at->field->enum_type()->FindValueByName(name);
+        if (named == nullptr) {
+            throw std::logic_error(
+                fmt::format("{}: no value {} (the validator passed it)", f.key, name));
+        }
+        r->SetEnum(at->message, at->field, named);
     }
-    bn.set_moving_average_fraction(in.moving_average_fraction);
-    bn.set_eps(in.eps);
-}
-
-void write_scale(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::ScaleParameter& scale = *layer.mutable_scale_param();
-    scale.set_bias_term(in.bias_term);
-    put_filler(*scale.mutable_filler(), in.filler);
-    put_filler(*scale.mutable_bias_filler(), in.bias_filler);
-}
-
-void write_concat(const LayerConfig& in, caffe::LayerParameter& layer) {
-    layer.mutable_concat_param()->set_axis(in.axis);
-}
-
-void write_eltwise(const LayerConfig& in, caffe::LayerParameter& layer) {
-    caffe::EltwiseParameter& eltwise = *layer.mutable_eltwise_param();
-    eltwise.set_operation(in.operation == "prod"  ? caffe::EltwiseParameter::PROD
-                          : in.operation == "max" ? caffe::EltwiseParameter::MAX
-                                                  : caffe::EltwiseParameter::SUM);
-    for (const float c : in.coeff) {
-        eltwise.add_coeff(c);
+    void numbers(const Field& f, std::vector<float>& value) override {
+        if (const auto at = target(f, value.empty())) {
+            for (const float each : value) {
+                at->message->GetReflection()->AddFloat(at->message, at->field, each);
+            }
+        }
     }
-}
+    void integers(const Field& f, std::vector<int>& /*value*/) override {
+        if (f.caffe.message != nullptr) {
+            throw std::logic_error(std::string("no prototxt writer for list ") + f.key);
+        }
+    }
+    void filler(const Field& f, FillerConfig& value) override {
+        if (const auto at = target(f, false)) {
+            put_filler(dynamic_cast<caffe::FillerParameter&>(
+                           *at->message->GetReflection()->MutableMessage(at->message, at->field)),
+                       value);
+        }
+    }
 
-void write_softmax_loss(const LayerConfig& in, caffe::LayerParameter& layer) {
-    layer.add_loss_weight(in.loss_weight);
-}
-
-void write_accuracy(const LayerConfig& in, caffe::LayerParameter& layer) {
-    layer.mutable_accuracy_param()->set_top_k(static_cast<unsigned>(in.top_k));
-}
-
-// Each type's own fields, by its writer above.
-const std::map<std::string, void (*)(const LayerConfig&, caffe::LayerParameter&)>& type_writers() {
-    static const std::map<std::string, void (*)(const LayerConfig&, caffe::LayerParameter&)>
-        writers = {
-            {"Data", &write_data},
-            {"Convolution", &write_convolution},
-            {"Pooling", &write_pooling},
-            {"InnerProduct", &write_inner_product},
-            {"Dropout", &write_dropout},
-            {"LRN", &write_lrn},
-            {"BatchNorm", &write_batch_norm},
-            {"Scale", &write_scale},
-            {"Concat", &write_concat},
-            {"Eltwise", &write_eltwise},
-            {"SoftmaxWithLoss", &write_softmax_loss},
-            {"Accuracy", &write_accuracy},
-        };
-    return writers;
-}
+private:
+    struct Target {
+        pb::Message* message;
+        const pb::FieldDescriptor* field;
+    };
+    // Where `f` is written; nothing for a YAML-only key or an empty value left out.
+    std::optional<Target> target(const Field& f, bool empty) {
+        if (f.caffe.message == nullptr || (empty && !f.written_when_empty)) {
+            return std::nullopt;
+        }
+        pb::Message* message = &m_layer;
+        if (*f.caffe.message != '\0') {
+            const pb::FieldDescriptor* holder =
+                m_layer.GetDescriptor()->FindFieldByName(f.caffe.message);
+            message = m_layer.GetReflection()->MutableMessage(&m_layer, holder);
+        }
+        const pb::FieldDescriptor* field = message->GetDescriptor()->FindFieldByName(f.caffe.field);
+        if (field == nullptr) {
+            throw std::logic_error(std::string(f.caffe.message) + " has no " + f.caffe.field);
+        }
+        return Target{message, field};
+    }
+    caffe::LayerParameter& m_layer;
+};
 
 caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string>& lost) {
     caffe::NetParameter net;
@@ -192,9 +184,13 @@ caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string
             param.set_lr_mult(spec.lr_mult);
             param.set_decay_mult(spec.decay_mult);
         }
-        if (const auto writer = type_writers().find(in.type); writer != type_writers().end()) {
-            writer->second(in, layer);
+        const LayerKind& kind = layer_kind(in.type);
+        LayerConfig copy = in; // the fields are visited through a mutable config
+        if (kind.to_caffe != nullptr) {
+            kind.to_caffe(copy);
         }
+        ProtoWrite writer(layer);
+        kind.fields(writer, copy);
     }
     return net;
 }

@@ -5,6 +5,7 @@
 
 #include "core/config_readers.hpp"
 #include "io/regular_file.hpp"
+#include "net/layer_kind.hpp"
 
 #include <dl/config.hpp>
 #include <dl/error.hpp>
@@ -22,40 +23,9 @@ namespace dl {
 namespace {
 
 // Function-local statics: built on first use, not before main (cert-err58-cpp).
-const std::vector<std::string>& layer_types() {
-    static const std::vector<std::string> values = {
-        "Data",    "Convolution",     "Pooling", "InnerProduct", "ReLU",  "Sigmoid",
-        "TanH",    "Dropout",         "LRN",     "BatchNorm",    "Scale", "Concat",
-        "Eltwise", "SoftmaxWithLoss", "Accuracy"};
-    return values;
-}
 const std::vector<std::string>& common_keys() {
     static const std::vector<std::string> values = {"name", "type",  "bottom",
                                                     "top",  "phase", "param"};
-    return values;
-}
-const std::map<std::string, std::vector<std::string>>& type_keys() {
-    static const std::map<std::string, std::vector<std::string>> values = {
-        {"Data",
-         {"source", "label_source", "backend", "batch_size", "scale", "mean_value", "mean_file",
-          "crop_size", "mirror", "shuffle", "shape"}},
-        {"Convolution",
-         {"num_output", "kernel_size", "stride", "pad", "group", "bias_term", "weight_filler",
-          "bias_filler"}},
-        {"Pooling", {"pool", "kernel_size", "stride", "pad"}},
-        {"InnerProduct", {"num_output", "bias_term", "weight_filler", "bias_filler"}},
-        {"ReLU", {}},
-        {"Sigmoid", {}},
-        {"TanH", {}},
-        {"Dropout", {"dropout_ratio"}},
-        {"LRN", {"local_size", "alpha", "beta", "k"}},
-        {"BatchNorm", {"use_global_stats", "moving_average_fraction", "eps"}},
-        {"Scale", {"bias_term", "filler", "bias_filler"}},
-        {"Concat", {"axis"}},
-        {"Eltwise", {"operation", "coeff"}},
-        {"SoftmaxWithLoss", {"loss_weight"}},
-        {"Accuracy", {"top_k"}},
-    };
     return values;
 }
 // The solver's keys are the rule table's (batch_size is the Data layers').
@@ -379,82 +349,63 @@ std::vector<ParamSpec> read_param_specs(const Reader& reader, const YAML::Node& 
     return specs;
 }
 
-// A Data layer's keys (absent ones keep their defaults).
-void read_data_keys(const Reader& reader, const YAML::Node& node, LayerConfig& layer,
-                    const std::string& where) {
-    reader.read(node, "source", layer.source, where);
-    reader.read(node, "label_source", layer.label_source, where);
-    reader.read(node, "backend", layer.backend, where);
-    reader.read(node, "batch_size", layer.batch_size, where);
-    reader.read(node, "scale", layer.scale, where);
-    reader.read(node, "shuffle", layer.shuffle, where);
-    reader.read(node, "mean_file", layer.mean_file, where);
-    if (const YAML::Node mean = node["mean_value"]) {
-        try {
-            layer.mean_value = mean.IsScalar() ? std::vector<float>{mean.as<float>()}
-                                               : mean.as<std::vector<float>>();
-        } catch (const YAML::Exception&) {
-            reader.fail(mean, fmt::format("key 'mean_value' in {} must be a number or a list of "
-                                          "numbers, one per channel",
-                                          where));
-        }
-    }
-    if (const YAML::Node shape = node["shape"]) {
-        try {
-            layer.shape = shape.as<std::vector<int>>();
-        } catch (const YAML::Exception&) {
-            reader.fail(shape,
-                        fmt::format("key 'shape' in {} must be [channels, height, width]", where));
-        }
-    }
-    reader.read(node, "crop_size", layer.crop_size, where);
-    reader.read(node, "mirror", layer.mirror, where);
-}
+// A layer's own keys, as its kind lists them (net/layers/); absent ones keep their defaults.
+class YamlFields final : public FieldVisitor {
+public:
+    YamlFields(const Reader& reader, const YAML::Node& node, std::string where)
+        : m_reader(reader), m_node(node), m_where(std::move(where)) {}
 
-// The other layer types' keys (absent ones keep their defaults; the key check above has
-// refused any that the type does not take).
-void read_type_keys(const Reader& reader, const YAML::Node& node, LayerConfig& layer,
-                    const std::string& where) {
-    reader.read(node, "num_output", layer.num_output, where);
-    reader.read(node, "kernel_size", layer.kernel_size, where);
-    reader.read(node, "stride", layer.stride, where);
-    reader.read(node, "pad", layer.pad, where);
-    reader.read(node, "group", layer.group, where);
-    reader.read(node, "bias_term", layer.bias_term, where);
-    layer.weight_filler = reader.read_filler(node, "weight_filler", layer.weight_filler, where);
-    layer.bias_filler = reader.read_filler(node, "bias_filler", layer.bias_filler, where);
-    reader.read(node, "pool", layer.pool, where);
-    reader.read(node, "dropout_ratio", layer.dropout_ratio, where);
-    reader.read(node, "local_size", layer.local_size, where);
-    reader.read(node, "alpha", layer.alpha, where);
-    reader.read(node, "beta", layer.beta, where);
-    reader.read(node, "k", layer.k, where);
-    if (node["use_global_stats"]) {
-        bool global = false;
-        reader.read(node, "use_global_stats", global, where);
-        layer.use_global_stats = global;
+    void integer(const Field& f, int& value) override {
+        m_reader.read(m_node, f.key, value, m_where);
     }
-    reader.read(node, "moving_average_fraction", layer.moving_average_fraction, where);
-    reader.read(node, "eps", layer.eps, where);
-    if (layer.type == "Scale") {
-        layer.bias_term = false; // Caffe's ScaleParameter default
-        reader.read(node, "bias_term", layer.bias_term, where);
-        layer.filler = reader.read_filler(node, "filler", layer.filler, where);
+    void number(const Field& f, float& value) override {
+        m_reader.read(m_node, f.key, value, m_where);
     }
-    reader.read(node, "axis", layer.axis, where);
-    reader.read(node, "operation", layer.operation, where);
-    if (const YAML::Node coeff = node["coeff"]) {
-        try {
-            layer.coeff = coeff.as<std::vector<float>>();
-        } catch (const YAML::Exception&) {
-            reader.fail(coeff, fmt::format("key 'coeff' in {} must be a list of numbers, one "
-                                           "per bottom",
-                                           where));
+    void flag(const Field& f, bool& value) override {
+        m_reader.read(m_node, f.key, value, m_where);
+    }
+    void flag(const Field& f, std::optional<bool>& value) override {
+        if (m_node[f.key]) {
+            bool given = false;
+            m_reader.read(m_node, f.key, given, m_where);
+            value = given;
         }
     }
-    reader.read(node, "top_k", layer.top_k, where);
-    reader.read(node, "loss_weight", layer.loss_weight, where);
-}
+    void text(const Field& f, std::string& value) override {
+        m_reader.read(m_node, f.key, value, m_where);
+    }
+    void numbers(const Field& f, std::vector<float>& value) override {
+        if (const YAML::Node node = m_node[f.key]) {
+            try {
+                value = node.IsScalar() ? std::vector<float>{node.as<float>()}
+                                        : node.as<std::vector<float>>();
+            } catch (const YAML::Exception&) {
+                fail_list(node, f);
+            }
+        }
+    }
+    void integers(const Field& f, std::vector<int>& value) override {
+        if (const YAML::Node node = m_node[f.key]) {
+            try {
+                value = node.as<std::vector<int>>();
+            } catch (const YAML::Exception&) {
+                fail_list(node, f);
+            }
+        }
+    }
+    void filler(const Field& f, FillerConfig& value) override {
+        value = m_reader.read_filler(m_node, f.key, value, m_where);
+    }
+
+private:
+    [[noreturn]] void fail_list(const YAML::Node& node, const Field& f) const {
+        m_reader.fail(node, fmt::format("key '{}' in {} must be {}", f.key, m_where,
+                                        f.expected != nullptr ? f.expected : "a list"));
+    }
+    const Reader& m_reader;
+    const YAML::Node& m_node;
+    std::string m_where;
+};
 
 LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t index) {
     LayerConfig layer;
@@ -468,18 +419,19 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     layer.name = node["name"].as<std::string>();
     const std::string where = fmt::format("layer '{}'", layer.name);
     if (!node["type"]) {
-        reader.fail(node,
-                    fmt::format("{} has no 'type' (valid types: {})", where, join(layer_types())));
+        reader.fail(node, fmt::format("{} has no 'type' (valid types: {})", where,
+                                      join(layer_type_names())));
     }
     layer.type = node["type"].as<std::string>();
-    const auto keys = type_keys().find(layer.type);
-    if (keys == type_keys().end()) {
+    const LayerKind* kind = find_layer_kind(layer.type);
+    if (kind == nullptr) {
         reader.fail(node["type"], fmt::format("key 'type' in {}: unknown layer type '{}' (valid "
                                               "types: {})",
-                                              where, layer.type, join(layer_types())));
+                                              where, layer.type, join(layer_type_names())));
     }
     std::vector<std::string> valid = common_keys();
-    valid.insert(valid.end(), keys->second.begin(), keys->second.end());
+    const std::vector<std::string> own = layer_keys(*kind);
+    valid.insert(valid.end(), own.begin(), own.end());
     reader.check_keys(node, valid, where + " of type " + layer.type);
     record_marks(node, layer.marks);
 
@@ -491,8 +443,11 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
         layer.phase = phase == "train" ? Phase::train : Phase::test;
     }
     layer.params = read_param_specs(reader, node, where);
-    read_data_keys(reader, node, layer, where);
-    read_type_keys(reader, node, layer, where);
+    if (kind->defaults != nullptr) {
+        kind->defaults(layer);
+    }
+    YamlFields fields(reader, node, where);
+    kind->fields(fields, layer);
     return layer;
 }
 
@@ -732,32 +687,6 @@ void emit_filler(YAML::Emitter& out, const char* key, const FillerConfig& filler
 
 namespace {
 
-void emit_data_fields(YAML::Emitter& out, const LayerConfig& layer) {
-    out << YAML::Key << "source" << YAML::Value << layer.source;
-    out << YAML::Key << "label_source" << YAML::Value << layer.label_source;
-    if (!layer.backend.empty()) {
-        out << YAML::Key << "backend" << YAML::Value << layer.backend;
-    }
-    out << YAML::Key << "batch_size" << YAML::Value << layer.batch_size;
-    out << YAML::Key << "scale" << YAML::Value << layer.scale;
-    out << YAML::Key << "shuffle" << YAML::Value << layer.shuffle;
-    if (!layer.mean_value.empty()) {
-        out << YAML::Key << "mean_value" << YAML::Value << YAML::Flow << layer.mean_value;
-    }
-    if (!layer.mean_file.empty()) {
-        out << YAML::Key << "mean_file" << YAML::Value << layer.mean_file;
-    }
-    if (layer.crop_size > 0) {
-        out << YAML::Key << "crop_size" << YAML::Value << layer.crop_size;
-    }
-    if (layer.mirror) {
-        out << YAML::Key << "mirror" << YAML::Value << layer.mirror;
-    }
-    if (!layer.shape.empty()) {
-        out << YAML::Key << "shape" << YAML::Value << YAML::Flow << layer.shape;
-    }
-}
-
 void emit_param_specs(YAML::Emitter& out, const std::vector<ParamSpec>& params) {
     out << YAML::Key << "param" << YAML::Value << YAML::BeginSeq;
     for (const auto& spec : params) {
@@ -767,68 +696,41 @@ void emit_param_specs(YAML::Emitter& out, const std::vector<ParamSpec>& params) 
     out << YAML::EndSeq;
 }
 
-// The keys of a layer past name, type, bottoms, tops and phase, by its type.
-void emit_type_fields(YAML::Emitter& out, const LayerConfig& layer) {
-    const std::string& type = layer.type;
-    if (type == "Convolution" || type == "InnerProduct") {
-        emit_param_specs(out, layer.params);
-        out << YAML::Key << "num_output" << YAML::Value << layer.num_output;
-        out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
-        emit_filler(out, "weight_filler", layer.weight_filler);
-        emit_filler(out, "bias_filler", layer.bias_filler);
-    }
-    if (type == "Convolution" || type == "Pooling") {
-        out << YAML::Key << "kernel_size" << YAML::Value << layer.kernel_size;
-        out << YAML::Key << "stride" << YAML::Value << layer.stride;
-        out << YAML::Key << "pad" << YAML::Value << layer.pad;
-    }
-    if (type == "Convolution") {
-        out << YAML::Key << "group" << YAML::Value << layer.group;
-    }
-    if (type == "Pooling") {
-        out << YAML::Key << "pool" << YAML::Value << layer.pool;
-    }
-    if (type == "Dropout") {
-        out << YAML::Key << "dropout_ratio" << YAML::Value << layer.dropout_ratio;
-    }
-    if (type == "LRN") {
-        out << YAML::Key << "local_size" << YAML::Value << layer.local_size;
-        out << YAML::Key << "alpha" << YAML::Value << layer.alpha;
-        out << YAML::Key << "beta" << YAML::Value << layer.beta;
-        out << YAML::Key << "k" << YAML::Value << layer.k;
-    }
-    if (type == "BatchNorm") {
-        if (layer.use_global_stats) {
-            out << YAML::Key << "use_global_stats" << YAML::Value << *layer.use_global_stats;
-        }
-        out << YAML::Key << "moving_average_fraction" << YAML::Value
-            << layer.moving_average_fraction;
-        out << YAML::Key << "eps" << YAML::Value << layer.eps;
-    }
-    if (type == "Scale" && !layer.params.empty()) {
-        emit_param_specs(out, layer.params);
-    }
-    if (type == "Scale") {
-        out << YAML::Key << "bias_term" << YAML::Value << layer.bias_term;
-        emit_filler(out, "filler", layer.filler);
-        emit_filler(out, "bias_filler", layer.bias_filler);
-    }
-    if (type == "Concat") {
-        out << YAML::Key << "axis" << YAML::Value << layer.axis;
-    }
-    if (type == "Eltwise") {
-        out << YAML::Key << "operation" << YAML::Value << layer.operation;
-        if (!layer.coeff.empty()) {
-            out << YAML::Key << "coeff" << YAML::Value << YAML::Flow << layer.coeff;
+// A layer's own keys past name, type, bottoms, tops and phase, as its kind lists them.
+class YamlEmit final : public FieldVisitor {
+public:
+    explicit YamlEmit(YAML::Emitter& out) : m_out(out) {}
+    void integer(const Field& f, int& value) override { put(f, value, value == 0); }
+    void number(const Field& f, float& value) override { put(f, value, value == 0.0F); }
+    void flag(const Field& f, bool& value) override { put(f, value, !value); }
+    void flag(const Field& f, std::optional<bool>& value) override {
+        if (value) {
+            put(f, *value, false);
         }
     }
-    if (type == "Accuracy") {
-        out << YAML::Key << "top_k" << YAML::Value << layer.top_k;
+    void text(const Field& f, std::string& value) override { put(f, value, value.empty()); }
+    void numbers(const Field& f, std::vector<float>& value) override { list(f, value); }
+    void integers(const Field& f, std::vector<int>& value) override { list(f, value); }
+    void filler(const Field& f, FillerConfig& value) override { emit_filler(m_out, f.key, value); }
+    void params(std::vector<ParamSpec>& value, bool written_when_empty) override {
+        if (written_when_empty || !value.empty()) {
+            emit_param_specs(m_out, value);
+        }
     }
-    if (type == "SoftmaxWithLoss") {
-        out << YAML::Key << "loss_weight" << YAML::Value << layer.loss_weight;
+
+private:
+    template <typename T> void put(const Field& f, const T& value, bool empty) {
+        if (f.written_when_empty || !empty) {
+            m_out << YAML::Key << f.key << YAML::Value << value;
+        }
     }
-}
+    template <typename T> void list(const Field& f, const std::vector<T>& value) {
+        if (f.written_when_empty || !value.empty()) {
+            m_out << YAML::Key << f.key << YAML::Value << YAML::Flow << value;
+        }
+    }
+    YAML::Emitter& m_out;
+};
 
 void emit_solver(YAML::Emitter& out, const SolverConfig& s) {
     out << YAML::Key << "solver" << YAML::Value << YAML::BeginMap;
@@ -879,10 +781,9 @@ std::string to_yaml(const NetConfig& config) {
             out << YAML::Key << "phase" << YAML::Value
                 << (*layer.phase == Phase::train ? "train" : "test");
         }
-        if (layer.type == "Data") {
-            emit_data_fields(out, layer);
-        }
-        emit_type_fields(out, layer);
+        YamlEmit fields(out);
+        LayerConfig copy = layer; // the fields are visited through a mutable config
+        layer_kind(layer.type).fields(fields, copy);
         out << YAML::EndMap;
     }
     out << YAML::EndSeq;

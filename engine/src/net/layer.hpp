@@ -1,11 +1,16 @@
 #pragma once
-// The layers: each checks its bottoms' shapes at setup, shapes its tops and calls the backend.
+// A layer of a net: it checks its bottoms' shapes at setup, shapes its tops by its kind's shape
+// rule (net/layer_kind.hpp) and calls the backend. Each type is one file in net/layers/.
+
+#include "net/layer_kind.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>
 #include <dl/tensor.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,7 +33,9 @@ public:
     virtual void setup(const Blobs& bottom, const Blobs& top,
                        const std::vector<std::string>& producers) = 0;
     /// Shapes of the parameters (weights, bias), known after setup.
-    [[nodiscard]] virtual std::vector<std::vector<int>> param_shapes() const { return {}; }
+    [[nodiscard]] const std::vector<std::vector<int>>& param_shapes() const {
+        return m_param_shapes;
+    }
     /// How parameter i starts: the weight filler for the first, the bias filler for the rest.
     [[nodiscard]] virtual FillerConfig param_filler(std::size_t i) const {
         return i == 0 ? m_config.weight_filler : m_config.bias_filler;
@@ -59,6 +66,11 @@ protected:
     /// Convolution and pooling read images: a bottom that is not N x C x H x W is a config error
     /// naming it and the layer that made it.
     void require_images(const Tensor& bottom, const std::string& producer) const;
+    /// Shapes the tops (those that are not also a bottom: in place, the shape is the bottom's)
+    /// and keeps the parameter shapes, by the kind's shape rule: the memory plan's rule too.
+    /// Returns what the rule planned (a layer's own buffers are sized from it).
+    Planned shape_tops(const Blobs& bottom, const Blobs& top);
+    std::vector<std::vector<int>> m_param_shapes;
     std::vector<std::shared_ptr<Tensor>> m_params;
     const LayerConfig& m_config;
     Backend& m_backend;
@@ -66,13 +78,20 @@ protected:
     std::mt19937* m_rng = nullptr;
 };
 
-/// The layer for config.type (the explicit table of layer types).
-std::unique_ptr<Layer> make_layer(const LayerConfig& config, Backend& backend);
+/// The layer class as a kind's `make`.
+template <typename L> std::unique_ptr<Layer> make_as(const LayerConfig& config, Backend& backend) {
+    return std::make_unique<L>(config, backend);
+}
 
-/// Whether a layer of `type` may have a top that is also its bottom (from the table of types).
-bool may_run_in_place(const std::string& type);
-/// The types that may, in the table's order, for messages.
-std::vector<std::string> in_place_types();
+/// The values of a shape, saturating at 2^64 - 1 instead of wrapping.
+std::uint64_t count_of(const Shape& shape);
+/// "64x1x28x28", for messages.
+std::string shape_text(const Shape& shape);
+/// A size padded by the layer's pad on both sides; a config error past 2^31 - 1 (the layers'
+/// window arithmetic is int).
+std::int64_t padded(const LayerConfig& layer, std::int64_t size);
+/// N x C x (anything): the geometry of the per-channel layers, from a bottom of 2 or more axes.
+ChannelGeometry channels_of(const Tensor& x);
 
 /// Fills a parameter the way Caffe does (fan_in = count / shape[0], fan_out = count / shape[1]).
 void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng);

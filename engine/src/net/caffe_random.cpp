@@ -1,7 +1,7 @@
 // The one file that includes Boost.Random: Caffe fills its weights through it, and matching
 // Caffe's initial weights bit for bit means calling the same distribution code, not a copy of it.
 
-#include "core/caffe_random.hpp"
+#include "net/caffe_random.hpp"
 
 #include <boost/random/normal_distribution.hpp>
 #include <boost/random/uniform_real_distribution.hpp>

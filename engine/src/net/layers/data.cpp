@@ -1,0 +1,132 @@
+// Data: batches of images (and their labels) that the trainer copies into the tops; the files
+// are read by engine/src/data. Nothing to compute.
+
+#include "net/layer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace dl::layers {
+namespace data_layer {
+
+class DataLayer final : public Layer {
+public:
+    using Layer::Layer;
+    void setup(const Blobs& /*bottom*/, const Blobs& top,
+               const std::vector<std::string>& /*producers*/) override {
+        // The image shape is set by the net before setup (from the file or the 'shape' key).
+        const std::size_t means = m_config.mean_value.size();
+        if (means > 1 && means != static_cast<std::size_t>(top[0]->dim(1))) {
+            fail(fmt::format("mean_value has {} values for {} channels (give one per channel, or "
+                             "one for all)",
+                             means, top[0]->dim(1)));
+        }
+        if (top.size() > 1) {
+            top[1]->reshape({m_config.batch_size});
+        }
+    }
+    void forward(const Blobs& /*bottom*/, const Blobs& /*top*/) override {}
+    void backward(const Blobs&, const std::vector<bool>&, const Blobs&) override {}
+    [[nodiscard]] bool can_backward() const override { return false; }
+    [[nodiscard]] std::size_t min_bottoms() const override { return 0; }
+    [[nodiscard]] std::size_t max_bottoms() const override { return 0; }
+    [[nodiscard]] std::size_t top_count() const override {
+        return m_config.label_source.empty() ? 1 : 2;
+    }
+};
+
+void fields(FieldVisitor& v, LayerConfig& l) {
+    v.text(field("source", "data_param"), l.source);
+    v.text(field("label_source"), l.label_source); // Caffe reads labels from the source
+    v.text(field("backend", "data_param").when_set(), l.backend);
+    v.integer(field("batch_size", "data_param"), l.batch_size);
+    v.number(field("scale", "transform_param").or_older("data_param", "scale"), l.scale);
+    v.flag(field("shuffle"), l.shuffle);
+    v.numbers(field("mean_value", "transform_param")
+                  .when_set()
+                  .expecting("a number or a list of numbers, one per channel"),
+              l.mean_value);
+    v.text(field("mean_file", "transform_param").when_set(), l.mean_file);
+    // Caffe's older files say crop_size and mirror in data_param; Caffe moves them into
+    // transform_param (UpgradeNetDataTransformation), and so does this.
+    v.integer(field("crop_size", "transform_param").or_older("data_param", "crop_size").when_set(),
+              l.crop_size);
+    v.flag(field("mirror", "transform_param").or_older("data_param", "mirror").when_set(),
+           l.mirror);
+    v.integers(field("shape").when_set().expecting("[channels, height, width]"), l.shape);
+    v.caffe_ignores({"data_param", "prefetch"});
+}
+
+void check(const LayerConfig& l, const LayerChecks& c) {
+    if (l.source.empty()) {
+        c.fail("source", fmt::format("{} of type Data needs key 'source'", c.where()));
+    }
+    if (!l.backend.empty()) {
+        c.choice("backend", l.backend, {"lmdb", "leveldb"});
+    }
+    c.required_at_least("batch_size", l.batch_size, 1);
+    c.finite("scale", l.scale);
+    for (const float mean : l.mean_value) {
+        c.finite("mean_value", mean);
+    }
+    if (!l.mean_file.empty() && !l.mean_value.empty()) {
+        c.fail("mean_file",
+               fmt::format("{}: give mean_file or mean_value, not both (Caffe's rule)", c.where()));
+    }
+    if ((!l.shape.empty() || l.marks.count("shape") != 0) &&
+        (l.shape.size() != 3 ||
+         std::any_of(l.shape.begin(), l.shape.end(), [](int d) { return d < 1; }))) {
+        c.fail("shape",
+               fmt::format("key 'shape' in {} must be [channels, height, width]", c.where()));
+    }
+    c.at_least("crop_size", l.crop_size, 0);
+    if (l.shape.size() == 3 && l.crop_size > std::min(l.shape[1], l.shape[2])) {
+        c.fail("crop_size", fmt::format("key 'crop_size' in {}: {} is larger than the {}x{} images "
+                                        "of its 'shape'",
+                                        c.where(), l.crop_size, l.shape[1], l.shape[2]));
+    }
+}
+
+std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*>& /*bottom*/) {
+    if (l.shape.size() != 3) {
+        return std::nullopt; // the images' shape is known once their file is read
+    }
+    Planned made;
+    const std::vector<int> image = input_shape(l);
+    made.tops.push_back({l.batch_size, image[0], image[1], image[2]});
+    if (!l.label_source.empty()) {
+        made.tops.push_back({l.batch_size});
+    }
+    return made;
+}
+
+void from_caffe(LayerConfig& l) {
+    // Caffe's Data layer has one source; a second top is its labels.
+    if (l.tops.size() > 1) {
+        l.label_source = l.source;
+    }
+}
+
+void to_caffe(LayerConfig& l) {
+    if (l.backend.empty()) {
+        l.backend = "lmdb"; // Caffe's default is LevelDB; most of its examples are LMDBs
+    }
+}
+
+} // namespace data_layer
+
+LayerKind data() {
+    LayerKind kind;
+    kind.type = "Data";
+    kind.input = true;
+    kind.fields = data_layer::fields;
+    kind.check = data_layer::check;
+    kind.plan = data_layer::plan;
+    kind.make = make_as<data_layer::DataLayer>;
+    kind.from_caffe = data_layer::from_caffe;
+    kind.to_caffe = data_layer::to_caffe;
+    return kind;
+}
+
+} // namespace dl::layers
