@@ -157,5 +157,12 @@ TEST_F(GpuLayers, EltwiseSumProdAndMaxMatchTheCpu) {
     compare(eltwise, {{2, 4, 5, 5}, {2, 4, 5, 5}, {2, 4, 5, 5}});
 }
 
+TEST_F(GpuLayers, FlattenMatchesTheCpu) {
+    LayerConfig flat = layer("flat", "Flatten");
+    compare(flat, {{3, 4, 5, 5}});
+    flat.axis = 2;
+    compare(flat, {{3, 4, 5, 5}});
+}
+
 } // namespace
 } // namespace dl

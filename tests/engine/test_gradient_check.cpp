@@ -194,6 +194,13 @@ TEST_F(GradientCheck, ActivationsMatchNumericGradient) {
     }
 }
 
+TEST_F(GradientCheck, FlattenMatchesNumericGradient) {
+    LayerConfig flat = layer("Flatten");
+    flat.axis = 1;
+    flat.end_axis = 2;
+    check({flat, {{2, 3, 2, 4}}});
+}
+
 TEST_F(GradientCheck, DropoutMatchesNumericGradientForAFixedMask) {
     LayerConfig drop = layer("Dropout");
     drop.dropout_ratio = 0.4F;

@@ -202,9 +202,9 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     EXPECT_NE(message.find("'dilation'"), std::string::npos) << message;
     // A Caffe layer type dltrain does not run.
     message = prototxt_error("layer {\n  name: \"a\"\n  type: \"ReLU\"\n}\n"
-                             "layer {\n  name: \"flat\"\n  type: \"Flatten\"\n}\n");
+                             "layer {\n  name: \"crop\"\n  type: \"Crop\"\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:5:", 0), 0U) << message;
-    EXPECT_NE(message.find("layer 'flat': type 'Flatten' is not supported"), std::string::npos)
+    EXPECT_NE(message.find("layer 'crop': type 'Crop' is not supported"), std::string::npos)
         << message;
     // A legacy V1 net: named as such, with the tool that upgrades it.
     message = prototxt_error("name: \"x\"\nlayers {\n  name: \"data\"\n  type: DATA\n}\n");

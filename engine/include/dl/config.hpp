@@ -87,8 +87,9 @@ struct LayerConfig {
     float eps = 1e-5F;
     // Scale: gamma's filler (bias_term defaults to false for Scale, and bias_filler applies)
     FillerConfig filler{"constant", 1.0F};
-    // Concat
+    // Concat; Flatten (from axis through end_axis, negative counting from the last)
     int axis = 1;
+    int end_axis = -1;
     // Eltwise
     std::string operation = "sum"; // sum, prod, max
     std::vector<float> coeff;      // sum only: one per bottom (default all 1)

@@ -26,6 +26,7 @@ LayerKind concat();
 LayerKind eltwise();
 LayerKind softmax_with_loss();
 LayerKind accuracy();
+LayerKind flatten();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -45,6 +46,7 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::eltwise(),
         layers::softmax_with_loss(),
         layers::accuracy(),
+        layers::flatten(),
     };
     return kinds;
 }
