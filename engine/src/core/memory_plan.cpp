@@ -133,7 +133,7 @@ public:
             if (made->buffer > 0) {
                 take(made->buffer_what, made->buffer, made->buffer_copies);
             }
-            if (find_layer_kind(layer.type)->input) {
+            if (has_role(layer, LayerRole::input)) {
                 // The input stage: two slots of a batch (and its labels) on their way in.
                 std::uint64_t batch = 0;
                 for (const Shape& shape : made->tops) {
@@ -184,10 +184,10 @@ private:
     std::optional<Planned> tops_of(const LayerConfig& layer,
                                    const std::vector<const Shape*>& bottom) {
         const LayerKind* kind = find_layer_kind(layer.type);
-        if (kind == nullptr || (!kind->input && bottom.empty())) {
+        if (kind == nullptr || (kind->role != LayerRole::input && bottom.empty())) {
             return std::nullopt;
         }
-        if (kind->input) {
+        if (kind->role == LayerRole::input) {
             m_batch = layer.batch_size;
         }
         try {

@@ -81,7 +81,7 @@ void Net::add_layer(const NetConfig& config, const LayerConfig& layer_config, Wi
     }
     const auto [producers, any_grad] = wire_bottoms(config, layer_config, *entry, wiring);
     wire_tops(config, layer_config, *entry, wiring);
-    if (layer_config.type == "Data") {
+    if (has_role(layer_config, LayerRole::input)) {
         add_input(config, layer_config, *entry);
     }
     try {
@@ -95,7 +95,7 @@ void Net::add_layer(const NetConfig& config, const LayerConfig& layer_config, Wi
     if (entry->backward) {
         mark_gradients(config, layer_config, *entry, wiring);
     }
-    if (layer.is_loss() || layer_config.type == "Accuracy") {
+    if (layer.is_loss() || has_role(layer_config, LayerRole::metric)) {
         m_outputs.push_back(layer_config.tops[0]);
     }
     m_layers.push_back(std::move(entry));

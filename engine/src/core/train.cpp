@@ -10,6 +10,7 @@
 #include "data/idx_dataset.hpp"
 #include "data/mean_file.hpp"
 #include "io/caffemodel.hpp"
+#include "net/layer_kind.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/blas.hpp>
@@ -152,9 +153,9 @@ bool in_phase(const LayerConfig& layer, Phase phase) {
     return !layer.phase || *layer.phase == phase;
 }
 
-std::string find_top(const NetConfig& config, Phase phase, const std::string& type) {
+std::string find_top(const NetConfig& config, Phase phase, LayerRole role) {
     for (const auto& layer : config.layers) {
-        if (in_phase(layer, phase) && layer.type == type && !layer.tops.empty()) {
+        if (in_phase(layer, phase) && has_role(layer, role) && !layer.tops.empty()) {
             return layer.tops[0];
         }
     }
@@ -304,8 +305,8 @@ struct TestPass {
 // (nothing), when the run has to leave.
 std::optional<TestResult> run_test(Net& net, Source& source, const NetConfig& config, int test_iter,
                                    TestPass& pass, const std::function<bool()>& leave) {
-    const std::string accuracy_top = find_top(config, Phase::test, "Accuracy");
-    const std::string loss_top = find_top(config, Phase::test, "SoftmaxWithLoss");
+    const std::string accuracy_top = find_top(config, Phase::test, LayerRole::metric);
+    const std::string loss_top = find_top(config, Phase::test, LayerRole::loss);
     NetInput& input = net.inputs().front();
     Backend& backend = net.backend();
     if (!pass.stage) {
@@ -367,7 +368,8 @@ void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase>
     const data::DataBudget budget = data_budget(memory);
     for (const Phase phase : phases) {
         for (auto& layer : nets.config.layers) {
-            if (layer.type == "Data" && in_phase(layer, phase) && nets.sources.count(phase) == 0) {
+            if (has_role(layer, LayerRole::input) && in_phase(layer, phase) &&
+                nets.sources.count(phase) == 0) {
                 nets.sources[phase] = load_source(layer, base, nets.config.file, budget);
             }
         }
@@ -1321,7 +1323,7 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
     const fs::path base = data_dir ? *data_dir : file.parent_path();
     std::vector<std::string> unchecked;
     for (auto& layer : config.layers) {
-        if (layer.type != "Data") {
+        if (!has_role(layer, LayerRole::input)) {
             continue;
         }
         const fs::path images = resolve(layer.source, base);
@@ -1342,7 +1344,7 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
     // At the batch sizes train will use: what a job would need, found without allocating it.
     check_memory(config, config.solver.test_iter > 0, memory);
     for (auto& layer : config.layers) {
-        if (layer.type == "Data") {
+        if (has_role(layer, LayerRole::input)) {
             layer.batch_size = 1;
         }
     }
@@ -1381,7 +1383,7 @@ int time_net(const TimeOptions& options) {
     const MemoryLimit memory = memory_limit(options.max_memory);
     // The image shape comes from the 'shape' key, else from the data's header.
     for (auto& layer : config.layers) {
-        if (layer.type == "Data" && layer.shape.empty()) {
+        if (has_role(layer, LayerRole::input) && layer.shape.empty()) {
             shape_from_header(layer, resolve(layer.source, options.config.parent_path()),
                               options.config, memory);
         }
@@ -1437,7 +1439,7 @@ int export_model(const ExportOptions& options) {
     const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
     // The parameters' shapes follow from the input's, as for `dltrain time`.
     for (auto& layer : config.layers) {
-        if (layer.type == "Data") {
+        if (has_role(layer, LayerRole::input)) {
             if (layer.shape.empty()) {
                 shape_from_header(layer, resolve(layer.source, base), options.config,
                                   memory_limit(""));

@@ -136,6 +136,15 @@ public:
     virtual void window() const = 0;
 };
 
+/// What the net and the trainer do with a layer beyond running it.
+enum class LayerRole {
+    compute, // forward and backward, nothing more
+    input,   // hands the net its data (Data): the trainer fills its tops, the memory plan
+             // counts an input stage
+    loss,    // its top is the objective, reported in training and test
+    metric,  // its top is a measure reported in the test pass (Accuracy)
+};
+
 struct LayerKind {
     const char* type = nullptr;
     // Whether a top may be the layer's own bottom: only where forward and backward never read a
@@ -143,8 +152,7 @@ struct LayerKind {
     // copy of what their backward needs). The others read their input while they write their
     // output, so in place they compute garbage or write past the blob.
     bool in_place = false;
-    // Hands the net its data (the Data layer): the trainer fills its tops.
-    bool input = false;
+    LayerRole role = LayerRole::compute;
     void (*fields)(FieldVisitor&, LayerConfig&) = nullptr;
     void (*check)(const LayerConfig&, const LayerChecks&) = nullptr;
     /// The shape rule: nothing when the bottoms do not fit (the layer's setup says why); throws
@@ -162,6 +170,8 @@ const std::vector<LayerKind>& layer_kinds();
 const LayerKind* find_layer_kind(const std::string& type);
 /// The kind of a layer whose type the reader has checked (std::out_of_range otherwise).
 const LayerKind& layer_kind(const std::string& type);
+/// Whether `layer`'s type has `role` (false for a type not in the table).
+bool has_role(const LayerConfig& layer, LayerRole role);
 /// The type names, in the table's order, for messages.
 std::vector<std::string> layer_type_names();
 

@@ -68,6 +68,11 @@ const LayerKind& layer_kind(const std::string& type) {
     return *kind;
 }
 
+bool has_role(const LayerConfig& layer, LayerRole role) {
+    const LayerKind* kind = find_layer_kind(layer.type);
+    return kind != nullptr && kind->role == role;
+}
+
 std::vector<std::string> layer_type_names() {
     std::vector<std::string> names;
     for (const LayerKind& kind : layer_kinds()) {

@@ -45,6 +45,7 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 LayerKind accuracy() {
     LayerKind kind;
     kind.type = "Accuracy";
+    kind.role = LayerRole::metric;
     kind.fields = accuracy_layer::fields;
     kind.check = accuracy_layer::check;
     kind.plan = accuracy_layer::plan;

@@ -119,7 +119,7 @@ void to_caffe(LayerConfig& l) {
 LayerKind data() {
     LayerKind kind;
     kind.type = "Data";
-    kind.input = true;
+    kind.role = LayerRole::input;
     kind.fields = data_layer::fields;
     kind.check = data_layer::check;
     kind.plan = data_layer::plan;

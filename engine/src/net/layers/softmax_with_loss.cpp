@@ -62,6 +62,7 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 LayerKind softmax_with_loss() {
     LayerKind kind;
     kind.type = "SoftmaxWithLoss";
+    kind.role = LayerRole::loss;
     kind.fields = softmax_loss_layer::fields;
     kind.check = softmax_loss_layer::check;
     kind.plan = softmax_loss_layer::plan;
