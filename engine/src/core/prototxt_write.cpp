@@ -40,24 +40,6 @@ void put_filler(caffe::FillerParameter& out, const FillerConfig& in) {
                                                           : caffe::FillerParameter::FAN_IN);
 }
 
-/// What a YAML config says that Caffe's format cannot: written out as a note, not dropped silently.
-void note_lost(const LayerConfig& in, std::vector<std::string>& lost) {
-    if (in.type != "Data") {
-        return;
-    }
-    if (in.shuffle) {
-        lost.push_back(fmt::format("layer '{}': shuffle (Caffe reads in file order)", in.name));
-    }
-    if (!in.label_source.empty() && in.label_source != in.source) {
-        lost.push_back(fmt::format("layer '{}': label_source {} (Caffe's Data layer reads labels "
-                                   "from its source)",
-                                   in.name, in.label_source));
-    }
-    if (!in.shape.empty()) {
-        lost.push_back(fmt::format("layer '{}': shape (Caffe takes it from the data)", in.name));
-    }
-}
-
 // A layer's own fields, written into its LayerParameter as its kind lists them (net/layers/):
 // the inverse of the prototxt reader's, field for field.
 class ProtoWrite final : public FieldVisitor {
@@ -166,7 +148,6 @@ caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string
     caffe::NetParameter net;
     net.set_name(config.name);
     for (const LayerConfig& in : config.layers) {
-        note_lost(in, lost);
         caffe::LayerParameter& layer = *net.add_layer();
         layer.set_name(in.name);
         layer.set_type(in.type);
@@ -187,7 +168,7 @@ caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string
         const LayerKind& kind = layer_kind(in.type);
         LayerConfig copy = in; // the fields are visited through a mutable config
         if (kind.to_caffe != nullptr) {
-            kind.to_caffe(copy);
+            kind.to_caffe(copy, lost); // what Caffe's format cannot say is noted, not dropped
         }
         ProtoWrite writer(layer);
         kind.fields(writer, copy);

@@ -161,7 +161,9 @@ struct LayerKind {
     std::unique_ptr<Layer> (*make)(const LayerConfig&, Backend&) = nullptr;
     void (*defaults)(LayerConfig&) = nullptr;   // before either reader (Scale's bias_term)
     void (*from_caffe)(LayerConfig&) = nullptr; // after a prototxt is read
-    void (*to_caffe)(LayerConfig&) = nullptr;   // before one is written
+    /// Before a prototxt is written: sets what Caffe's format needs and adds to `lost` each key
+    /// it cannot say ("layer 'data': shuffle (Caffe reads in file order)").
+    void (*to_caffe)(LayerConfig&, std::vector<std::string>& lost) = nullptr;
 };
 
 /// Every layer type, in the table's order (net/layer_table.cpp).

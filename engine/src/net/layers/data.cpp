@@ -108,9 +108,20 @@ void from_caffe(LayerConfig& l) {
     }
 }
 
-void to_caffe(LayerConfig& l) {
+void to_caffe(LayerConfig& l, std::vector<std::string>& lost) {
     if (l.backend.empty()) {
         l.backend = "lmdb"; // Caffe's default is LevelDB; most of its examples are LMDBs
+    }
+    if (l.shuffle) {
+        lost.push_back(fmt::format("layer '{}': shuffle (Caffe reads in file order)", l.name));
+    }
+    if (!l.label_source.empty() && l.label_source != l.source) {
+        lost.push_back(fmt::format("layer '{}': label_source {} (Caffe's Data layer reads labels "
+                                   "from its source)",
+                                   l.name, l.label_source));
+    }
+    if (!l.shape.empty()) {
+        lost.push_back(fmt::format("layer '{}': shape (Caffe takes it from the data)", l.name));
     }
 }
 
