@@ -480,5 +480,44 @@ TEST(SolverOverrides, AreValidatedLikeTheFileAndUnknownKeysListTheValidOnes) {
     EXPECT_THROW(parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml", {"lr_policy=step"}), Error);
 }
 
+TEST(SolverOverrides, AreReadByTheirKeysTypeWithoutReReadingTheConfig) {
+    const NetConfig config =
+        parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml",
+                     {"lr_policy=multistep", "stepvalue=[10, 20,30]", "test_initialization=false",
+                      "random_seed=4294967295", "max_iter=7"});
+    EXPECT_EQ(config.solver.stepvalues, (std::vector<int>{10, 20, 30}));
+    EXPECT_FALSE(config.solver.test_initialization);
+    EXPECT_EQ(config.solver.random_seed, 4294967295U);
+    EXPECT_EQ(config.solver.max_iter, 7);
+    // The marks name the assignment, so the validator's messages do.
+    EXPECT_EQ(config.solver_marks.at("max_iter").override_text, "max_iter=7");
+    for (const auto& [assignment, words] :
+         {std::pair{"test_initialization=maybe", "'maybe' is not a valid boolean"},
+          std::pair{"max_iter=3000000000", "'3000000000' is not a valid integer"},
+          std::pair{"random_seed=-1", "'-1' is not a valid integer (0 to 2^32 - 1)"},
+          std::pair{"stepvalue=[10,x]", "'[10,x]' is not a valid list of integers"},
+          std::pair{"base_lr=0.1x", "'0.1x' is not a valid number"},
+          std::pair{"batch_size=", "'' is not a valid integer"}}) {
+        try {
+            parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml", {assignment});
+            ADD_FAILURE() << assignment << " was accepted";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::config) << e.what();
+            EXPECT_NE(std::string(e.what()).find(std::string("--solver ") + assignment),
+                      std::string::npos)
+                << e.what();
+            EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+        }
+    }
+    // A value the type takes but the rule does not: the validator names the assignment.
+    try {
+        parse_config(dl_test::tiny_net_yaml(100), "tiny.yaml", {"momentum=1.5"});
+        ADD_FAILURE() << "momentum 1.5 was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--solver momentum=1.5"), std::string::npos)
+            << e.what();
+    }
+}
+
 } // namespace
 } // namespace dl

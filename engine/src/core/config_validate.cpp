@@ -3,6 +3,7 @@
 // prototxt path skipped the YAML reader's checks, and a stride or group of 0 was a SIGFPE, a
 // uniform filler with min > max hung `check`, and NaN ratios trained.
 
+#include "core/config_readers.hpp"
 #include "net/layer_kind.hpp"
 
 #include <dl/config.hpp>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -360,6 +362,32 @@ const std::vector<SolverKeyRule>& solver_key_rules() {
         {"batch_size", "integer", 1, false, 2147483647, false, {}},
     };
     return rules;
+}
+
+SolverMember solver_member(const std::string& key) {
+    static const std::map<std::string, SolverMember> members = {
+        {"type", &SolverConfig::type},
+        {"base_lr", &SolverConfig::base_lr},
+        {"momentum", &SolverConfig::momentum},
+        {"momentum2", &SolverConfig::momentum2},
+        {"delta", &SolverConfig::delta},
+        {"weight_decay", &SolverConfig::weight_decay},
+        {"lr_policy", &SolverConfig::lr_policy},
+        {"gamma", &SolverConfig::gamma},
+        {"power", &SolverConfig::power},
+        {"stepsize", &SolverConfig::stepsize},
+        {"stepvalue", &SolverConfig::stepvalues},
+        {"max_iter", &SolverConfig::max_iter},
+        {"test_interval", &SolverConfig::test_interval},
+        {"test_iter", &SolverConfig::test_iter},
+        {"test_initialization", &SolverConfig::test_initialization},
+        {"display", &SolverConfig::display},
+        {"snapshot", &SolverConfig::snapshot},
+        {"keep_checkpoints", &SolverConfig::keep_checkpoints},
+        {"random_seed", &SolverConfig::random_seed},
+        {"batch_size", std::monostate{}},
+    };
+    return members.at(key);
 }
 
 const SolverKeyRule& solver_key_rule(const std::string& key) {

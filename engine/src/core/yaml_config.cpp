@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace dl {
@@ -320,14 +322,6 @@ void record_marks(const YAML::Node& map, SourceMarks& marks) {
     }
 }
 
-// A Data layer of the train net (no phase, or train), the layers `--solver batch_size` sets.
-bool is_train_data(const YAML::Node& layer) {
-    const bool data = layer.IsMap() && layer["type"] && layer["type"].as<std::string>("") == "Data";
-    const bool test_only =
-        layer.IsMap() && layer["phase"] && layer["phase"].as<std::string>("") == "test";
-    return data && !test_only;
-}
-
 // `param: [{lr_mult, decay_mult}, ...]`, one per parameter blob.
 std::vector<ParamSpec> read_param_specs(const Reader& reader, const YAML::Node& node,
                                         const std::string& where) {
@@ -459,99 +453,39 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node, SourceMar
     }
     reader.check_keys(node, solver_keys(), where);
     record_marks(node, marks);
-    reader.read(node, "type", solver.type, where);
-    reader.read(node, "base_lr", solver.base_lr, where);
-    reader.read(node, "momentum", solver.momentum, where);
-    reader.read(node, "momentum2", solver.momentum2, where);
-    reader.read(node, "delta", solver.delta, where);
-    reader.read(node, "weight_decay", solver.weight_decay, where);
-    reader.read(node, "lr_policy", solver.lr_policy, where);
-    reader.read(node, "gamma", solver.gamma, where);
-    reader.read(node, "power", solver.power, where);
-    reader.read(node, "stepsize", solver.stepsize, where);
-    if (const YAML::Node steps = node["stepvalue"]) {
-        if (steps.IsScalar()) {
-            solver.stepvalues.push_back(steps.as<int>());
-        } else {
-            for (const auto& step : steps) {
-                solver.stepvalues.push_back(step.as<int>());
-            }
+    for (const SolverKeyRule& rule : solver_key_rules()) {
+        if (!node[rule.key]) {
+            continue;
         }
+        std::visit(
+            [&](auto member) {
+                using Member = decltype(member);
+                if constexpr (std::is_same_v<Member, std::vector<int> SolverConfig::*>) {
+                    // One value or a list (Caffe repeats the key; YAML lists it).
+                    std::vector<int>& values = solver.*member;
+                    const YAML::Node steps = node[rule.key];
+                    if (steps.IsScalar()) {
+                        values.push_back(steps.as<int>());
+                    } else {
+                        for (const auto& step : steps) {
+                            values.push_back(step.as<int>());
+                        }
+                    }
+                } else if constexpr (!std::is_same_v<Member, std::monostate>) {
+                    reader.read(node, rule.key, solver.*member, where);
+                }
+            },
+            solver_member(rule.key));
     }
-    reader.read(node, "max_iter", solver.max_iter, where);
-    reader.read(node, "test_interval", solver.test_interval, where);
-    reader.read(node, "test_iter", solver.test_iter, where);
-    reader.read(node, "test_initialization", solver.test_initialization, where);
-    reader.read(node, "display", solver.display, where);
-    reader.read(node, "snapshot", solver.snapshot, where);
-    reader.read(node, "keep_checkpoints", solver.keep_checkpoints, where);
-    reader.read(node, "random_seed", solver.random_seed, where);
     return solver;
 }
 
 } // namespace
 
-namespace {
+namespace {} // namespace
 
-// `dltrain train --solver base_lr=0.01`: each value replaces the solver key in the document
-// before it is read, so it is read exactly as if the file said it; `batch_size` is the
-// train-phase Data layers' (a sweep over it should not need a copy of the network). Returns
-// the keys replaced with the assignment that did it, for messages.
-std::map<std::string, std::string> apply_overrides(YAML::Node& root,
-                                                   const std::vector<std::string>& overrides,
-                                                   const std::filesystem::path& file) {
-    std::map<std::string, std::string> applied;
-    for (const auto& assignment : overrides) {
-        const auto equals = assignment.find('=');
-        const std::string key = assignment.substr(0, equals);
-        const auto& keys = solver_keys();
-        if (equals == std::string::npos ||
-            (key != "batch_size" && std::find(keys.begin(), keys.end(), key) == keys.end())) {
-            std::string valid = "batch_size";
-            for (const auto& k : keys) {
-                valid += ", " + k;
-            }
-            throw Error(ErrorKind::usage,
-                        fmt::format("--solver '{}': expected KEY=VALUE with KEY one of {}",
-                                    assignment, valid));
-        }
-        YAML::Node value;
-        try {
-            value = YAML::Load(assignment.substr(equals + 1));
-        } catch (const YAML::ParserException& e) {
-            throw Error(ErrorKind::usage, fmt::format("--solver '{}': {}", assignment, e.msg));
-        }
-        applied[key] = assignment;
-        if (key != "batch_size") {
-            if (!root["solver"]) {
-                root["solver"] = YAML::Node(YAML::NodeType::Map);
-            }
-            root["solver"][key] = value;
-            continue;
-        }
-        bool found = false;
-        if (root["layers"] && root["layers"].IsSequence()) {
-            for (auto layer : root["layers"]) {
-                if (is_train_data(layer)) {
-                    layer["batch_size"] = value;
-                    found = true;
-                }
-            }
-        }
-        if (!found) {
-            throw Error(ErrorKind::config,
-                        fmt::format("{}: --solver batch_size: the config has no train-phase Data "
-                                    "layer to give it to",
-                                    file.string()));
-        }
-    }
-    return applied;
-}
-
-} // namespace
-
-NetConfig read_yaml_config(const std::string& text, const std::filesystem::path& file_for_messages,
-                           const std::vector<std::string>& overrides) {
+NetConfig read_yaml_config(const std::string& text,
+                           const std::filesystem::path& file_for_messages) {
     const Reader reader(file_for_messages);
     if (text.size() > k_max_config_bytes) {
         throw Error(ErrorKind::config,
@@ -571,7 +505,6 @@ NetConfig read_yaml_config(const std::string& text, const std::filesystem::path&
                     fmt::format("{}:1: the config must be a map with 'layers' and 'solver'",
                                 file_for_messages.string()));
     }
-    const auto applied = apply_overrides(root, overrides, file_for_messages);
     NetConfig config;
     config.file = file_for_messages;
     try {
@@ -582,12 +515,7 @@ NetConfig read_yaml_config(const std::string& text, const std::filesystem::path&
             reader.fail(layers ? layers : root, "key 'layers' must be a non-empty list of layers");
         }
         for (std::size_t i = 0; i < layers.size(); ++i) {
-            LayerConfig layer = read_layer(reader, layers[i], i);
-            if (const auto batch = applied.find("batch_size");
-                batch != applied.end() && is_train_data(layers[i])) {
-                layer.marks["batch_size"] = SourceMark{0, 0, batch->second};
-            }
-            config.layers.push_back(std::move(layer));
+            config.layers.push_back(read_layer(reader, layers[i], i));
         }
         if (const YAML::Node solver = root["solver"]) {
             config.solver_line = mark_of(solver).line;
@@ -597,17 +525,13 @@ NetConfig read_yaml_config(const std::string& text, const std::filesystem::path&
         throw Error(ErrorKind::config,
                     fmt::format("{}:{}: {}", file_for_messages.string(), e.mark.line + 1, e.msg));
     }
-    for (const auto& [key, assignment] : applied) {
-        if (key != "batch_size") {
-            config.solver_marks[key] = SourceMark{0, 0, assignment};
-        }
-    }
     return config;
 }
 
 NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
                        const std::vector<std::string>& overrides) {
-    NetConfig config = read_yaml_config(text, file_for_messages, overrides);
+    NetConfig config = read_yaml_config(text, file_for_messages);
+    apply_overrides(config, overrides);
     validate_config(config);
     return config;
 }
@@ -616,36 +540,7 @@ NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides) {
     if (file.extension() == ".prototxt") {
         NetConfig config = read_prototxt(file);
-        if (!overrides.empty()) {
-            // The overrides edit a YAML document: the prototxt's config as YAML, so an override
-            // is read exactly as over a YAML file (dljob passes a recipe's base_lr this way,
-            // whichever format its config is in). The marks stay the prototxt's, but for the
-            // keys the command line gave.
-            NetConfig edited = read_yaml_config(
-                to_yaml(config), file.string() + " (as YAML, with the --solver overrides)",
-                overrides);
-            edited.file = config.file;
-            edited.solver_file = config.solver_file;
-            edited.solver_line = config.solver_line;
-            for (std::size_t i = 0; i < edited.layers.size() && i < config.layers.size(); ++i) {
-                SourceMarks marks = config.layers[i].marks;
-                for (const auto& [key, mark] : edited.layers[i].marks) {
-                    if (!mark.override_text.empty()) {
-                        marks[key] = mark;
-                    }
-                }
-                edited.layers[i].line = config.layers[i].line;
-                edited.layers[i].marks = std::move(marks);
-            }
-            SourceMarks solver_marks = config.solver_marks;
-            for (const auto& [key, mark] : edited.solver_marks) {
-                if (!mark.override_text.empty()) {
-                    solver_marks[key] = mark;
-                }
-            }
-            edited.solver_marks = std::move(solver_marks);
-            config = std::move(edited);
-        }
+        apply_overrides(config, overrides);
         validate_config(config);
         return config;
     }
