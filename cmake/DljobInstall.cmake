@@ -6,11 +6,11 @@ include(GNUInstallDirs)
 
 install(TARGETS dljob dltrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Literally lib/dljob, not CMAKE_INSTALL_LIBDIR (lib/x86_64-linux-gnu under /usr): dltrain looks
-# for its CUDA plugin at ../lib/dljob from its own folder (engine/src/core/cuda_loader.hpp).
+# for its CUDA plugin at ../lib/dljob from its own folder (engine/src/backends/cuda_loader.hpp).
 if(TARGET dltrain_cuda)
     install(TARGETS dltrain_cuda LIBRARY DESTINATION lib/dljob)
 endif()
-# The MPI plugins go beside it: dltrain also looks in ../lib/dljob (engine/src/core/communicator.cpp).
+# The MPI plugins go beside it: dltrain also looks in ../lib/dljob (engine/src/parallel/communicator.cpp).
 if(DL_ENGINE_MPI_PLUGINS)
     install(TARGETS ${DL_ENGINE_MPI_PLUGINS} LIBRARY DESTINATION lib/dljob)
 endif()

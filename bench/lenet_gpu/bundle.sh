@@ -38,7 +38,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$name/engine" "$stage/$name/tests" "$stage/$name/lib"
 cp "$build/engine/dltrain" "$stage/$name/engine/dltrain.bin"
-# The CUDA backend is a plugin found next to the real binary (engine/src/core/cuda_loader.hpp).
+# The CUDA backend is a plugin found next to the real binary (engine/src/backends/cuda_loader.hpp).
 cp "$build/engine/libdltrain-cuda.so" "$stage/$name/engine/"
 # The MPI plugins (docs/data-parallel.md) without their libraries: the ranks must use the GPU
 # machine's own Open MPI (libmpi.so.40), the one its mpirun starts them with.

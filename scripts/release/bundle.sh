@@ -67,7 +67,7 @@ done
 
 # The MPICH ABI (MPICH 3.1+, Intel MPI 5+, Cray MPICH) is one, but its library is libmpich.so.12
 # on Debian and libmpi.so.12 upstream and in Intel's and Cray's ABI modules: the same plugin,
-# renamed, is dltrain's generic "mpi" flavour, which it tries last (engine/src/core/communicator.cpp).
+# renamed, is dltrain's generic "mpi" flavour, which it tries last (engine/src/parallel/communicator.cpp).
 if [[ -f "$lib/dljob/libdltrain-mpi-mpich.so" && ! -e "$lib/dljob/libdltrain-mpi-mpi.so" ]]; then
     cp "$lib/dljob/libdltrain-mpi-mpich.so" "$lib/dljob/libdltrain-mpi-mpi.so"
     patchelf --replace-needed libmpich.so.12 libmpi.so.12 "$lib/dljob/libdltrain-mpi-mpi.so"

@@ -2,7 +2,7 @@
 // directory lock (docs/data-parallel.md). Multi-rank runs of the real binary are in
 // test_data_parallel.cpp.
 
-#include "core/run_dir_lock.hpp"
+#include "train/run_dir_lock.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
 

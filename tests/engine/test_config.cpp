@@ -1,6 +1,6 @@
 // Bad configs: every error names the file, the line and the key, and lists the valid choices.
 
-#include "core/memory_plan.hpp"
+#include "net/memory_plan.hpp"
 #include "engine_test_support.hpp"
 
 #include <dl/backend.hpp>

@@ -1,4 +1,4 @@
-// One validator for every config format (core/config_validate.cpp): Caffe prototxt files once
+// One validator for every config format (config/config_validate.cpp): Caffe prototxt files once
 // skipped the YAML reader's checks, so a stride or group of 0 was a SIGFPE, a uniform filler with
 // min > max hung `check`, sizes of 4294967295 wrapped to -1, duplicate layer names and a second
 // test_iter ended in a C++ or protobuf abort, and NaN or out-of-range values trained. Each is now

@@ -1,9 +1,9 @@
-// The bucket plan of the data-parallel gradient sum (core/gradient_exchange.hpp): which
+// The bucket plan of the data-parallel gradient sum (parallel/gradient_exchange.hpp): which
 // parameters land in which bucket, in backward order, where each bucket lies in the flat
 // buffer, and after which layer's backward it may start. The plan is a function of the layer
 // order and the cap only, which is what keeps the ranks' sums in step.
 
-#include "core/gradient_exchange.hpp"
+#include "parallel/gradient_exchange.hpp"
 #include "engine_test_support.hpp"
 
 #include <dl/backend.hpp>

@@ -1,4 +1,4 @@
-// Caffe's prototxt files (engine/src/core/prototxt_config.cpp): a corpus of Caffe's example
+// Caffe's prototxt files (engine/src/config/prototxt_config.cpp): a corpus of Caffe's example
 // networks and solvers, written out here from the format's documentation (tests/engine/prototxt),
 // read into the same NetConfig as their YAML twins in recipes/networks; malformed files, unknown
 // or unsupported fields, values and layer types are refused with file:line and the name.

@@ -3,7 +3,7 @@
 // gradients every step through a Communicator (docs/data-parallel.md). Ranks come from the
 // launcher's environment (srun, mpirun, mpiexec, aprun), never from flags. A run of one rank
 // uses `single`, which does nothing and loads nothing; N > 1 loads an MPI plugin
-// (libdltrain-mpi-<flavour>.so, core/mpi_loader.cpp) built against the site's MPI.
+// (libdltrain-mpi-<flavour>.so, parallel/communicator.cpp) built against the site's MPI.
 
 #include <dl/memory.hpp>
 

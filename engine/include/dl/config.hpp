@@ -1,6 +1,6 @@
 #pragma once
 // A network and its solver, Caffe's model in YAML clothes (docs/engine.md has the format).
-// Parsed by engine/src/core/yaml_config.cpp, the only file that sees yaml-cpp.
+// Parsed by engine/src/config/yaml_config.cpp, the only file that sees yaml-cpp.
 
 #include <filesystem>
 #include <map>
@@ -165,7 +165,7 @@ NetConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides = {});
 NetConfig parse_config(const std::string& text, const std::filesystem::path& file_for_messages,
                        const std::vector<std::string>& overrides = {});
-/// Caffe's prototxt (engine/src/core/prototxt_config.cpp): a net file (solver defaults), or a
+/// Caffe's prototxt (engine/src/config/prototxt_config.cpp): a net file (solver defaults), or a
 /// solver file with its net. load_config calls it for files ending in .prototxt. Throws
 /// dl::Error(config) with file:line for unknown or unsupported fields, values and layer types.
 NetConfig load_prototxt(const std::filesystem::path& file);

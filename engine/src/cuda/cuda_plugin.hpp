@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA backend is built as a plugin, libdltrain-cuda.so, that dltrain loads with dlopen only
-// when a GPU is asked for or queried (core/cuda_loader.cpp). Linking cuBLAS and cuDNN into
+// when a GPU is asked for or queried (backends/cuda_loader.cpp). Linking cuBLAS and cuDNN into
 // dltrain itself cost every CPU run about 200 MB of resident memory and a quarter second of
 // relocations, and stopped dltrain from starting at all on a node where the cudnn module is not
 // loaded. Plain C++ only: the core includes this and never sees a CUDA header.

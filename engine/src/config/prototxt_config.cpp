@@ -4,11 +4,11 @@
 // refused with the file, the line and the field's name (never ignored): an unknown field by the
 // parser, a known but unsupported one (or value) by the allowlists below, and a layer type dltrain
 // does not run by its type. The values' ranges and choices are validate_config's, the one check
-// YAML configs go through too (core/config_validate.cpp); this file records where each field was
+// YAML configs go through too (config/config_validate.cpp); this file records where each field was
 // given so that its messages name the line and column.
 
 #include "caffe.pb.h"
-#include "core/config_readers.hpp"
+#include "config/config_readers.hpp"
 #include "io/regular_file.hpp"
 #include "net/layer_kind.hpp"
 

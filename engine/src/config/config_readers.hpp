@@ -11,6 +11,15 @@
 
 namespace dl {
 
+/// "a, b, c", for messages that list the valid choices.
+inline std::string join_list(const std::vector<std::string>& items) {
+    std::string text;
+    for (const auto& item : items) {
+        text += (text.empty() ? "" : ", ") + item;
+    }
+    return text;
+}
+
 /// A YAML config as written (types and known keys checked).
 NetConfig read_yaml_config(const std::string& text, const std::filesystem::path& file_for_messages);
 /// A Caffe net or solver prototxt (fields dltrain supports checked), as written.

@@ -3,7 +3,7 @@
 // saturates instead of wrapping, so a shape of 10^10 elements is a number to compare, not an
 // allocation to survive.
 
-#include "core/memory_plan.hpp"
+#include "net/memory_plan.hpp"
 
 #include "net/layer.hpp"
 

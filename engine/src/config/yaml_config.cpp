@@ -1,9 +1,9 @@
 // The only engine file that sees yaml-cpp: turns a config file into a NetConfig, with errors
 // that name the file, line and key, and the valid choices. It checks the document's form (known
 // keys, value types); the values' ranges and choices are validate_config's, the one check that
-// prototxt configs go through too (core/config_validate.cpp).
+// prototxt configs go through too (config/config_validate.cpp).
 
-#include "core/config_readers.hpp"
+#include "config/config_readers.hpp"
 #include "io/regular_file.hpp"
 #include "net/layer_kind.hpp"
 
@@ -47,17 +47,6 @@ const std::vector<std::string>& filler_keys() {
     static const std::vector<std::string> values = {"type", "value", "min",          "max",
                                                     "mean", "std",   "variance_norm"};
     return values;
-}
-
-std::string join(const std::vector<std::string>& items) {
-    std::string text;
-    for (const auto& item : items) {
-        if (!text.empty()) {
-            text += ", ";
-        }
-        text += item;
-    }
-    return text;
 }
 
 // Bounds on a config document (docs/engine.md, "Config format"). LeNet's config is 3 KB, about
@@ -215,7 +204,7 @@ public:
             const auto key = item.first.as<std::string>();
             if (std::find(valid.begin(), valid.end(), key) == valid.end()) {
                 fail(item.first, fmt::format("unknown key '{}' in {} (valid keys: {})", key, where,
-                                             join(valid)));
+                                             join_list(valid)));
             }
         }
     }
@@ -242,7 +231,7 @@ public:
         if (std::find(choices.begin(), choices.end(), out) == choices.end()) {
             fail(map[key] ? map[key] : map,
                  fmt::format("key '{}' in {}: unknown value '{}' (valid: {})", key, where, out,
-                             join(choices)));
+                             join_list(choices)));
         }
     }
 
@@ -414,14 +403,14 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     const std::string where = fmt::format("layer '{}'", layer.name);
     if (!node["type"]) {
         reader.fail(node, fmt::format("{} has no 'type' (valid types: {})", where,
-                                      join(layer_type_names())));
+                                      join_list(layer_type_names())));
     }
     layer.type = node["type"].as<std::string>();
     const LayerKind* kind = find_layer_kind(layer.type);
     if (kind == nullptr) {
         reader.fail(node["type"], fmt::format("key 'type' in {}: unknown layer type '{}' (valid "
                                               "types: {})",
-                                              where, layer.type, join(layer_type_names())));
+                                              where, layer.type, join_list(layer_type_names())));
     }
     std::vector<std::string> valid = common_keys();
     const std::vector<std::string> own = layer_keys(*kind);

@@ -1,4 +1,4 @@
-#include "core/cuda_loader.hpp"
+#include "backends/cuda_loader.hpp"
 #include "cpu/thread_pool.hpp"
 
 #include <dl/device.hpp>

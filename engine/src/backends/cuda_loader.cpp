@@ -1,7 +1,7 @@
 // dlopen of the CUDA plugin. RTLD_NOW so a missing symbol or library is reported here, with the
 // dynamic loader's own message, instead of killing a training run at its first GPU call.
 
-#include "core/cuda_loader.hpp"
+#include "backends/cuda_loader.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "core/gradient_exchange.hpp"
+#include "parallel/gradient_exchange.hpp"
 
 #include <dl/error.hpp>
 

@@ -2,10 +2,10 @@
 // test_interval (and at iteration 0), one forward/backward/update per iteration, display every
 // `display` iterations, snapshot every `snapshot`; plus leaving early on a signal or deadline.
 
-#include "core/cuda_loader.hpp"
-#include "core/gradient_exchange.hpp"
-#include "core/memory_plan.hpp"
-#include "core/run_dir_lock.hpp"
+#include "backends/cuda_loader.hpp"
+#include "parallel/gradient_exchange.hpp"
+#include "net/memory_plan.hpp"
+#include "train/run_dir_lock.hpp"
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
 #include "data/mean_file.hpp"

@@ -1,4 +1,4 @@
-#include "core/run_dir_lock.hpp"
+#include "train/run_dir_lock.hpp"
 
 #include <dl/error.hpp>
 

@@ -3,7 +3,7 @@
 // prototxt path skipped the YAML reader's checks, and a stride or group of 0 was a SIGFPE, a
 // uniform filler with min > max hung `check`, and NaN ratios trained.
 
-#include "core/config_readers.hpp"
+#include "config/config_readers.hpp"
 #include "net/layer_kind.hpp"
 
 #include <dl/config.hpp>
@@ -25,14 +25,6 @@ namespace {
 // Kernel, stride and pad bound: the layers' geometry (H + 2 pad - kernel) is int arithmetic,
 // and a window a million pixels wide is a typo, not a net (Caffe's largest are 11 wide).
 constexpr int k_max_window = 1 << 20;
-
-std::string join(const std::vector<std::string>& items) {
-    std::string text;
-    for (const auto& item : items) {
-        text += (text.empty() ? "" : ", ") + item;
-    }
-    return text;
-}
 
 class Validator {
 public:
@@ -123,7 +115,7 @@ private:
         if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
             fail(layer, key,
                  fmt::format("key '{}' in {}: unknown value '{}' (valid: {})", key, where(layer),
-                             value, join(choices)));
+                             value, join_list(choices)));
         }
     }
 
@@ -139,12 +131,12 @@ private:
                                                 "msra"};
         if (std::find(types.begin(), types.end(), filler.type) == types.end()) {
             in_filler("type",
-                      fmt::format("unknown value '{}' (valid: {})", filler.type, join(types)));
+                      fmt::format("unknown value '{}' (valid: {})", filler.type, join_list(types)));
         }
         const std::vector<std::string> norms = {"fan_in", "fan_out", "average"};
         if (std::find(norms.begin(), norms.end(), filler.variance_norm) == norms.end()) {
             in_filler("variance_norm", fmt::format("unknown value '{}' (valid: {})",
-                                                   filler.variance_norm, join(norms)));
+                                                   filler.variance_norm, join_list(norms)));
         }
         for (const auto& [name, value] :
              {std::pair{"value", filler.value}, std::pair{"min", filler.min},
@@ -230,7 +222,7 @@ private:
         if (kind == nullptr) {
             fail(layer, "type",
                  fmt::format("key 'type' in {}: unknown layer type '{}' (valid types: {})",
-                             where(layer), layer.type, join(layer_type_names())));
+                             where(layer), layer.type, join_list(layer_type_names())));
         }
         if (kind->check != nullptr) {
             kind->check(layer, Checks(*this, layer));
@@ -289,7 +281,7 @@ private:
         const SolverKeyRule& rule = solver_key_rule(key);
         if (std::find(rule.choices.begin(), rule.choices.end(), value) == rule.choices.end()) {
             fail_solver(key, fmt::format("key '{}' in solver: unknown value '{}' (valid: {})", key,
-                                         value, join(rule.choices)));
+                                         value, join_list(rule.choices)));
         }
     }
 

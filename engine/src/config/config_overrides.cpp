@@ -2,7 +2,7 @@
 // by the key's rule, with no document re-read. Before, an override was spliced into the YAML
 // text, and a prototxt config was written out as YAML and read again only to apply it.
 
-#include "core/config_readers.hpp"
+#include "config/config_readers.hpp"
 #include "net/layer_kind.hpp"
 
 #include <dl/error.hpp>

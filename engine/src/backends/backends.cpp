@@ -1,7 +1,7 @@
 // The explicit table of backends (no static self-registration: it vanishes in static builds),
 // host memory, and the generic input stage every backend can fall back on.
 
-#include "core/cuda_loader.hpp"
+#include "backends/cuda_loader.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/thread_pool.hpp"
 
