@@ -87,61 +87,81 @@ BatchReader::~BatchReader() {
     m_thread.join();
 }
 
-void BatchReader::run() {
+template <typename Pixel>
+void BatchReader::transform(const Pixel* pixels, float* out, std::uint64_t position) const {
     const std::size_t image = m_set.image_size();
-    const std::size_t channels = static_cast<std::size_t>(m_set.channels);
-    const std::size_t height = static_cast<std::size_t>(m_set.height);
-    const std::size_t width = static_cast<std::size_t>(m_set.width);
-    const bool transformed = m_crop.crop_size > 0 || m_crop.mirror;
+    // Per channel: planes of H x W values; a mean image is planes of one value.
+    const std::size_t plane = m_mean.empty() ? image : image / m_mean.size();
+    if (m_crop.crop_size == 0 && !m_crop.mirror) {
+        if (m_mean.empty()) {
+            for (std::size_t p = 0; p < image; ++p) {
+                out[p] = static_cast<float>(pixels[p]) * m_scale;
+            }
+            return;
+        }
+        // Plane by plane: a division per pixel to find its mean cost the reader thread 3 ms
+        // per cifar10_quick batch, CPU the training threads then lacked.
+        for (std::size_t m = 0; m < m_mean.size(); ++m) {
+            const float mean = m_mean[m];
+            const std::size_t first = m * plane;
+            for (std::size_t p = first; p < first + plane; ++p) {
+                out[p] = (static_cast<float>(pixels[p]) - mean) * m_scale;
+            }
+        }
+        return;
+    }
+    // Caffe's DataTransformer::Transform: the mean is taken at the pixel's place in the whole
+    // image, and a flip mirrors the place it is written to.
+    const auto channels = static_cast<std::size_t>(m_set.channels);
+    const auto height = static_cast<std::size_t>(m_set.height);
+    const auto width = static_cast<std::size_t>(m_set.width);
     const std::size_t out_height =
         m_crop.crop_size > 0 ? static_cast<std::size_t>(m_crop.crop_size) : height;
     const std::size_t out_width =
         m_crop.crop_size > 0 ? static_cast<std::size_t>(m_crop.crop_size) : width;
-    const std::size_t out_image = channels * out_height * out_width;
-    // Per channel: planes of H x W values; a mean image is planes of one value.
-    const std::size_t plane = m_mean.empty() ? image : image / m_mean.size();
-    // One image into out: bytes, or Caffe's float_data values, by the same transform.
-    const auto fill = [&](const auto* pixels, float* out, std::uint64_t position) {
-        if (!transformed) {
-            if (m_mean.empty()) {
-                for (std::size_t p = 0; p < image; ++p) {
-                    out[p] = static_cast<float>(pixels[p]) * m_scale;
-                }
-            } else {
-                // Plane by plane: a division per pixel to find its mean cost the reader thread
-                // 3 ms per cifar10_quick batch, CPU the training threads then lacked.
-                for (std::size_t m = 0; m < m_mean.size(); ++m) {
-                    const float mean = m_mean[m];
-                    const std::size_t first = m * plane;
-                    for (std::size_t p = first; p < first + plane; ++p) {
-                        out[p] = (static_cast<float>(pixels[p]) - mean) * m_scale;
-                    }
-                }
-            }
-        } else {
-            // Caffe's DataTransformer::Transform: the mean is taken at the pixel's place in
-            // the whole image, and a flip mirrors the place it is written to.
-            const CropDraw draw = crop_draw(m_crop, position, m_set.height, m_set.width);
-            for (std::size_t c = 0; c < channels; ++c) {
-                for (std::size_t h = 0; h < out_height; ++h) {
-                    const std::size_t from =
-                        (c * height + h + static_cast<std::size_t>(draw.row)) * width +
-                        static_cast<std::size_t>(draw.column);
-                    float* row = out + (c * out_height + h) * out_width;
-                    for (std::size_t w = 0; w < out_width; ++w) {
-                        const std::size_t p = from + w;
-                        // p / plane without a division: the channel, or the pixel itself.
-                        const float mean = m_mean.empty() ? 0.0F
-                                           : plane == 1   ? m_mean[p]
-                                                          : m_mean[c];
-                        row[draw.flip ? out_width - 1 - w : w] =
-                            (static_cast<float>(pixels[p]) - mean) * m_scale;
-                    }
-                }
+    const CropDraw draw = crop_draw(m_crop, position, m_set.height, m_set.width);
+    for (std::size_t c = 0; c < channels; ++c) {
+        for (std::size_t h = 0; h < out_height; ++h) {
+            const std::size_t from = (c * height + h + static_cast<std::size_t>(draw.row)) * width +
+                                     static_cast<std::size_t>(draw.column);
+            float* row = out + (c * out_height + h) * out_width;
+            for (std::size_t w = 0; w < out_width; ++w) {
+                const std::size_t p = from + w;
+                // p / plane without a division: the channel, or the pixel itself.
+                const float mean = m_mean.empty() ? 0.0F : plane == 1 ? m_mean[p] : m_mean[c];
+                row[draw.flip ? out_width - 1 - w : w] =
+                    (static_cast<float>(pixels[p]) - mean) * m_scale;
             }
         }
-    };
-    const bool floats = !m_set.float_pixels.empty();
+    }
+}
+
+void BatchReader::fill(Slot& slot) {
+    const std::size_t image = m_set.image_size();
+    const auto side = static_cast<std::size_t>(m_crop.crop_size);
+    const std::size_t out_image =
+        m_crop.crop_size > 0 ? static_cast<std::size_t>(m_set.channels) * side * side : image;
+    slot.error.clear();
+    for (int i = 0; i < m_batch; ++i) {
+        const std::uint64_t position = m_producer_cursor + m_offset + static_cast<std::uint64_t>(i);
+        const std::size_t index = m_order.at(position);
+        float* out = slot.data.data() + static_cast<std::size_t>(i) * out_image;
+        if (!m_set.float_pixels.empty()) {
+            transform(m_set.float_pixels.data() + index * image, out, position);
+        } else {
+            transform(m_set.pixels.data() + index * image, out, position);
+        }
+        const int label = m_set.labels.empty() ? 0 : m_set.labels[index];
+        slot.labels[static_cast<std::size_t>(i)] = static_cast<float>(label);
+        // Here, on the host and before any upload, so one check serves every backend: the loss
+        // and accuracy index each row of scores by its label.
+        if (m_labels.classes > 0 && label >= m_labels.classes && slot.error.empty()) {
+            slot.error = label_error(m_labels, index, label);
+        }
+    }
+}
+
+void BatchReader::run() {
     std::size_t tail = 0;
     while (true) {
         {
@@ -152,26 +172,7 @@ void BatchReader::run() {
             }
         }
         // The slot at tail is free: only this thread writes it until it is counted as filled.
-        Slot& slot = m_slots[tail];
-        slot.error.clear();
-        for (int i = 0; i < m_batch; ++i) {
-            const std::uint64_t position =
-                m_producer_cursor + m_offset + static_cast<std::uint64_t>(i);
-            const std::size_t index = m_order.at(position);
-            float* out = slot.data.data() + static_cast<std::size_t>(i) * out_image;
-            if (floats) {
-                fill(m_set.float_pixels.data() + index * image, out, position);
-            } else {
-                fill(m_set.pixels.data() + index * image, out, position);
-            }
-            const int label = m_set.labels.empty() ? 0 : m_set.labels[index];
-            slot.labels[static_cast<std::size_t>(i)] = static_cast<float>(label);
-            // Here, on the host and before any upload, so one check serves every backend: the
-            // loss and accuracy index each row of scores by its label.
-            if (m_labels.classes > 0 && label >= m_labels.classes && slot.error.empty()) {
-                slot.error = label_error(m_labels, index, label);
-            }
-        }
+        fill(m_slots[tail]);
         m_producer_cursor += m_stride;
         tail = (tail + 1) % m_slots.size();
         {

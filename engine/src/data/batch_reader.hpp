@@ -91,6 +91,11 @@ private:
         std::string error; // label_error's message for the batch's first bad label, if any
     };
     void run();
+    /// Makes the batch at the producer cursor in `slot`: values, labels, a label error.
+    void fill(Slot& slot);
+    /// One image into `out`, transformed: bytes or Caffe's float_data values alike.
+    template <typename Pixel>
+    void transform(const Pixel* pixels, float* out, std::uint64_t position) const;
 
     const IdxDataset& m_set;
     int m_batch;

@@ -87,85 +87,9 @@ public:
 
     void walk(Phase phase) {
         std::map<std::string, Shape> blobs;
-        const bool train = phase == Phase::train;
         for (const LayerConfig& layer : m_config.layers) {
-            if (layer.phase && *layer.phase != phase) {
-                continue;
-            }
-            std::vector<const Shape*> bottoms;
-            for (const auto& name : layer.bottoms) {
-                const auto found = blobs.find(name);
-                if (found == blobs.end()) {
-                    return; // the net names the missing blob
-                }
-                bottoms.push_back(&found->second);
-            }
-            auto made = tops_of(layer, bottoms);
-            if (!made) {
-                return; // a shape that does not fit: the layer's own check says how
-            }
-            std::uint64_t bytes = 0;
-            std::string parts;
-            const auto take = [&](const std::string& what, std::uint64_t count, int copies) {
-                const std::uint64_t size = mul(mul(count, sizeof(float)), copies);
-                bytes = add(bytes, size);
-                parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", what, bytes_text(size));
-            };
-            for (std::size_t i = 0; i < layer.tops.size() && i < made->tops.size(); ++i) {
-                const Shape& shape = made->tops[i];
-                for (const std::int64_t dim : shape) {
-                    if (dim > INT_MAX) {
-                        fail(layer, fmt::format("its top '{}' would be {}, a dimension beyond "
-                                                "2^31 - 1",
-                                                layer.tops[i], shape_text(shape)));
-                    }
-                }
-                const bool in_place = blobs.count(layer.tops[i]) != 0 &&
-                                      std::find(layer.bottoms.begin(), layer.bottoms.end(),
-                                                layer.tops[i]) != layer.bottoms.end();
-                if (!in_place) {
-                    // A test net keeps no gradients of its activations.
-                    take(fmt::format("top '{}' {}", layer.tops[i], shape_text(shape)),
-                         count_of(shape), train ? 2 : 1);
-                }
-                blobs[layer.tops[i]] = shape;
-            }
-            if (made->buffer > 0) {
-                take(made->buffer_what, made->buffer, made->buffer_copies);
-            }
-            if (has_role(layer, LayerRole::input)) {
-                // The input stage: two slots of a batch (and its labels) on their way in.
-                std::uint64_t batch = 0;
-                for (const Shape& shape : made->tops) {
-                    batch = add(batch, count_of(shape));
-                }
-                take("input stage", batch, 2);
-            }
-            // The test net borrows the train net's parameters; its own layers have their own.
-            const bool owns_params = train || m_train_params.count(layer.name) == 0;
-            if (!made->params.empty() && owns_params) {
-                std::uint64_t count = 0;
-                for (const Shape& shape : made->params) {
-                    count = add(count, count_of(shape));
-                }
-                // Value and gradient, and the solver's history (1 tensor, Adam's 2, each with
-                // the gradient every Tensor carries).
-                take("parameters", count, 2);
-                if (train) {
-                    take("solver history", count, m_config.solver.type == "Adam" ? 4 : 2);
-                    m_train_params.insert(layer.name);
-                }
-            }
-            m_total = add(m_total, bytes);
-            if (m_limit.bytes && m_total > *m_limit.bytes) {
-                fail(layer,
-                     fmt::format("needs {} ({} bytes: {}) at batch {}; with the layers "
-                                 "before it the {} net needs {} ({} bytes), more than the "
-                                 "limit of {} ({} bytes, {}); --max-memory SIZE or "
-                                 "DLTRAIN_MAX_MEMORY change the limit",
-                                 bytes_text(bytes), bytes, parts, m_batch, train ? "train" : "test",
-                                 bytes_text(m_total), m_total, bytes_text(*m_limit.bytes),
-                                 *m_limit.bytes, m_limit.source));
+            if ((!layer.phase || *layer.phase == phase) && !add_layer(layer, phase, blobs)) {
+                return; // a missing blob or a shape that does not fit: the net says how
             }
         }
     }
@@ -173,6 +97,102 @@ public:
     [[nodiscard]] std::uint64_t total() const { return m_total; }
 
 private:
+    /// What one layer allocates, item by item, for the message when it is too much.
+    struct Bill {
+        std::uint64_t bytes = 0;
+        std::string parts;
+        void take(const std::string& what, std::uint64_t count, int copies) {
+            const std::uint64_t size = mul(mul(count, sizeof(float)), copies);
+            bytes = add(bytes, size);
+            parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", what, bytes_text(size));
+        }
+    };
+
+    // Adds the layer's tops, buffers and parameters to the total; false when its bottoms are
+    // unknown or do not fit its shape rule.
+    bool add_layer(const LayerConfig& layer, Phase phase, std::map<std::string, Shape>& blobs) {
+        std::vector<const Shape*> bottoms;
+        for (const auto& name : layer.bottoms) {
+            const auto found = blobs.find(name);
+            if (found == blobs.end()) {
+                return false;
+            }
+            bottoms.push_back(&found->second);
+        }
+        const auto made = tops_of(layer, bottoms);
+        if (!made) {
+            return false;
+        }
+        const bool train = phase == Phase::train;
+        Bill bill;
+        take_tops(layer, *made, train, blobs, bill);
+        if (made->buffer > 0) {
+            bill.take(made->buffer_what, made->buffer, made->buffer_copies);
+        }
+        if (has_role(layer, LayerRole::input)) {
+            // The input stage: two slots of a batch (and its labels) on their way in.
+            std::uint64_t batch = 0;
+            for (const Shape& shape : made->tops) {
+                batch = add(batch, count_of(shape));
+            }
+            bill.take("input stage", batch, 2);
+        }
+        take_params(layer, *made, train, bill);
+        m_total = add(m_total, bill.bytes);
+        if (m_limit.bytes && m_total > *m_limit.bytes) {
+            fail(layer, fmt::format("needs {} ({} bytes: {}) at batch {}; with the layers "
+                                    "before it the {} net needs {} ({} bytes), more than the "
+                                    "limit of {} ({} bytes, {}); --max-memory SIZE or "
+                                    "DLTRAIN_MAX_MEMORY change the limit",
+                                    bytes_text(bill.bytes), bill.bytes, bill.parts, m_batch,
+                                    train ? "train" : "test", bytes_text(m_total), m_total,
+                                    bytes_text(*m_limit.bytes), *m_limit.bytes, m_limit.source));
+        }
+        return true;
+    }
+
+    void take_tops(const LayerConfig& layer, const Planned& made, bool train,
+                   std::map<std::string, Shape>& blobs, Bill& bill) const {
+        for (std::size_t i = 0; i < layer.tops.size() && i < made.tops.size(); ++i) {
+            const Shape& shape = made.tops[i];
+            for (const std::int64_t dim : shape) {
+                if (dim > INT_MAX) {
+                    fail(layer, fmt::format("its top '{}' would be {}, a dimension beyond "
+                                            "2^31 - 1",
+                                            layer.tops[i], shape_text(shape)));
+                }
+            }
+            const bool in_place = blobs.count(layer.tops[i]) != 0 &&
+                                  std::find(layer.bottoms.begin(), layer.bottoms.end(),
+                                            layer.tops[i]) != layer.bottoms.end();
+            if (!in_place) {
+                // A test net keeps no gradients of its activations.
+                bill.take(fmt::format("top '{}' {}", layer.tops[i], shape_text(shape)),
+                          count_of(shape), train ? 2 : 1);
+            }
+            blobs[layer.tops[i]] = shape;
+        }
+    }
+
+    void take_params(const LayerConfig& layer, const Planned& made, bool train, Bill& bill) {
+        // The test net borrows the train net's parameters; its own layers have their own.
+        const bool owns_params = train || m_train_params.count(layer.name) == 0;
+        if (made.params.empty() || !owns_params) {
+            return;
+        }
+        std::uint64_t count = 0;
+        for (const Shape& shape : made.params) {
+            count = add(count, count_of(shape));
+        }
+        // Value and gradient, and the solver's history (1 tensor, Adam's 2, each with the
+        // gradient every Tensor carries).
+        bill.take("parameters", count, 2);
+        if (train) {
+            bill.take("solver history", count, m_config.solver.type == "Adam" ? 4 : 2);
+            m_train_params.insert(layer.name);
+        }
+    }
+
     [[noreturn]] void fail(const LayerConfig& layer, const std::string& message) const {
         throw Error(ErrorKind::config,
                     fmt::format("{}:{}: layer '{}' ({}): {}", m_config.file.string(), layer.line,
