@@ -353,6 +353,55 @@ public:
         });
     }
 
+    // One chunk of `images` images from c0 of conv_backward's GEMM path: im2col, dy gathered
+    // beside it, the bias and weight gradient partials, and (with dx) the input gradient.
+    void conv_backward_chunk(const ConvGeometry& g, const ConvShape& s, int c0, int images,
+                             const float* x, const float* w, const float* dy, float* dx, float* col,
+                             float* dw_part, float* db_part) {
+        const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(images) * s.spatial;
+        float* dcol = col + static_cast<std::ptrdiff_t>(s.col_rows) * g.group * ld;
+        // One image's dy (M x spatial) is read where it lies.
+        float* dy_t = dcol + static_cast<std::ptrdiff_t>(s.col_rows) * g.group * ld;
+        const float* dy_chunk = images == 1 ? dy + c0 * s.out_size : dy_t;
+        for (int i = 0; i < images; ++i) {
+            im2col(x + (c0 + i) * s.in_size, g.channels, g.height, g.width, g.kernel, g.stride,
+                   g.pad, s.out_h, s.out_w, col + static_cast<std::ptrdiff_t>(i) * s.spatial, ld);
+            if (images == 1) {
+                break;
+            }
+            const float* dy_n = dy + (c0 + i) * s.out_size;
+            for (int m = 0; m < g.outputs; ++m) {
+                std::copy_n(dy_n + static_cast<std::ptrdiff_t>(m) * s.spatial, s.spatial,
+                            dy_t + m * ld + static_cast<std::ptrdiff_t>(i) * s.spatial);
+            }
+        }
+        for (int m = 0; m < g.outputs; ++m) {
+            db_part[m] += lane_sum(dy_chunk + m * ld, ld);
+        }
+        for (int grp = 0; grp < g.group; ++grp) {
+            const float* dy_g = dy_chunk + static_cast<std::ptrdiff_t>(grp) * s.group_out * ld;
+            // dW_g^T (col_rows x group_out) += col_g (col_rows x images*spatial) * dy_g^T.
+            // Transposed because sgemm runs this shape faster than dy_g * col_g^T (col has more
+            // rows than dy: cifar10_quick's conv1 at 86 against 64 GFLOP/s).
+            gemm(false, true, s.col_rows, s.group_out, static_cast<int>(ld), 1.0F,
+                 col + static_cast<std::ptrdiff_t>(grp) * s.col_rows * ld, dy_g, 1.0F,
+                 dw_part + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows);
+            if (dx != nullptr) {
+                // dcol_g (col_rows x images*spatial) = W_g^T * dy_g
+                gemm(true, false, s.col_rows, static_cast<int>(ld), s.group_out, 1.0F,
+                     w + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows, dy_g, 0.0F,
+                     dcol + static_cast<std::ptrdiff_t>(grp) * s.col_rows * ld);
+            }
+        }
+        if (dx != nullptr) {
+            for (int i = 0; i < images; ++i) {
+                col2im(dcol + static_cast<std::ptrdiff_t>(i) * s.spatial, g.channels, g.height,
+                       g.width, g.kernel, g.stride, g.pad, s.out_h, s.out_w,
+                       dx + (c0 + i) * s.in_size, ld);
+            }
+        }
+    }
+
     void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
                        float* dx, float* dw, float* db) override {
         if (winograd::applies(g)) {
@@ -382,51 +431,8 @@ public:
             const auto [first, last] = split(g.batch, tasks, task);
             float* col = m_thread_scratch[static_cast<std::size_t>(thread)].data();
             for (int c0 = first; c0 < last; c0 += chunk) {
-                const int images = std::min(chunk, last - c0);
-                const std::ptrdiff_t ld = static_cast<std::ptrdiff_t>(images) * s.spatial;
-                float* dcol = col + static_cast<std::ptrdiff_t>(s.col_rows) * g.group * ld;
-                // One image's dy (M x spatial) is read where it lies.
-                float* dy_t = dcol + static_cast<std::ptrdiff_t>(s.col_rows) * g.group * ld;
-                const float* dy_chunk = images == 1 ? dy + c0 * s.out_size : dy_t;
-                for (int i = 0; i < images; ++i) {
-                    im2col(x + (c0 + i) * s.in_size, g.channels, g.height, g.width, g.kernel,
-                           g.stride, g.pad, s.out_h, s.out_w,
-                           col + static_cast<std::ptrdiff_t>(i) * s.spatial, ld);
-                    if (images == 1) {
-                        break;
-                    }
-                    const float* dy_n = dy + (c0 + i) * s.out_size;
-                    for (int m = 0; m < g.outputs; ++m) {
-                        std::copy_n(dy_n + static_cast<std::ptrdiff_t>(m) * s.spatial, s.spatial,
-                                    dy_t + m * ld + static_cast<std::ptrdiff_t>(i) * s.spatial);
-                    }
-                }
-                for (int m = 0; m < g.outputs; ++m) {
-                    db_part[m] += lane_sum(dy_chunk + m * ld, ld);
-                }
-                for (int grp = 0; grp < g.group; ++grp) {
-                    const float* dy_g =
-                        dy_chunk + static_cast<std::ptrdiff_t>(grp) * s.group_out * ld;
-                    // dW_g^T (col_rows x group_out) += col_g (col_rows x images*spatial) * dy_g^T.
-                    // Transposed because sgemm runs this shape faster than dy_g * col_g^T (col
-                    // has more rows than dy: cifar10_quick's conv1 at 86 against 64 GFLOP/s).
-                    gemm(false, true, s.col_rows, s.group_out, static_cast<int>(ld), 1.0F,
-                         col + static_cast<std::ptrdiff_t>(grp) * s.col_rows * ld, dy_g, 1.0F,
-                         dw_part + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows);
-                    if (dx != nullptr) {
-                        // dcol_g (col_rows x images*spatial) = W_g^T * dy_g
-                        gemm(true, false, s.col_rows, static_cast<int>(ld), s.group_out, 1.0F,
-                             w + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows, dy_g,
-                             0.0F, dcol + static_cast<std::ptrdiff_t>(grp) * s.col_rows * ld);
-                    }
-                }
-                if (dx != nullptr) {
-                    for (int i = 0; i < images; ++i) {
-                        col2im(dcol + static_cast<std::ptrdiff_t>(i) * s.spatial, g.channels,
-                               g.height, g.width, g.kernel, g.stride, g.pad, s.out_h, s.out_w,
-                               dx + (c0 + i) * s.in_size, ld);
-                    }
-                }
+                conv_backward_chunk(g, s, c0, std::min(chunk, last - c0), x, w, dy, dx, col,
+                                    dw_part, db_part);
             }
         });
         float* dw_t = scratch(m_dw_transposed, w_size);
@@ -830,6 +836,47 @@ private:
         });
     }
 
+    // A thread's buffers in winograd_backward (their sizes are there).
+    struct WinogradGradientBuffers {
+        const float* xt;
+        const float* dyt;
+        float* v;
+        float* dv;
+        float* dm;
+        float* dm_t;
+        float* dxt;
+    };
+
+    // One block of tile positions: the kernels' gradient partial du (+= with du_beta 1) and,
+    // with input_gradients, the block's share of the group's input gradient dxt.
+    void winograd_backward_block(const ConvGeometry& g, const WinogradPlan& plan,
+                                 const winograd::Block& block, const float* u,
+                                 const WinogradGradientBuffers& b, float du_beta, float* du_part,
+                                 bool input_gradients) {
+        const int n = block.columns();
+        const std::ptrdiff_t v_stride = winograd::point_stride(g.channels, block);
+        const std::ptrdiff_t m_stride = winograd::point_stride(g.outputs, block);
+        winograd::transform_inputs(g, plan.tiling, block, b.xt, b.v);
+        winograd::output_gradients(g, plan.tiling, block, b.dyt, b.dm);
+        for (int xi = 0; xi < winograd::k_points; ++xi) {
+            const float* dm_xi = b.dm + xi * m_stride;
+            // du[xi] (outputs x channels) += dm[xi] (outputs x n) * v[xi]^T, from dm[xi]
+            // transposed: sgemm runs this shape twice as fast as dm * v^T.
+            winograd::transpose(dm_xi, g.outputs, n, n, b.dm_t);
+            gemm(true, true, g.outputs, g.channels, n, 1.0F, b.dm_t, b.v + xi * v_stride, du_beta,
+                 du_part + static_cast<std::ptrdiff_t>(xi) * plan.kernels);
+            if (input_gradients) {
+                // dv[xi] (channels x n) = u[xi]^T (channels x outputs) * dm[xi]
+                gemm(true, false, g.channels, n, g.outputs, 1.0F,
+                     u + static_cast<std::ptrdiff_t>(xi) * plan.kernels, dm_xi, 0.0F,
+                     b.dv + xi * v_stride);
+            }
+        }
+        if (input_gradients) {
+            winograd::input_gradients(g, plan.tiling, block, b.dv, b.dxt);
+        }
+    }
+
     void winograd_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
                            float* dx, float* dw, float* db) {
         const WinogradPlan plan(g);
@@ -874,29 +921,9 @@ private:
                 winograd::gather_output_gradients(g, plan.tiling, images, dy, dyt);
                 std::fill(dxt, dxt + xt_size, 0.0F);
                 for (int p = 0; p < plan.tiling.positions; p += plan.block_positions) {
-                    const winograd::Block block = plan.block(g, group, p);
-                    const int n = block.columns();
-                    const std::ptrdiff_t v_stride = winograd::point_stride(g.channels, block);
-                    const std::ptrdiff_t m_stride = winograd::point_stride(g.outputs, block);
-                    winograd::transform_inputs(g, plan.tiling, block, xt, v);
-                    winograd::output_gradients(g, plan.tiling, block, dyt, dm);
-                    for (int xi = 0; xi < winograd::k_points; ++xi) {
-                        const float* dm_xi = dm + xi * m_stride;
-                        // du[xi] (outputs x channels) += dm[xi] (outputs x n) * v[xi]^T, from
-                        // dm[xi] transposed: sgemm runs this shape twice as fast as dm * v^T.
-                        winograd::transpose(dm_xi, g.outputs, n, n, dm_t);
-                        gemm(true, true, g.outputs, g.channels, n, 1.0F, dm_t, v + xi * v_stride,
-                             du_beta, du_part + static_cast<std::ptrdiff_t>(xi) * plan.kernels);
-                        if (dx != nullptr) {
-                            // dv[xi] (channels x n) = u[xi]^T (channels x outputs) * dm[xi]
-                            gemm(true, false, g.channels, n, g.outputs, 1.0F,
-                                 u + static_cast<std::ptrdiff_t>(xi) * plan.kernels, dm_xi, 0.0F,
-                                 dv + xi * v_stride);
-                        }
-                    }
-                    if (dx != nullptr) {
-                        winograd::input_gradients(g, plan.tiling, block, dv, dxt);
-                    }
+                    WinogradGradientBuffers buffers{xt, dyt, v, dv, dm, dm_t, dxt};
+                    winograd_backward_block(g, plan, plan.block(g, group, p), u, buffers, du_beta,
+                                            du_part, dx != nullptr);
                     du_beta = 1.0F;
                 }
                 if (dx != nullptr) {
