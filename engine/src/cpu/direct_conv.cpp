@@ -231,11 +231,85 @@ template <class C>
     }
 }
 
+// One block of grad_outs outputs by grad_taps taps of one image: each tap's weight gradient
+// (a vector of partial sums per output and tap, at `sums`) += dy * the input under the tap.
+template <class C>
+[[gnu::always_inline]] inline void
+gradient_block(const Layout<C>& l, const std::array<const float*, C::grad_outs>& planes,
+               const float* xp, const std::ptrdiff_t* off, float* sums) {
+    using V = typename C::V;
+    constexpr int outs = C::grad_outs;
+    constexpr int taps = C::grad_taps;
+    const int full = l.out_w / C::width * C::width;
+    V acc[outs][taps];
+#pragma GCC unroll 8
+    for (int o = 0; o < outs; ++o) {
+#pragma GCC unroll 8
+        for (int t = 0; t < taps; ++t) {
+            load(acc[o][t], sums + (o * l.grad_taps + t) * C::width);
+        }
+    }
+    // Down the columns of vectors: with rows as the inner loop, its bound and pointer steps do
+    // not change, where a row of cifar10_quick's conv1 is only 2 vectors and the setup per row
+    // took a third of the time.
+    for (int x0 = 0; x0 < full; x0 += C::width) {
+        for (int row = 0; row < l.out_h; ++row) {
+            const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * l.out_w + x0;
+            V d[outs];
+#pragma GCC unroll 8
+            for (int o = 0; o < outs; ++o) {
+                load(d[o], planes[o] + at);
+            }
+            gradient_step<C>(acc, d, xp + row * l.cols + x0, off);
+        }
+    }
+    if (full < l.out_w) {
+        for (int row = 0; row < l.out_h; ++row) {
+            const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * l.out_w + full;
+            V d[outs];
+            for (int o = 0; o < outs; ++o) {
+                load_part(d[o], planes[o] + at, l.out_w - full);
+            }
+            gradient_step<C>(acc, d, xp + row * l.cols + full, off);
+        }
+    }
+#pragma GCC unroll 8
+    for (int o = 0; o < outs; ++o) {
+#pragma GCC unroll 8
+        for (int t = 0; t < taps; ++t) {
+            store(sums + (o * l.grad_taps + t) * C::width, acc[o][t]);
+        }
+    }
+}
+
+// One image's bias gradient: each output's dy summed into a vector of partial sums.
+template <class C>
+[[gnu::always_inline]] inline void bias_sums(const ConvGeometry& g, const float* dy_n,
+                                             std::ptrdiff_t out_plane, float* dbv) {
+    using V = typename C::V;
+    for (int o = 0; o < g.outputs; ++o) {
+        const float* plane = dy_n + o * out_plane;
+        V sum;
+        load(sum, dbv + o * C::width);
+        std::ptrdiff_t k = 0;
+        for (; k + C::width <= out_plane; k += C::width) {
+            V v;
+            load(v, plane + k);
+            sum += v;
+        }
+        if (k < out_plane) {
+            V v;
+            load_part(v, plane + k, static_cast<int>(out_plane - k));
+            sum += v;
+        }
+        store(dbv + o * C::width, sum);
+    }
+}
+
 template <class C>
 [[gnu::always_inline]] inline void gradient_images(const ConvGeometry& g, const float* x,
                                                    const float* dy, int first, int last, float* dw,
                                                    float* db, float* scratch) {
-    using V = typename C::V;
     constexpr int outs = C::grad_outs;
     constexpr int taps = C::grad_taps;
     const Layout<C> l(g);
@@ -246,7 +320,6 @@ template <class C>
     std::fill(dwv, dwv + l.dw_floats + l.db_floats, 0.0F);
     const std::ptrdiff_t in_size = static_cast<std::ptrdiff_t>(g.channels) * g.height * g.width;
     const std::ptrdiff_t out_plane = static_cast<std::ptrdiff_t>(l.out_h) * l.out_w;
-    const int full = l.out_w / C::width * C::width;
     for (int n = first; n < last; ++n) {
         pad_image(g, l, x + n * in_size, xp);
         const float* dy_n = dy + n * g.outputs * out_plane;
@@ -257,67 +330,13 @@ template <class C>
                 planes[o] = dy_n + std::min(o0 + o, g.outputs - 1) * out_plane;
             }
             for (int t0 = 0; t0 < l.grad_taps; t0 += taps) {
-                const std::ptrdiff_t* off = offsets.data() + t0;
-                V acc[outs][taps];
-                float* sums = dwv + (static_cast<std::ptrdiff_t>(o0) * l.grad_taps + t0) * C::width;
-#pragma GCC unroll 8
-                for (int o = 0; o < outs; ++o) {
-#pragma GCC unroll 8
-                    for (int t = 0; t < taps; ++t) {
-                        load(acc[o][t], sums + (o * l.grad_taps + t) * C::width);
-                    }
-                }
-                // Down the columns of vectors: with rows as the inner loop, its bound and pointer
-                // steps do not change, where a row of cifar10_quick's conv1 is only 2 vectors and
-                // the setup per row took a third of the time.
-                for (int x0 = 0; x0 < full; x0 += C::width) {
-                    for (int row = 0; row < l.out_h; ++row) {
-                        const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * l.out_w + x0;
-                        V d[outs];
-#pragma GCC unroll 8
-                        for (int o = 0; o < outs; ++o) {
-                            load(d[o], planes[o] + at);
-                        }
-                        gradient_step<C>(acc, d, xp + row * l.cols + x0, off);
-                    }
-                }
-                if (full < l.out_w) {
-                    for (int row = 0; row < l.out_h; ++row) {
-                        const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * l.out_w + full;
-                        V d[outs];
-                        for (int o = 0; o < outs; ++o) {
-                            load_part(d[o], planes[o] + at, l.out_w - full);
-                        }
-                        gradient_step<C>(acc, d, xp + row * l.cols + full, off);
-                    }
-                }
-#pragma GCC unroll 8
-                for (int o = 0; o < outs; ++o) {
-#pragma GCC unroll 8
-                    for (int t = 0; t < taps; ++t) {
-                        store(sums + (o * l.grad_taps + t) * C::width, acc[o][t]);
-                    }
-                }
+                gradient_block<C>(l, planes, xp, offsets.data() + t0,
+                                  dwv + (static_cast<std::ptrdiff_t>(o0) * l.grad_taps + t0) *
+                                            C::width);
             }
         }
         if (db != nullptr) {
-            for (int o = 0; o < g.outputs; ++o) {
-                const float* plane = dy_n + o * out_plane;
-                V sum;
-                load(sum, dbv + o * C::width);
-                std::ptrdiff_t k = 0;
-                for (; k + C::width <= out_plane; k += C::width) {
-                    V v;
-                    load(v, plane + k);
-                    sum += v;
-                }
-                if (k < out_plane) {
-                    V v;
-                    load_part(v, plane + k, static_cast<int>(out_plane - k));
-                    sum += v;
-                }
-                store(dbv + o * C::width, sum);
-            }
+            bias_sums<C>(g, dy_n, out_plane, dbv);
         }
     }
     for (int o = 0; o < g.outputs; ++o) {
