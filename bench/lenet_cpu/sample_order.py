@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The training order of a dltrain Data layer with `shuffle: true`, for PyTorch twins of its runs
-(engine/src/data/sample_order.cpp is the original; tests/engine/test_sample_order.cpp checks that
+(engine/src/data/sample_order.cpp is the original; tests/engine/data/test_sample_order.cpp checks that
 the two agree).
 
 Epoch e's order of images 0..n-1 is a Fisher-Yates shuffle from the last position down, each swap

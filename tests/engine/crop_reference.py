@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """NumPy reference of a dltrain Data layer's batches with Caffe's transforms (scale, mean, crop_size,
 mirror), written from Caffe's DataTransformer::Transform and docs/engine.md, not from the C++
-(engine/src/data/batch_reader.cpp). tests/engine/test_crop_mirror.cpp holds the reader to it.
+(engine/src/data/batch_reader.cpp). tests/engine/data/test_crop_mirror.cpp holds the reader to it.
 
     crop_reference.py PIXELS N C H W CROP MIRROR PHASE SEED SHUFFLE CURSOR COUNT SCALE MEAN OUT
 

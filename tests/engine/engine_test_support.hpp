@@ -44,6 +44,14 @@ private:
     std::filesystem::path m_path;
 };
 
+/// `bytes` as the whole of `path`, its folder made first.
+inline void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+    if (path.has_parent_path()) {
+        std::filesystem::create_directories(path.parent_path());
+    }
+    std::ofstream(path, std::ios::binary) << bytes;
+}
+
 inline void put_be32(std::string& out, std::uint32_t value) {
     for (int shift = 24; shift >= 0; shift -= 8) {
         out.push_back(static_cast<char>((value >> shift) & 0xFFU));

@@ -1,5 +1,5 @@
 """Writes Caffe Datums with Python's protobuf, as Caffe's own Python tools would, for
-tests/engine/test_leveldb_reader.cpp: float_data Datums in the encoding a proto says.
+tests/engine/data/test_leveldb_reader.cpp: float_data Datums in the encoding a proto says.
 
 usage: float_datums.py MODULE_DIR OUT_DIR COUNT CHANNELS HEIGHT WIDTH [VALUES]
 

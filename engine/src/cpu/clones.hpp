@@ -36,7 +36,7 @@
 // Clang's and GCC 12's __builtin_shufflevector. GCC 10 and 11 have only __builtin_shuffle, whose
 // result is as wide as its inputs: there a same-width shuffle goes through it and a narrowing or
 // widening one is built lane by lane (which GCC turns back into shuffles where it can).
-// DL_SHUFFLE_PORTABLE picks the GCC 10 form on any compiler (tests/engine/test_cpu_shuffle.cpp
+// DL_SHUFFLE_PORTABLE picks the GCC 10 form on any compiler (tests/engine/cpu/test_cpu_shuffle.cpp
 // holds it to __builtin_shufflevector).
 #if !defined(DL_SHUFFLE_PORTABLE) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
 #define DL_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A .caffemodel written the way Caffe's own Python tools write one (caffe_pb2, compiled by protoc
 from engine/proto/caffe.proto), from the weights of a PyTorch model, with the data and the
-PyTorch reference for tests/engine/test_caffemodel.cpp (CaffeModelParity).
+PyTorch reference for tests/engine/io/test_caffemodel.cpp (CaffeModelParity).
 
     caffemodel_parity.py OUT_DIR
 

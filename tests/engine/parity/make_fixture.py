@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the PyTorch parity fixture for the engine's LeNet (tests/engine/test_parity.cpp).
+"""Writes the PyTorch parity fixture for the engine's LeNet (tests/engine/net/test_parity.cpp).
 
 Run with Debian's torch:  /usr/bin/python3 tests/engine/parity/make_fixture.py
 Never edit the outputs by hand: rerun this script.

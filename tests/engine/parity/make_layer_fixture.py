@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the PyTorch parity cases of single layers (tests/engine/test_layer_parity.cpp).
+"""Writes the PyTorch parity cases of single layers (tests/engine/net/test_layer_parity.cpp).
 
 Run with Debian's torch:  /usr/bin/python3 tests/engine/parity/make_layer_fixture.py
 Never edit the output by hand: rerun this script.

@@ -118,7 +118,8 @@ TEST_F(LmdbReader, DataShorterThanItsShapeAndTruncatedDatumsAreRefused) {
 }
 
 TEST_F(LmdbReader, FloatDatumsShortOfTheirShapeAndForeignLabelSourcesAreRefusedByName) {
-    // float_data Datums are read (tests/engine/test_leveldb_reader.cpp); one value for two is not.
+    // float_data Datums are read (tests/engine/data/test_leveldb_reader.cpp); one value for two is
+    // not.
     std::string floats;
     put_field(floats, 1, 1);
     put_field(floats, 2, 1);

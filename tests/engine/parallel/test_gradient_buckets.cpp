@@ -3,8 +3,8 @@
 // buffer, and after which layer's backward it may start. The plan is a function of the layer
 // order and the cap only, which is what keeps the ranks' sums in step.
 
-#include "parallel/gradient_exchange.hpp"
 #include "engine_test_support.hpp"
+#include "parallel/gradient_exchange.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>

@@ -2,9 +2,9 @@
 // directory lock (docs/data-parallel.md). Multi-rank runs of the real binary are in
 // test_data_parallel.cpp.
 
-#include "train/run_dir_lock.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
+#include "train/run_dir_lock.hpp"
 
 #include <dl/communicator.hpp>
 #include <dl/error.hpp>

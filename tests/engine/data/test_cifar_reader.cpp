@@ -6,6 +6,7 @@
 #include "data/cifar_dataset.hpp"
 #include "data/idx_dataset.hpp"
 #include "data/mean_file.hpp"
+#include "datum_support.hpp"
 #include "engine_test_support.hpp"
 #include "support/run_process.hpp"
 
@@ -37,17 +38,8 @@ std::string records(int first, int count) {
     return bytes;
 }
 
-void write(const fs::path& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary) << bytes;
-}
-
-void put_varint(std::string& out, std::uint64_t value) {
-    while (value >= 0x80U) {
-        out.push_back(static_cast<char>((value & 0x7FU) | 0x80U));
-        value >>= 7U;
-    }
-    out.push_back(static_cast<char>(value));
-}
+using dl_test::put_varint;
+using dl_test::write_bytes;
 
 // A BlobProto as compute_image_mean writes it: legacy num/channels/height/width and packed
 // floats; with `shape_field`, a BlobShape (field 7) and packed doubles (field 8) instead.
@@ -112,9 +104,9 @@ protected:
 };
 
 TEST_F(CifarReader, GlobReadsEveryFileInNameOrderWithItsLabels) {
-    write(m_dir.path() / "data_batch_2.bin", records(3, 2));
-    write(m_dir.path() / "data_batch_1.bin", records(0, 3));
-    write(m_dir.path() / "test_batch.bin", records(100, 1)); // not matched by the glob
+    write_bytes(m_dir.path() / "data_batch_2.bin", records(3, 2));
+    write_bytes(m_dir.path() / "data_batch_1.bin", records(0, 3));
+    write_bytes(m_dir.path() / "test_batch.bin", records(100, 1)); // not matched by the glob
     const fs::path source = m_dir.path() / "data_batch_*.bin";
     const dl::data::IdxDataset set = dl::data::load_idx(source, source);
     ASSERT_EQ(set.count, 5U);
@@ -140,7 +132,7 @@ TEST_F(CifarReader, GlobReadsEveryFileInNameOrderWithItsLabels) {
 
 TEST_F(CifarReader, LengthsThatAreNotWholeRecordsAreRefusedNamingTheFile) {
     const fs::path truncated = m_dir.path() / "truncated.bin";
-    write(truncated, records(0, 2).substr(0, 3073 + 100));
+    write_bytes(truncated, records(0, 2).substr(0, 3073 + 100));
     std::string message = load_error(truncated, truncated);
     EXPECT_NE(message.find(truncated.string()), std::string::npos) << message;
     EXPECT_NE(message.find("3173 bytes"), std::string::npos) << message;
@@ -149,7 +141,7 @@ TEST_F(CifarReader, LengthsThatAreNotWholeRecordsAreRefusedNamingTheFile) {
     EXPECT_THROW(dl::data::read_idx_header(truncated), dl::Error);
 
     const fs::path empty = m_dir.path() / "empty.bin";
-    write(empty, "");
+    write_bytes(empty, "");
     message = load_error(empty, empty);
     EXPECT_NE(message.find("0 bytes"), std::string::npos) << message;
 }
@@ -160,14 +152,14 @@ TEST_F(CifarReader, ALabelOutsideTenClassesNamesTheRecord) {
     std::string bytes = records(0, 3);
     bytes[2 * 3073] = 12;
     const fs::path file = m_dir.path() / "bad_label.bin";
-    write(file, bytes);
+    write_bytes(file, bytes);
     const std::string message = load_error(file, file);
     EXPECT_NE(message.find("record 2"), std::string::npos) << message;
     EXPECT_NE(message.find("label 12"), std::string::npos) << message;
 }
 
 TEST_F(CifarReader, LabelsFromAnotherFileAndGlobsWithoutMatchesAreRefused) {
-    write(m_dir.path() / "a.bin", records(0, 1));
+    write_bytes(m_dir.path() / "a.bin", records(0, 1));
     std::string message = load_error(m_dir.path() / "a.bin", m_dir.path() / "labels.idx");
     EXPECT_NE(message.find("label_source to the same path"), std::string::npos) << message;
     message = load_error(m_dir.path() / "nothing_*.bin", {});
@@ -175,7 +167,7 @@ TEST_F(CifarReader, LabelsFromAnotherFileAndGlobsWithoutMatchesAreRefused) {
 }
 
 TEST_F(CifarReader, MeanValueIsSubtractedPerChannelBeforeScaling) {
-    write(m_dir.path() / "a.bin", records(0, 2));
+    write_bytes(m_dir.path() / "a.bin", records(0, 2));
     const fs::path source = m_dir.path() / "a.bin";
     const dl::data::IdxDataset set = dl::data::load_idx(source, source);
     dl::data::BatchReader reader(set, 2, 0.5F, dl::data::SampleOrder(set.count, std::nullopt), 0, 2,
@@ -195,13 +187,13 @@ TEST_F(CifarReader, MeanValueIsSubtractedPerChannelBeforeScaling) {
 
 TEST_F(CifarReader, MeanFileIsReadInBothBlobProtoFormsAndSubtractedPerPixel) {
     const fs::path legacy = m_dir.path() / "mean.binaryproto";
-    write(legacy, blob_proto({1, 3, 32, 32}, mean_image()));
+    write_bytes(legacy, blob_proto({1, 3, 32, 32}, mean_image()));
     EXPECT_EQ(dl::data::load_mean_file(legacy, 3, 32, 32), mean_image());
     const fs::path shaped = m_dir.path() / "shaped.binaryproto";
-    write(shaped, blob_proto({1, 3, 32, 32}, mean_image(), true));
+    write_bytes(shaped, blob_proto({1, 3, 32, 32}, mean_image(), true));
     EXPECT_EQ(dl::data::load_mean_file(shaped, 3, 32, 32), mean_image());
 
-    write(m_dir.path() / "a.bin", records(0, 1));
+    write_bytes(m_dir.path() / "a.bin", records(0, 1));
     const dl::data::IdxDataset set = dl::data::load_idx(m_dir.path() / "a.bin", {});
     dl::data::BatchReader reader(set, 1, 2.0F, dl::data::SampleOrder(set.count, std::nullopt), 0, 2,
                                  0, 1, mean_image());
@@ -214,7 +206,7 @@ TEST_F(CifarReader, MeanFileIsReadInBothBlobProtoFormsAndSubtractedPerPixel) {
 
 TEST_F(CifarReader, AMeanFileOfAnotherShapeOrLengthIsRefused) {
     const fs::path small = m_dir.path() / "small.binaryproto";
-    write(small, blob_proto({1, 1, 28, 28}, std::vector<float>(784, 1.0F)));
+    write_bytes(small, blob_proto({1, 1, 28, 28}, std::vector<float>(784, 1.0F)));
     try {
         dl::data::load_mean_file(small, 3, 32, 32);
         ADD_FAILURE() << "no error";
@@ -225,7 +217,7 @@ TEST_F(CifarReader, AMeanFileOfAnotherShapeOrLengthIsRefused) {
             << message;
     }
     const fs::path short_data = m_dir.path() / "short.binaryproto";
-    write(short_data, blob_proto({1, 3, 32, 32}, std::vector<float>(100, 1.0F)));
+    write_bytes(short_data, blob_proto({1, 3, 32, 32}, std::vector<float>(100, 1.0F)));
     try {
         dl::data::load_mean_file(short_data, 3, 32, 32);
         ADD_FAILURE() << "no error";
@@ -235,7 +227,7 @@ TEST_F(CifarReader, AMeanFileOfAnotherShapeOrLengthIsRefused) {
             << e.what();
     }
     const fs::path garbage = m_dir.path() / "garbage.binaryproto";
-    write(garbage, std::string("\x2a\xff\xff\xff\x0f", 5)); // data field, 4 GB long
+    write_bytes(garbage, std::string("\x2a\xff\xff\xff\x0f", 5)); // data field, 4 GB long
     EXPECT_THROW(dl::data::load_mean_file(garbage, 3, 32, 32), dl::Error);
 }
 
@@ -253,7 +245,7 @@ TEST_F(CifarReader, AMeanFileLargerThanItsImagesIsRefusedBeforeItIsHeld) {
         return {};
     };
     const fs::path many = m_dir.path() / "many.binaryproto";
-    write(many, blob_proto({1, 1, 28, 28}, std::vector<float>(785, 1.0F)));
+    write_bytes(many, blob_proto({1, 1, 28, 28}, std::vector<float>(785, 1.0F)));
     std::string message = refusal(many);
     EXPECT_NE(message.find("more than the 784 values of its images"), std::string::npos) << message;
     // Ten dimensions in the shape: refused at the fifth (a mean is at most 1 x C x H x W).
@@ -262,13 +254,13 @@ TEST_F(CifarReader, AMeanFileLargerThanItsImagesIsRefusedBeforeItIsHeld) {
         shape += "\x08\x01"; // dim: 1
     }
     const fs::path deep = m_dir.path() / "deep.binaryproto";
-    write(deep, shape);
+    write_bytes(deep, shape);
     message = refusal(deep);
     EXPECT_NE(message.find("more than 4 dimensions"), std::string::npos) << message;
     // Far more bytes than 784 values take in any encoding: refused by its size, unread.
     const fs::path huge = m_dir.path() / "huge.binaryproto";
-    write(huge, blob_proto({1, 1, 28, 28}, std::vector<float>(784, 1.0F)) +
-                    std::string(std::size_t{1} << 20U, '\0'));
+    write_bytes(huge, blob_proto({1, 1, 28, 28}, std::vector<float>(784, 1.0F)) +
+                          std::string(std::size_t{1} << 20U, '\0'));
     message = refusal(huge);
     EXPECT_NE(message.find(huge.string()), std::string::npos) << message;
 }
@@ -322,13 +314,13 @@ TEST_F(CifarReader, DltrainTrainsOnCifarBatches) {
         }
         return bytes;
     };
-    write(m_dir.path() / "data_batch_1.bin", make(30, 0));
-    write(m_dir.path() / "data_batch_2.bin", make(30, 1));
-    write(m_dir.path() / "test_batch.bin", make(20, 2));
+    write_bytes(m_dir.path() / "data_batch_1.bin", make(30, 0));
+    write_bytes(m_dir.path() / "data_batch_2.bin", make(30, 1));
+    write_bytes(m_dir.path() / "test_batch.bin", make(20, 2));
     // The test net subtracts a mean image (Caffe's mean.binaryproto) of 60 everywhere: the same
     // inputs as the train net's mean_value.
-    write(m_dir.path() / "mean.binaryproto",
-          blob_proto({1, 3, 32, 32}, std::vector<float>(k_cifar_image, 60.0F)));
+    write_bytes(m_dir.path() / "mean.binaryproto",
+                blob_proto({1, 3, 32, 32}, std::vector<float>(k_cifar_image, 60.0F)));
     const fs::path config = m_dir.path() / "cifar.yaml";
     std::ofstream(config) << R"(name: cifar_tiny
 layers:

@@ -1,7 +1,7 @@
 // Bad configs: every error names the file, the line and the key, and lists the valid choices.
 
-#include "net/memory_plan.hpp"
 #include "engine_test_support.hpp"
+#include "net/memory_plan.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>

@@ -34,10 +34,7 @@ using dljob::test::run_shell;
 
 constexpr int k_count = 7; // images per source: 12 positions from cursor 5 cross two epochs
 
-void write(const fs::path& path, const std::string& bytes) {
-    fs::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary) << bytes;
-}
+using dl_test::write_bytes;
 
 /// Image i of C x H x W, planar: a pattern that differs along every axis, so a crop, a flip or a
 /// swapped axis shows.
@@ -82,8 +79,8 @@ fs::path write_idx(const fs::path& dir, int height, int width) {
     for (int i = 0; i < k_count; ++i) {
         labels.push_back(static_cast<char>(label_of(i)));
     }
-    write(dir / "images-idx3-ubyte", images);
-    write(dir / "labels-idx1-ubyte", labels);
+    write_bytes(dir / "images-idx3-ubyte", images);
+    write_bytes(dir / "labels-idx1-ubyte", labels);
     return dir / "images-idx3-ubyte";
 }
 
@@ -127,8 +124,8 @@ fs::path write_pack(const fs::path& dir, int height, int width) {
         tar.append((512 - ppm.size() % 512) % 512, '\0');
     }
     tar.append(1024, '\0');
-    write(dir / "pack" / "data.tar", tar);
-    write(dir / "pack" / "index.tsv", index);
+    write_bytes(dir / "pack" / "data.tar", tar);
+    write_bytes(dir / "pack" / "index.tsv", index);
     return dir / "pack" / "train";
 }
 
@@ -138,7 +135,7 @@ fs::path write_cifar(const fs::path& dir) {
         records.push_back(static_cast<char>(label_of(i)));
         records += image_bytes(i, 3, 32, 32);
     }
-    write(dir / "data_batch_1.bin", records);
+    write_bytes(dir / "data_batch_1.bin", records);
     return dir / "data_batch_1.bin";
 }
 
@@ -198,12 +195,12 @@ protected:
         }
 
         const fs::path pixels = m_dir.path() / "pixels.u8";
-        write(pixels, all_images(channels, height, width));
+        write_bytes(pixels, all_images(channels, height, width));
         std::string mean_arg = "-";
         if (!mean.empty()) {
             std::string bytes(mean.size() * sizeof(float), '\0');
             std::memcpy(bytes.data(), mean.data(), bytes.size());
-            write(m_dir.path() / "mean.f32", bytes);
+            write_bytes(m_dir.path() / "mean.f32", bytes);
             mean_arg = (m_dir.path() / "mean.f32").string();
         }
         const fs::path out = m_dir.path() / "expected.f32";
