@@ -1,7 +1,8 @@
 #pragma once
 // Pooling and ReLU for the CPU backend: the fast loops the backend runs, over a run of planes
 // (one image's channel each) one after the other, and the plain reference loops they are tested
-// against, one plane per call (bit for bit, argmax included, in tests/engine/cpu/test_cpu_pooling.cpp).
+// against, one plane per call (bit for bit, argmax included, in
+// tests/engine/cpu/test_cpu_pooling.cpp).
 //
 // 3x3 windows at stride 2 without padding (Caffe's usual pooling, all of cifar10_quick's) have
 // their own loops: whole output rows in vectors, each input row read once and split by shuffles

@@ -1,8 +1,8 @@
 #pragma once
 // The MPI communicator is a plugin, libdltrain-mpi-<flavour>.so, that dltrain loads with dlopen
-// only when the launcher started several ranks (parallel/communicator.cpp): a one-rank run, and a node
-// without MPI, never map an MPI library. There is one plugin per MPI flavour because MPI has no
-// common binary interface: MPI_Comm is a pointer in Open MPI and an int in MPICH (Cray MPICH and
+// only when the launcher started several ranks (parallel/communicator.cpp): a one-rank run, and a
+// node without MPI, never map an MPI library. There is one plugin per MPI flavour because MPI has
+// no common binary interface: MPI_Comm is a pointer in Open MPI and an int in MPICH (Cray MPICH and
 // Intel MPI share MPICH's), and so are every handle and constant; an object compiled against one
 // mpi.h cannot call the other library. Plain C++ only: the core includes this, never <mpi.h>.
 

@@ -3,14 +3,14 @@
 // `display` iterations, snapshot every `snapshot`; plus leaving early on a signal or deadline.
 
 #include "backends/cuda_loader.hpp"
-#include "parallel/gradient_exchange.hpp"
-#include "net/memory_plan.hpp"
-#include "train/run_dir_lock.hpp"
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
 #include "data/mean_file.hpp"
 #include "io/caffemodel.hpp"
 #include "net/layer_kind.hpp"
+#include "net/memory_plan.hpp"
+#include "parallel/gradient_exchange.hpp"
+#include "train/run_dir_lock.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/blas.hpp>
