@@ -223,16 +223,16 @@ Result<ResolvedResources> resolve_resources(const Recipe& recipe, const SiteProf
         if (*want.memory > node.memory && node.from_machine.memory) {
             return refuse(recipe, "resources.memory",
                           fmt::format("{} requested, but this machine has {} ({})",
-                                      want.memory->slurm(), node.memory.slurm(),
+                                      want.memory->text(), node.memory.text(),
                                       on_this_machine(site, node.memory_found)),
                           fmt::format("ask for at most {} (--set resources.memory={})",
-                                      node.memory.slurm(), node.memory.slurm()));
+                                      node.memory.text(), node.memory.text()));
         }
         if (*want.memory > node.memory) {
             return refuse(recipe, "resources.memory",
                           fmt::format("{} per node requested, but nodes of {} have {}",
-                                      want.memory->slurm(), place, node.memory.slurm()),
-                          fmt::format("ask for at most {}", node.memory.slurm()));
+                                      want.memory->text(), place, node.memory.text()),
+                          fmt::format("ask for at most {}", node.memory.text()));
         }
         out.memory = *want.memory;
     }

@@ -64,14 +64,8 @@ Result<MemorySize> MemorySize::parse(std::string_view text) {
     return MemorySize{static_cast<std::int64_t>(mib)};
 }
 
-std::string MemorySize::slurm() const {
-    return format_with_units(m_mib, "G", "M");
-}
-std::string MemorySize::pbs() const {
-    return format_with_units(m_mib, "gb", "mb");
-}
-std::string MemorySize::sqsub() const {
-    return format_with_units(m_mib, "g", "m");
+std::string MemorySize::with_units(const char* gib_unit, const char* mib_unit) const {
+    return format_with_units(m_mib, gib_unit, mib_unit);
 }
 
 } // namespace dljob

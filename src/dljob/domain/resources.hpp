@@ -13,7 +13,7 @@
 namespace dljob {
 
 /// An amount of memory in MiB, parsed from "16G", "16GB", "512M", "1.5g", "2T" (binary units, as
-/// schedulers use them) and printed per scheduler.
+/// schedulers use them) and printed in the units each scheduler takes.
 class MemorySize {
 public:
     MemorySize() = default;
@@ -21,12 +21,12 @@ public:
     static Result<MemorySize> parse(std::string_view text);
 
     [[nodiscard]] std::int64_t mib() const noexcept { return m_mib; }
-    /// Slurm `--mem=`: "16G" when a whole number of GiB, else "1500M".
-    [[nodiscard]] std::string slurm() const;
-    /// PBS `mem=`: "16gb" when whole GiB, else "1500mb".
-    [[nodiscard]] std::string pbs() const;
-    /// sqsub `--mpp=`: "16g" when whole GiB, else "1500m".
-    [[nodiscard]] std::string sqsub() const;
+    /// "16G" when a whole number of GiB, else "1500M" (Slurm's `--mem=` and how dljob shows
+    /// memory).
+    [[nodiscard]] std::string text() const { return with_units("G", "M"); }
+    /// The same with a scheduler's own units ("gb" and "mb" for PBS's `mem=`): each family
+    /// spells its own (schedulers/<family>.cpp).
+    [[nodiscard]] std::string with_units(const char* gib_unit, const char* mib_unit) const;
 
     friend bool operator==(MemorySize a, MemorySize b) noexcept { return a.m_mib == b.m_mib; }
     friend auto operator<=>(MemorySize a, MemorySize b) noexcept { return a.m_mib <=> b.m_mib; }

@@ -137,17 +137,13 @@ std::string Walltime::hms() const {
                        m_seconds % 60);
 }
 
-std::string Walltime::slurm() const {
+std::string Walltime::days_hms() const {
     const std::int64_t days = m_seconds / 86400;
     const std::int64_t rest = m_seconds % 86400;
     if (days == 0) {
         return hms();
     }
     return fmt::format("{}-{:02}:{:02}:{:02}", days, rest / 3600, (rest / 60) % 60, rest % 60);
-}
-
-std::string Walltime::sqsub() const {
-    return fmt::format("{}m", minutes_ceil());
 }
 
 } // namespace dljob

@@ -22,17 +22,16 @@ public:
     static Result<Walltime> parse(std::string_view text);
 
     [[nodiscard]] std::int64_t seconds() const noexcept { return m_seconds; }
-    /// Whole minutes, rounded up (sqsub and `sbatch -t` take minutes).
+    /// Whole minutes, rounded up (sqsub's `-r` takes minutes).
     [[nodiscard]] std::int64_t minutes_ceil() const noexcept { return (m_seconds + 59) / 60; }
 
     /// "HH:MM:SS" with hours >= 24 allowed (PBS/Torque/Moab `walltime=`; the Slurm Torque
     /// wrappers reject the D:HH:MM:SS form, so days are never printed here).
     [[nodiscard]] std::string hms() const;
-    /// Slurm `--time=`: "HH:MM:SS" under a day, "D-HH:MM:SS" from a day on.
-    [[nodiscard]] std::string slurm() const;
-    /// SHARCNET `sqsub -r`: "<N>m" minutes, rounded up (a bare number would also mean minutes,
-    /// the suffix makes it obvious to a reader).
-    [[nodiscard]] std::string sqsub() const;
+    /// "HH:MM:SS" under a day, "D-HH:MM:SS" from a day on (Slurm's `--time=` and how dljob
+    /// shows a walltime). Other schedulers' spellings are their families'
+    /// (schedulers/<family>.cpp).
+    [[nodiscard]] std::string days_hms() const;
 
     friend bool operator==(Walltime a, Walltime b) noexcept { return a.m_seconds == b.m_seconds; }
     friend auto operator<=>(Walltime a, Walltime b) noexcept { return a.m_seconds <=> b.m_seconds; }

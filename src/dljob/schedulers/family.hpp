@@ -111,6 +111,9 @@ public:
     [[nodiscard]] virtual std::vector<std::string>
     retarget_dependency(const std::string& dependant, const JobDependency& after) const;
 
+    /// A command whose output the family's `interactive` needs (InteractiveRequest::
+    /// probe_output), run with a short timeout before it; empty: none.
+    [[nodiscard]] virtual std::vector<std::string> interactive_probe() const { return {}; }
     /// The command that opens an interactive session with the request's resources, or a
     /// refusal naming the closest thing.
     [[nodiscard]] virtual Result<InteractivePlan>

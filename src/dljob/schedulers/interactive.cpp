@@ -12,10 +12,6 @@
 
 namespace dljob::schedulers {
 
-std::vector<std::string> qsub_wrapper_probe() {
-    return {"qsub", "--sbatchline", "-I"};
-}
-
 Result<InteractivePlan> plan_interactive(const InteractiveRequest& request) {
     if (request.site == nullptr || request.partition == nullptr ||
         request.rendered.submit_argv.empty()) {

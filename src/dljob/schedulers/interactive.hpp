@@ -42,8 +42,8 @@ struct InteractiveRequest {
     std::string token;
     std::string rc_path;      // <run_dir>/session.rc: what bash --rcfile reads
     std::string session_path; // <run_dir>/session.sh: what qsub -I -x / msub -I -x run
-    /// pbs only: `qsub` is Slurm's Torque wrapper, which has no -x (see above).
-    bool qsub_is_slurm_wrapper = false;
+    /// What the family's interactive_probe printed (it exited 0); empty: no probe, or it failed.
+    std::string probe_output;
 };
 
 struct InteractivePlan {
@@ -60,10 +60,6 @@ struct InteractivePlan {
 
 /// The interactive command for the request's scheduler family (see the table above).
 Result<InteractivePlan> plan_interactive(const InteractiveRequest& request);
-
-/// The argv that tells Slurm's Torque wrapper from a real Torque qsub: only the wrapper knows
-/// --sbatchline, and with it prints the salloc line without allocating anything.
-std::vector<std::string> qsub_wrapper_probe();
 
 /// What the session's rc file needs besides the rendered job script.
 struct SessionFiles {

@@ -283,7 +283,7 @@ std::vector<std::pair<std::string, std::string>> dialect_options(const JobFacts&
     // Cray: memory is informational (aprun -m decides); Hélios: memory follows the GPUs.
     if (res.memory.mib() > 0 && partition.launcher != LauncherKind::aprun &&
         !partition.forbids_ppn) {
-        resources += ",mem=" + res.memory.pbs();
+        resources += ",mem=" + res.memory.with_units("gb", "mb");
     }
     std::vector<std::pair<std::string, std::string>> options{{"-N", facts.name}};
     if (!facts.account.empty()) {
@@ -353,9 +353,15 @@ public:
     retarget_dependency(const std::string& dependant, const JobDependency& after) const override {
         return {"qalter", "-W", pbs_dialect_dependency(after).at(1), dependant};
     }
+    // Tells Slurm's Torque wrapper, which has no -x, from a real Torque qsub: only the wrapper
+    // knows --sbatchline, and with it prints the salloc line without allocating anything.
+    [[nodiscard]] std::vector<std::string> interactive_probe() const override {
+        return {"qsub", "--sbatchline", "-I"};
+    }
     [[nodiscard]] Result<InteractivePlan>
     interactive(const InteractiveRequest& request) const override {
-        auto argv = pbs_dialect_interactive(request, "qsub", !request.qsub_is_slurm_wrapper);
+        const bool slurm_wrapper = request.probe_output.find("salloc") != std::string::npos;
+        auto argv = pbs_dialect_interactive(request, "qsub", !slurm_wrapper);
         if (!argv) {
             return fail(argv.error());
         }

@@ -89,7 +89,14 @@ const SchedulerFamily& family_of(SchedulerKind kind) {
 }
 
 const std::vector<std::string>& scheduler_families() {
-    static const std::vector<std::string> families{"local", "slurm", "pbs", "moab", "sqsub"};
+    // The names the site profiles know (domain/site_profile.cpp), not a second list.
+    static const std::vector<std::string> families = [] {
+        std::vector<std::string> names;
+        for (const SchedulerKind kind : scheduler_kinds()) {
+            names.emplace_back(to_string(kind));
+        }
+        return names;
+    }();
     return families;
 }
 

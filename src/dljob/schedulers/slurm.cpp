@@ -315,9 +315,9 @@ std::vector<std::string> resource_options(const JobFacts& facts) {
         options.push_back(gpu_request(partition, res.gpus_per_node));
     }
     if (res.memory.mib() > 0) {
-        options.push_back("--mem=" + res.memory.slurm());
+        options.push_back("--mem=" + res.memory.text());
     }
-    options.push_back("--time=" + res.walltime.slurm());
+    options.push_back("--time=" + res.walltime.days_hms());
     if (!partition.features.empty()) {
         options.push_back("--constraint=" + joined(partition.features, "&"));
     }

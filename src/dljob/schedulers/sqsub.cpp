@@ -246,7 +246,8 @@ std::vector<std::string> queue_options(const JobFacts& facts, SubmitPlan& plan) 
         memory = MemorySize::from_mib(std::max<std::int64_t>(
             1024, partition.node.memory.mib() * res.cores_per_node / partition.node.cores));
         plan.notes.push_back(fmt::format("sqsub needs memory: using {} ({} of {} cores' share)",
-                                         memory.sqsub(), res.cores_per_node, partition.node.cores));
+                                         memory.with_units("g", "m"), res.cores_per_node,
+                                         partition.node.cores));
     }
     std::vector<std::string> options{"-q", partition.queue};
     // Several ranks are an MPI job of that many processes (the script still runs once, with
@@ -266,8 +267,9 @@ std::vector<std::string> queue_options(const JobFacts& facts, SubmitPlan& plan) 
     if (res.gpus_per_node > 0) {
         options.push_back(fmt::format("--gpp={}", res.gpus_per_node));
     }
-    options.push_back("--mpp=" + memory.sqsub());
-    options.insert(options.end(), {"-r", res.walltime.sqsub(), "-j", facts.name});
+    options.push_back("--mpp=" + memory.with_units("g", "m"));
+    options.insert(options.end(),
+                   {"-r", fmt::format("{}m", res.walltime.minutes_ceil()), "-j", facts.name});
     return options;
 }
 

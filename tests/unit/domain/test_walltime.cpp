@@ -51,12 +51,12 @@ TEST_F(WalltimeParsing, FieldsPastTheLimitAreTooLargeInEveryForm) {
     EXPECT_EQ(Walltime::parse("00000000001-00")->seconds(), 86400);
 }
 
-TEST_F(WalltimeParsing, FormatsPerScheduler) {
+TEST_F(WalltimeParsing, FormatsAsHoursOrDaysAndCountsMinutesUp) {
     const auto w = Walltime::parse("1-02:03:04").value();
     EXPECT_EQ(w.hms(), "26:03:04"); // PBS: never D:HH:MM:SS (the Slurm wrappers reject it)
-    EXPECT_EQ(w.slurm(), "1-02:03:04");
-    EXPECT_EQ(w.sqsub(), "1564m"); // minutes, rounded up
-    EXPECT_EQ(Walltime::parse("02:00:00")->slurm(), "02:00:00");
+    EXPECT_EQ(w.days_hms(), "1-02:03:04");
+    EXPECT_EQ(w.minutes_ceil(), 1564); // sqsub's -r: minutes, rounded up
+    EXPECT_EQ(Walltime::parse("02:00:00")->days_hms(), "02:00:00");
 }
 
 class MemorySizeParsing : public ::testing::Test {};
@@ -65,9 +65,9 @@ TEST_F(MemorySizeParsing, ParsesBinaryUnitsAndFormatsPerScheduler) {
     EXPECT_EQ(MemorySize::parse("16G")->mib(), 16 * 1024);
     EXPECT_EQ(MemorySize::parse("512M")->mib(), 512);
     EXPECT_EQ(MemorySize::parse("1.5g")->mib(), 1536);
-    EXPECT_EQ(MemorySize::parse("16G")->slurm(), "16G");
-    EXPECT_EQ(MemorySize::parse("16G")->pbs(), "16gb");
-    EXPECT_EQ(MemorySize::parse("1500M")->sqsub(), "1500m");
+    EXPECT_EQ(MemorySize::parse("16G")->text(), "16G");
+    EXPECT_EQ(MemorySize::parse("16G")->with_units("gb", "mb"), "16gb");
+    EXPECT_EQ(MemorySize::parse("1500M")->with_units("g", "m"), "1500m");
     for (const char* bad : {"", "16", "G", "16Q", "-1G", "0M"}) {
         EXPECT_FALSE(MemorySize::parse(bad)) << bad;
     }

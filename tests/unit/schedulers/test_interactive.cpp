@@ -46,7 +46,8 @@ Planned plan_for(const RenderRequest& render_request, bool slurm_wrapper = false
     out.request.token = render_request.job_token;
     out.request.rc_path = "/scratch/runs/s/session.rc";
     out.request.session_path = "/scratch/runs/s/session.sh";
-    out.request.qsub_is_slurm_wrapper = slurm_wrapper;
+    // What the PBS family's probe prints on Slurm's Torque wrapper (only it has --sbatchline).
+    out.request.probe_output = slurm_wrapper ? "salloc --time=00:30:00 -N 1\n" : "";
     auto plan = schedulers::plan_interactive(out.request);
     EXPECT_TRUE(plan) << (plan ? "" : plan.error().message);
     if (plan) {

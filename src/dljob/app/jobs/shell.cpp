@@ -5,6 +5,7 @@
 #include <dljob/app/jobs/shell.hpp>
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/render/job_script.hpp>
+#include <dljob/schedulers/family.hpp>
 #include <dljob/schedulers/interactive.hpp>
 #include <dljob/util/files.hpp>
 #include <dljob/util/paths.hpp>
@@ -297,8 +298,8 @@ struct SessionPlan {
     std::vector<RunFile> run_files;
 };
 
-// The family's interactive command for a prepared session (Torque: whether qsub is Slurm's
-// wrapper, which only a probe tells).
+// The family's interactive command for a prepared session, after the family's probe where it
+// has one (Torque: whether qsub is Slurm's wrapper, which only running it tells).
 Result<schedulers::InteractivePlan> interactive_plan(JobContext& context,
                                                      const PreparedJob& prepared,
                                                      const Partition* partition,
@@ -310,13 +311,13 @@ Result<schedulers::InteractivePlan> interactive_plan(JobContext& context,
     request.token = prepared.request.job_token;
     request.rc_path = (run_dir / "session.rc").string();
     request.session_path = (run_dir / "session.sh").string();
-    if (prepared.rendered.scheduler == SchedulerKind::pbs) {
-        ProcessRequest probe;
-        probe.argv = schedulers::qsub_wrapper_probe();
+    ProcessRequest probe;
+    probe.argv = schedulers::family_of(prepared.rendered.scheduler).interactive_probe();
+    if (!probe.argv.empty()) {
         probe.timeout = std::chrono::seconds(10);
-        auto probed = context.runner().run(probe);
-        request.qsub_is_slurm_wrapper =
-            probed && probed->exit_code == 0 && probed->out.find("salloc") != std::string::npos;
+        if (auto probed = context.runner().run(probe); probed && probed->exit_code == 0) {
+            request.probe_output = probed->out;
+        }
     }
     auto plan = schedulers::plan_interactive(request);
     if (!plan) {

@@ -94,7 +94,7 @@ void describe_partition(const Partition& p, SiteDescription& d) {
     d.line(4, "scheduler", to_string(p.scheduler), k + ".scheduler");
     d.line(4, "launcher", to_string(p.launcher), k + ".launcher");
     d.line(4, "node.cores", std::to_string(p.node.cores), k + ".node.cores");
-    d.line(4, "node.memory", p.node.memory.slurm(), k + ".node.memory");
+    d.line(4, "node.memory", p.node.memory.text(), k + ".node.memory");
     d.line(4, "node.gpus", std::to_string(p.node.gpus), k + ".node.gpus");
     if (!p.node.gpu_model.empty()) {
         d.line(4, "node.gpu_model", p.node.gpu_model, k + ".node.gpu_model");
@@ -104,8 +104,8 @@ void describe_partition(const Partition& p, SiteDescription& d) {
                k + ".node.cores_per_gpu");
     }
     d.line(4, "max_nodes", std::to_string(p.max_nodes), k + ".max_nodes");
-    d.line(4, "walltime.default", p.default_walltime.slurm(), k + ".walltime.default");
-    d.line(4, "walltime.max", p.max_walltime.slurm(), k + ".walltime.max");
+    d.line(4, "walltime.default", p.default_walltime.days_hms(), k + ".walltime.default");
+    d.line(4, "walltime.max", p.max_walltime.days_hms(), k + ".walltime.max");
     d.line(4, "features", join(p.features), k + ".features");
     d.line(4, "account_required", p.account_required ? "true" : "false", k + ".account_required");
     d.line(4, "forbids_ppn", p.forbids_ppn ? "true" : "false", k + ".forbids_ppn");
@@ -128,7 +128,7 @@ void describe_storage(const StorageTier& tier, SiteDescription& d) {
     d.line(4, "per_node", tier.per_node ? "true" : "false", k + ".per_node");
     d.line(4, "network", tier.network ? "true" : "false", k + ".network");
     if (tier.capacity) {
-        d.line(4, "capacity", tier.capacity->slurm(), k + ".capacity");
+        d.line(4, "capacity", tier.capacity->text(), k + ".capacity");
     }
     if (tier.purge_days) {
         d.line(4, "purge_days", std::to_string(*tier.purge_days), k + ".purge_days");
