@@ -72,7 +72,7 @@ def self_test(rules_path):
         ("src/dljob/adapters/sqlite_db.cpp", "#include <sqlite3.h>", False),
         ("src/dljob/adapters/other.cpp", "#include <archive.h>", True),
         ("src/dljob/config/recipe.cpp", '#include "yaml-cpp/yaml.h"', True),
-        ("src/dljob/app/jobs/status.cpp", "#include <boost/process.hpp>", True),
+        ("src/dljob/app/reports/status.cpp", "#include <boost/process.hpp>", True),
         ("src/dljob/app/data/fetch.cpp", "  #  include <curl/curl.h>", True),
         ("src/dljob/app/x.cpp", "#include <CLI/CLI.hpp>", True),
         ("engine/src/cpu/conv.cpp", "#include <cudnn.h>", True),

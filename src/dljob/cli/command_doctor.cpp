@@ -1,4 +1,4 @@
-#include <dljob/app/sites/doctor.hpp>
+#include <dljob/app/doctor/doctor.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>

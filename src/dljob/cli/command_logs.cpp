@@ -1,5 +1,5 @@
 #include <dljob/app/jobs/job_context.hpp>
-#include <dljob/app/jobs/logs.hpp>
+#include <dljob/app/reports/logs.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

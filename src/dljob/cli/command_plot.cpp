@@ -1,5 +1,5 @@
 #include <dljob/app/jobs/job_context.hpp>
-#include <dljob/app/jobs/plot.hpp>
+#include <dljob/app/reports/plot.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

@@ -1,5 +1,5 @@
 #include <dljob/app/jobs/job_context.hpp>
-#include <dljob/app/jobs/status.hpp>
+#include <dljob/app/reports/status.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 #include <dljob/util/files.hpp>

@@ -1,7 +1,7 @@
 #include <dljob/app/jobs/job_context.hpp>
-#include <dljob/app/jobs/status.hpp>
 #include <dljob/app/jobs/submit.hpp>
 #include <dljob/app/jobs/sweep.hpp>
+#include <dljob/app/reports/status.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/cli/site_options.hpp>
 #include <dljob/domain/error.hpp>

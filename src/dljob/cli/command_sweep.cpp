@@ -1,5 +1,6 @@
 #include <dljob/app/jobs/job_context.hpp>
 #include <dljob/app/jobs/sweep.hpp>
+#include <dljob/app/reports/sweep_table.hpp>
 #include <dljob/cli/commands.hpp>
 #include <dljob/domain/error.hpp>
 

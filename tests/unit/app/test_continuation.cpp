@@ -6,9 +6,10 @@
 #include <dljob/adapters/sqlite_job_store.hpp>
 #include <dljob/app/jobs/cancel.hpp>
 #include <dljob/app/jobs/continuation.hpp>
-#include <dljob/app/jobs/show.hpp>
-#include <dljob/app/jobs/status.hpp>
 #include <dljob/app/jobs/sweep.hpp>
+#include <dljob/app/reports/show.hpp>
+#include <dljob/app/reports/status.hpp>
+#include <dljob/app/reports/sweep_table.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>

@@ -3,7 +3,7 @@
 
 #include "../schedulers/fake_process_runner.hpp"
 
-#include <dljob/app/sites/doctor.hpp>
+#include <dljob/app/doctor/doctor.hpp>
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include "unit/schedulers/fake_process_runner.hpp"
 
 #include <dljob/adapters/sqlite_job_store.hpp>
-#include <dljob/app/jobs/logs.hpp>
+#include <dljob/app/reports/logs.hpp>
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 
 #include <dljob/adapters/process_boost.hpp>
 #include <dljob/adapters/sqlite_job_store.hpp>
-#include <dljob/app/jobs/plot.hpp>
-#include <dljob/app/jobs/plot_gnuplot.hpp>
+#include <dljob/app/reports/plot.hpp>
+#include <dljob/app/reports/plot_gnuplot.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

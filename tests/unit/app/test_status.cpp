@@ -5,7 +5,7 @@
 #include "unit/schedulers/fake_process_runner.hpp"
 
 #include <dljob/adapters/sqlite_job_store.hpp>
-#include <dljob/app/jobs/status.hpp>
+#include <dljob/app/reports/status.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>

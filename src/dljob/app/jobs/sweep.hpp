@@ -7,7 +7,6 @@
 // best first.
 
 #include <dljob/app/jobs/job_context.hpp>
-#include <dljob/app/jobs/status.hpp>
 #include <dljob/app/jobs/submit.hpp>
 #include <dljob/domain/recipe.hpp>
 #include <dljob/domain/result.hpp>
@@ -61,17 +60,5 @@ struct SweepOutcome {
 /// message).
 Result<SweepOutcome> submit_sweep(JobContext& context, const SubmitOptions& options,
                                   const std::vector<SweepAxis>& axes, int limit);
-
-struct SweepRow {
-    JobView latest;                  // the point's latest attempt (a continued chain's last)
-    std::vector<std::string> values; // KEY=VALUE per swept key
-};
-
-/// The points of sweep `id`, refreshed like `dljob status`, best first: highest final test
-/// accuracy, then lowest loss, then those without metrics.
-Result<std::vector<SweepRow>> sweep_table(JobContext& context, const std::string& id,
-                                          std::vector<std::string>& warnings);
-
-void print_sweep_table(std::ostream& out, const std::vector<SweepRow>& rows);
 
 } // namespace dljob::app

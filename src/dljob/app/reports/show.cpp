@@ -1,5 +1,5 @@
-#include <dljob/app/jobs/show.hpp>
-#include <dljob/app/jobs/status.hpp>
+#include <dljob/app/reports/show.hpp>
+#include <dljob/app/reports/status.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>

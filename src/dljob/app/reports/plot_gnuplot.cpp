@@ -1,4 +1,4 @@
-#include <dljob/app/jobs/plot_gnuplot.hpp>
+#include <dljob/app/reports/plot_gnuplot.hpp>
 
 #include <fmt/format.h>
 

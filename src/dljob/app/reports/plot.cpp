@@ -1,6 +1,6 @@
 #include <dljob/adapters/yaml_document.hpp>
-#include <dljob/app/jobs/plot.hpp>
-#include <dljob/app/jobs/plot_gnuplot.hpp>
+#include <dljob/app/reports/plot.hpp>
+#include <dljob/app/reports/plot_gnuplot.hpp>
 #include <dljob/config/recipe_overrides.hpp>
 #include <dljob/util/files.hpp>
 

@@ -1,6 +1,6 @@
 #include <dljob/app/jobs/continuation.hpp>
-#include <dljob/app/jobs/plot.hpp>
-#include <dljob/app/jobs/status.hpp>
+#include <dljob/app/reports/plot.hpp>
+#include <dljob/app/reports/status.hpp>
 #include <dljob/util/files.hpp>
 
 #include <fmt/format.h>

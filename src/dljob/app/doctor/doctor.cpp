@@ -1,8 +1,8 @@
 #include <dljob/adapters/process_boost.hpp>
 #include <dljob/app/data/stage.hpp>
+#include <dljob/app/doctor/doctor.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/jobs/submit.hpp>
-#include <dljob/app/sites/doctor.hpp>
 #include <dljob/app/sites/site_catalog.hpp>
 #include <dljob/schedulers/family.hpp>
 

@@ -9,7 +9,7 @@
 // has points, then the legend entries (one per series, then "training loss", "test loss"); a
 // bottom panel "test accuracy" (only when some series has one) with each series' accuracy.
 
-#include <dljob/app/jobs/plot.hpp>
+#include <dljob/app/reports/plot.hpp>
 
 #include <string>
 #include <string_view>

@@ -1,8 +1,8 @@
 // What `dljob status` prints: the table, the watch frame with its loss sparklines, JSON Lines,
 // and the state and progress texts submit --wait shows too.
 
-#include <dljob/app/jobs/plot.hpp>
-#include <dljob/app/jobs/status.hpp>
+#include <dljob/app/reports/plot.hpp>
+#include <dljob/app/reports/status.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
