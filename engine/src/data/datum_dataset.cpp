@@ -155,10 +155,12 @@ void DatumSet::add(std::size_t index, std::string_view key, std::string_view val
                                 m_floats ? "float_data" : "byte data"));
     }
     if (m_with_labels) {
-        if (datum.label < 0 || datum.label > 255) {
-            fail_config(fmt::format("{}: label {} (labels 0 to 255 are read)", what, datum.label));
+        // Caffe's label is an int32; a negative one (its ignore_label) classifies nothing here.
+        if (datum.label < 0 || datum.label > INT32_MAX) {
+            fail_config(
+                fmt::format("{}: label {} (labels 0 to 2147483647 are read)", what, datum.label));
         }
-        m_set.labels.push_back(static_cast<std::uint8_t>(datum.label));
+        m_set.labels.push_back(static_cast<std::int32_t>(datum.label));
     }
     if (!m_header_only) {
         // Every record has the first one's shape: the set so far, one record more.

@@ -39,7 +39,7 @@ Datum parse_datum(const std::uint8_t* bytes, std::size_t size, const std::string
 
 /// A database's records, added in key order, as one IdxDataset. Each Datum must have the first
 /// one's shape and kind (bytes or float_data), C x H x W values (bytes after decoding, when
-/// encoded) and a label 0..255 when labels are read; otherwise dl::Error(config) names the
+/// encoded) and a label 0 to 2^31 - 1 when labels are read; otherwise dl::Error(config) names the
 /// database (`database`, e.g. "LMDB path"), the record's number and key, and what is wrong.
 class DatumSet {
 public:

@@ -159,7 +159,9 @@ std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path& labels,
     if (dims.size() != 1) {
         throw Error(ErrorKind::config, fmt::format("label file {} is not 1-D", labels.string()));
     }
-    budget.check(dims[0], "label file " + labels.string());
+    // A byte each in the file, an int32 each in memory.
+    budget.check(std::uint64_t{dims[0]} * (1 + sizeof(std::int32_t)),
+                 "label file " + labels.string());
     return read_claimed(file.get(), dims[0], labels);
 }
 
@@ -294,15 +296,15 @@ IdxDataset load_pack_images(const Pack& pack, const std::string& prefix, bool wi
                       set.pixels.begin() + static_cast<std::ptrdiff_t>(i * set.image_size()));
         }
         if (with_labels) {
-            if (!entry.label || *entry.label < 0 || *entry.label > 255) {
+            if (!entry.label || *entry.label < 0 || *entry.label > INT32_MAX) {
                 throw Error(ErrorKind::config,
-                            fmt::format("{} has {} (labels must be 0..255; pack an image list "
-                                        "of 'path label' lines)",
+                            fmt::format("{} has {} (labels must be 0 to 2147483647; pack an "
+                                        "image list of 'path label' lines)",
                                         what,
                                         entry.label ? fmt::format("label {}", *entry.label)
                                                     : std::string("no label")));
             }
-            set.labels.push_back(static_cast<std::uint8_t>(*entry.label));
+            set.labels.push_back(static_cast<std::int32_t>(*entry.label));
         }
         if (!with_pixels) {
             break; // the header only needs the first image
@@ -385,7 +387,7 @@ void attach_labels(IdxDataset& set, const std::filesystem::path& images,
                         fmt::format("label file {} has {} labels but {} has {} images",
                                     labels.string(), values.size(), images.string(), set.count));
         }
-        set.labels = std::move(values);
+        set.labels.assign(values.begin(), values.end());
     }
     if (set.count == 0) {
         throw Error(ErrorKind::config, fmt::format("data file {} has no images", images.string()));

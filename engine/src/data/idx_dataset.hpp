@@ -27,7 +27,9 @@ struct IdxDataset {
     // Instead of pixels, for Caffe's float_data Datums (data/datum_dataset.hpp): the same layout,
     // transformed as bytes are ((value - mean) * scale). Never both.
     std::vector<float> float_pixels;
-    std::vector<std::uint8_t> labels; // count, empty when no label file
+    // count, empty when no label file. Caffe's labels are int32 (ImageNet's go to 999); IDX
+    // and CIFAR files hold bytes.
+    std::vector<std::int32_t> labels;
     [[nodiscard]] std::size_t image_size() const {
         return static_cast<std::size_t>(channels) * height * width;
     }

@@ -113,7 +113,7 @@ TEST_F(CifarReader, GlobReadsEveryFileInNameOrderWithItsLabels) {
     EXPECT_EQ(set.channels, 3);
     EXPECT_EQ(set.height, 32);
     EXPECT_EQ(set.width, 32);
-    EXPECT_EQ(set.labels, (std::vector<std::uint8_t>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(set.labels, (std::vector<std::int32_t>{0, 1, 2, 3, 4}));
     const std::string expected = records(0, 5);
     ASSERT_EQ(set.pixels.size(), 5 * k_cifar_image);
     for (std::size_t i = 0; i < 5; ++i) {

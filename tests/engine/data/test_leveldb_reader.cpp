@@ -350,7 +350,7 @@ TEST_F(LeveldbReader, AWriterHoldingTheDatabaseIsWaitedForAndReadersShareIt) {
     ::waitpid(writer, nullptr, 0);
     EXPECT_EQ(error, "");
     EXPECT_EQ(set.count, 2U);
-    EXPECT_EQ(set.labels, (std::vector<std::uint8_t>{1, 2}));
+    EXPECT_EQ(set.labels, (std::vector<std::int32_t>{1, 2}));
     EXPECT_GE(waited, std::chrono::milliseconds(200)) << "read while a writer held it";
 
     const pid_t reader = hold_lock(db / "LOCK", F_RDLCK, 5000);

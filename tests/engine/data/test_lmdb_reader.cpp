@@ -87,7 +87,7 @@ TEST_F(LmdbReader, EncodedDatumsAreDecoded) {
     EXPECT_EQ(set.channels, 3);
     EXPECT_EQ(set.height, 2);
     EXPECT_EQ(set.width, 2);
-    EXPECT_EQ(set.labels, (std::vector<std::uint8_t>{4, 7}));
+    EXPECT_EQ(set.labels, (std::vector<std::int32_t>{4, 7}));
     // Channel-major: the red plane of the four pixels first.
     EXPECT_EQ(std::vector<std::uint8_t>(set.pixels.begin(), set.pixels.begin() + 12),
               (std::vector<std::uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
@@ -276,6 +276,38 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
         << result.output;
     EXPECT_NE(result.output.find("has 10 outputs (labels 0 to 9)"), std::string::npos)
         << result.output;
+}
+
+TEST_F(LmdbReader, ImageNetsLabelsPast255TrainA1000WayClassifier) {
+    // CaffeNet's and AlexNet's 1,000 classes: labels were read as bytes and 569 was refused.
+    std::vector<std::string> values;
+    for (int i = 0; i < 20; ++i) {
+        values.push_back(datum(1, 4, 4, pixels(16, i), 560 + i % 5 * 100 + i));
+    }
+    write_lmdb(m_dir.path() / "lmdb", values);
+    std::ofstream(m_dir.path() / "net.prototxt") << R"(name: "imagenet_labels"
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: "lmdb" batch_size: 10 backend: LMDB } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 1000 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+)";
+    std::ofstream(m_dir.path() / "solver.prototxt")
+        << "net: \"net.prototxt\"\nbase_lr: 0.01\nmax_iter: 4\nsnapshot: 4\n";
+    const auto result =
+        dljob::test::run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
+                               (m_dir.path() / "solver.prototxt").string() + " --run-dir " +
+                               (m_dir.path() / "run").string() + " --threads 1 --deadline none");
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    // A label past a 500-way classifier is still refused, naming it.
+    std::string text = dl_test::read_file(m_dir.path() / "net.prototxt");
+    text.replace(text.find("num_output: 1000"), 16, "num_output: 500");
+    std::ofstream(m_dir.path() / "net.prototxt") << text;
+    const auto narrow = dljob::test::run_shell(std::string(DLTRAIN_BINARY) + " check --config " +
+                                               (m_dir.path() / "solver.prototxt").string());
+    EXPECT_EQ(narrow.exit_code, 3) << narrow.output;
+    EXPECT_NE(narrow.output.find("has label 560, but layer 'ip'"), std::string::npos)
+        << narrow.output;
 }
 
 using dljob::test::run_shell;

@@ -230,7 +230,7 @@ TEST(PackReader, ImageMembersAreDecodedInIndexOrderWithTheirLabels) {
     EXPECT_EQ(set.channels, 1);
     EXPECT_EQ(set.height, 4);
     EXPECT_EQ(set.width, 5);
-    EXPECT_EQ(set.labels, (std::vector<std::uint8_t>{3, 0, 9}));
+    EXPECT_EQ(set.labels, (std::vector<std::int32_t>{3, 0, 9}));
     EXPECT_EQ(std::vector<std::uint8_t>(set.pixels.begin(), set.pixels.begin() + 20), ramp);
     for (std::size_t i = 20; i < 40; ++i) {
         EXPECT_NEAR(set.pixels[i], 128, 1) << i;

@@ -156,13 +156,14 @@ TEST(PackLmdb, EncodedDatumsAreTheirImageFilesNamedByTheirFormat) {
     ScratchDir dir;
     const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + "rest of a png";
     const std::string jpeg = std::string("\xFF\xD8\xFF\xE0", 4) + "rest of a jpeg";
-    write_lmdb(dir.path() / "db", {datum(0, 0, 0, png, 1, true), datum(0, 0, 0, jpeg, 2, true)});
+    // ImageNet's labels go past 255 (CaffeNet's 1,000 classes).
+    write_lmdb(dir.path() / "db", {datum(0, 0, 0, png, 569, true), datum(0, 0, 0, jpeg, 2, true)});
     ASSERT_TRUE(pack(dir / "db", dir / "out"));
     const auto members = members_of(dir.path() / "out");
     ASSERT_EQ(members.size(), 2U);
     EXPECT_EQ(members[0].path, "00000000.png");
     EXPECT_EQ(members[0].bytes, png);
-    EXPECT_EQ(members[0].label, "1");
+    EXPECT_EQ(members[0].label, "569");
     EXPECT_EQ(members[1].path, "00000001.jpg");
     EXPECT_EQ(members[1].bytes, jpeg);
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <optional>
 
 namespace dljob::app {
@@ -177,8 +178,9 @@ Result<DatumMember> datum_member(std::string_view value) {
     if (!fields) {
         return fail(fields.error());
     }
-    if (fields->label < 0 || fields->label > 255) {
-        return bad(fmt::format("label {} is outside 0 to 255", fields->label));
+    // Caffe's label is an int32 (ImageNet's go to 999); a negative one classifies nothing.
+    if (fields->label < 0 || fields->label > INT32_MAX) {
+        return bad(fmt::format("label {} is outside 0 to 2147483647", fields->label));
     }
     DatumMember member;
     member.label = fields->label;
