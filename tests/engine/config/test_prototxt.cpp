@@ -206,6 +206,16 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     EXPECT_EQ(message.rfind("bad.prototxt:5:", 0), 0U) << message;
     EXPECT_NE(message.find("layer 'crop': type 'Crop' is not supported"), std::string::npos)
         << message;
+    // A data layer dltrain does not read, with its Caffe fields: refused by its type, listing the
+    // types dltrain runs (the parser once refused it as a typo: "no field named 'source'").
+    message = prototxt_error("layer {\n  name: \"images\"\n  type: \"ImageData\"\n"
+                             "  image_data_param { source: \"list.txt\" batch_size: 4 "
+                             "new_height: 256 }\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:1:", 0), 0U) << message;
+    EXPECT_NE(message.find("layer 'images': type 'ImageData' is not supported by dltrain "
+                           "(supported: Data, "),
+              std::string::npos)
+        << message;
     // A legacy V1 net: named as such, with the tool that upgrades it.
     message = prototxt_error("name: \"x\"\nlayers {\n  name: \"data\"\n  type: DATA\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
