@@ -56,6 +56,16 @@ double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+/// Where a Data layer's relative paths start: --data-dir; else, for Caffe's prototxt, the working
+/// directory, as Caffe's tools resolve them (its examples name examples/mnist/mnist_train_lmdb
+/// from Caffe's root); else the YAML config's own folder.
+fs::path data_base(const std::optional<fs::path>& data_dir, const fs::path& config) {
+    if (data_dir) {
+        return *data_dir;
+    }
+    return config.extension() == ".prototxt" ? fs::current_path() : config.parent_path();
+}
+
 fs::path resolve(const std::string& source, const fs::path& base) {
     if (source.empty()) {
         return {};
@@ -120,8 +130,17 @@ std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
         data::check_backend(images, layer.backend);
         source->set = data::load_idx(images, labels, budget);
     } catch (const Error& e) {
-        throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(), layer.line,
-                                          layer.name, e.what()));
+        std::error_code ec;
+        const bool lost = !fs::path(layer.source).is_absolute() && !fs::exists(images, ec);
+        throw Error(e.kind(),
+                    fmt::format("{}:{}: layer '{}': {}{}", config_file.string(), layer.line,
+                                layer.name, e.what(),
+                                lost ? fmt::format(" (the relative source '{}' was looked for in "
+                                                   "{}: --data-dir DIR, else the working "
+                                                   "directory for a Caffe prototxt as Caffe's "
+                                                   "tools do, else the YAML config's folder)",
+                                                   layer.source, base.string())
+                                     : std::string()));
     }
     const std::vector<int> shape = {source->set.channels, source->set.height, source->set.width};
     if (!layer.shape.empty() && layer.shape != shape) {
@@ -756,7 +775,7 @@ void TrainingRun::leave_if_asked(const char* during) const {
 }
 
 void TrainingRun::load_data_and_nets() {
-    const fs::path base = m_options.data_dir ? *m_options.data_dir : m_options.config.parent_path();
+    const fs::path base = data_base(m_options.data_dir, m_options.config);
     load_sources(m_nets, base, {Phase::train, Phase::test}, m_memory);
     if (m_nets.sources.count(Phase::train) == 0) {
         throw Error(ErrorKind::config,
@@ -1218,7 +1237,7 @@ int train(const TrainOptions& options) {
 int test(const TestOptions& options) {
     Nets nets;
     nets.config = load_config(options.config);
-    const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
+    const fs::path base = data_base(options.data_dir, options.config);
     const MemoryLimit memory = memory_limit(options.max_memory);
     load_sources(nets, base, {Phase::test}, memory);
     if (nets.sources.count(Phase::test) == 0) {
@@ -1320,7 +1339,7 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
                                       const std::vector<std::string>& solver_overrides) {
     NetConfig config = load_config(file, solver_overrides);
     const MemoryLimit memory = memory_limit(max_memory);
-    const fs::path base = data_dir ? *data_dir : file.parent_path();
+    const fs::path base = data_base(data_dir, file);
     std::vector<std::string> unchecked;
     for (auto& layer : config.layers) {
         if (!has_role(layer, LayerRole::input)) {
@@ -1384,7 +1403,7 @@ int time_net(const TimeOptions& options) {
     // The image shape comes from the 'shape' key, else from the data's header.
     for (auto& layer : config.layers) {
         if (has_role(layer, LayerRole::input) && layer.shape.empty()) {
-            shape_from_header(layer, resolve(layer.source, options.config.parent_path()),
+            shape_from_header(layer, resolve(layer.source, data_base(std::nullopt, options.config)),
                               options.config, memory);
         }
     }
@@ -1436,7 +1455,7 @@ int time_net(const TimeOptions& options) {
 
 int export_model(const ExportOptions& options) {
     NetConfig config = load_config(options.config);
-    const fs::path base = options.data_dir ? *options.data_dir : options.config.parent_path();
+    const fs::path base = data_base(options.data_dir, options.config);
     // The parameters' shapes follow from the input's, as for `dltrain time`.
     for (auto& layer : config.layers) {
         if (has_role(layer, LayerRole::input)) {

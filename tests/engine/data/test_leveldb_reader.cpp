@@ -320,10 +320,10 @@ layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
         inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
 )";
-    const auto result =
-        run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
-                  (m_dir.path() / "net.prototxt").string() + " --run-dir " +
-                  (m_dir.path() / "run").string() + " --threads 1 --deadline none --max-iter 2");
+    const auto result = run_shell(
+        "cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY) +
+        " train --device cpu --config " + (m_dir.path() / "net.prototxt").string() + " --run-dir " +
+        (m_dir.path() / "run").string() + " --threads 1 --deadline none --max-iter 2");
     EXPECT_EQ(result.exit_code, 3) << result.output;
     EXPECT_NE(result.output.find("Corruption"), std::string::npos) << result.output;
     EXPECT_EQ(differences(before, files_of(db)), "");
@@ -386,7 +386,8 @@ layer {{ name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: 
     std::ofstream(m_dir.path() / "lmdb.prototxt") << net("train_lmdb", "backend: LMDB ");
     std::ofstream(m_dir.path() / "wrong.prototxt") << net("train_lmdb", "");
     const auto train = [&](const std::string& name) {
-        return run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --threads 1 " +
+        return run_shell("cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY) +
+                         " train --device cpu --threads 1 " +
                          "--deadline none --solver max_iter=4 --solver base_lr=0.1 " +
                          "--solver display=1 --config " +
                          (m_dir.path() / (name + ".prototxt")).string() + " --run-dir " +

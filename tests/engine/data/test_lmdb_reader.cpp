@@ -265,10 +265,10 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
     std::ofstream(m_dir.path() / "solver.prototxt")
         << "net: \"net.prototxt\"\ntest_iter: 2\ntest_interval: 5\nbase_lr: 0.01\n"
            "max_iter: 5\n";
-    const auto result =
-        dljob::test::run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
-                               (m_dir.path() / "solver.prototxt").string() + " --run-dir " +
-                               (m_dir.path() / "run").string() + " --threads 1 --deadline none");
+    const auto result = dljob::test::run_shell(
+        "cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY) +
+        " train --device cpu --config " + (m_dir.path() / "solver.prototxt").string() +
+        " --run-dir " + (m_dir.path() / "run").string() + " --threads 1 --deadline none");
     EXPECT_EQ(result.exit_code, 3) << result.output;
     EXPECT_NE(result.output.find("net.prototxt:2: layer 'd': record 0 of "), std::string::npos)
         << result.output;
@@ -294,20 +294,52 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
 )";
     std::ofstream(m_dir.path() / "solver.prototxt")
         << "net: \"net.prototxt\"\nbase_lr: 0.01\nmax_iter: 4\nsnapshot: 4\n";
-    const auto result =
-        dljob::test::run_shell(std::string(DLTRAIN_BINARY) + " train --device cpu --config " +
-                               (m_dir.path() / "solver.prototxt").string() + " --run-dir " +
-                               (m_dir.path() / "run").string() + " --threads 1 --deadline none");
+    const auto result = dljob::test::run_shell(
+        "cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY) +
+        " train --device cpu --config " + (m_dir.path() / "solver.prototxt").string() +
+        " --run-dir " + (m_dir.path() / "run").string() + " --threads 1 --deadline none");
     EXPECT_EQ(result.exit_code, 0) << result.output;
-    // A label past a 500-way classifier is still refused, naming it.
+    // A label past a 500-way classifier is still refused, naming it. The source 'lmdb' is found
+    // from the working directory, as Caffe's tools find it.
     std::string text = dl_test::read_file(m_dir.path() / "net.prototxt");
     text.replace(text.find("num_output: 1000"), 16, "num_output: 500");
     std::ofstream(m_dir.path() / "net.prototxt") << text;
-    const auto narrow = dljob::test::run_shell(std::string(DLTRAIN_BINARY) + " check --config " +
+    const auto narrow = dljob::test::run_shell("cd " + m_dir.path().string() + " && " +
+                                               std::string(DLTRAIN_BINARY) + " check --config " +
                                                (m_dir.path() / "solver.prototxt").string());
     EXPECT_EQ(narrow.exit_code, 3) << narrow.output;
     EXPECT_NE(narrow.output.find("has label 560, but layer 'ip'"), std::string::npos)
         << narrow.output;
+}
+
+TEST_F(LmdbReader, APrototxtsRelativeSourcesAreFoundFromTheWorkingDirectoryAsCaffesTools) {
+    write_lmdb(m_dir.path() / "examples/lmdb", {datum(1, 4, 4, pixels(16, 1), 1)});
+    fs::create_directories(m_dir.path() / "examples/nets");
+    std::ofstream(m_dir.path() / "examples/nets/net.prototxt") << R"(name: "n"
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: "examples/lmdb" batch_size: 1 backend: LMDB } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 2 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+)";
+    const std::string check = std::string(DLTRAIN_BINARY) + " check --config ";
+    const auto from_root = dljob::test::run_shell("cd " + m_dir.path().string() + " && " + check +
+                                                  "examples/nets/net.prototxt 2>&1");
+    EXPECT_EQ(from_root.exit_code, 0) << from_root.output;
+    EXPECT_NE(from_root.output.find("net.prototxt: ok"), std::string::npos) << from_root.output;
+    EXPECT_EQ(from_root.output.find("not checked"), std::string::npos) << from_root.output;
+    // From the net's own folder the path doubles, and the message says where it looked and why.
+    const fs::path nets = m_dir.path() / "examples/nets";
+    const auto from_nets = dljob::test::run_shell(
+        "cd " + nets.string() + " && " + std::string(DLTRAIN_BINARY) +
+        " train --config net.prototxt --run-dir run --deadline none --solver max_iter=1 2>&1");
+    EXPECT_EQ(from_nets.exit_code, 3) << from_nets.output;
+    EXPECT_NE(from_nets.output.find("the relative source 'examples/lmdb' was looked for in " +
+                                    nets.string() +
+                                    ": --data-dir DIR, else the working "
+                                    "directory for a Caffe prototxt"),
+              std::string::npos)
+        << from_nets.output;
 }
 
 using dljob::test::run_shell;
