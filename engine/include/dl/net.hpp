@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <random>
@@ -112,6 +113,8 @@ private:
     Phase m_phase;
     Backend& m_backend;
     std::mt19937 m_rng;
+    std::deque<LayerConfig>
+        m_made; // layers the net rewired or added (Splits); layers refer to them
     std::vector<std::unique_ptr<Entry>> m_layers;
     std::vector<std::string> m_blob_names;
     std::vector<std::unique_ptr<Tensor>> m_blobs;

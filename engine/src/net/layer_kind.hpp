@@ -153,6 +153,9 @@ struct LayerKind {
     // output, so in place they compute garbage or write past the blob.
     bool in_place = false;
     LayerRole role = LayerRole::compute;
+    // Has parameters (weights, running statistics): its tops carry a gradient even when its
+    // bottoms do not (net/splits.cpp works out which blobs get one before the net is built).
+    bool has_params = false;
     void (*fields)(FieldVisitor&, LayerConfig&) = nullptr;
     void (*check)(const LayerConfig&, const LayerChecks&) = nullptr;
     /// The shape rule: nothing when the bottoms do not fit (the layer's setup says why); throws

@@ -27,6 +27,7 @@ LayerKind eltwise();
 LayerKind softmax_with_loss();
 LayerKind accuracy();
 LayerKind flatten();
+LayerKind split();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -47,6 +48,7 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::softmax_with_loss(),
         layers::accuracy(),
         layers::flatten(),
+        layers::split(),
     };
     return kinds;
 }

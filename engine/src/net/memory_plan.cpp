@@ -6,6 +6,7 @@
 #include "net/memory_plan.hpp"
 
 #include "net/layer.hpp"
+#include "net/splits.hpp"
 
 #include <dl/error.hpp>
 
@@ -18,6 +19,7 @@
 #include <charconv>
 #include <climits>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -87,8 +89,9 @@ public:
 
     void walk(Phase phase) {
         std::map<std::string, Shape> blobs;
-        for (const LayerConfig& layer : m_config.layers) {
-            if ((!layer.phase || *layer.phase == phase) && !add_layer(layer, phase, blobs)) {
+        std::deque<LayerConfig> made;
+        for (const LayerConfig* layer : phase_layers(m_config, phase, made)) {
+            if (!add_layer(*layer, phase, blobs)) {
                 return; // a missing blob or a shape that does not fit: the net says how
             }
         }

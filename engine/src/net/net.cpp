@@ -2,6 +2,7 @@
 // and runs forward and backward in file order.
 
 #include "net/layer.hpp"
+#include "net/splits.hpp"
 
 #include <dl/error.hpp>
 #include <dl/net.hpp>
@@ -55,10 +56,8 @@ Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t s
             wiring.shared_layers[entry->layer->config().name] = entry.get();
         }
     }
-    for (const LayerConfig& layer_config : config.layers) {
-        if (!layer_config.phase || *layer_config.phase == phase) {
-            add_layer(config, layer_config, wiring);
-        }
+    for (const LayerConfig* layer_config : phase_layers(config, phase, m_made)) {
+        add_layer(config, *layer_config, wiring);
     }
 }
 
@@ -255,8 +254,8 @@ void Net::mark_gradients(const NetConfig& config, const LayerConfig& layer_confi
                                         layer_config.bottoms[i]) != layer_config.tops.end();
         if (!in_place && ++wiring.grad_consumers[index] > 1) {
             fail_layer(config, layer_config,
-                       fmt::format("blob '{}' feeds two layers that backpropagate; gradient "
-                                   "accumulation is not supported yet",
+                       fmt::format("blob '{}' feeds two layers that backpropagate and no "
+                                   "Split was placed for it (net/splits.cpp)",
                                    layer_config.bottoms[i]));
         }
     }

@@ -113,6 +113,7 @@ LayerKind batch_norm() {
     LayerKind kind;
     kind.type = "BatchNorm";
     kind.in_place = true;
+    kind.has_params = true;
     kind.fields = batch_norm_layer::fields;
     kind.check = batch_norm_layer::check;
     kind.plan = batch_norm_layer::plan;

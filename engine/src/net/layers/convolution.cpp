@@ -104,6 +104,7 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 LayerKind convolution() {
     LayerKind kind;
     kind.type = "Convolution";
+    kind.has_params = true;
     kind.fields = convolution_layer::fields;
     kind.check = convolution_layer::check;
     kind.plan = convolution_layer::plan;

@@ -79,6 +79,7 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 LayerKind inner_product() {
     LayerKind kind;
     kind.type = "InnerProduct";
+    kind.has_params = true;
     kind.fields = inner_product_layer::fields;
     kind.check = inner_product_layer::check;
     kind.plan = inner_product_layer::plan;

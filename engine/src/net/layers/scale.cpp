@@ -90,6 +90,7 @@ LayerKind scale() {
     LayerKind kind;
     kind.type = "Scale";
     kind.in_place = true;
+    kind.has_params = true;
     kind.fields = scale_layer::fields;
     kind.check = scale_layer::check;
     kind.plan = scale_layer::plan;
