@@ -327,6 +327,74 @@ CaCertificates find_ca_certificates(const std::function<const char*(const char*)
 CurlHttpClient::CurlHttpClient() = default;
 CurlHttpClient::~CurlHttpClient() = default;
 
+namespace {
+
+// The CA certificates of this machine, as find_ca_certificates looks for them.
+CaCertificates system_ca() {
+    return find_ca_certificates(
+        [](const char* name) { return std::getenv(name); }, // NOLINT(concurrency-mt-unsafe)
+        [](const std::string& path) { return ::access(path.c_str(), R_OK) == 0 && is_file(path); },
+        [](const std::string& path) {
+            return ::access(path.c_str(), R_OK | X_OK) == 0 && is_dir(path);
+        });
+}
+
+// What a finished transfer comes to: the outcome (complete, or why not, stalled or not), or an
+// error where retrying cannot help (a malformed URL, a certificate that does not verify).
+Result<HttpOutcome> finish(const CurlApi& api, CURL* h, CURLcode code, Transfer& transfer,
+                           const char* error_text, const CaCertificates& ca) {
+    const HttpGet& request = *transfer.request;
+    HttpOutcome& outcome = transfer.outcome;
+    const std::string why = error_text[0] != '\0' ? error_text : api.strerror(code);
+    if (code == CURLE_OK) {
+        // An empty body never calls on_body: the head still has to be seen.
+        if (!send_head(transfer)) {
+            outcome.failure = "aborted";
+            return outcome;
+        }
+        outcome.complete = true;
+        return outcome;
+    }
+    if (!transfer.head_sent) {
+        api.getinfo(h, CURLINFO_RESPONSE_CODE, &outcome.head.status);
+    }
+    switch (code) {
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        return fail(ErrorCode::usage, fmt::format("cannot fetch {}: {}", request.url, why),
+                    "give an http://, https://, ftp:// or ftps:// URL");
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_PEER_FAILED_VERIFICATION:
+        // Retrying cannot help: the certificate or the CA store is wrong, not the network.
+        return fail(ErrorCode::io,
+                    fmt::format("cannot verify {}: {} ({})", request.url, why, ca_summary(ca)),
+                    "set SSL_CERT_FILE to the CA bundle your site uses (RHEL: "
+                    "/etc/pki/tls/certs/ca-bundle.crt, SUSE: /etc/ssl/ca-bundle.pem)");
+    case CURLE_HTTP_RETURNED_ERROR:
+        outcome.failure = fmt::format("HTTP {}", outcome.head.status);
+        break;
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_ABORTED_BY_CALLBACK:
+        outcome.stalled = true;
+        outcome.failure = transfer.stalled || code == CURLE_ABORTED_BY_CALLBACK
+                              ? fmt::format("no data for {} s (stalled)", request.stall_seconds)
+                              : std::string(error_text);
+        break;
+    case CURLE_WRITE_ERROR:
+        if (transfer.aborted) {
+            outcome.failure = "aborted";
+            break;
+        }
+        [[fallthrough]];
+    default:
+        outcome.failure = why;
+        break;
+    }
+    return outcome;
+}
+
+} // namespace
+
 Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallbacks& callbacks) {
     auto loaded = curl();
     if (!loaded) {
@@ -346,12 +414,7 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
     const std::string range = fmt::format("{}-", request.offset);
 
     CURL* h = handle.get();
-    const CaCertificates ca = find_ca_certificates(
-        [](const char* name) { return std::getenv(name); }, // NOLINT(concurrency-mt-unsafe)
-        [](const std::string& path) { return ::access(path.c_str(), R_OK) == 0 && is_file(path); },
-        [](const std::string& path) {
-            return ::access(path.c_str(), R_OK | X_OK) == 0 && is_dir(path);
-        });
+    const CaCertificates ca = system_ca();
     if (!ca.error.empty()) {
         return fail(ErrorCode::usage, ca.error,
                     "point it at your site's CA bundle, or unset it to use the system's");
@@ -360,58 +423,7 @@ Result<HttpOutcome> CurlHttpClient::get(const HttpGet& request, const HttpCallba
         return fail(set.error());
     }
 
-    const CURLcode code = api.perform(h);
-    HttpOutcome& outcome = transfer.outcome;
-    if (code == CURLE_OK) {
-        // An empty body never calls on_body: the head still has to be seen.
-        if (!send_head(transfer)) {
-            outcome.failure = "aborted";
-            return outcome;
-        }
-        outcome.complete = true;
-        return outcome;
-    }
-    if (!transfer.head_sent) {
-        api.getinfo(h, CURLINFO_RESPONSE_CODE, &outcome.head.status);
-    }
-    switch (code) {
-    case CURLE_UNSUPPORTED_PROTOCOL:
-    case CURLE_URL_MALFORMAT:
-        return fail(ErrorCode::usage,
-                    fmt::format("cannot fetch {}: {}", request.url,
-                                error_text[0] != '\0' ? error_text.data() : api.strerror(code)),
-                    "give an http://, https://, ftp:// or ftps:// URL");
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_PEER_FAILED_VERIFICATION:
-        // Retrying cannot help: the certificate or the CA store is wrong, not the network.
-        return fail(ErrorCode::io,
-                    fmt::format("cannot verify {}: {} ({})", request.url,
-                                error_text[0] != '\0' ? error_text.data() : api.strerror(code),
-                                ca_summary(ca)),
-                    "set SSL_CERT_FILE to the CA bundle your site uses (RHEL: "
-                    "/etc/pki/tls/certs/ca-bundle.crt, SUSE: /etc/ssl/ca-bundle.pem)");
-    case CURLE_HTTP_RETURNED_ERROR:
-        outcome.failure = fmt::format("HTTP {}", outcome.head.status);
-        break;
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_ABORTED_BY_CALLBACK:
-        outcome.stalled = true;
-        outcome.failure = transfer.stalled || code == CURLE_ABORTED_BY_CALLBACK
-                              ? fmt::format("no data for {} s (stalled)", request.stall_seconds)
-                              : std::string(error_text.data());
-        break;
-    case CURLE_WRITE_ERROR:
-        if (transfer.aborted) {
-            outcome.failure = "aborted";
-            break;
-        }
-        [[fallthrough]];
-    default:
-        outcome.failure = error_text[0] != '\0' ? std::string(error_text.data())
-                                                : std::string(api.strerror(code));
-        break;
-    }
-    return outcome;
+    return finish(api, h, api.perform(h), transfer, error_text.data(), ca);
 }
 
 } // namespace dljob::adapters
