@@ -43,14 +43,12 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 } // namespace accuracy_layer
 
 LayerKind accuracy() {
-    LayerKind kind;
-    kind.type = "Accuracy";
-    kind.role = LayerRole::metric;
-    kind.fields = accuracy_layer::fields;
-    kind.check = accuracy_layer::check;
-    kind.plan = accuracy_layer::plan;
-    kind.make = make_as<accuracy_layer::AccuracyLayer>;
-    return kind;
+    return LayerKind{.type = "Accuracy",
+                     .role = LayerRole::metric,
+                     .fields = accuracy_layer::fields,
+                     .check = accuracy_layer::check,
+                     .plan = accuracy_layer::plan,
+                     .make = make_as<accuracy_layer::AccuracyLayer>};
 }
 
 } // namespace dl::layers

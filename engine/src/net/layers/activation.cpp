@@ -53,13 +53,7 @@ std::unique_ptr<Layer> make(const LayerConfig& config, Backend& backend) {
 
 LayerKind kind(const char* type, void (*fields)(FieldVisitor&, LayerConfig&),
                std::unique_ptr<Layer> (*make)(const LayerConfig&, Backend&)) {
-    LayerKind kind;
-    kind.type = type;
-    kind.in_place = true;
-    kind.fields = fields;
-    kind.plan = plan;
-    kind.make = make;
-    return kind;
+    return LayerKind{.type = type, .in_place = true, .fields = fields, .plan = plan, .make = make};
 }
 
 } // namespace activation_layer

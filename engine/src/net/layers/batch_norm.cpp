@@ -110,16 +110,14 @@ void from_caffe(LayerConfig& l) {
 } // namespace batch_norm_layer
 
 LayerKind batch_norm() {
-    LayerKind kind;
-    kind.type = "BatchNorm";
-    kind.in_place = true;
-    kind.has_params = true;
-    kind.fields = batch_norm_layer::fields;
-    kind.check = batch_norm_layer::check;
-    kind.plan = batch_norm_layer::plan;
-    kind.make = make_as<batch_norm_layer::BatchNormLayer>;
-    kind.from_caffe = batch_norm_layer::from_caffe;
-    return kind;
+    return LayerKind{.type = "BatchNorm",
+                     .in_place = true,
+                     .has_params = true,
+                     .fields = batch_norm_layer::fields,
+                     .check = batch_norm_layer::check,
+                     .plan = batch_norm_layer::plan,
+                     .make = make_as<batch_norm_layer::BatchNormLayer>,
+                     .from_caffe = batch_norm_layer::from_caffe};
 }
 
 } // namespace dl::layers

@@ -97,13 +97,11 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 } // namespace concat_layer
 
 LayerKind concat() {
-    LayerKind kind;
-    kind.type = "Concat";
-    kind.fields = concat_layer::fields;
-    kind.check = concat_layer::check;
-    kind.plan = concat_layer::plan;
-    kind.make = make_as<concat_layer::ConcatLayer>;
-    return kind;
+    return LayerKind{.type = "Concat",
+                     .fields = concat_layer::fields,
+                     .check = concat_layer::check,
+                     .plan = concat_layer::plan,
+                     .make = make_as<concat_layer::ConcatLayer>};
 }
 
 } // namespace dl::layers

@@ -102,14 +102,12 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 } // namespace convolution_layer
 
 LayerKind convolution() {
-    LayerKind kind;
-    kind.type = "Convolution";
-    kind.has_params = true;
-    kind.fields = convolution_layer::fields;
-    kind.check = convolution_layer::check;
-    kind.plan = convolution_layer::plan;
-    kind.make = make_as<convolution_layer::ConvolutionLayer>;
-    return kind;
+    return LayerKind{.type = "Convolution",
+                     .has_params = true,
+                     .fields = convolution_layer::fields,
+                     .check = convolution_layer::check,
+                     .plan = convolution_layer::plan,
+                     .make = make_as<convolution_layer::ConvolutionLayer>};
 }
 
 } // namespace dl::layers

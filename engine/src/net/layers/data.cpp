@@ -128,16 +128,14 @@ void to_caffe(LayerConfig& l, std::vector<std::string>& lost) {
 } // namespace data_layer
 
 LayerKind data() {
-    LayerKind kind;
-    kind.type = "Data";
-    kind.role = LayerRole::input;
-    kind.fields = data_layer::fields;
-    kind.check = data_layer::check;
-    kind.plan = data_layer::plan;
-    kind.make = make_as<data_layer::DataLayer>;
-    kind.from_caffe = data_layer::from_caffe;
-    kind.to_caffe = data_layer::to_caffe;
-    return kind;
+    return LayerKind{.type = "Data",
+                     .role = LayerRole::input,
+                     .fields = data_layer::fields,
+                     .check = data_layer::check,
+                     .plan = data_layer::plan,
+                     .make = make_as<data_layer::DataLayer>,
+                     .from_caffe = data_layer::from_caffe,
+                     .to_caffe = data_layer::to_caffe};
 }
 
 } // namespace dl::layers

@@ -63,14 +63,12 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 } // namespace dropout_layer
 
 LayerKind dropout() {
-    LayerKind kind;
-    kind.type = "Dropout";
-    kind.in_place = true;
-    kind.fields = dropout_layer::fields;
-    kind.check = dropout_layer::check;
-    kind.plan = dropout_layer::plan;
-    kind.make = make_as<dropout_layer::DropoutLayer>;
-    return kind;
+    return LayerKind{.type = "Dropout",
+                     .in_place = true,
+                     .fields = dropout_layer::fields,
+                     .check = dropout_layer::check,
+                     .plan = dropout_layer::plan,
+                     .make = make_as<dropout_layer::DropoutLayer>};
 }
 
 } // namespace dl::layers

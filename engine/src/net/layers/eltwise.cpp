@@ -108,13 +108,11 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 } // namespace eltwise_layer
 
 LayerKind eltwise() {
-    LayerKind kind;
-    kind.type = "Eltwise";
-    kind.fields = eltwise_layer::fields;
-    kind.check = eltwise_layer::check;
-    kind.plan = eltwise_layer::plan;
-    kind.make = make_as<eltwise_layer::EltwiseLayer>;
-    return kind;
+    return LayerKind{.type = "Eltwise",
+                     .fields = eltwise_layer::fields,
+                     .check = eltwise_layer::check,
+                     .plan = eltwise_layer::plan,
+                     .make = make_as<eltwise_layer::EltwiseLayer>};
 }
 
 } // namespace dl::layers

@@ -73,12 +73,10 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 } // namespace flatten_layer
 
 LayerKind flatten() {
-    LayerKind kind;
-    kind.type = "Flatten";
-    kind.fields = flatten_layer::fields;
-    kind.plan = flatten_layer::plan;
-    kind.make = make_as<flatten_layer::FlattenLayer>;
-    return kind;
+    return LayerKind{.type = "Flatten",
+                     .fields = flatten_layer::fields,
+                     .plan = flatten_layer::plan,
+                     .make = make_as<flatten_layer::FlattenLayer>};
 }
 
 } // namespace dl::layers

@@ -77,14 +77,12 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 } // namespace inner_product_layer
 
 LayerKind inner_product() {
-    LayerKind kind;
-    kind.type = "InnerProduct";
-    kind.has_params = true;
-    kind.fields = inner_product_layer::fields;
-    kind.check = inner_product_layer::check;
-    kind.plan = inner_product_layer::plan;
-    kind.make = make_as<inner_product_layer::InnerProductLayer>;
-    return kind;
+    return LayerKind{.type = "InnerProduct",
+                     .has_params = true,
+                     .fields = inner_product_layer::fields,
+                     .check = inner_product_layer::check,
+                     .plan = inner_product_layer::plan,
+                     .make = make_as<inner_product_layer::InnerProductLayer>};
 }
 
 } // namespace dl::layers

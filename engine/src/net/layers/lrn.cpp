@@ -68,13 +68,11 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 } // namespace lrn_layer
 
 LayerKind lrn() {
-    LayerKind kind;
-    kind.type = "LRN";
-    kind.fields = lrn_layer::fields;
-    kind.check = lrn_layer::check;
-    kind.plan = lrn_layer::plan;
-    kind.make = make_as<lrn_layer::LrnLayer>;
-    return kind;
+    return LayerKind{.type = "LRN",
+                     .fields = lrn_layer::fields,
+                     .check = lrn_layer::check,
+                     .plan = lrn_layer::plan,
+                     .make = make_as<lrn_layer::LrnLayer>};
 }
 
 } // namespace dl::layers

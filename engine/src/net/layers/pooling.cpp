@@ -115,13 +115,11 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 } // namespace pooling_layer
 
 LayerKind pooling() {
-    LayerKind kind;
-    kind.type = "Pooling";
-    kind.fields = pooling_layer::fields;
-    kind.check = pooling_layer::check;
-    kind.plan = pooling_layer::plan;
-    kind.make = make_as<pooling_layer::PoolingLayer>;
-    return kind;
+    return LayerKind{.type = "Pooling",
+                     .fields = pooling_layer::fields,
+                     .check = pooling_layer::check,
+                     .plan = pooling_layer::plan,
+                     .make = make_as<pooling_layer::PoolingLayer>};
 }
 
 } // namespace dl::layers

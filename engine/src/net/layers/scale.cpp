@@ -87,16 +87,14 @@ void defaults(LayerConfig& l) {
 } // namespace scale_layer
 
 LayerKind scale() {
-    LayerKind kind;
-    kind.type = "Scale";
-    kind.in_place = true;
-    kind.has_params = true;
-    kind.fields = scale_layer::fields;
-    kind.check = scale_layer::check;
-    kind.plan = scale_layer::plan;
-    kind.make = make_as<scale_layer::ScaleLayer>;
-    kind.defaults = scale_layer::defaults;
-    return kind;
+    return LayerKind{.type = "Scale",
+                     .in_place = true,
+                     .has_params = true,
+                     .fields = scale_layer::fields,
+                     .check = scale_layer::check,
+                     .plan = scale_layer::plan,
+                     .make = make_as<scale_layer::ScaleLayer>,
+                     .defaults = scale_layer::defaults};
 }
 
 } // namespace dl::layers

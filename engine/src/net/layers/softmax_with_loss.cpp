@@ -60,14 +60,12 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 } // namespace softmax_loss_layer
 
 LayerKind softmax_with_loss() {
-    LayerKind kind;
-    kind.type = "SoftmaxWithLoss";
-    kind.role = LayerRole::loss;
-    kind.fields = softmax_loss_layer::fields;
-    kind.check = softmax_loss_layer::check;
-    kind.plan = softmax_loss_layer::plan;
-    kind.make = make_as<softmax_loss_layer::SoftmaxWithLossLayer>;
-    return kind;
+    return LayerKind{.type = "SoftmaxWithLoss",
+                     .role = LayerRole::loss,
+                     .fields = softmax_loss_layer::fields,
+                     .check = softmax_loss_layer::check,
+                     .plan = softmax_loss_layer::plan,
+                     .make = make_as<softmax_loss_layer::SoftmaxWithLossLayer>};
 }
 
 } // namespace dl::layers

@@ -54,12 +54,10 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 } // namespace split_layer
 
 LayerKind split() {
-    LayerKind kind;
-    kind.type = "Split";
-    kind.fields = split_layer::fields;
-    kind.plan = split_layer::plan;
-    kind.make = make_as<split_layer::SplitLayer>;
-    return kind;
+    return LayerKind{.type = "Split",
+                     .fields = split_layer::fields,
+                     .plan = split_layer::plan,
+                     .make = make_as<split_layer::SplitLayer>};
 }
 
 } // namespace dl::layers
