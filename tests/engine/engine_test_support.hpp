@@ -44,6 +44,14 @@ private:
     std::filesystem::path m_path;
 };
 
+/// An environment assignment giving Open MPI's mpirun a session directory of this test process's
+/// own: two mpiruns of tests ctest runs at once race to create /tmp/ompi.<host>.<uid>, and the
+/// loser fails in orte_init ("mkdir ... File exists").
+inline std::string ompi_session_env() {
+    static const TempDir base;
+    return "OMPI_MCA_orte_tmpdir_base=" + base.path().string() + " ";
+}
+
 /// `bytes` as the whole of `path`, its folder made first.
 inline void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
     if (path.has_parent_path()) {

@@ -11,6 +11,10 @@ data=/usr/share/datasets/fashion-mnist
 # CI runs as root, in a container without the ptrace rights of Open MPI's single-copy transport.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none MPIEXEC_TIMEOUT=120
+# A session directory of this test's own: mpiruns of tests run at once race to create
+# /tmp/ompi.<host>.<uid>, and the loser fails in orte_init ("mkdir ... File exists").
+mkdir -p "$WORK/ompi"
+export OMPI_MCA_orte_tmpdir_base="$WORK/ompi"
 args=(--site local --set resources.gpus=0 --set resources.ranks=2 --set resources.memory=1G
   --set resources.walltime=00:10:00 --set train.max_iter=30 --set train.threads=1
   --set data.stage_to=none)

@@ -143,10 +143,11 @@ TEST_F(GpuDataParallel, TwoRanksShareOneGpuThroughHostStaging) {
     const auto a = run_shell(train_command(m_dir.path() / "one.yaml", one, "--device cuda"));
     ASSERT_EQ(a.exit_code, 0) << a.output;
     const fs::path two = m_dir.path() / "two";
-    const auto b = run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                             "OMPI_MCA_btl_vader_single_copy_mechanism=none MPIEXEC_TIMEOUT=120 " +
-                             mpirun + " --oversubscribe --bind-to none -n 2 " +
-                             train_command(config_one, two, "--device cuda"));
+    const auto b =
+        run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                  "OMPI_MCA_btl_vader_single_copy_mechanism=none MPIEXEC_TIMEOUT=120 " +
+                  dl_test::ompi_session_env() + mpirun + " --oversubscribe --bind-to none -n 2 " +
+                  train_command(config_one, two, "--device cuda"));
     if (b.exit_code != 0 && b.output.find("no MPI plugin of dltrain loads") != std::string::npos) {
         GTEST_SKIP() << "the MPI plugin does not load here: " << b.output;
     }
@@ -165,7 +166,8 @@ TEST_F(GpuDataParallel, TwoRanksShareOneGpuThroughHostStaging) {
     const auto nccl =
         run_shell("DLTRAIN_COMM=nccl OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                   "OMPI_MCA_btl_vader_single_copy_mechanism=none MPIEXEC_TIMEOUT=120 " +
-                  mpirun + " -x DLTRAIN_COMM --oversubscribe --bind-to none -n 2 " +
+                  dl_test::ompi_session_env() + mpirun +
+                  " -x DLTRAIN_COMM --oversubscribe --bind-to none -n 2 " +
                   train_command(config_one, m_dir.path() / "nccl", "--device cuda"));
     if (nccl.output.find("NCCL did not load") == std::string::npos) {
         EXPECT_NE(nccl.exit_code, 0) << nccl.output;

@@ -43,8 +43,8 @@ const std::string k_mpi_env =
 
 std::string launcher(const std::string& flavour, int ranks) {
     if (flavour == "openmpi") {
-        return k_mpi_env + "mpirun.openmpi --oversubscribe --bind-to none -n " +
-               std::to_string(ranks) + " ";
+        return k_mpi_env + dl_test::ompi_session_env() +
+               "mpirun.openmpi --oversubscribe --bind-to none -n " + std::to_string(ranks) + " ";
     }
     return k_mpi_env + "mpiexec.mpich -n " + std::to_string(ranks) + " ";
 }
