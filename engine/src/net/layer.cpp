@@ -28,6 +28,14 @@ void Layer::require_images(const Tensor& bottom, const std::string& producer) co
     }
 }
 
+void Layer::require_channels(const Tensor& bottom, const std::string& producer) const {
+    if (bottom.shape().size() < 2) {
+        fail(
+            fmt::format("needs a bottom with channels (N x C x ...) but '{}' from layer '{}' is {}",
+                        m_config.bottoms[0], producer, bottom.shape_string()));
+    }
+}
+
 Planned Layer::shape_tops(const Blobs& bottom, const Blobs& top) {
     std::vector<Shape> shapes;
     shapes.reserve(bottom.size());

@@ -66,6 +66,8 @@ protected:
     /// Convolution and pooling read images: a bottom that is not N x C x H x W is a config error
     /// naming it and the layer that made it.
     void require_images(const Tensor& bottom, const std::string& producer) const;
+    /// The per-channel layers (BatchNorm, Scale) need N x C x ...: a config error otherwise.
+    void require_channels(const Tensor& bottom, const std::string& producer) const;
     /// Shapes the tops (those that are not also a bottom: in place, the shape is the bottom's)
     /// and keeps the parameter shapes, by the kind's shape rule: the memory plan's rule too.
     /// Returns what the rule planned (a layer's own buffers are sized from it).

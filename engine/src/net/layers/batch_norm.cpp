@@ -16,11 +16,7 @@ public:
     using Layer::Layer;
     void setup(const Blobs& bottom, const Blobs& top,
                const std::vector<std::string>& producers) override {
-        if (bottom[0]->shape().size() < 2) {
-            fail(fmt::format("needs a bottom with channels (N x C x ...) but '{}' from layer '{}' "
-                             "is {}",
-                             m_config.bottoms[0], producers[0], bottom[0]->shape_string()));
-        }
+        require_channels(*bottom[0], producers[0]);
         m_geometry = channels_of(*bottom[0]);
         m_use_global = m_config.use_global_stats.value_or(m_phase == Phase::test);
         shape_tops(bottom, top);
