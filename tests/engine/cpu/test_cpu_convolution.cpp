@@ -1,4 +1,4 @@
-// The CPU backend's convolution against a plain double-precision loop over the definition, for
+// The CPU backend's convolution against the definition (dl::ref, engine/reference/), for
 // its three paths: Winograd F(4x4, 5x5) (5x5, stride 1, at least 8 input channels), direct loops
 // (stride 1, ungrouped, at most 256 taps, outputs at least 16 wide; dw and db only, as for a
 // first layer) and im2col + sgemm (everything else, one image per sgemm from 32 x 32 outputs
@@ -9,6 +9,7 @@
 
 #include "cpu/direct_conv.hpp"
 #include "cpu/winograd.hpp"
+#include "reference/reference.hpp"
 
 #include <dl/backend.hpp>
 
@@ -20,6 +21,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dl {
@@ -29,57 +31,12 @@ struct Reference {
     std::vector<double> y, dx, dw, db;
 };
 
-// y[n][o][i][j] = b[o] + sum over c, ki, kj of x[n][c][i*s - p + ki][j*s - p + kj] w[o][c][ki][kj]
-// (c over the channels of o's group)
-// and the three gradients of sum(y * dy), straight from that definition.
+// The definition: engine/reference/reference.hpp (dl::ref), summed in double.
 Reference reference(const ConvGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
                     const std::vector<float>& b, const std::vector<float>& dy) {
-    const int oh = g.out_height();
-    const int ow = g.out_width();
-    const int k = g.kernel;
-    Reference r;
-    r.y.assign(static_cast<std::size_t>(g.batch) * g.outputs * oh * ow, 0.0);
-    r.dx.assign(x.size(), 0.0);
-    r.dw.assign(w.size(), 0.0);
-    r.db.assign(b.size(), 0.0);
-    const auto x_at = [&](int n, int c, int h, int v) {
-        return ((static_cast<std::size_t>(n) * g.channels + c) * g.height + h) * g.width + v;
-    };
-    for (int n = 0; n < g.batch; ++n) {
-        for (int o = 0; o < g.outputs; ++o) {
-            for (int i = 0; i < oh; ++i) {
-                for (int j = 0; j < ow; ++j) {
-                    const std::size_t at =
-                        ((static_cast<std::size_t>(n) * g.outputs + o) * oh + i) * ow + j;
-                    double sum = b[o];
-                    r.db[o] += dy[at];
-                    const int group_channels = g.channels / g.group;
-                    const int first_channel = o / (g.outputs / g.group) * group_channels;
-                    for (int cl = 0; cl < group_channels; ++cl) {
-                        const int c = first_channel + cl;
-                        for (int ki = 0; ki < k; ++ki) {
-                            for (int kj = 0; kj < k; ++kj) {
-                                const int h = i * g.stride - g.pad + ki;
-                                const int v = j * g.stride - g.pad + kj;
-                                if (h < 0 || h >= g.height || v < 0 || v >= g.width) {
-                                    continue;
-                                }
-                                const std::size_t wi =
-                                    ((static_cast<std::size_t>(o) * group_channels + cl) * k + ki) *
-                                        k +
-                                    kj;
-                                sum += static_cast<double>(x[x_at(n, c, h, v)]) * w[wi];
-                                r.dw[wi] += static_cast<double>(x[x_at(n, c, h, v)]) * dy[at];
-                                r.dx[x_at(n, c, h, v)] += static_cast<double>(w[wi]) * dy[at];
-                            }
-                        }
-                    }
-                    r.y[at] = sum;
-                }
-            }
-        }
-    }
-    return r;
+    ref::ConvGradients gradients = ref::conv_backward(g, x, w, dy);
+    return {ref::conv_forward(g, x, w, b), std::move(gradients.dx), std::move(gradients.dw),
+            std::move(gradients.db)};
 }
 
 // |got - want| <= 1e-5 * max |want| (float rounding of sums of a few hundred terms).

@@ -4,6 +4,7 @@
 // data with ties, NaN and infinities.
 
 #include "cpu/pooling.hpp"
+#include "reference/reference.hpp"
 
 #include <dl/backend.hpp>
 
@@ -372,12 +373,11 @@ TEST(CpuRelu, ForwardAndBackwardInPlaceAndNot) {
     x[5] = -inf;
     dy[6] = nan;  // x[6] = 2: passes through
     dy[10] = inf; // x[10] = -2: blocked
-    std::vector<float> want_y(x.size());
-    std::vector<float> want_dx(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        want_y[i] = x[i] > 0.0F ? x[i] : 0.0F;
-        want_dx[i] = want_y[i] > 0.0F ? dy[i] : 0.0F;
-    }
+    // The definition (dl::ref); a ReLU's values and gradients are inputs, exact in float.
+    const std::vector<double> ref_y = ref::activation_forward(Activation::relu, x);
+    const std::vector<double> ref_dx = ref::activation_backward(Activation::relu, x, dy);
+    const std::vector<float> want_y(ref_y.begin(), ref_y.end());
+    const std::vector<float> want_dx(ref_dx.begin(), ref_dx.end());
     std::vector<float> y(x.size(), 9.0F);
     cpu::relu_forward(x.size(), x.data(), y.data());
     expect_same_bits(y, want_y, "relu forward");

@@ -1,0 +1,225 @@
+// The element- and row-wise ops by their definitions: activations, dropout, softmax loss,
+// accuracy, Concat, Eltwise and the solvers' updates.
+
+#include "reference/reference.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+
+namespace dl::ref {
+namespace {
+
+double sigmoid(double x) {
+    return 1.0 / (1.0 + std::exp(-x));
+}
+
+// A label's class, or -1 when it names none (reference.hpp: such a row counts nothing).
+int label_class(float label, int classes) {
+    return label >= 0.0F && label < static_cast<float>(classes) ? static_cast<int>(label) : -1;
+}
+
+// e^(z - max z) / sum e^(z - max z) per row: the softmax, shifted so that no exp overflows.
+Values softmax(int rows, int classes, Floats logits) {
+    Values prob(logits.size());
+    for (int r = 0; r < rows; ++r) {
+        const std::size_t row = static_cast<std::size_t>(r) * classes;
+        double top = logits[row];
+        for (int c = 1; c < classes; ++c) {
+            top = std::fmax(top, logits[row + c]);
+        }
+        double sum = 0.0;
+        for (int c = 0; c < classes; ++c) {
+            sum += std::exp(logits[row + c] - top);
+        }
+        for (int c = 0; c < classes; ++c) {
+            prob[row + c] = std::exp(logits[row + c] - top) / sum;
+        }
+    }
+    return prob;
+}
+
+} // namespace
+
+Values activation_forward(Activation kind, Floats x) {
+    Values y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        switch (kind) {
+        case Activation::relu:
+            y[i] = x[i] > 0.0F ? x[i] : 0.0;
+            break;
+        case Activation::sigmoid:
+            y[i] = sigmoid(x[i]);
+            break;
+        case Activation::tanh:
+            y[i] = std::tanh(static_cast<double>(x[i]));
+            break;
+        }
+    }
+    return y;
+}
+
+// sigmoid' = y (1 - y), tanh' = 1 - y^2, with y the forward output at x.
+Values activation_backward(Activation kind, Floats x, Floats dy) {
+    const Values y = activation_forward(kind, x);
+    Values dx(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        switch (kind) {
+        case Activation::relu:
+            dx[i] = x[i] > 0.0F ? dy[i] : 0.0; // a select: an infinite dy where x <= 0 gives 0
+            break;
+        case Activation::sigmoid:
+            dx[i] = dy[i] * y[i] * (1.0 - y[i]);
+            break;
+        case Activation::tanh:
+            dx[i] = dy[i] * (1.0 - y[i] * y[i]);
+            break;
+        }
+    }
+    return dx;
+}
+
+Values dropout(Floats x, Floats mask, double scale) {
+    Values y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        y[i] = x[i] * (mask.empty() ? 1.0 : mask[i]) * scale;
+    }
+    return y;
+}
+
+SoftmaxLoss softmax_loss_forward(int rows, int classes, Floats logits, Floats labels) {
+    SoftmaxLoss r{softmax(rows, classes, logits), 0.0};
+    for (int row = 0; row < rows; ++row) {
+        const int label = label_class(labels[row], classes);
+        if (label >= 0) {
+            const double p = r.prob[static_cast<std::size_t>(row) * classes + label];
+            r.loss -= std::log(std::fmax(p, FLT_MIN)) / rows;
+        }
+    }
+    return r;
+}
+
+Values softmax_loss_backward(int rows, int classes, Floats logits, Floats labels, double scale) {
+    Values d = softmax(rows, classes, logits);
+    for (int row = 0; row < rows; ++row) {
+        const int label = label_class(labels[row], classes);
+        if (label >= 0) {
+            d[static_cast<std::size_t>(row) * classes + label] -= 1.0;
+        }
+    }
+    for (double& v : d) {
+        v *= scale;
+    }
+    return d;
+}
+
+double accuracy(int rows, int classes, int top_k, Floats scores, Floats labels) {
+    int correct = 0;
+    for (int row = 0; row < rows; ++row) {
+        const int label = label_class(labels[row], classes);
+        if (label < 0) {
+            continue;
+        }
+        const float* s = scores.data() + static_cast<std::size_t>(row) * classes;
+        int above = 0;
+        for (int c = 0; c < classes; ++c) {
+            above += s[c] > s[label] ? 1 : 0;
+        }
+        correct += above < top_k ? 1 : 0;
+    }
+    return static_cast<double>(correct) / rows;
+}
+
+Values concat_forward(int rows, const std::vector<Floats>& inputs) {
+    Values y;
+    for (int r = 0; r < rows; ++r) {
+        for (const Floats& input : inputs) {
+            const std::size_t length = input.size() / static_cast<std::size_t>(rows);
+            const Floats row = input.subspan(r * length, length);
+            y.insert(y.end(), row.begin(), row.end());
+        }
+    }
+    return y;
+}
+
+std::vector<Values> concat_backward(int rows, const std::vector<std::size_t>& row_lengths,
+                                    Floats dy) {
+    std::vector<Values> dx(row_lengths.size());
+    std::size_t next = 0;
+    for (int r = 0; r < rows; ++r) {
+        for (std::size_t i = 0; i < row_lengths.size(); ++i) {
+            const Floats part = dy.subspan(next, row_lengths[i]);
+            dx[i].insert(dx[i].end(), part.begin(), part.end());
+            next += row_lengths[i];
+        }
+    }
+    return dx;
+}
+
+Eltwise eltwise_forward(EltwiseOp op, const std::vector<Floats>& x,
+                        const std::vector<float>& coeffs) {
+    const std::size_t n = x[0].size();
+    Eltwise r{Values(n), std::vector<std::int32_t>(op == EltwiseOp::max ? n : 0)};
+    for (std::size_t j = 0; j < n; ++j) {
+        double value = op == EltwiseOp::sum ? coeffs[0] * static_cast<double>(x[0][j]) : x[0][j];
+        std::int32_t winner = 0;
+        for (std::size_t i = 1; i < x.size(); ++i) {
+            if (op == EltwiseOp::sum) {
+                value += coeffs[i] * static_cast<double>(x[i][j]);
+            } else if (op == EltwiseOp::prod) {
+                value *= x[i][j];
+            } else if (i == 1 ? !(value > x[1][j]) : x[i][j] > value) {
+                // Caffe's EltwiseLayer: input 1 wins unless input 0 is larger (a tie, or a NaN
+                // on either side, goes to input 1); a later input only when it is larger.
+                value = x[i][j];
+                winner = static_cast<std::int32_t>(i);
+            }
+        }
+        r.y[j] = value;
+        if (op == EltwiseOp::max) {
+            r.mask[j] = winner;
+        }
+    }
+    return r;
+}
+
+Values eltwise_backward(EltwiseOp op, int index, const std::vector<Floats>& x, double coeff,
+                        Floats dy) {
+    const Eltwise forward = eltwise_forward(op, x, std::vector<float>(x.size(), 1.0F));
+    Values dx(dy.size());
+    for (std::size_t j = 0; j < dx.size(); ++j) {
+        if (op == EltwiseOp::sum) {
+            dx[j] = coeff * dy[j];
+        } else if (op == EltwiseOp::max) {
+            dx[j] = forward.mask[j] == index ? dy[j] : 0.0;
+        } else {
+            double others = 1.0;
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                others *= static_cast<int>(i) == index ? 1.0 : x[i][j];
+            }
+            dx[j] = dy[j] * others;
+        }
+    }
+    return dx;
+}
+
+void sgd_update(double lr, double momentum, double decay, bool nesterov, Floats g, Values& history,
+                Values& w) {
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        const double previous = history[i];
+        history[i] = momentum * history[i] + lr * (g[i] + decay * w[i]);
+        w[i] -= nesterov ? (1.0 + momentum) * history[i] - momentum * previous : history[i];
+    }
+}
+
+void adam_update(double lr, double correction, double beta1, double beta2, double epsilon,
+                 double decay, Floats g, Values& m, Values& v, Values& w) {
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        const double grad = g[i] + decay * w[i];
+        m[i] = beta1 * m[i] + (1.0 - beta1) * grad;
+        v[i] = beta2 * v[i] + (1.0 - beta2) * grad * grad;
+        w[i] -= lr * correction * m[i] / (std::sqrt(v[i]) + epsilon);
+    }
+}
+
+} // namespace dl::ref

@@ -1,0 +1,205 @@
+// The CPU backend, op by op, against the definition (engine/reference/reference.hpp), on random
+// inputs over shapes picked to reach each of its code paths (the dispatch in
+// engine/src/cpu/cpu_backend.cpp): Winograd, the direct loops and im2col + sgemm for
+// convolution; max pooling's 2x2 loop, the 3x3 / stride 2 loops, the phase-split vector loops
+// and the plain loops for narrow planes; the sgemm splits of the inner product; and the other
+// ops on sizes with vector remainders and parallel slices. Each direct-convolution blocking this
+// CPU runs is called by name against the same reference in test_cpu_convolution.cpp.
+//
+// Tolerances, |cpu - reference| <= t * max(1, max |reference|), the reference summing in double:
+// - convolution 1e-5: Winograd's transforms round to about 5e-6 of the largest output
+//   (docs/engine.md, "Winograd convolution on the CPU"; 4.2e-6 seen here); im2col and the
+//   direct loops, float sums of up to a few thousand products, stay under 7e-7;
+// - inner product 2e-6: float sgemm sums of up to a hundred products (3e-7 seen);
+// - pooling 1e-6: float sums of at most a window's values (or of the dy of the windows a pixel
+//   is in) and one division (1e-7 seen); max pooling's outputs and argmax are exact;
+// - activations and dropout 1e-6: one float exp or tanh (a few ulp) or one product each;
+// - softmax loss 1e-6: float exp and a sum over the classes per row, the loss summed in double;
+// - LRN, BatchNorm and Scale 1e-6: float pow, float means over a channel, one float rounding
+//   per result in the rest (1.2e-7 seen);
+// - Eltwise sum and prod 1e-6 (at most four float terms); max, its mask and Concat are exact;
+// - solvers 1e-6 after three steps of a handful of float operations each (1.6e-7 seen).
+// A reference that took a tie, a divisor or a variance the other way fails them by far more.
+
+#include "cpu/direct_conv.hpp"
+#include "cpu/pooling.hpp"
+#include "cpu/winograd.hpp"
+#include "reference_checks.hpp"
+
+#include <dl/backend.hpp>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+namespace dl {
+namespace {
+namespace reference_cpu {
+
+using dl_test::against_reference::Checks;
+using dl_test::against_reference::Tolerances;
+
+constexpr Tolerances k_cpu{1e-5, 2e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6};
+
+std::string describe(const ConvGeometry& g) {
+    return std::to_string(g.batch) + " x " + std::to_string(g.channels) + " x " +
+           std::to_string(g.height) + " x " + std::to_string(g.width) + " -> " +
+           std::to_string(g.outputs) + ", kernel " + std::to_string(g.kernel) + " stride " +
+           std::to_string(g.stride) + " pad " + std::to_string(g.pad) + " group " +
+           std::to_string(g.group);
+}
+
+std::string describe(const PoolGeometry& g) {
+    return std::to_string(g.batch) + " x " + std::to_string(g.channels) + " x " +
+           std::to_string(g.height) + " x " + std::to_string(g.width) + ", kernel " +
+           std::to_string(g.kernel) + " stride " + std::to_string(g.stride) + " pad " +
+           std::to_string(g.pad);
+}
+
+// Two threads: the backend's task splits and their ordered reductions are on the path.
+class ReferenceCpu : public ::testing::Test {
+protected:
+    std::unique_ptr<Backend> m_backend = make_backend("cpu", 2);
+    Checks m_checks{*m_backend, k_cpu, 20260135};
+};
+
+} // namespace reference_cpu
+
+using reference_cpu::describe;
+using reference_cpu::ReferenceCpu;
+
+TEST_F(ReferenceCpu, ConvolutionOnTheWinogradPath) {
+    for (const ConvGeometry& g : {
+             // LeNet's conv2 on 9 images: a whole group of 8 and one image in the next.
+             ConvGeometry{9, 20, 12, 12, 50, 5, 1, 0, 1},
+             // Padding; 9 x 7 outputs: the last tile row and column hang over the edge.
+             ConvGeometry{3, 8, 11, 9, 6, 5, 1, 2, 1},
+             // 20 x 20 outputs: 25 tile positions, several blocks of 8.
+             ConvGeometry{2, 9, 24, 24, 4, 5, 1, 0, 1},
+         }) {
+        ASSERT_TRUE(cpu::winograd::applies(g)) << describe(g);
+        m_checks.convolution(g, true, describe(g));
+    }
+    m_checks.convolution({3, 8, 8, 8, 3, 5, 1, 1, 1}, false, "Winograd without bias");
+}
+
+// The forward pass and a first layer's weight gradient (no dx) run the direct loops; a
+// backward pass with dx runs im2col.
+TEST_F(ReferenceCpu, ConvolutionOnTheDirectPath) {
+    for (const ConvGeometry& g : {
+             ConvGeometry{3, 3, 32, 32, 32, 5, 1, 2, 1}, // cifar10_quick's conv1
+             ConvGeometry{4, 1, 28, 28, 20, 5, 1, 0, 1}, // LeNet's conv1: a partial last vector
+             ConvGeometry{5, 4, 19, 37, 7, 3, 1, 1, 1},  // odd sizes, a partial block of outputs
+             ConvGeometry{2, 3, 24, 24, 4, 9, 1, 4, 1},  // 243 taps, a partial gradient block
+         }) {
+        ASSERT_TRUE(cpu::direct_conv::applies(g) && !cpu::winograd::applies(g)) << describe(g);
+        m_checks.convolution(g, true, describe(g));
+    }
+}
+
+TEST_F(ReferenceCpu, ConvolutionOnTheIm2colPath) {
+    for (const ConvGeometry& g : {
+             ConvGeometry{4, 1, 18, 18, 20, 5, 1, 0, 1}, // outputs too narrow for the direct loops
+             ConvGeometry{3, 8, 9, 9, 4, 3, 2, 1, 1},    // stride 2
+             ConvGeometry{2, 8, 8, 8, 4, 5, 1, 1, 2},    // groups
+             ConvGeometry{2, 6, 24, 24, 4, 7, 1, 3, 1},  // 294 taps: past the direct loops
+             ConvGeometry{2, 32, 32, 32, 8, 3, 1, 1, 1}, // one image per sgemm (32 x 32 outputs)
+             ConvGeometry{2, 4, 33, 35, 6, 3, 1, 1, 2},  // one image per sgemm, odd, grouped
+         }) {
+        ASSERT_FALSE(cpu::direct_conv::applies(g) || cpu::winograd::applies(g)) << describe(g);
+        m_checks.convolution(g, true, describe(g));
+    }
+    m_checks.convolution({2, 2, 5, 5, 3, 2, 1, 0, 1}, false, "im2col without bias");
+}
+
+// Continuous data, then data of 4 levels, whose ties the first maximum in row-major order wins.
+TEST_F(ReferenceCpu, PoolingOnEveryLoop) {
+    for (const PoolGeometry& g : {
+             PoolGeometry{3, 5, 24, 24, 2, 2, 0}, // LeNet's 2x2 / 2 loop
+             PoolGeometry{2, 3, 32, 32, 3, 2, 0}, // 3x3 / 2 (cifar10_quick's pool1): ceil mode
+             PoolGeometry{2, 4, 16, 16, 3, 2, 0}, // 3x3 / 2: planes 16 wide, two to a vector
+             PoolGeometry{2, 5, 8, 8, 3, 2, 0},   // 3x3 / 2: planes 8 wide, four to a vector
+             PoolGeometry{1, 2, 35, 35, 3, 2, 0}, // 3x3 / 2: 17 columns, past whole vectors
+             PoolGeometry{2, 3, 6, 6, 3, 2, 0},   // Caffe's ceil mode: a window over the edge
+             PoolGeometry{2, 3, 20, 40, 3, 1, 1}, // phase-split vector loops, padded
+             PoolGeometry{2, 2, 17, 45, 5, 3, 2}, // phases of stride 3, a partial vector
+             PoolGeometry{2, 3, 7, 7, 3, 2, 1},   // plain loops: padded, narrow
+             PoolGeometry{2, 3, 9, 9, 2, 2, 0},   // plain loops: 2x2 on odd sizes
+         }) {
+        const bool vectors = cpu::pool_vectors_pay(g);
+        const std::string what = describe(g) + (vectors ? " (vector loops)" : " (plain loops)");
+        m_checks.max_pooling(g, true, 0, what);
+        m_checks.max_pooling(g, true, 4, what + " with ties");
+        m_checks.average_pooling(g, what);
+    }
+}
+
+TEST_F(ReferenceCpu, InnerProductOverItsTaskSplits) {
+    m_checks.inner_product(5, 12, 7, true);
+    m_checks.inner_product(3, 2, 3, true); // fewer outputs and inputs than the 4 tasks
+    m_checks.inner_product(16, 100, 33, false);
+    m_checks.inner_product(64, 50, 10, true);
+}
+
+TEST_F(ReferenceCpu, ActivationsInPlaceAndNot) {
+    for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
+        for (const std::size_t n : {std::size_t{37}, std::size_t{1000}}) { // vector remainders
+            m_checks.activation(kind, n, false);
+            m_checks.activation(kind, n, true);
+        }
+    }
+}
+
+TEST_F(ReferenceCpu, DropoutGivenItsMask) {
+    m_checks.dropout(20000, 0.3F);
+}
+
+TEST_F(ReferenceCpu, SoftmaxLossAndAccuracy) {
+    m_checks.softmax_loss(64, 10, 1.0F / 64.0F);
+    m_checks.softmax_loss(7, 100, 0.5F);
+    m_checks.accuracy(64, 10, 0);
+    m_checks.accuracy(64, 10, 3); // ties
+}
+
+TEST_F(ReferenceCpu, LrnAcrossChannels) {
+    m_checks.lrn({2, 7, 20}, {5, 1.0F, 0.75F, 1.0F});
+    m_checks.lrn({3, 4, 9}, {3, 2.0F, 0.5F, 2.0F});
+    m_checks.lrn({2, 3, 6}, {7, 0.5F, 0.75F, 1.0F}); // a window wider than the channels
+}
+
+TEST_F(ReferenceCpu, BatchNormWithBatchAndGlobalStatistics) {
+    for (const bool use_global : {false, true}) {
+        for (const bool in_place : {false, true}) {
+            m_checks.batch_norm({4, 3, 10}, use_global, in_place);
+        }
+        m_checks.batch_norm({6, 5, 1}, use_global, false); // after an inner product
+    }
+}
+
+TEST_F(ReferenceCpu, ScaleWithAndWithoutBias) {
+    m_checks.scale({3, 4, 10}, false, false);
+    m_checks.scale({3, 4, 10}, true, false);
+    m_checks.scale({2, 5, 7}, true, true);
+}
+
+TEST_F(ReferenceCpu, ConcatAndEltwise) {
+    m_checks.concat(2, {12, 20, 4}); // axis 1 of 2 x C x 2 x 2 inputs
+    m_checks.concat(1, {5, 7});      // axis 0
+    m_checks.eltwise(EltwiseOp::sum, 1000, 2, 0);
+    m_checks.eltwise(EltwiseOp::sum, 1000, 3, 0);
+    m_checks.eltwise(EltwiseOp::prod, 1000, 3, 0);
+    m_checks.eltwise(EltwiseOp::max, 1000, 2, 3); // ties between the first two
+    m_checks.eltwise(EltwiseOp::max, 1000, 4, 3); // and with later inputs
+}
+
+// 40000 values: past the size from which an update is split into parallel slices.
+TEST_F(ReferenceCpu, SolverUpdates) {
+    for (const std::string rule : {"SGD", "Nesterov", "Adam"}) {
+        m_checks.solver(rule, {1000, 7, 40000}, false);
+        m_checks.solver(rule, {1000, 7, 40000}, true);
+    }
+}
+
+} // namespace
+} // namespace dl
