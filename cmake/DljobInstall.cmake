@@ -14,6 +14,9 @@ endif()
 if(DL_ENGINE_MPI_PLUGINS)
     install(TARGETS ${DL_ENGINE_MPI_PLUGINS} LIBRARY DESTINATION lib/dljob)
 endif()
+if(DL_ENGINE_GLOO_PLUGIN)
+    install(TARGETS ${DL_ENGINE_GLOO_PLUGIN} LIBRARY DESTINATION lib/dljob)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/site-profiles ${PROJECT_SOURCE_DIR}/templates
                   ${PROJECT_SOURCE_DIR}/recipes
         DESTINATION ${CMAKE_INSTALL_DATADIR}/dljob)

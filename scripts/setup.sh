@@ -24,6 +24,8 @@ test_packages=(
     # dltrain's MPI plugins and the data-parallel tests (called as mpirun.openmpi and
     # mpiexec.mpich: slurm-wlm-torque owns the plain names).
     openmpi-bin libopenmpi-dev mpich libmpich-dev
+    # dltrain's Gloo plugin: data-parallel ranks that meet without MPI (tests/engine/parallel/test_gloo.cpp).
+    libgloo-dev
     # The NumPy references of dltrain's Caffe transforms and caffemodel files written with
     # Caffe's Python protobuf (tests/engine/crop_reference.py, caffemodel_parity.py).
     python3-numpy python3-protobuf

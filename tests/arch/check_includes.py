@@ -95,6 +95,10 @@ def self_test(rules_path):
         ("engine/src/data/pack_zstd.cpp", "#include <zstd.h>", False),
         ("engine/src/train/train.cpp", '#include "cuda/cuda_backend.hpp"', True),
         ("engine/src/backends/cuda_loader.hpp", '#include "cuda/cuda_plugin.hpp"', False),
+        ("engine/src/parallel/communicator.cpp", "#include <gloo/context.h>", True),
+        ("engine/src/parallel/communicator.cpp", '#include "gloo/gloo_plugin.hpp"', False),
+        ("engine/src/gloo/gloo_communicator.cpp", "#include <gloo/context.h>", False),
+        ("engine/src/train/train.cpp", '#include "gloo/gloo_plugin.hpp"', True),
         ("src/dljob/app/data/stage_read.cpp", "#include <csetjmp>", True),
         ("src/dljob/adapters/filesystem_posix.cpp", "#include <csetjmp>", False),
     ]

@@ -21,7 +21,8 @@ struct RankEnv {
     int rank = 0;
     std::optional<int> size = 1; // unknown under aprun (ALPS gives the rank only): MPI says
     int local_rank = 0;          // the rank among those on this node: picks the GPU
-    std::string launcher; // "openmpi", "mpich", "slurm", "alps"; empty: not launched as ranks
+    /// "dltrain" (DLTRAIN_RANK), "openmpi", "mpich", "slurm", "alps"; empty: not ranks.
+    std::string launcher;
     /// The variables read, for messages ("OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2").
     std::string evidence;
     /// Whether this process is one of several, or may be (ALPS): MPI must start.
@@ -30,7 +31,9 @@ struct RankEnv {
 
 using EnvLookup = std::function<const char*(const char*)>;
 
-/// Reads, first match wins: OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK (Open MPI's mpirun),
+/// Reads, first match wins: DLTRAIN_RANK/WORLD_SIZE/LOCAL_RANK (ranks started without an MPI
+/// launcher, which meet through Gloo; the local rank defaults to the rank),
+/// OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK (Open MPI's mpirun),
 /// PMI_RANK/PMI_SIZE with MPI_LOCALRANKID (MPICH's Hydra), SLURM_PROCID with
 /// SLURM_STEP_NUM_TASKS and SLURM_LOCALID (srun; SLURM_NTASKS alone is also set in a batch
 /// script, where the script is one process), ALPS_APP_PE (aprun). Throws dl::Error(usage) for a
@@ -40,7 +43,8 @@ RankEnv detect_rank_env();
 
 /// Sums gradients across ranks, and the little agreements around them. Every rank calls the same
 /// methods in the same order with the same counts. A collective that gets no answer within the
-/// timeout ends every rank (MPI_Abort), after naming the ranks it waited for.
+/// timeout ends every rank (MPI_Abort; Gloo: this rank exits and the others see its connections
+/// close), after naming the ranks it waited for.
 class Communicator {
 public:
     virtual ~Communicator() = default;
@@ -89,7 +93,8 @@ public:
     /// Seconds a collective may wait for the slowest rank before every rank is ended.
     virtual void set_timeout(double seconds) = 0;
     /// Ends every rank at once (MPI_Abort) after an error on this one that the others cannot
-    /// learn of through a collective; `single` exits the process.
+    /// learn of through a collective; `single` exits the process, and so does Gloo's (the
+    /// others' next message to or from it fails, naming it).
     [[noreturn]] virtual void abort(int exit_code) = 0;
 };
 
@@ -97,10 +102,15 @@ public:
 std::unique_ptr<Communicator> make_single_communicator();
 
 /// The communicator for this process: `single` when the launcher started one rank (nothing is
-/// loaded), else the MPI plugin matching the launcher (DLTRAIN_MPI=openmpi|mpich|mpi picks one,
-/// DLTRAIN_MPI_PLUGIN=FILE names the file). Throws dl::Error(usage) when ranks were asked for
-/// and no MPI plugin loads, naming what is missing, and when MPI's rank count differs from the
-/// launcher's (a plugin for another MPI than the launcher's starts N separate runs of 1).
+/// loaded); the Gloo plugin (libdltrain-gloo.so) when DLTRAIN_COMM=gloo, or when DLTRAIN_RANK
+/// started the ranks and DLTRAIN_COMM is not mpi, meeting through DLTRAIN_RENDEZVOUS (a
+/// directory, or tcp://HOST:PORT of rank 0) within DLTRAIN_RENDEZVOUS_TIMEOUT seconds (default:
+/// the collective timeout); else the MPI plugin matching the launcher (DLTRAIN_MPI=openmpi|
+/// mpich|mpi picks one, DLTRAIN_MPI_PLUGIN=FILE names the file). Throws dl::Error(usage) when
+/// ranks were asked for and no plugin loads, naming what is missing, when Gloo is asked for
+/// without DLTRAIN_RENDEZVOUS, and when MPI's rank count differs from the launcher's (a plugin
+/// for another MPI than the launcher's starts N separate runs of 1); dl::Error(device) when the
+/// ranks do not meet within the rendezvous timeout, naming the ranks that did not come.
 std::unique_ptr<Communicator> make_communicator(const RankEnv& env);
 
 /// The collective timeout: DLTRAIN_COLLECTIVE_TIMEOUT (seconds) when set, else 300.

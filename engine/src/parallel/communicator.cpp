@@ -1,6 +1,8 @@
 // Rank detection from the launcher's environment, the one-rank communicator, and the loading of
-// the MPI plugin (mpi/mpi_plugin.hpp) when there are several ranks.
+// the MPI plugin (mpi/mpi_plugin.hpp) or the Gloo plugin (gloo/gloo_plugin.hpp) when there are
+// several ranks.
 
+#include "gloo/gloo_plugin.hpp"
 #include "mpi/mpi_plugin.hpp"
 
 #include <dl/communicator.hpp>
@@ -82,37 +84,28 @@ std::vector<std::string> flavours_for(const RankEnv& env) {
     return {"mpich", "openmpi", "mpi"};
 }
 
-// The handle stays loaded for the life of the process: the communicator's code lives in it.
-const mpi::PluginApi* load_plugin(const RankEnv& env, std::string& tried) {
-    std::vector<fs::path> candidates;
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
-    if (const char* forced = std::getenv("DLTRAIN_MPI_PLUGIN"); forced != nullptr && *forced) {
-        candidates.emplace_back(forced);
-    } else {
-        const fs::path dir = executable_dir();
-        for (const auto& flavour : flavours_for(env)) {
-            for (const auto& where : {dir, dir.parent_path() / "lib" / "dljob"}) {
-                candidates.push_back(where / plugin_file(flavour));
-            }
-        }
-    }
+// The first of `candidates` that loads and answers `stamp` at `entry_name`; the others, with
+// the loader's reason, appended to `tried`. The handle stays loaded for the life of the
+// process: the communicator's code lives in it.
+template <typename Api>
+const Api* load_first(const std::vector<fs::path>& candidates, const char* entry_name,
+                      const char* stamp, int flags, std::string& tried) {
+    using Entry = const Api* (*)(const char*);
     for (const auto& path : candidates) {
         std::error_code error;
         if (!fs::is_regular_file(path, error)) {
             tried += fmt::format("\n  {}: not there", path.string());
             continue;
         }
-        // RTLD_GLOBAL: Open MPI opens its own components with dlopen, and they bind to
-        // libmpi's symbols through the global scope.
-        void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+        void* handle = ::dlopen(path.c_str(), flags);
         if (handle == nullptr) {
             const char* why = ::dlerror();
             tried += fmt::format("\n  {}: {}", path.string(), why != nullptr ? why : "no reason");
             continue;
         }
-        auto entry = reinterpret_cast<mpi::PluginEntry>( // NOLINT(*-reinterpret-cast): dlsym
-            ::dlsym(handle, mpi::plugin_entry_name));
-        const mpi::PluginApi* api = entry != nullptr ? entry(mpi::plugin_abi_stamp) : nullptr;
+        auto entry = reinterpret_cast<Entry>(
+            ::dlsym(handle, entry_name)); // NOLINT(*-reinterpret-cast): dlsym
+        const Api* api = entry != nullptr ? entry(stamp) : nullptr;
         if (api == nullptr) {
             tried += fmt::format("\n  {}: not a plugin of this dltrain build (reinstall both)",
                                  path.string());
@@ -121,6 +114,124 @@ const mpi::PluginApi* load_plugin(const RankEnv& env, std::string& tried) {
         return api;
     }
     return nullptr;
+}
+
+// `file` beside dltrain, then in ../lib/dljob; or only the file `forced_variable` names.
+std::vector<fs::path> plugin_candidates(const std::vector<std::string>& files,
+                                        const char* forced_variable) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
+    if (const char* forced = std::getenv(forced_variable); forced != nullptr && *forced) {
+        return {fs::path(forced)};
+    }
+    const fs::path dir = executable_dir();
+    std::vector<fs::path> candidates;
+    for (const auto& file : files) {
+        for (const auto& where : {dir, dir.parent_path() / "lib" / "dljob"}) {
+            candidates.push_back(where / file);
+        }
+    }
+    return candidates;
+}
+
+const mpi::PluginApi* load_plugin(const RankEnv& env, std::string& tried) {
+    std::vector<std::string> files;
+    for (const auto& flavour : flavours_for(env)) {
+        files.push_back(plugin_file(flavour));
+    }
+    // RTLD_GLOBAL: Open MPI opens its own components with dlopen, and they bind to libmpi's
+    // symbols through the global scope.
+    return load_first<mpi::PluginApi>(plugin_candidates(files, "DLTRAIN_MPI_PLUGIN"),
+                                      mpi::plugin_entry_name, mpi::plugin_abi_stamp,
+                                      RTLD_NOW | RTLD_GLOBAL, tried);
+}
+
+const char* env_text(const char* name) {
+    const char* value = std::getenv(name); // NOLINT(concurrency-mt-unsafe): before any thread
+    return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// Seconds > 0 from `name`, or `fallback` when it is unset.
+double seconds_from(const char* name, double fallback) {
+    const char* value = env_text(name);
+    if (value == nullptr) {
+        return fallback;
+    }
+    char* end = nullptr;
+    const double seconds = std::strtod(value, &end);
+    if (*end != '\0' || !(seconds > 0.0)) {
+        throw Error(ErrorKind::usage, fmt::format("{}='{}': expected seconds > 0", name, value));
+    }
+    return seconds;
+}
+
+// Whether these ranks meet through Gloo: asked for by name, or started by DLTRAIN_RANK (no MPI
+// launcher knows them) unless MPI is asked for by name.
+bool meets_through_gloo(const RankEnv& env) {
+    const char* comm = env_text("DLTRAIN_COMM");
+    const std::string kind = comm != nullptr ? comm : "";
+    return kind == "gloo" || (env.launcher == "dltrain" && kind != "mpi");
+}
+
+// DLTRAIN_RENDEZVOUS into the plugin's options: tcp://HOST:PORT, or a directory.
+void read_rendezvous(const std::string& ranks, const RankEnv& env, gloo_comm::Options& options) {
+    const char* value = env_text("DLTRAIN_RENDEZVOUS");
+    if (value == nullptr) {
+        throw Error(ErrorKind::usage,
+                    fmt::format("{} ({}) meet through Gloo, which needs DLTRAIN_RENDEZVOUS: a "
+                                "directory every rank sees (on a shared file system), or "
+                                "tcp://HOST:PORT with HOST rank 0's node and PORT a free port "
+                                "there (docs/data-parallel.md, \"Without MPI: Gloo\")",
+                                ranks, env.evidence));
+    }
+    options.rendezvous = value;
+    const std::string text = value;
+    if (text.find("://") == std::string::npos) {
+        return;
+    }
+    const std::string prefix = "tcp://";
+    const auto colon = text.rfind(':');
+    const std::string host = text.substr(prefix.size(), colon - prefix.size());
+    const std::string port = text.substr(colon + 1);
+    char* end = nullptr;
+    const long number = std::strtol(port.c_str(), &end, 10);
+    if (text.rfind(prefix, 0) != 0 || colon < prefix.size() || host.empty() || port.empty() ||
+        *end != '\0' || number < 1 || number > 65535) {
+        throw Error(ErrorKind::usage,
+                    fmt::format("DLTRAIN_RENDEZVOUS='{}': expected tcp://HOST:PORT (a port of 1 "
+                                "to 65535) or a directory",
+                                text));
+    }
+    options.store_host = host;
+    options.store_port = static_cast<int>(number);
+}
+
+std::unique_ptr<Communicator> make_gloo_communicator(const RankEnv& env, double timeout) {
+    if (!env.size) {
+        throw Error(ErrorKind::usage,
+                    fmt::format("the launcher gives no number of ranks ({}), which Gloo needs: "
+                                "set DLTRAIN_RANK and DLTRAIN_WORLD_SIZE",
+                                env.evidence));
+    }
+    const std::string ranks = fmt::format("{} ranks", *env.size);
+    gloo_comm::Options options;
+    options.rank = env.rank;
+    options.size = *env.size;
+    options.timeout_s = timeout;
+    read_rendezvous(ranks, env, options);
+    options.rendezvous_timeout_s = seconds_from("DLTRAIN_RENDEZVOUS_TIMEOUT", timeout);
+    const char* iface = env_text("DLTRAIN_GLOO_IFACE");
+    options.iface = iface != nullptr ? iface : "";
+    std::string tried;
+    const auto* plugin = load_first<gloo_comm::PluginApi>(
+        plugin_candidates({gloo_comm::plugin_file_name}, "DLTRAIN_GLOO_PLUGIN"),
+        gloo_comm::plugin_entry_name, gloo_comm::plugin_abi_stamp, RTLD_NOW | RTLD_LOCAL, tried);
+    if (plugin == nullptr) {
+        throw Error(ErrorKind::usage,
+                    fmt::format("{} ({}) meet through Gloo, but dltrain's Gloo plugin does not "
+                                "load (built without libgloo-dev?); tried:{}",
+                                ranks, env.evidence, tried));
+    }
+    return plugin->make_communicator(options);
 }
 
 } // namespace
@@ -141,7 +252,11 @@ RankEnv detect_rank_env(const EnvLookup& lookup) {
         env.local_rank = local != nullptr ? number(lookup, local, evidence).value_or(0) : 0;
         return true;
     };
+    // DLTRAIN_RANK first: whoever set it started this one process with it (a Spark task, a
+    // loop of shell commands), while a launcher's variables may be inherited from an outer
+    // step (Spark's workers started by srun).
     const bool found =
+        take("dltrain", "DLTRAIN_RANK", "DLTRAIN_WORLD_SIZE", "DLTRAIN_LOCAL_RANK") ||
         take("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
              "OMPI_COMM_WORLD_LOCAL_RANK") ||
         take("mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID") ||
@@ -152,6 +267,19 @@ RankEnv detect_rank_env(const EnvLookup& lookup) {
         take("alps", "ALPS_APP_PE", nullptr, nullptr);
     if (!found) {
         return RankEnv{};
+    }
+    if (env.launcher == "dltrain") {
+        if (!env.size) {
+            throw Error(ErrorKind::usage,
+                        fmt::format("{} without DLTRAIN_WORLD_SIZE: expected both, the rank and "
+                                    "the number of ranks",
+                                    evidence));
+        }
+        // Ranks started on one machine pick a GPU each; where each sees only its own, any
+        // rank modulo one is 0.
+        if (lookup("DLTRAIN_LOCAL_RANK") == nullptr) {
+            env.local_rank = env.rank;
+        }
     }
     if (env.size && (*env.size == 0 || env.rank >= *env.size)) {
         throw Error(ErrorKind::usage,
@@ -173,18 +301,7 @@ std::unique_ptr<Communicator> make_single_communicator() {
 }
 
 double collective_timeout_seconds() {
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
-    const char* value = std::getenv("DLTRAIN_COLLECTIVE_TIMEOUT");
-    if (value == nullptr || *value == '\0') {
-        return 300.0;
-    }
-    char* end = nullptr;
-    const double seconds = std::strtod(value, &end);
-    if (*end != '\0' || !(seconds > 0.0)) {
-        throw Error(ErrorKind::usage,
-                    fmt::format("DLTRAIN_COLLECTIVE_TIMEOUT='{}': expected seconds > 0", value));
-    }
-    return seconds;
+    return seconds_from("DLTRAIN_COLLECTIVE_TIMEOUT", 300.0);
 }
 
 std::unique_ptr<Communicator> make_communicator(const RankEnv& env) {
@@ -192,6 +309,9 @@ std::unique_ptr<Communicator> make_communicator(const RankEnv& env) {
         return make_single_communicator();
     }
     const double timeout = collective_timeout_seconds();
+    if (meets_through_gloo(env)) {
+        return make_gloo_communicator(env, timeout);
+    }
     std::string tried;
     const mpi::PluginApi* plugin = load_plugin(env, tried);
     const std::string ranks = env.size ? fmt::format("{} ranks", *env.size) : "ranks";

@@ -587,13 +587,15 @@ std::optional<double> deadline_seconds(const std::string& spec) {
 namespace {
 
 /// How gradients are summed, from DLTRAIN_COMM: "mpi" (the default; host staging for a GPU
-/// unless the MPI is CUDA-aware) or "nccl".
+/// unless the MPI is CUDA-aware), "gloo" (ranks meet without MPI; make_communicator reads it) or
+/// "nccl".
 std::string communicator_kind() {
     // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
     const char* comm_env = std::getenv("DLTRAIN_COMM");
     const std::string kind = comm_env != nullptr ? comm_env : "";
-    if (!kind.empty() && kind != "mpi" && kind != "nccl") {
-        throw Error(ErrorKind::usage, fmt::format("DLTRAIN_COMM='{}': expected mpi or nccl", kind));
+    if (!kind.empty() && kind != "mpi" && kind != "gloo" && kind != "nccl") {
+        throw Error(ErrorKind::usage,
+                    fmt::format("DLTRAIN_COMM='{}': expected mpi, gloo or nccl", kind));
     }
     return kind;
 }

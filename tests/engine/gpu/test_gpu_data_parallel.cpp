@@ -66,9 +66,10 @@ TEST(DataParallelComm, AnUnknownOrImpossibleCommunicatorIsAClearError) {
     const dl_test::TempDir dir;
     const auto config = dl_test::make_tiny_workspace(dir.path(), 3);
     const auto bogus =
-        run_shell("DLTRAIN_COMM=gloo " + train_command(config, dir.path() / "a", "--device cpu"));
+        run_shell("DLTRAIN_COMM=pigeon " + train_command(config, dir.path() / "a", "--device cpu"));
     EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
-    EXPECT_NE(bogus.output.find("DLTRAIN_COMM='gloo': expected mpi or nccl"), std::string::npos)
+    EXPECT_NE(bogus.output.find("DLTRAIN_COMM='pigeon': expected mpi, gloo or nccl"),
+              std::string::npos)
         << bogus.output;
     // NCCL sums GPU memory: on the CPU (or without a CUDA build) it is refused, not ignored.
     const auto cpu =
