@@ -10,6 +10,7 @@
 // time; a run directory is trained by one set of ranks at a time.
 
 #include "engine_test_support.hpp"
+#include "parallel/ranks_support.hpp"
 #include "support/run_process.hpp"
 
 #include <dl/backend.hpp>
@@ -33,8 +34,6 @@ namespace {
 namespace fs = std::filesystem;
 using dljob::test::run_shell;
 
-const fs::path k_data = "/usr/share/datasets/fashion-mnist";
-
 // Open MPI in a container as root, on 2 cores: the variables docs/data-parallel.md lists.
 const std::string k_mpi_env =
     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
@@ -49,22 +48,13 @@ std::string launcher(const std::string& flavour, int ranks) {
     return k_mpi_env + "mpiexec.mpich -n " + std::to_string(ranks) + " ";
 }
 
-std::string quoted(const std::string& text) {
-    std::string out = "'";
-    for (const char c : text) {
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    }
-    return out + "'";
-}
-
 class DataParallel : public ::testing::Test {
 protected:
     dl_test::TempDir m_dir;
 
     void SetUp() override {
-        if (!fs::exists(k_data / "train-images-idx3-ubyte.gz")) {
-            GTEST_SKIP() << "no Fashion-MNIST in " << k_data
-                         << " (apt install dataset-fashion-mnist)";
+        if (const auto why = dl_test::why_no_fashion_mnist(); !why.empty()) {
+            GTEST_SKIP() << why;
         }
         const fs::path dltrain = fs::path(DLTRAIN_BINARY);
         // The build's plugins sit next to the real binary (a bundle's wrapper: next to .bin).
@@ -90,86 +80,10 @@ protected:
         }
     }
 
-    // LeNet (recipes/networks/lenet.yaml) with batch `batch` per rank, `iters` steps, a loss line
-    // every step, one small test at the end, a checkpoint every `snapshot`.
     fs::path config(int batch, int iters, int snapshot = 0, const std::string& name = "lenet") {
-        std::ifstream in(fs::path(DLJOB_SOURCE_DIR) / "recipes" / "networks" / "lenet.yaml");
-        std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-        const auto set = [&text](const std::string& key, const std::string& from,
-                                 const std::string& to) {
-            text = std::regex_replace(text, std::regex(key + ": " + from), key + ": " + to);
-        };
-        set("batch_size", "64", std::to_string(batch));
-        set("batch_size", "100", "50");
-        set("max_iter", "10000", std::to_string(iters));
-        set("test_interval", "500", "100000");
-        set("test_iter", "100", "1");
-        set("display", "100", "1");
-        set("snapshot", "5000", std::to_string(snapshot));
-        const fs::path file = m_dir.path() / (name + ".yaml");
-        std::ofstream(file) << text;
-        return file;
-    }
-
-    static std::string train(const fs::path& config, const fs::path& run,
-                             const std::string& extra = "") {
-        return std::string(DLTRAIN_BINARY) + " train --device cpu --threads 1 --deadline none " +
-               "--config " + config.string() + " --run-dir " + run.string() + " --data-dir " +
-               k_data.string() + " " + extra;
-    }
-
-    static std::vector<float> weights(const fs::path& config, const fs::path& checkpoint) {
-        const dl::NetConfig net_config = dl::load_config(config);
-        auto backend = dl::make_backend("cpu", 1);
-        dl::Net net(net_config, dl::Phase::train, *backend, net_config.solver.random_seed);
-        dl::read_checkpoint(checkpoint, net, nullptr);
-        std::vector<float> all;
-        for (const auto& param : net.params()) {
-            const auto values = param.tensor->read_data();
-            all.insert(all.end(), values.begin(), values.end());
-        }
-        return all;
-    }
-
-    static std::vector<nlohmann::json> metrics(const fs::path& run) {
-        std::vector<nlohmann::json> lines;
-        std::ifstream in(run / "metrics.jsonl");
-        for (std::string line; std::getline(in, line);) {
-            lines.push_back(nlohmann::json::parse(line));
-        }
-        return lines;
-    }
-
-    static fs::path checkpoint(const fs::path& run, int iter) {
-        char name[32];
-        std::snprintf(name, sizeof(name), "iter_%08d.ckpt", iter);
-        return run / "checkpoints" / name;
+        return dl_test::lenet_config(m_dir.path(), batch, iters, snapshot, name);
     }
 };
-
-// The documented tolerance (docs/data-parallel.md): after a few steps the weights of N ranks of
-// batch b and of one rank of batch N*b differ only by float summation order, by at most 1e-5 of
-// the largest weight.
-void expect_equivalent(const std::vector<float>& a, const std::vector<float>& b,
-                       const std::string& what, bool must_differ = true) {
-    ASSERT_EQ(a.size(), b.size());
-    float largest = 0.0F;
-    float worst = 0.0F;
-    bool differ = false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        largest = std::max(largest, std::fabs(a[i]));
-        worst = std::max(worst, std::fabs(a[i] - b[i]));
-        differ = differ || a[i] != b[i];
-    }
-    EXPECT_LE(worst, 1e-5F * largest)
-        << what << ": largest difference " << worst << " against weights up to " << largest;
-    // Equal to the bit would mean the ranks were not summed at all but one rank's weights won.
-    if (must_differ) {
-        EXPECT_TRUE(differ) << what << ": bit-identical to one rank, which summation order forbids";
-    }
-    std::cout << what << ": largest weight difference " << worst << " (" << worst / largest
-              << " of the largest weight)\n";
-}
 
 TEST_F(DataParallel, RanksMatchOneRankOfTheGlobalBatchAndRepeatBitForBit) {
     need("openmpi");
@@ -178,15 +92,15 @@ TEST_F(DataParallel, RanksMatchOneRankOfTheGlobalBatchAndRepeatBitForBit) {
     const auto per2 = config(32, steps, 0, "two");
     const auto per4 = config(16, steps, 0, "four");
     const fs::path ref = m_dir.path() / "ref";
-    const auto single = run_shell(train(one, ref));
+    const auto single = run_shell(dl_test::lenet_train(one, ref));
     ASSERT_EQ(single.exit_code, 0) << single.output;
-    const auto reference = weights(one, checkpoint(ref, steps));
+    const auto reference = dl_test::weights(one, dl_test::checkpoint(ref, steps));
 
     const fs::path a = m_dir.path() / "a";
-    const auto two = run_shell(launcher("openmpi", 2) + train(per2, a));
+    const auto two = run_shell(launcher("openmpi", 2) + dl_test::lenet_train(per2, a));
     ASSERT_EQ(two.exit_code, 0) << two.output;
     // One writer: one start line, one final line, metrics of the global batch.
-    const auto lines = metrics(a);
+    const auto lines = dl_test::metrics(a);
     ASSERT_FALSE(lines.empty());
     EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
                             [](const auto& l) { return l["type"] == "start"; }),
@@ -198,19 +112,11 @@ TEST_F(DataParallel, RanksMatchOneRankOfTheGlobalBatchAndRepeatBitForBit) {
     ASSERT_NE(train_line, lines.end());
     EXPECT_TRUE(train_line->contains("allreduce_ms")) << train_line->dump();
     EXPECT_EQ(lines.back()["status"], "completed");
-    expect_equivalent(weights(per2, checkpoint(a, steps)), reference, "2 ranks x 32 (Open MPI)");
+    dl_test::expect_equivalent(dl_test::weights(per2, dl_test::checkpoint(a, steps)), reference,
+                               "2 ranks x 32 (Open MPI)");
     // The loss reported is the global batch's (the ranks' mean), the one rank of 64 reports.
-    const auto losses = [](const std::vector<nlohmann::json>& all) {
-        std::vector<double> values;
-        for (const auto& line : all) {
-            if (line["type"] == "train") {
-                values.push_back(line["loss"].get<double>());
-            }
-        }
-        return values;
-    };
-    const auto one_rank = losses(metrics(ref));
-    const auto two_ranks = losses(lines);
+    const auto one_rank = dl_test::losses(dl_test::metrics(ref));
+    const auto two_ranks = dl_test::losses(lines);
     ASSERT_EQ(one_rank.size(), static_cast<std::size_t>(steps));
     ASSERT_EQ(two_ranks.size(), one_rank.size());
     for (std::size_t i = 0; i < one_rank.size(); ++i) {
@@ -218,15 +124,16 @@ TEST_F(DataParallel, RanksMatchOneRankOfTheGlobalBatchAndRepeatBitForBit) {
     }
 
     const fs::path b = m_dir.path() / "b";
-    ASSERT_EQ(run_shell(launcher("openmpi", 2) + train(per2, b)).exit_code, 0);
-    EXPECT_TRUE(dl_test::read_file(checkpoint(a, steps)) ==
-                dl_test::read_file(checkpoint(b, steps)))
+    ASSERT_EQ(run_shell(launcher("openmpi", 2) + dl_test::lenet_train(per2, b)).exit_code, 0);
+    EXPECT_TRUE(dl_test::read_file(dl_test::checkpoint(a, steps)) ==
+                dl_test::read_file(dl_test::checkpoint(b, steps)))
         << "two 2-rank runs differ";
 
     const fs::path c = m_dir.path() / "c";
-    const auto four = run_shell(launcher("openmpi", 4) + train(per4, c));
+    const auto four = run_shell(launcher("openmpi", 4) + dl_test::lenet_train(per4, c));
     ASSERT_EQ(four.exit_code, 0) << four.output;
-    expect_equivalent(weights(per4, checkpoint(c, steps)), reference, "4 ranks x 16 (Open MPI)");
+    dl_test::expect_equivalent(dl_test::weights(per4, dl_test::checkpoint(c, steps)), reference,
+                               "4 ranks x 16 (Open MPI)");
 }
 
 // The sum overlaps the backward pass in buckets (DLTRAIN_BUCKET_MB): cut by layer order alone,
@@ -237,14 +144,15 @@ TEST_F(DataParallel, SeveralBucketsGiveTheOneBucketWeightsBitForBit) {
     const int steps = 4;
     const auto per2 = config(32, steps, 0, "two");
     const fs::path one = m_dir.path() / "one_bucket";
-    const auto whole =
-        run_shell("DLTRAIN_BUCKET_MB=0 " + launcher("openmpi", 2) + train(per2, one));
+    const auto whole = run_shell("DLTRAIN_BUCKET_MB=0 " + launcher("openmpi", 2) +
+                                 dl_test::lenet_train(per2, one));
     ASSERT_EQ(whole.exit_code, 0) << whole.output;
-    EXPECT_EQ(metrics(one).front()["buckets"], 1);
+    EXPECT_EQ(dl_test::metrics(one).front()["buckets"], 1);
     const fs::path a = m_dir.path() / "a";
-    const auto cut = run_shell("DLTRAIN_BUCKET_MB=0.01 " + launcher("openmpi", 2) + train(per2, a));
+    const auto cut = run_shell("DLTRAIN_BUCKET_MB=0.01 " + launcher("openmpi", 2) +
+                               dl_test::lenet_train(per2, a));
     ASSERT_EQ(cut.exit_code, 0) << cut.output;
-    const auto lines = metrics(a);
+    const auto lines = dl_test::metrics(a);
     EXPECT_EQ(lines.front()["buckets"], 4) << lines.front().dump();
     const auto train_line = std::find_if(lines.begin(), lines.end(),
                                          [](const auto& l) { return l["type"] == "train"; });
@@ -254,15 +162,16 @@ TEST_F(DataParallel, SeveralBucketsGiveTheOneBucketWeightsBitForBit) {
     EXPECT_LE(lines.back()["allreduce_wait_s"].get<double>(),
               lines.back()["allreduce_s"].get<double>() + 1e-6)
         << lines.back().dump();
-    EXPECT_TRUE(dl_test::read_file(checkpoint(one, steps)) ==
-                dl_test::read_file(checkpoint(a, steps)))
+    EXPECT_TRUE(dl_test::read_file(dl_test::checkpoint(one, steps)) ==
+                dl_test::read_file(dl_test::checkpoint(a, steps)))
         << "4 buckets and 1 bucket give different weights";
     const fs::path b = m_dir.path() / "b";
-    ASSERT_EQ(
-        run_shell("DLTRAIN_BUCKET_MB=0.01 " + launcher("openmpi", 2) + train(per2, b)).exit_code,
-        0);
-    EXPECT_TRUE(dl_test::read_file(checkpoint(a, steps)) ==
-                dl_test::read_file(checkpoint(b, steps)))
+    ASSERT_EQ(run_shell("DLTRAIN_BUCKET_MB=0.01 " + launcher("openmpi", 2) +
+                        dl_test::lenet_train(per2, b))
+                  .exit_code,
+              0);
+    EXPECT_TRUE(dl_test::read_file(dl_test::checkpoint(a, steps)) ==
+                dl_test::read_file(dl_test::checkpoint(b, steps)))
         << "two 4-bucket runs differ";
     // A progress thread moves the sums during the layers: when they complete changes, their
     // bits do not, under Open MPI or MPICH.
@@ -274,26 +183,27 @@ TEST_F(DataParallel, SeveralBucketsGiveTheOneBucketWeightsBitForBit) {
         }
         const fs::path threaded = m_dir.path() / ("thread_" + flavour);
         const auto run = run_shell("DLTRAIN_MPI_PROGRESS=thread DLTRAIN_BUCKET_MB=0.01 " +
-                                   launcher(flavour, 2) + train(per2, threaded));
+                                   launcher(flavour, 2) + dl_test::lenet_train(per2, threaded));
         ASSERT_EQ(run.exit_code, 0) << run.output;
         EXPECT_EQ(run.output.find("warning"), std::string::npos) << run.output;
-        EXPECT_TRUE(dl_test::read_file(checkpoint(one, steps)) ==
-                    dl_test::read_file(checkpoint(threaded, steps)))
+        EXPECT_TRUE(dl_test::read_file(dl_test::checkpoint(one, steps)) ==
+                    dl_test::read_file(dl_test::checkpoint(threaded, steps)))
             << "4 buckets with a progress thread (" << flavour << ") differ from 1 bucket";
     }
     // The library's own sum, bucket by bucket, still trains (not to the bit: its algorithm).
     const fs::path lib = m_dir.path() / "library";
     const auto library = run_shell("DLTRAIN_ALLREDUCE=library DLTRAIN_BUCKET_MB=0.01 " +
-                                   launcher("openmpi", 2) + train(per2, lib));
+                                   launcher("openmpi", 2) + dl_test::lenet_train(per2, lib));
     ASSERT_EQ(library.exit_code, 0) << library.output;
-    expect_equivalent(weights(per2, checkpoint(lib, steps)), weights(per2, checkpoint(a, steps)),
-                      "4 buckets through MPI_Iallreduce", false);
+    dl_test::expect_equivalent(dl_test::weights(per2, dl_test::checkpoint(lib, steps)),
+                               dl_test::weights(per2, dl_test::checkpoint(a, steps)),
+                               "4 buckets through MPI_Iallreduce", false);
 }
 
 TEST_F(DataParallel, ABadBucketSizeIsRefusedBeforeAnythingIsWritten) {
     const auto per2 = config(32, 2);
     const fs::path run = m_dir.path() / "run";
-    const auto result = run_shell("DLTRAIN_BUCKET_MB=big " + train(per2, run));
+    const auto result = run_shell("DLTRAIN_BUCKET_MB=big " + dl_test::lenet_train(per2, run));
     EXPECT_EQ(result.exit_code, 2) << result.output;
     EXPECT_NE(result.output.find("DLTRAIN_BUCKET_MB='big'"), std::string::npos) << result.output;
     EXPECT_FALSE(fs::exists(run)) << result.output;
@@ -356,7 +266,7 @@ TEST_F(DataParallel, RanksDrawTheirOwnDropoutMasksAndStillRepeatAndResume) {
         }
         auto backend = dl::make_backend("cpu", 1);
         dl::Net net(net_config, dl::Phase::train, *backend, net_config.solver.random_seed);
-        dl::read_checkpoint(checkpoint(run, steps), net, nullptr);
+        dl::read_checkpoint(dl_test::checkpoint(run, steps), net, nullptr);
         std::vector<float> all;
         for (const auto& param : net.params()) {
             const auto values = param.tensor->read_data();
@@ -374,8 +284,8 @@ TEST_F(DataParallel, RanksDrawTheirOwnDropoutMasksAndStillRepeatAndResume) {
 
     const fs::path b = m_dir.path() / "b";
     ASSERT_EQ(run_shell(launcher("openmpi", 2) + tiny_train(tiny, b)).exit_code, 0);
-    EXPECT_TRUE(dl_test::read_file(checkpoint(a, steps)) ==
-                dl_test::read_file(checkpoint(b, steps)))
+    EXPECT_TRUE(dl_test::read_file(dl_test::checkpoint(a, steps)) ==
+                dl_test::read_file(dl_test::checkpoint(b, steps)))
         << "two 2-rank runs with dropout differ";
 
     const fs::path broken = m_dir.path() / "broken";
@@ -385,8 +295,8 @@ TEST_F(DataParallel, RanksDrawTheirOwnDropoutMasksAndStillRepeatAndResume) {
         run_shell(launcher("openmpi", 2) + tiny_train(tiny, broken, "--resume auto"));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("resuming from"), std::string::npos) << resumed.output;
-    EXPECT_TRUE(dl_test::read_file(checkpoint(a, steps)) ==
-                dl_test::read_file(checkpoint(broken, steps)))
+    EXPECT_TRUE(dl_test::read_file(dl_test::checkpoint(a, steps)) ==
+                dl_test::read_file(dl_test::checkpoint(broken, steps)))
         << "the resumed 2-rank run with dropout differs from the unbroken one";
 }
 
@@ -409,7 +319,8 @@ TEST_F(DataParallel, OneRankKeepsTheNetsContinuousDropoutStream) {
     dl::Net net(net_config, dl::Phase::train, *backend, net_config.solver.random_seed);
     std::mt19937 expected = net.rng();
     expected.discard(static_cast<unsigned long long>(steps) * 8 * 16);
-    const dl::TrainingState state = dl::read_checkpoint(checkpoint(one, steps), net, nullptr);
+    const dl::TrainingState state =
+        dl::read_checkpoint(dl_test::checkpoint(one, steps), net, nullptr);
     std::ostringstream text;
     text << expected;
     EXPECT_EQ(state.rng_state, text.str());
@@ -421,15 +332,16 @@ TEST_F(DataParallel, MpichRanksMatchOneRankOfTheGlobalBatch) {
     const auto one = config(64, steps, 0, "one");
     const auto per2 = config(32, steps, 0, "two");
     const fs::path ref = m_dir.path() / "ref";
-    ASSERT_EQ(run_shell(train(one, ref)).exit_code, 0);
+    ASSERT_EQ(run_shell(dl_test::lenet_train(one, ref)).exit_code, 0);
     const fs::path a = m_dir.path() / "a";
-    const auto two = run_shell(launcher("mpich", 2) + train(per2, a));
+    const auto two = run_shell(launcher("mpich", 2) + dl_test::lenet_train(per2, a));
     ASSERT_EQ(two.exit_code, 0) << two.output;
-    EXPECT_NE(metrics(a).front()["communicator"].get<std::string>().find("MPICH"),
+    EXPECT_NE(dl_test::metrics(a).front()["communicator"].get<std::string>().find("MPICH"),
               std::string::npos)
-        << metrics(a).front().dump();
-    expect_equivalent(weights(per2, checkpoint(a, steps)), weights(one, checkpoint(ref, steps)),
-                      "2 ranks x 32 (MPICH)");
+        << dl_test::metrics(a).front().dump();
+    dl_test::expect_equivalent(dl_test::weights(per2, dl_test::checkpoint(a, steps)),
+                               dl_test::weights(one, dl_test::checkpoint(ref, steps)),
+                               "2 ranks x 32 (MPICH)");
 }
 
 // MPICH's library under Open MPI's launcher starts each process as a world of its own: two
@@ -441,7 +353,7 @@ TEST_F(DataParallel, AnMpiThatDoesNotKnowTheLauncherIsRefused) {
     const auto per2 = config(32, 3);
     const fs::path run = m_dir.path() / "run";
     const auto result = run_shell("DLTRAIN_MPI=mpich " + launcher("openmpi", 2) +
-                                  "-x DLTRAIN_MPI " + train(per2, run));
+                                  "-x DLTRAIN_MPI " + dl_test::lenet_train(per2, run));
     EXPECT_EQ(result.exit_code, 2) << result.output;
     EXPECT_NE(result.output.find("the launcher started 2 ranks"), std::string::npos)
         << result.output;
@@ -454,58 +366,36 @@ TEST_F(DataParallel, AResumeAcrossRanksIsBitIdenticalToAnUnbrokenRun) {
     const auto per2 = config(32, 6, 3);
     const fs::path straight = m_dir.path() / "straight";
     const fs::path broken = m_dir.path() / "broken";
-    ASSERT_EQ(run_shell(launcher("openmpi", 2) + train(per2, straight)).exit_code, 0);
-    ASSERT_EQ(run_shell(launcher("openmpi", 2) + train(per2, broken, "--max-iter 3")).exit_code, 0);
-    const auto resumed = run_shell(launcher("openmpi", 2) + train(per2, broken, "--resume auto"));
+    ASSERT_EQ(run_shell(launcher("openmpi", 2) + dl_test::lenet_train(per2, straight)).exit_code,
+              0);
+    ASSERT_EQ(run_shell(launcher("openmpi", 2) + dl_test::lenet_train(per2, broken, "--max-iter 3"))
+                  .exit_code,
+              0);
+    const auto resumed =
+        run_shell(launcher("openmpi", 2) + dl_test::lenet_train(per2, broken, "--resume auto"));
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("resuming from"), std::string::npos) << resumed.output;
-    EXPECT_TRUE(dl_test::read_file(checkpoint(straight, 6)) ==
-                dl_test::read_file(checkpoint(broken, 6)))
+    EXPECT_TRUE(dl_test::read_file(dl_test::checkpoint(straight, 6)) ==
+                dl_test::read_file(dl_test::checkpoint(broken, 6)))
         << "the resumed 2-rank run's iteration-6 checkpoint differs";
-}
-
-// Starts a 2-rank run whose ranks write their pids, waits for its first loss line, does
-// `action` (a shell snippet with $r0 and $r1), waits for the launcher, and prints exit=CODE and
-// secs=SECONDS it took after the action.
-std::string around_a_run(const std::string& start, const fs::path& dir, const fs::path& run,
-                         const std::string& action) {
-    const std::string script =
-        start + " > " + (dir / "out.txt").string() + " 2>&1 & job=$!; " +
-        "for i in $(seq 1 600); do grep -q '\"train\"' " + (run / "metrics.jsonl").string() +
-        " 2>/dev/null && [ -s " + (dir / "pid.1").string() + " ] && break; sleep 0.05; done; " +
-        "r0=$(cat " + (dir / "pid.0").string() + "); r1=$(cat " + (dir / "pid.1").string() +
-        "); t0=$(date +%s); " + action + "; wait $job; code=$?; t1=$(date +%s); cat " +
-        (dir / "out.txt").string() + "; echo exit=$code; echo secs=$((t1 - t0)); " +
-        "kill -KILL $r0 $r1 2>/dev/null; true";
-    return "sh -c " + quoted(script);
-}
-
-int seconds_after(const std::string& output) {
-    const auto at = output.rfind("secs=");
-    return at == std::string::npos ? 1000 : std::stoi(output.substr(at + 5));
-}
-
-std::string with_pids(const fs::path& dir, const std::string& command) {
-    return "sh -c " + quoted("echo $$ > " + dir.string() +
-                             "/pid.${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; exec " + command);
 }
 
 TEST_F(DataParallel, SigtermToOneRankStopsEveryRankAtOneIterationWithExit75) {
     need("openmpi");
     const auto per2 = config(32, 1000000);
     const fs::path run = m_dir.path() / "run";
-    const auto result =
-        run_shell(around_a_run(launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)),
-                               m_dir.path(), run, "kill -TERM $r1"));
+    const auto result = run_shell(dl_test::around_a_run(
+        launcher("openmpi", 2) + dl_test::with_pids(m_dir.path(), dl_test::lenet_train(per2, run)),
+        m_dir.path(), run, "kill -TERM $r1"));
     EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
-    const auto lines = metrics(run);
+    const auto lines = dl_test::metrics(run);
     ASSERT_FALSE(lines.empty()) << result.output;
     EXPECT_EQ(lines.back()["status"], "checkpointed") << result.output;
     const int iter = lines.back()["iter"].get<int>();
     // Exactly one checkpoint, of the iteration every rank stopped at.
     const auto found = dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {});
     ASSERT_TRUE(found) << result.output;
-    EXPECT_EQ(*found, checkpoint(run, iter));
+    EXPECT_EQ(*found, dl_test::checkpoint(run, iter));
     EXPECT_FALSE(dl::checkpoint_problem(*found));
     EXPECT_NE(result.output.find("rank 1 of 2: stopped at iteration " + std::to_string(iter)),
               std::string::npos)
@@ -517,17 +407,17 @@ TEST_F(DataParallel, SigtermToEveryRankUnderMpichStopsThemAtOneIterationWithExit
     need("mpich");
     const auto per2 = config(32, 1000000);
     const fs::path run = m_dir.path() / "run";
-    const auto result =
-        run_shell(around_a_run(launcher("mpich", 2) + with_pids(m_dir.path(), train(per2, run)),
-                               m_dir.path(), run, "kill -TERM $r0 $r1"));
+    const auto result = run_shell(dl_test::around_a_run(
+        launcher("mpich", 2) + dl_test::with_pids(m_dir.path(), dl_test::lenet_train(per2, run)),
+        m_dir.path(), run, "kill -TERM $r0 $r1"));
     EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
-    const auto lines = metrics(run);
+    const auto lines = dl_test::metrics(run);
     ASSERT_FALSE(lines.empty()) << result.output;
     EXPECT_EQ(lines.back()["status"], "checkpointed") << result.output;
     const int iter = lines.back()["iter"].get<int>();
     const auto found = dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {});
     ASSERT_TRUE(found) << result.output;
-    EXPECT_EQ(*found, checkpoint(run, iter));
+    EXPECT_EQ(*found, dl_test::checkpoint(run, iter));
     for (const char* rank : {"rank 0 of 2", "rank 1 of 2"}) {
         EXPECT_NE(result.output.find(std::string(rank) + ": stopped at iteration " +
                                      std::to_string(iter)),
@@ -543,16 +433,17 @@ TEST_F(DataParallel, ARankKilledEndsTheOthersNamingItInBoundedTime) {
     need("openmpi");
     const auto per2 = config(32, 1000000);
     const fs::path run = m_dir.path() / "run";
-    const auto result =
-        run_shell("DLTRAIN_COLLECTIVE_TIMEOUT=5 DLTRAIN_BUCKET_MB=1 DLTRAIN_MPI_PROGRESS=thread " +
-                  around_a_run(launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)),
-                               m_dir.path(), run, "kill -KILL $r1"));
+    const auto result = run_shell(
+        "DLTRAIN_COLLECTIVE_TIMEOUT=5 DLTRAIN_BUCKET_MB=1 DLTRAIN_MPI_PROGRESS=thread " +
+        dl_test::around_a_run(launcher("openmpi", 2) +
+                                  dl_test::with_pids(m_dir.path(), dl_test::lenet_train(per2, run)),
+                              m_dir.path(), run, "kill -KILL $r1"));
     EXPECT_EQ(result.output.find("exit=0\n"), std::string::npos) << result.output;
     EXPECT_NE(result.output.find("exit="), std::string::npos) << result.output;
     EXPECT_NE(result.output.find("rank 1"), std::string::npos) << result.output;
     // Not a speed claim: far above the 5 s collective timeout, far below MPIEXEC_TIMEOUT's 120 s
     // (a hang would be ended there, exit non-zero too, and must not pass for the bound).
-    EXPECT_LT(seconds_after(result.output), 60) << result.output;
+    EXPECT_LT(dl_test::seconds_after(result.output), 60) << result.output;
 }
 
 // A rank that hangs (stopped, an I/O stall, a GPU fault) is no exit for the launcher to see:
@@ -561,10 +452,11 @@ TEST_F(DataParallel, ARankThatHangsIsNamedAfterTheCollectiveTimeout) {
     need("openmpi");
     const auto per2 = config(32, 1000000);
     const fs::path run = m_dir.path() / "run";
-    const auto result =
-        run_shell("DLTRAIN_COLLECTIVE_TIMEOUT=3 DLTRAIN_BUCKET_MB=1 " +
-                  around_a_run(launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)),
-                               m_dir.path(), run, "kill -STOP $r1"));
+    const auto result = run_shell(
+        "DLTRAIN_COLLECTIVE_TIMEOUT=3 DLTRAIN_BUCKET_MB=1 " +
+        dl_test::around_a_run(launcher("openmpi", 2) +
+                                  dl_test::with_pids(m_dir.path(), dl_test::lenet_train(per2, run)),
+                              m_dir.path(), run, "kill -STOP $r1"));
     EXPECT_EQ(result.output.find("exit=0\n"), std::string::npos) << result.output;
     EXPECT_NE(result.output.find("rank 0 of 2: the gradient sum of iteration"), std::string::npos)
         << result.output;
@@ -572,16 +464,17 @@ TEST_F(DataParallel, ARankThatHangsIsNamedAfterTheCollectiveTimeout) {
     // for within the same bound.
     EXPECT_NE(result.output.find(" of 2): no answer from rank 1 within 3 s"), std::string::npos)
         << result.output;
-    EXPECT_LT(seconds_after(result.output), 60) << result.output;
+    EXPECT_LT(dl_test::seconds_after(result.output), 60) << result.output;
 }
 
 TEST_F(DataParallel, ASecondSetOfRanksOnABusyRunDirectoryIsRefused) {
     need("openmpi");
     const auto per2 = config(32, 1000000);
     const fs::path run = m_dir.path() / "run";
-    const auto second = launcher("openmpi", 2) + train(per2, run);
-    const auto result = run_shell(around_a_run(
-        launcher("openmpi", 2) + with_pids(m_dir.path(), train(per2, run)), m_dir.path(), run,
+    const auto second = launcher("openmpi", 2) + dl_test::lenet_train(per2, run);
+    const auto result = run_shell(dl_test::around_a_run(
+        launcher("openmpi", 2) + dl_test::with_pids(m_dir.path(), dl_test::lenet_train(per2, run)),
+        m_dir.path(), run,
         second + " > " + (m_dir.path() / "second.txt").string() + " 2>&1; echo second=$?; cat " +
             (m_dir.path() / "second.txt").string() + "; kill -TERM $r0"));
     EXPECT_NE(result.output.find("second=2"), std::string::npos) << result.output;
@@ -599,9 +492,9 @@ TEST_F(DataParallel, RanksGivenDifferentSolverSettingsAreRefusedNamingTheLine) {
     const auto per2 = config(32, 4);
     const fs::path run = m_dir.path() / "run";
     const std::string per_rank =
-        "sh -c " + quoted("extra=; [ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && extra='--solver "
-                          "base_lr=0.02'; exec " +
-                          train(per2, run) + " $extra");
+        "sh -c " + dl_test::quoted("extra=; [ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && extra='--solver "
+                                   "base_lr=0.02'; exec " +
+                                   dl_test::lenet_train(per2, run) + " $extra");
     const auto result = run_shell(launcher("openmpi", 2) + per_rank);
     EXPECT_NE(result.exit_code, 0) << result.output;
     EXPECT_NE(result.output.find("rank 1 was given another config than rank 0"), std::string::npos)
@@ -613,8 +506,9 @@ TEST_F(DataParallel, RanksGivenDifferentSolverSettingsAreRefusedNamingTheLine) {
         << result.output;
     EXPECT_FALSE(fs::exists(run / "metrics.jsonl")) << "a step was trained";
     // The same settings on both ranks (given on the command line) train.
-    const auto same = run_shell(launcher("openmpi", 2) +
-                                train(per2, m_dir.path() / "same", "--solver base_lr=0.02"));
+    const auto same =
+        run_shell(launcher("openmpi", 2) +
+                  dl_test::lenet_train(per2, m_dir.path() / "same", "--solver base_lr=0.02"));
     EXPECT_EQ(same.exit_code, 0) << same.output;
 }
 
