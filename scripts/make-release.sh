@@ -42,14 +42,16 @@ name=dljob-$version-linux-x86_64
 build_root=$cache/build-root
 trap release_unmount_all EXIT
 
-# Debian 11's packages for everything the build finds (cmake/DljobDependencies.cmake), and the
-# MPI headers for the plugins (the MPI libraries themselves stay the site's).
+# Debian 11's packages for everything the build finds (cmake/DljobDependencies.cmake), the
+# MPI headers for the plugins (the MPI libraries themselves stay the site's), and Gloo for the
+# plugin of ranks without MPI (Debian 11's libgloo-dev, 0.0~git20200918: libgloo.so.0 is bundled).
 build_packages=(
     g++ cmake ninja-build pkg-config binutils patchelf file
     libyaml-cpp-dev libcurl4-openssl-dev nlohmann-json3-dev libfmt-dev libsqlite3-dev
     libboost-dev libboost-filesystem-dev libarchive-dev libxxhash-dev libzstd-dev
     libkainjow-mustache-dev libopenblas-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev nettle-dev
     liblmdb-dev libprotobuf-dev protobuf-compiler libleveldb-dev libopenmpi-dev libmpich-dev
+    libgloo-dev
 )
 release_root "$build_root" "${build_packages[@]}"
 # CLI11 is header-only and not in Debian 11: the Debian 12 package's headers are used as they
