@@ -40,7 +40,14 @@ namespace reference_cpu {
 using dl_test::against_reference::Checks;
 using dl_test::against_reference::Tolerances;
 
-constexpr Tolerances k_cpu{1e-5, 2e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6};
+constexpr Tolerances k_cpu{.conv = 1e-5,
+                           .inner_product = 2e-6,
+                           .pool = 1e-6,
+                           .activation = 1e-6,
+                           .softmax = 1e-6,
+                           .channels = 1e-6,
+                           .eltwise = 1e-6,
+                           .solver = 1e-6};
 
 std::string describe(const ConvGeometry& g) {
     return std::to_string(g.batch) + " x " + std::to_string(g.channels) + " x " +

@@ -30,7 +30,14 @@ namespace reference_gpu {
 using dl_test::against_reference::Checks;
 using dl_test::against_reference::Tolerances;
 
-constexpr Tolerances k_gpu{2e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-5};
+constexpr Tolerances k_gpu{.conv = 2e-4,
+                           .inner_product = 1e-4,
+                           .pool = 1e-4,
+                           .activation = 1e-4,
+                           .softmax = 1e-4,
+                           .channels = 1e-4,
+                           .eltwise = 1e-4,
+                           .solver = 1e-5};
 
 class GpuReference : public ::testing::Test {
 protected:
