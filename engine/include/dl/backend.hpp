@@ -1,6 +1,7 @@
 #pragma once
 // The math a network needs, behind one interface so that a GPU backend can replace the CPU
-// reference op by op. A backend is also the Memory its tensors live in: pointers passed to the
+// backend op by op. Each op's definition is its plain loop in engine/reference/, which the
+// tests hold both backends to. A backend is also the Memory its tensors live in: pointers passed to the
 // ops are the backend's (host memory for "cpu", GPU memory for "cuda"); no CUDA type appears
 // here. Backends are chosen from an explicit table (make_backend), not self-registered.
 //
@@ -194,7 +195,7 @@ public:
     virtual void accuracy(int rows, int classes, int top_k, const float* scores,
                           const float* labels, float* accuracy) = 0;
 
-    // --- Caffe layers beyond LeNet (CPU reference: engine/src/cpu/channel_ops.cpp) ---------
+    // --- Caffe layers beyond LeNet (definitions: engine/reference/channels.cpp) -------------
     // LRN across channels; `scale` (g.count() values) is kept for the backward pass.
     virtual void lrn_forward(const ChannelGeometry& g, const LrnParams& p, const float* x,
                              float* scale, float* y) = 0;

@@ -1,8 +1,8 @@
 #pragma once
-// The CPU reference of the Caffe layers beyond LeNet (LRN, BatchNorm, Scale, Concat's copies,
-// Eltwise): plain loops in Caffe's order, one function per Backend op of the same name. The CUDA
-// kernels in engine/src/cuda/layer_kernels.cu compute the same and name their function here;
-// the gpu tests compare the two.
+// The CPU backend's Caffe layers beyond LeNet (LRN, BatchNorm, Scale, Concat's copies, Eltwise):
+// loops in Caffe's order, one function per Backend op of the same name, threaded over channels.
+// The CUDA kernels in engine/src/cuda/layer_kernels.cu compute the same and name their function
+// here; the tests hold both to the plain definitions in engine/reference/.
 
 #include <dl/backend.hpp>
 
