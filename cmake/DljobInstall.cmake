@@ -20,5 +20,8 @@ endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/site-profiles ${PROJECT_SOURCE_DIR}/templates
                   ${PROJECT_SOURCE_DIR}/recipes
         DESTINATION ${CMAKE_INSTALL_DATADIR}/dljob)
+# The Spark family's driver, which spark-submit runs (src/dljob/schedulers/spark.cpp).
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/src/dljob/schedulers/spark_driver.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/dljob/spark RENAME dljob_spark_driver.py)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})

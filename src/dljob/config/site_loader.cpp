@@ -19,6 +19,11 @@ constexpr std::string_view hostname_pattern = R"([A-Za-z0-9.*?\[\]-]{1,255})";
 // (`-l gres=ccm`), no shell metacharacters.
 constexpr std::string_view extra_directive_pattern =
     R"(--?[A-Za-z][A-Za-z0-9-]*([ =][A-Za-z0-9._,:=+/@-]{1,128})?)";
+// A value of `scheduler_options:` (a Spark master URL, `30g`, a `--conf` line's key=value): one
+// word, no shell metacharacters; the family says which keys and values it takes.
+constexpr std::string_view scheduler_option_pattern = R"([A-Za-z0-9._,:=+/@%-]{1,256})";
+constexpr std::string_view scheduler_option_describe =
+    "one word of A-Z a-z 0-9 . _ , : = + / @ % - (at most 256)";
 constexpr std::string_view signal_pattern = "(USR1|USR2|TERM|INT|HUP|none)";
 
 template <class T> Result<void> assign(Result<T> result, T& target) {
@@ -275,6 +280,35 @@ Result<void> read_partition_walltime(const YamlNode& value, const std::string& k
     return {};
 }
 
+// `scheduler_options:`: key -> a word or a list of words, kept for the family to check.
+Result<void> read_scheduler_options(const YamlNode& node, const std::string& path,
+                                    SiteProfile& site, Partition& p) {
+    if (!node.is_mapping()) {
+        return invalid(node.mark, path, "expected a mapping of option: value or [values]");
+    }
+    for (const auto& entry : node.entries) {
+        const std::string key = join_key(path, entry.key);
+        if (!std::regex_match(entry.key, std::regex{std::string(name_pattern)})) {
+            return invalid(entry.key_mark, key, fmt::format("expected a name of {}", name_describe));
+        }
+        site.origins[key] = entry.value.mark.str();
+        std::vector<std::string> values;
+        if (entry.value.is_sequence()) {
+            DLJOB_TRY(assign(read_word_list(entry.value, key, scheduler_option_pattern,
+                                            scheduler_option_describe),
+                             values));
+        } else {
+            std::string value;
+            DLJOB_TRY(assign(
+                read_word(entry.value, key, scheduler_option_pattern, scheduler_option_describe),
+                value));
+            values.push_back(std::move(value));
+        }
+        p.scheduler_options[entry.key] = std::move(values);
+    }
+    return {};
+}
+
 // One key of a partition (the keys were checked against the known ones).
 Result<void> read_partition_field(const YamlNode::Entry& field, const std::string& key,
                                   SiteProfile& site, Partition& p) {
@@ -283,13 +317,8 @@ Result<void> read_partition_field(const YamlNode::Entry& field, const std::strin
         DLJOB_TRY(
             assign(read_word(value, key, option_value_pattern, option_value_describe), p.queue));
     } else if (field.key == "scheduler") {
-        std::vector<std::string> families;
-        for (const SchedulerKind kind : scheduler_kinds()) {
-            families.emplace_back(to_string(kind));
-        }
-        std::string v;
-        DLJOB_TRY(assign(read_choice(value, key, families), v));
-        p.scheduler = scheduler_kind(v).value_or(SchedulerKind::local);
+        // Which names are families is the families' to say (schedulers::check_site).
+        DLJOB_TRY(assign(read_word(value, key, name_pattern, name_describe), p.scheduler));
     } else if (field.key == "launcher") {
         std::string v;
         DLJOB_TRY(assign(read_choice(value, key, {"aprun", "srun", "mpirun", "none"}), v));
@@ -325,40 +354,18 @@ Result<void> read_partition_field(const YamlNode::Entry& field, const std::strin
                          p.extra_directives));
     } else if (field.key == "mpi") {
         DLJOB_TRY(read_mpi(value, key, p.mpi));
+    } else if (field.key == "scheduler_options") {
+        DLJOB_TRY(read_scheduler_options(value, key, site, p));
     }
     return {};
 }
 
-// What a partition's keys must agree on between them.
+// What a partition's keys must agree on between them; what its family accepts (launchers,
+// node: auto, a queue) is the family's to check (schedulers::check_site).
 Result<void> check_partition(const YamlNode& node, const std::string& path, const Partition& p) {
-    if (p.launcher == LauncherKind::aprun && p.scheduler != SchedulerKind::pbs &&
-        p.scheduler != SchedulerKind::moab) {
-        return invalid(node.find("launcher")->mark, join_key(path, "launcher"),
-                       "aprun runs under PBS/Torque or Moab on a Cray; expected srun, mpirun or "
-                       "none for this scheduler");
-    }
-    if (p.launcher == LauncherKind::srun && p.scheduler != SchedulerKind::slurm) {
-        return invalid(node.find("launcher")->mark, join_key(path, "launcher"),
-                       "srun needs the slurm scheduler");
-    }
-    if (p.node.describes_machine() && p.scheduler != SchedulerKind::local) {
-        return invalid(node.find("node")->mark, join_key(path, "node"),
-                       fmt::format("auto is the machine dljob runs on, and a {} job runs on the "
-                                   "scheduler's nodes; expected the nodes' numbers",
-                                   to_string(p.scheduler)),
-                       "auto is for a partition with scheduler: local");
-    }
-    if (p.scheduler == SchedulerKind::local && p.max_nodes != 1) {
-        return invalid(node.mark, join_key(path, "max_nodes"),
-                       "the local scheduler runs on this one machine; expected max_nodes: 1");
-    }
     if (p.forbids_ppn && p.node.gpus > 0 && p.node.cores_per_gpu <= 0) {
         return invalid(node.mark, join_key(path, "node.cores_per_gpu"),
                        "forbids_ppn means cores come with GPUs; say how many per GPU");
-    }
-    if (p.scheduler == SchedulerKind::sqsub && p.queue.empty()) {
-        return invalid(node.mark, join_key(path, "queue"),
-                       "sqsub needs a queue (-q), e.g. gpu, threaded, mpi");
     }
     if (p.gpu_type_in_request && p.node.gpu_model.empty()) {
         return invalid(node.mark, join_key(path, "gpu_type_in_request"), "needs node.gpu_model");
@@ -372,7 +379,8 @@ Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site
     DLJOB_TRY(check_mapping(node, path,
                             {"queue", "scheduler", "launcher", "node", "max_nodes", "walltime",
                              "features", "account_required", "forbids_ppn", "gpu_directive",
-                             "gpu_type_in_request", "sqsub_flag", "extra_directives", "mpi"}));
+                             "gpu_type_in_request", "sqsub_flag", "extra_directives", "mpi",
+                             "scheduler_options"}));
     Partition p;
     p.name = entry.key;
     if (!std::regex_match(p.name, std::regex{std::string(name_pattern)})) {
@@ -383,6 +391,8 @@ Result<Partition> read_partition(const YamlNode::Entry& entry, SiteProfile& site
             return invalid(node.mark, join_key(path, required), "missing; it is required");
         }
     }
+    // The partition's own place: where a check of its family about a key it lacks points.
+    site.origins[path] = node.mark.str();
     for (const auto& field : node.entries) {
         const std::string key = join_key(path, field.key);
         site.origins[key] = field.value.mark.str();

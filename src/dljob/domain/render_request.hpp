@@ -44,7 +44,7 @@ struct RenderedJob {
     /// uses (output file, warning signal, requeue, mail): what `dljob shell` asks for.
     std::vector<std::string> resource_options;
     std::string scheduler_job_name; // the name the scheduler sees, after mapping
-    SchedulerKind scheduler = SchedulerKind::local;
+    std::string scheduler = "local"; // the family's name
     ResolvedResources resources;
     /// Visible decisions the user should know about ("job name 'x' mapped to 'dlj-1a2b3c4d'").
     std::vector<std::string> notes;

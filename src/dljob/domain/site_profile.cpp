@@ -6,38 +6,6 @@
 
 namespace dljob {
 
-const char* to_string(SchedulerKind kind) noexcept {
-    switch (kind) {
-    case SchedulerKind::pbs:
-        return "pbs";
-    case SchedulerKind::moab:
-        return "moab";
-    case SchedulerKind::sqsub:
-        return "sqsub";
-    case SchedulerKind::slurm:
-        return "slurm";
-    case SchedulerKind::local:
-        return "local";
-    }
-    return "local";
-}
-
-const std::vector<SchedulerKind>& scheduler_kinds() {
-    static const std::vector<SchedulerKind> kinds{SchedulerKind::pbs, SchedulerKind::moab,
-                                                  SchedulerKind::sqsub, SchedulerKind::slurm,
-                                                  SchedulerKind::local};
-    return kinds;
-}
-
-std::optional<SchedulerKind> scheduler_kind(std::string_view name) {
-    for (const SchedulerKind kind : scheduler_kinds()) {
-        if (name == to_string(kind)) {
-            return kind;
-        }
-    }
-    return std::nullopt;
-}
-
 const char* to_string(LauncherKind kind) noexcept {
     switch (kind) {
     case LauncherKind::aprun:

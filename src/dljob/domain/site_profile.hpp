@@ -16,18 +16,12 @@
 
 namespace dljob {
 
-enum class SchedulerKind { pbs, moab, sqsub, slurm, local };
 enum class LauncherKind { aprun, srun, mpirun, none };
 enum class ModuleFlavor { lmod, tcl, cray, none };
 /// Whose mpirun a partition's MPI launcher is: its options for tagging each rank's output and
 /// placing ranks per node differ (unknown: neither is added).
 enum class MpiFlavor { unknown, openmpi, mpich };
 
-const char* to_string(SchedulerKind kind) noexcept;
-/// Every family, in the order the site profile's `scheduler:` choices are listed.
-const std::vector<SchedulerKind>& scheduler_kinds();
-/// The family named `name` (to_string's inverse); nullopt for an unknown name.
-std::optional<SchedulerKind> scheduler_kind(std::string_view name);
 const char* to_string(LauncherKind kind) noexcept;
 const char* to_string(ModuleFlavor flavor) noexcept;
 
@@ -69,7 +63,9 @@ struct MpiSpec {
 struct Partition {
     std::string name;  // dljob's name for it (`--partition NAME`)
     std::string queue; // scheduler queue/partition/class; empty: let the scheduler route
-    SchedulerKind scheduler = SchedulerKind::local;
+    /// The scheduler family's name (slurm, pbs, ...): the families know the names and what each
+    /// one accepts (schedulers::check_site); domain and config only carry it.
+    std::string scheduler = "local";
     LauncherKind launcher = LauncherKind::none;
     NodeGeometry node;
     int max_nodes = 1;
@@ -86,6 +82,9 @@ struct Partition {
     /// "-l gres=ccm"); validated against an allowlist of characters, emitted after ours.
     std::vector<std::string> extra_directives;
     MpiSpec mpi;
+    /// `scheduler_options:`, what only this partition's family reads (a Spark master, an
+    /// executor's memory): key -> its values (one for a scalar). The family checks them.
+    std::map<std::string, std::vector<std::string>> scheduler_options;
 };
 
 /// A place to keep data, from home to a per-job RAM disk.

@@ -270,7 +270,7 @@ void plan_submission(const RenderRequest& req, const schedulers::SchedulerFamily
         out.dependency_options = family.dependency_options(*req.after);
         family.add_submit_options(plan.submit_argv, out.dependency_options);
         notes.add(fmt::format("starts after job {} ({} {}) has ended{}", req.after->job_id,
-                              to_string(family.kind()), req.after->scheduler_id,
+                              family.name(), req.after->scheduler_id,
                               req.after->ok ? ", and only if it completed" : ", however it ended"));
     }
     TemplateData::List directives;
@@ -292,7 +292,7 @@ void set_job_values(const RenderRequest& req, const schedulers::SchedulerFamily&
     data.set("recipe_name", req.recipe.name);
     data.set("site_name", site.name);
     data.set("partition_name", partition.name);
-    data.set("scheduler", to_string(family.kind()));
+    data.set("scheduler", std::string(family.name()));
     data.set("run_dir", shell_quote(req.run_dir.string()));
     data.set("script_path", "\"$DLJOB_RUN_DIR\"/" + shell_quote(out.script_name));
     data.set("job_token", shell_quote(req.job_token));
@@ -577,18 +577,18 @@ void set_launch_values(const Partition& partition, const ResolvedResources& res,
     const schedulers::Launcher& launcher = schedulers::job_launcher(partition, res);
     const std::string self = R"(/bin/bash "$DLJOB_SCRIPT" --dljob-compute)";
     data.set("launch", launcher.command(schedulers::launch_geometry(partition, res), self));
-    data.set("launch_step", shell_quote(std::string("run the training through ") +
-                                        to_string(launcher.kind()) + " launcher"));
+    data.set("launch_step",
+             shell_quote(fmt::format("run the training through {} launcher", launcher.name())));
     data.set("launcher_description",
-             launcher.kind() == LauncherKind::none
+             launcher.name() == "none"
                  ? std::string("this shell's node")
-                 : fmt::format("started by {} on the compute nodes", to_string(launcher.kind())));
+                 : fmt::format("started by {} on the compute nodes", launcher.name()));
 }
 
 } // namespace
 
-std::vector<std::string> dependency_options(SchedulerKind kind, const JobDependency& after) {
-    return schedulers::family_of(kind).dependency_options(after);
+std::vector<std::string> dependency_options(const std::string& family, const JobDependency& after) {
+    return schedulers::family_of(family).dependency_options(after);
 }
 
 std::string scheduler_job_name(const std::string& wanted, const SchedulerBehaviour& behaviour) {
@@ -663,6 +663,12 @@ Result<RenderedJob> render_job(const RenderRequest& req, TemplateEngine& templat
     DLJOB_TRY(check_job_values(req));
 
     const schedulers::SchedulerFamily& family = schedulers::family_of(part.scheduler);
+    if (const std::string refused = family.refusal(schedulers::JobFeature::after);
+        req.after && !refused.empty()) {
+        return fail(ErrorCode::config_invalid,
+                    fmt::format("--after: site {} ({}) cannot make a job wait for another: {}",
+                                req.site.name, family.name(), refused));
+    }
     RenderedJob out;
     out.scheduler = part.scheduler;
     out.resources = *resources;

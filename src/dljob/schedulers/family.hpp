@@ -1,10 +1,11 @@
 #pragma once
 // A scheduler family (slurm, pbs, moab, sqsub, local): everything dljob knows about it behind one
 // interface, implemented in the family's own file (schedulers/<family>.cpp) next to its adapter,
-// state table and parsers. The renderer (render/job_script.cpp) and `dljob shell`
-// (schedulers/interactive.cpp) ask the family; neither switches over families. Adding a family
-// is its file, its template (templates/<family>.sh.mustache), one line in family_of
-// (scheduler_table.cpp) and its name in domain/site_profile.{hpp,cpp}.
+// state table and parsers: its name, the launchers and site-profile settings it accepts, its
+// directives and commands. The site loader, the renderer (render/job_script.cpp) and `dljob
+// shell` (schedulers/interactive.cpp) ask the family; none switches over families. Adding a
+// family is its file, its template (templates/<family>.sh.mustache), its line in the table
+// (scheduler_table.cpp), a site profile that uses it, and tests.
 
 #include <dljob/domain/process_runner.hpp>
 #include <dljob/domain/render_request.hpp>
@@ -12,8 +13,10 @@
 #include <dljob/domain/scheduler.hpp>
 #include <dljob/domain/site_profile.hpp>
 #include <dljob/schedulers/interactive.hpp>
+#include <dljob/schedulers/launcher.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +47,20 @@ struct SubmitPlan {
     std::vector<std::string> notes;
 };
 
+/// Why a partition cannot run under its family: the key (under the partition, "launcher",
+/// "scheduler_options.master"), what is wrong and what was expected.
+struct PartitionProblem {
+    std::string key;
+    std::string message;
+    std::string hint;
+};
+
+/// What a submission may ask beyond one job, which a family may not do.
+enum class JobFeature {
+    after, // `submit --after`: wait for another job
+    sweep, // a sweep's points, as a job array or one job each
+};
+
 /// What `dljob doctor` checks of a family on this machine.
 struct DoctorCommands {
     std::vector<std::string> programs; // every one submit, status and cancel use
@@ -55,7 +72,27 @@ class SchedulerFamily {
 public:
     virtual ~SchedulerFamily() = default;
 
-    [[nodiscard]] virtual SchedulerKind kind() const = 0;
+    /// The family's name: a site profile's `scheduler:`, the store's `scheduler` column.
+    [[nodiscard]] virtual std::string_view name() const = 0;
+    /// The launchers its jobs may use, the first the most usual (a partition's `launcher:`).
+    [[nodiscard]] virtual std::vector<LauncherKind> launchers() const {
+        return {LauncherKind::none, LauncherKind::mpirun};
+    }
+    /// The launcher that starts a job's ranks when the family starts them itself (Spark's
+    /// driver); nullptr: the partition's launcher (schedulers::job_launcher).
+    [[nodiscard]] virtual const Launcher* rank_launcher() const { return nullptr; }
+    /// Why the family cannot do `feature`, as a sentence that says what to do instead; empty:
+    /// it can. Asked before anything is rendered or written.
+    [[nodiscard]] virtual std::string refusal(JobFeature /*feature*/) const { return {}; }
+    /// Whether its jobs run on the machine dljob runs on (a partition may say `node: auto`, and
+    /// `dljob shell` opens the session here).
+    [[nodiscard]] virtual bool runs_on_this_machine() const { return false; }
+    /// What the family needs of a partition beyond the launcher (a queue, its own
+    /// `scheduler_options:`); nullopt when it can run there.
+    [[nodiscard]] virtual std::optional<PartitionProblem>
+    check_partition(const Partition& /*partition*/) const {
+        return std::nullopt;
+    }
     /// The template under templates/ without ".mustache" ("slurm.sh").
     [[nodiscard]] virtual std::string_view template_name() const = 0;
     /// The job script's file name in the run directory.
@@ -141,15 +178,13 @@ struct ArrayScriptFacts {
 /// signals reach it), with DLJOB_ARRAY_TASK_ID naming the task for the point's record.
 std::string array_script(const SchedulerFamily& family, const ArrayScriptFacts& facts);
 
-/// The family of `kind`.
-const SchedulerFamily& family_of(SchedulerKind kind);
-
-/// Each family's object, defined in its own file.
-const SchedulerFamily& slurm_family();
-const SchedulerFamily& pbs_family();
-const SchedulerFamily& moab_family();
-const SchedulerFamily& sqsub_family();
-const SchedulerFamily& local_family();
+/// Every family, in the order error messages list them (scheduler_table.cpp).
+const std::vector<const SchedulerFamily*>& families();
+/// The family named `name` ("torque" is the PBS family's other name); nullptr for none.
+const SchedulerFamily* find_family(std::string_view name);
+/// The family named `name`, which a loaded site profile has (check_site): an unknown name there
+/// is a bug, and throws std::logic_error.
+const SchedulerFamily& family_of(std::string_view name);
 
 /// The PBS dialect (#PBS lines, qsub/msub options) that Torque and Moab share; `program` is
 /// "qsub" or "msub".

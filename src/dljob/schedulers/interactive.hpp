@@ -64,7 +64,7 @@ Result<InteractivePlan> plan_interactive(const InteractiveRequest& request);
 /// What the session's rc file needs besides the rendered job script.
 struct SessionFiles {
     std::string site;
-    SchedulerKind scheduler = SchedulerKind::local;
+    std::string scheduler = "local"; // the family's name
     std::string token;
     std::string rc_path;
     std::string launch;             // DLJOB_LAUNCH

@@ -25,6 +25,9 @@ LaunchGeometry launch_geometry(const Partition& partition, const ResolvedResourc
 }
 
 const Launcher& job_launcher(const Partition& partition, const ResolvedResources& resources) {
+    if (const Launcher* own = family_of(partition.scheduler).rank_launcher()) {
+        return *own;
+    }
     if (partition.launcher == LauncherKind::none &&
         resources.nodes * resources.tasks_per_node > 1) {
         return mpirun_launcher();

@@ -35,6 +35,9 @@ class Launcher {
 public:
     virtual ~Launcher() = default;
     [[nodiscard]] virtual LauncherKind kind() const = 0;
+    /// Its name in the job script's comments and steps: the kind's, or the family's own
+    /// launcher's ("spark").
+    [[nodiscard]] virtual std::string_view name() const { return to_string(kind()); }
     /// Whether the job script (and an interactive shell) runs on a service node, away from the
     /// compute nodes, so that even one process must be started through the launcher (Cray).
     [[nodiscard]] virtual bool script_off_compute_node() const { return false; }

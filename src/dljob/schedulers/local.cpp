@@ -59,6 +59,9 @@
 #include <filesystem>
 
 namespace dljob::schedulers {
+
+// Defined at the end of this file; listed in scheduler_table.cpp.
+const SchedulerFamily& local_family();
 namespace {
 
 constexpr std::string_view wrapper = R"sh(
@@ -386,7 +389,17 @@ namespace {
 // Rendering: no directives; the wrapper above runs `/bin/bash SCRIPT` and continues the job.
 class LocalFamily final : public SchedulerFamily {
 public:
-    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::local; }
+    [[nodiscard]] std::string_view name() const override { return "local"; }
+    [[nodiscard]] bool runs_on_this_machine() const override { return true; }
+    [[nodiscard]] std::optional<PartitionProblem>
+    check_partition(const Partition& partition) const override {
+        if (partition.max_nodes != 1) {
+            return PartitionProblem{
+                "max_nodes", "the local scheduler runs on this one machine; expected max_nodes: 1",
+                ""};
+        }
+        return std::nullopt;
+    }
     [[nodiscard]] std::string_view template_name() const override { return "local.sh"; }
     [[nodiscard]] std::string_view job_id_expression() const override { return R"("local-$$")"; }
     [[nodiscard]] bool log_in_directives() const override { return false; }

@@ -35,6 +35,9 @@
 #include <set>
 
 namespace dljob::schedulers {
+
+// Defined at the end of this file; listed in scheduler_table.cpp.
+const SchedulerFamily& moab_family();
 namespace {
 
 // Attributes of one XML start tag: name="value" pairs, entities left as they are.
@@ -261,7 +264,11 @@ namespace {
 class MoabFamily final : public SchedulerFamily {
 public:
     [[nodiscard]] std::string_view node_file_variable() const override { return "PBS_NODEFILE"; }
-    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::moab; }
+    [[nodiscard]] std::string_view name() const override { return "moab"; }
+    // aprun: Moab over Torque on a Cray.
+    [[nodiscard]] std::vector<LauncherKind> launchers() const override {
+        return {LauncherKind::aprun, LauncherKind::mpirun, LauncherKind::none};
+    }
     [[nodiscard]] std::string_view template_name() const override { return "moab.sh"; }
     [[nodiscard]] std::string_view script_name() const override { return "job.pbs"; }
     // Moab sets MOAB_JOBID, its Torque PBS_JOBID; on the Slurm shims only SLURM_JOB_ID is set.

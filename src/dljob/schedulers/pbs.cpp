@@ -42,6 +42,9 @@
 
 namespace dljob::schedulers {
 
+// Defined at the end of this file; listed in scheduler_table.cpp.
+const SchedulerFamily& pbs_family();
+
 std::optional<std::string> parse_qsub_id(std::string_view output) {
     for (auto line : split_lines(output)) {
         line = trim(line);
@@ -314,7 +317,11 @@ std::vector<std::pair<std::string, std::string>> dialect_options(const JobFacts&
 class PbsFamily final : public SchedulerFamily {
 public:
     [[nodiscard]] std::string_view node_file_variable() const override { return "PBS_NODEFILE"; }
-    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::pbs; }
+    [[nodiscard]] std::string_view name() const override { return "pbs"; }
+    // aprun: Big Red II's Cray runs PBS/Torque, and compute work goes through ALPS.
+    [[nodiscard]] std::vector<LauncherKind> launchers() const override {
+        return {LauncherKind::aprun, LauncherKind::mpirun, LauncherKind::none};
+    }
     [[nodiscard]] std::string_view template_name() const override { return "pbs.sh"; }
     [[nodiscard]] std::string_view script_name() const override { return "job.pbs"; }
     // Slurm's Torque wrappers set SLURM_JOB_ID only.

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace dljob::schedulers {
 
 std::string SchedulerFamily::walltime_expression(const Walltime& walltime) const {
@@ -72,40 +75,133 @@ std::string array_script(const SchedulerFamily& family, const ArrayScriptFacts& 
     return out;
 }
 
-const SchedulerFamily& family_of(SchedulerKind kind) {
-    switch (kind) {
-    case SchedulerKind::slurm:
-        return slurm_family();
-    case SchedulerKind::pbs:
-        return pbs_family();
-    case SchedulerKind::moab:
-        return moab_family();
-    case SchedulerKind::sqsub:
-        return sqsub_family();
-    case SchedulerKind::local:
-        return local_family();
+// The families, in the order error messages list them. Adding one: its file defines
+// <name>_family(), declared and listed here.
+const SchedulerFamily& pbs_family();
+const SchedulerFamily& moab_family();
+const SchedulerFamily& sqsub_family();
+const SchedulerFamily& slurm_family();
+const SchedulerFamily& local_family();
+const SchedulerFamily& spark_family();
+
+const std::vector<const SchedulerFamily*>& families() {
+    static const std::vector<const SchedulerFamily*> all{
+        &pbs_family(),   &moab_family(),  &sqsub_family(),
+        &slurm_family(), &local_family(), &spark_family(),
+    };
+    return all;
+}
+
+const SchedulerFamily* find_family(std::string_view name) {
+    // "torque" is the PBS family's other name.
+    const std::string_view wanted = name == "torque" ? std::string_view("pbs") : name;
+    for (const SchedulerFamily* family : families()) {
+        if (family->name() == wanted) {
+            return family;
+        }
     }
-    return local_family();
+    return nullptr;
+}
+
+const SchedulerFamily& family_of(std::string_view name) {
+    if (const SchedulerFamily* family = find_family(name)) {
+        return *family;
+    }
+    throw std::logic_error(fmt::format("scheduler family '{}' is not one of dljob's", name));
 }
 
 const std::vector<std::string>& scheduler_families() {
-    // The names the site profiles know (domain/site_profile.cpp), not a second list.
-    static const std::vector<std::string> families = [] {
-        std::vector<std::string> names;
-        for (const SchedulerKind kind : scheduler_kinds()) {
-            names.emplace_back(to_string(kind));
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const SchedulerFamily* family : families()) {
+            out.emplace_back(family->name());
         }
-        return names;
+        return out;
     }();
-    return families;
+    return names;
+}
+
+namespace {
+
+// "file:line:column: key: message", as the site loader says it, from where `key` (or else the
+// partition, or else the file) was read.
+Unexpected site_invalid(const SiteProfile& site, const std::string& partition_key,
+                        const std::string& key, const std::string& message, std::string hint) {
+    auto origin = site.origins.find(key);
+    if (origin == site.origins.end()) {
+        origin = site.origins.find(partition_key);
+    }
+    const std::string where =
+        origin != site.origins.end() ? origin->second : site.source_file.string();
+    return fail(ErrorCode::config_invalid, fmt::format("{}: {}: {}", where, key, message),
+                std::move(hint));
+}
+
+std::string launcher_names(const std::vector<LauncherKind>& launchers) {
+    std::vector<std::string> names;
+    for (const LauncherKind launcher : launchers) {
+        names.emplace_back(to_string(launcher));
+    }
+    return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// The families whose jobs may use `launcher`, for the hint.
+std::string families_running(LauncherKind launcher) {
+    std::vector<std::string> names;
+    for (const SchedulerFamily* family : families()) {
+        const auto accepted = family->launchers();
+        if (std::find(accepted.begin(), accepted.end(), launcher) != accepted.end()) {
+            names.emplace_back(family->name());
+        }
+    }
+    return fmt::format("{}", fmt::join(names, ", "));
+}
+
+Result<void> check_partition_family(const SiteProfile& site, const Partition& p) {
+    const std::string path = "partitions." + p.name;
+    const SchedulerFamily* family = find_family(p.scheduler);
+    if (family == nullptr) {
+        return site_invalid(site, path, path + ".scheduler",
+                            fmt::format("'{}' is not a scheduler family dljob knows; expected one "
+                                        "of {}",
+                                        p.scheduler, fmt::join(scheduler_families(), ", ")),
+                            "");
+    }
+    const auto launchers = family->launchers();
+    if (std::find(launchers.begin(), launchers.end(), p.launcher) == launchers.end()) {
+        return site_invalid(
+            site, path, path + ".launcher",
+            fmt::format("{} does not run under {}; expected {}", to_string(p.launcher),
+                        family->name(), launcher_names(launchers)),
+            fmt::format("{} runs under {}", to_string(p.launcher), families_running(p.launcher)));
+    }
+    if (p.node.describes_machine() && !family->runs_on_this_machine()) {
+        return site_invalid(site, path, path + ".node",
+                            fmt::format("auto is the machine dljob runs on, and a {} job runs on "
+                                        "the scheduler's nodes; expected the nodes' numbers",
+                                        family->name()),
+                            "auto is for a partition with scheduler: local");
+    }
+    if (auto problem = family->check_partition(p)) {
+        return site_invalid(site, path, path + "." + problem->key, problem->message,
+                            std::move(problem->hint));
+    }
+    return {};
+}
+
+} // namespace
+
+Result<void> check_site(const SiteProfile& site) {
+    for (const Partition& partition : site.partitions) {
+        DLJOB_TRY(check_partition_family(site, partition));
+    }
+    return {};
 }
 
 Result<std::unique_ptr<Scheduler>> make_scheduler(std::string_view family, ProcessRunner& runner,
                                                   const SchedulerOptions& options) {
-    // "torque" is the PBS family's other name.
-    const std::string_view name = family == "torque" ? std::string_view("pbs") : family;
-    if (const auto kind = scheduler_kind(name)) {
-        return family_of(*kind).make_adapter(runner, options);
+    if (const SchedulerFamily* found = find_family(family)) {
+        return found->make_adapter(runner, options);
     }
     return fail(ErrorCode::config_invalid, fmt::format("unknown scheduler '{}'", family),
                 fmt::format("valid schedulers: {}", fmt::join(scheduler_families(), ", ")));

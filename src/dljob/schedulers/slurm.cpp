@@ -43,6 +43,9 @@
 #include <utility>
 
 namespace dljob::schedulers {
+
+// Defined at the end of this file; listed in scheduler_table.cpp.
+const SchedulerFamily& slurm_family();
 namespace {
 
 constexpr std::string_view comment_prefix = "dljob:";
@@ -341,7 +344,10 @@ std::vector<std::string> mail_options(const MailSpec& mail) {
 
 class SlurmFamily final : public SchedulerFamily {
 public:
-    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::slurm; }
+    [[nodiscard]] std::string_view name() const override { return "slurm"; }
+    [[nodiscard]] std::vector<LauncherKind> launchers() const override {
+        return {LauncherKind::srun, LauncherKind::mpirun, LauncherKind::none};
+    }
     [[nodiscard]] std::string_view template_name() const override { return "slurm.sh"; }
     [[nodiscard]] std::string_view job_id_expression() const override {
         return R"("${SLURM_JOB_ID:-}")";

@@ -32,6 +32,9 @@
 #include <set>
 
 namespace dljob::schedulers {
+
+// Defined at the end of this file; listed in scheduler_table.cpp.
+const SchedulerFamily& sqsub_family();
 namespace {
 
 bool is_state_token(std::string_view token) {
@@ -275,7 +278,15 @@ std::vector<std::string> queue_options(const JobFacts& facts, SubmitPlan& plan) 
 
 class SqsubFamily final : public SchedulerFamily {
 public:
-    [[nodiscard]] SchedulerKind kind() const override { return SchedulerKind::sqsub; }
+    [[nodiscard]] std::string_view name() const override { return "sqsub"; }
+    [[nodiscard]] std::optional<PartitionProblem>
+    check_partition(const Partition& partition) const override {
+        if (partition.queue.empty()) {
+            return PartitionProblem{"queue", "sqsub needs a queue (-q), e.g. gpu, threaded, mpi",
+                                    ""};
+        }
+        return std::nullopt;
+    }
     [[nodiscard]] std::string_view template_name() const override { return "sqsub.sh"; }
     // SHARCNET's sqsub ran jobs under Torque (PBS_JOBID) or LSF (LSB_JOBID); the shims the
     // tests use run them under Slurm.

@@ -33,7 +33,7 @@ protected:
         site.name = "t";
         Partition partition;
         partition.name = "gpu";
-        partition.scheduler = SchedulerKind::slurm;
+        partition.scheduler = "slurm";
         partition.node.gpus = 4;
         site.partitions = {partition};
         site.storage = {StorageTier{"scratch", dir.string(), std::nullopt, false, true, 30, 1000}};

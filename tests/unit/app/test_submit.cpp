@@ -174,11 +174,11 @@ TEST_F(Submit, RenderShellAndDoctorResolveTheSiteAsSubmitDoes) {
     render.hostname = "login1.lab.example.org";
     auto rendered = render_recipe(render);
     ASSERT_TRUE(rendered) << rendered.error().message;
-    EXPECT_EQ(rendered->scheduler, SchedulerKind::slurm);
+    EXPECT_EQ(rendered->scheduler, "slurm");
     render.hostname = "elsewhere";
     auto local = render_recipe(render);
     ASSERT_TRUE(local) << local.error().message;
-    EXPECT_EQ(local->scheduler, SchedulerKind::local);
+    EXPECT_EQ(local->scheduler, "local");
 
     SiteChoice choice;
     choice.site_files = {lab};

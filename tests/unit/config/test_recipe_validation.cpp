@@ -3,6 +3,7 @@
 #include <dljob/config/recipe_loader.hpp>
 #include <dljob/config/resolve.hpp>
 #include <dljob/config/site_loader.hpp>
+#include <dljob/schedulers/scheduler_table.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -296,12 +297,19 @@ TEST_F(RecipeValidation, ABadSweepNamesFileLineColumnAndTheSweptKey) {
 
 class SiteProfileValidation : public ::testing::Test {
 protected:
+    // As the site catalog loads one: the document, then what its families accept.
     static Result<SiteProfile> load(const std::string& text) {
         auto doc = parse_yaml(text, "s.yaml");
         if (!doc) {
             return fail(doc.error());
         }
-        return site_profile_from_yaml(*doc);
+        auto site = site_profile_from_yaml(*doc);
+        if (site) {
+            if (auto accepted = schedulers::check_site(*site); !accepted) {
+                return fail(accepted.error());
+            }
+        }
+        return site;
     }
     static std::string partition(const std::string& extra) {
         return "name: s\npartitions:\n  gpu:\n    scheduler: slurm\n    node: {cores: 8, memory: "
@@ -316,6 +324,8 @@ TEST_F(SiteProfileValidation, BuiltInProfilesAreValid) {
         EXPECT_TRUE(site) << entry.path() << ": " << site.error().message;
         if (site) {
             EXPECT_EQ(site->name, entry.path().stem().string());
+            const auto accepted = schedulers::check_site(*site);
+            EXPECT_TRUE(accepted) << accepted.error().message;
         }
     }
 }
@@ -323,8 +333,9 @@ TEST_F(SiteProfileValidation, BuiltInProfilesAreValid) {
 TEST_F(SiteProfileValidation, RejectsUnknownScheduler) {
     auto site = load(partition("").replace(partition("").find("slurm"), 5, "lsf"));
     ASSERT_FALSE(site);
-    EXPECT_EQ(site.error().message, "s.yaml:4:16: partitions.gpu.scheduler: expected one of pbs, "
-                                    "moab, sqsub, slurm, local, got 'lsf'");
+    EXPECT_EQ(site.error().message,
+              "s.yaml:4:16: partitions.gpu.scheduler: 'lsf' is not a scheduler family dljob "
+              "knows; expected one of pbs, moab, sqsub, slurm, local");
 }
 
 TEST_F(SiteProfileValidation, RejectsDefaultWalltimeAboveMaximum) {
@@ -340,8 +351,53 @@ TEST_F(SiteProfileValidation, RejectsDefaultWalltimeAboveMaximum) {
 TEST_F(SiteProfileValidation, RejectsAprunWithSlurm) {
     auto site = load(partition("    launcher: aprun\n"));
     ASSERT_FALSE(site);
-    EXPECT_NE(site.error().message.find("partitions.gpu.launcher: aprun runs under PBS"),
-              std::string::npos);
+    EXPECT_EQ(site.error().message, "s.yaml:7:15: partitions.gpu.launcher: aprun does not run "
+                                    "under slurm; expected srun, mpirun, none");
+    EXPECT_EQ(site.error().hint, "aprun runs under pbs, moab");
+}
+
+// What only a family knows of its partitions is the family's check, named like the loader's.
+TEST_F(SiteProfileValidation, EachFamilyChecksWhatItNeeds) {
+    auto srun =
+        load(partition("    launcher: srun\n").replace(partition("").find("slurm"), 5, "pbs"));
+    ASSERT_FALSE(srun);
+    EXPECT_EQ(srun.error().message, "s.yaml:7:15: partitions.gpu.launcher: srun does not run "
+                                    "under pbs; expected aprun, mpirun, none");
+    auto sqsub = load(partition("").replace(partition("").find("slurm"), 5, "sqsub"));
+    ASSERT_FALSE(sqsub);
+    EXPECT_EQ(sqsub.error().message, "s.yaml:4:5: partitions.gpu.queue: sqsub needs a queue (-q), "
+                                     "e.g. gpu, threaded, mpi");
+    auto local =
+        load(partition("    max_nodes: 2\n").replace(partition("").find("slurm"), 5, "local"));
+    ASSERT_FALSE(local);
+    EXPECT_NE(local.error().message.find("partitions.gpu.max_nodes: the local scheduler runs on "
+                                         "this one machine"),
+              std::string::npos)
+        << local.error().message;
+    auto automatic = load(
+        "name: s\npartitions:\n  gpu:\n    scheduler: slurm\n    node: {cores: 8, memory: auto}\n"
+        "    walltime: {default: \"01:00:00\", max: \"02:00:00\"}\n");
+    ASSERT_FALSE(automatic);
+    EXPECT_NE(automatic.error().message.find("partitions.gpu.node: auto is the machine dljob runs "
+                                             "on, and a slurm job"),
+              std::string::npos)
+        << automatic.error().message;
+}
+
+// `scheduler_options:` is kept, word by word, for the family; a shell character is refused.
+TEST_F(SiteProfileValidation, SchedulerOptionsAreWordsKeptForTheFamily) {
+    auto site = load(partition("    scheduler_options:\n      master: yarn\n"
+                               "      conf: [spark.a=1, spark.b=x]\n"));
+    ASSERT_TRUE(site) << site.error().message;
+    const auto& options = site->partitions.at(0).scheduler_options;
+    EXPECT_EQ(options.at("master"), std::vector<std::string>{"yarn"});
+    EXPECT_EQ(options.at("conf"), (std::vector<std::string>{"spark.a=1", "spark.b=x"}));
+    EXPECT_EQ(site->origins.at("partitions.gpu.scheduler_options.master"), "s.yaml:7:15");
+    auto hostile = load(partition("    scheduler_options:\n      master: \"yarn; rm -rf ~\"\n"));
+    ASSERT_FALSE(hostile);
+    EXPECT_NE(hostile.error().message.find("s.yaml:7:15: partitions.gpu.scheduler_options.master"),
+              std::string::npos)
+        << hostile.error().message;
 }
 
 TEST_F(SiteProfileValidation, RejectsDefaultPartitionThatDoesNotExistListingChoices) {

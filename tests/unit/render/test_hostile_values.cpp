@@ -90,16 +90,11 @@ std::vector<Field> fields() {
     };
 }
 
-std::string directive_prefix(SchedulerKind kind) {
-    switch (kind) {
-    case SchedulerKind::slurm:
+std::string directive_prefix(const std::string& kind) {
+    if (kind == "slurm") {
         return "#SBATCH";
-    case SchedulerKind::pbs:
-    case SchedulerKind::moab:
-        return "#PBS";
-    default:
-        return "";
     }
+    return kind == "pbs" || kind == "moab" ? "#PBS" : "";
 }
 
 // Every directive must be one the renderer means: present, with the same value, in the submit

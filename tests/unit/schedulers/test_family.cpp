@@ -4,6 +4,7 @@
 #include "unit/render/render_support.hpp"
 
 #include <dljob/schedulers/family.hpp>
+#include <dljob/schedulers/scheduler_table.hpp>
 #include <dljob/schedulers/launcher.hpp>
 
 #include <fmt/format.h>
@@ -28,13 +29,21 @@ std::string line_starting(const std::string& text, const std::string& prefix) {
     return {};
 }
 
-TEST(SchedulerFamily, EachKindHasItsOwnFamily) {
-    for (const SchedulerKind kind : {SchedulerKind::slurm, SchedulerKind::pbs, SchedulerKind::moab,
-                                     SchedulerKind::sqsub, SchedulerKind::local}) {
-        EXPECT_EQ(schedulers::family_of(kind).kind(), kind) << to_string(kind);
-        EXPECT_EQ(std::string(schedulers::family_of(kind).template_name()),
-                  std::string(to_string(kind)) + ".sh");
+TEST(SchedulerFamily, EachNameHasItsOwnFamily) {
+    std::vector<std::string> names;
+    for (const char* name : {"slurm", "pbs", "moab", "sqsub", "local"}) {
+        const auto& family = schedulers::family_of(name);
+        EXPECT_EQ(family.name(), name);
+        EXPECT_EQ(std::string(family.template_name()), std::string(name) + ".sh");
+        names.emplace_back(name);
     }
+    EXPECT_EQ(&schedulers::family_of("torque"), &schedulers::family_of("pbs"));
+    EXPECT_EQ(schedulers::find_family("lsf"), nullptr);
+    EXPECT_THROW((void)schedulers::family_of("lsf"), std::logic_error);
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> listed = schedulers::scheduler_families();
+    std::sort(listed.begin(), listed.end());
+    EXPECT_EQ(listed, names);
 }
 
 // The batch script and an interactive session name the job by one expression per family; the
@@ -55,7 +64,7 @@ TEST(SchedulerFamily, BatchScriptAndSessionShareTheJobIdExpression) {
         auto rc = schedulers::session_rc(files, rendered->script);
         ASSERT_TRUE(rc) << site;
         EXPECT_EQ(line_starting(*rc, "DLJOB_JOB_ID="), batch) << site;
-        if (rendered->scheduler != SchedulerKind::local) {
+        if (rendered->scheduler != "local") {
             EXPECT_NE(batch.find("SLURM_JOB_ID"), std::string::npos) << site << ": " << batch;
         }
     }
@@ -84,19 +93,19 @@ TEST(SchedulerFamily, ResourceOptionsAreTheSubmitOptionsWithoutBatchOnlyOnes) {
 
 TEST(SchedulerFamily, DependencyOptionsGoWhereTheSubmitCommandTakesThem) {
     std::vector<std::string> sbatch{"sbatch", "--parsable", "/r/job.sh"};
-    schedulers::slurm_family().add_submit_options(sbatch, {"--dependency=afterok:7"});
+    schedulers::family_of("slurm").add_submit_options(sbatch, {"--dependency=afterok:7"});
     EXPECT_EQ(sbatch, (std::vector<std::string>{"sbatch", "--parsable", "--dependency=afterok:7",
                                                 "/r/job.sh"}));
     std::vector<std::string> sqsub{"sqsub", "-q", "gpu", "--nompirun", "/bin/bash", "/r/job.sh"};
-    schedulers::sqsub_family().add_submit_options(sqsub, {"-w", "7"});
+    schedulers::family_of("sqsub").add_submit_options(sqsub, {"-w", "7"});
     EXPECT_EQ(sqsub, (std::vector<std::string>{"sqsub", "-q", "gpu", "-w", "7", "--nompirun",
                                                "/bin/bash", "/r/job.sh"}));
     JobDependency after;
     after.scheduler_id = "7";
     after.ok = false;
-    EXPECT_EQ(schedulers::moab_family().dependency_options(after),
+    EXPECT_EQ(schedulers::family_of("moab").dependency_options(after),
               (std::vector<std::string>{"-W", "depend=afterany:7"}));
-    EXPECT_TRUE(schedulers::local_family().dependency_options(after).empty());
+    EXPECT_TRUE(schedulers::family_of("local").dependency_options(after).empty());
 }
 
 schedulers::LaunchGeometry geometry(int nodes, int tasks_per_node, int cores_per_task,
@@ -159,7 +168,7 @@ TEST(Launcher, TheSitesMpiLauncherAndFlags) {
 // $PBS_NODEFILE; an MPI of unknown flavor gets neither, and sqsub's MPI finds its hosts itself.
 TEST(Launcher, TheMpiFlavorTagsAndPlacesTheRanks) {
     Partition partition;
-    partition.scheduler = SchedulerKind::pbs;
+    partition.scheduler = "pbs";
     partition.launcher = LauncherKind::mpirun;
     partition.node.cores = 16;
     ResolvedResources res;
@@ -177,14 +186,14 @@ TEST(Launcher, TheMpiFlavorTagsAndPlacesTheRanks) {
     EXPECT_EQ(line(MpiFlavor::mpich, "mpiexec"),
               "mpiexec -n 8 -prepend-rank -ppn 4 -f \"$PBS_NODEFILE\" -- prog");
     EXPECT_EQ(line(MpiFlavor::unknown, "mpiexec"), "mpiexec -n 8 -- prog");
-    partition.scheduler = SchedulerKind::moab;
+    partition.scheduler = "moab";
     EXPECT_EQ(line(MpiFlavor::mpich, "mpiexec"),
               "mpiexec -n 8 -prepend-rank -ppn 4 -f \"$PBS_NODEFILE\" -- prog");
-    partition.scheduler = SchedulerKind::sqsub;
+    partition.scheduler = "sqsub";
     EXPECT_EQ(line(MpiFlavor::openmpi, "mpirun"),
               "mpirun -n 8 --tag-output --map-by ppr:4:node -- prog");
     res.nodes = 1; // one node: nothing to place
-    partition.scheduler = SchedulerKind::pbs;
+    partition.scheduler = "pbs";
     EXPECT_EQ(line(MpiFlavor::openmpi, "mpirun"), "mpirun -n 4 --tag-output -- prog");
 }
 
@@ -215,55 +224,55 @@ TEST(SchedulerFamily, ArrayOptionsAreEachFamilysOwnForm) {
     const ArraySpec limited{3, 2};
     const ArraySpec unlimited{3, 0};
     using Words = std::vector<std::string>;
-    EXPECT_EQ(schedulers::slurm_family().array_options(limited), Words{"--array=0-2%2"});
-    EXPECT_EQ(schedulers::slurm_family().array_options(unlimited), Words{"--array=0-2"});
-    EXPECT_EQ(schedulers::pbs_family().array_options(limited), (Words{"-t", "0-2%2"}));
-    EXPECT_EQ(schedulers::pbs_family().array_options(unlimited), (Words{"-t", "0-2"}));
-    EXPECT_EQ(schedulers::moab_family().array_options(limited), (Words{"-t", "dljob[0-2]%2"}));
-    EXPECT_EQ(schedulers::moab_family().array_options(unlimited), (Words{"-t", "dljob[0-2]"}));
+    EXPECT_EQ(schedulers::family_of("slurm").array_options(limited), Words{"--array=0-2%2"});
+    EXPECT_EQ(schedulers::family_of("slurm").array_options(unlimited), Words{"--array=0-2"});
+    EXPECT_EQ(schedulers::family_of("pbs").array_options(limited), (Words{"-t", "0-2%2"}));
+    EXPECT_EQ(schedulers::family_of("pbs").array_options(unlimited), (Words{"-t", "0-2"}));
+    EXPECT_EQ(schedulers::family_of("moab").array_options(limited), (Words{"-t", "dljob[0-2]%2"}));
+    EXPECT_EQ(schedulers::family_of("moab").array_options(unlimited), (Words{"-t", "dljob[0-2]"}));
     // No arrays: a sweep is one job per point (sqsub), or limited by dependencies (local).
-    EXPECT_TRUE(schedulers::sqsub_family().array_options(limited).empty());
-    EXPECT_TRUE(schedulers::local_family().array_options(limited).empty());
+    EXPECT_TRUE(schedulers::family_of("sqsub").array_options(limited).empty());
+    EXPECT_TRUE(schedulers::family_of("local").array_options(limited).empty());
 }
 
 TEST(SchedulerFamily, AnArrayTaskIsNamedAsItsSchedulerNamesIt) {
-    const auto& slurm = schedulers::slurm_family();
+    const auto& slurm = schedulers::family_of("slurm");
     EXPECT_EQ(slurm.array_task_id("123", 4), "123_4");
     EXPECT_EQ(slurm.array_of("123_4"), "123");
     EXPECT_EQ(slurm.array_of("123"), "123");
-    const auto& pbs = schedulers::pbs_family();
+    const auto& pbs = schedulers::family_of("pbs");
     EXPECT_EQ(pbs.array_task_id("123[].server", 4), "123[4].server"); // Torque's answer
     EXPECT_EQ(pbs.array_task_id("123", 4), "123[4]");                 // the Slurm wrappers'
     EXPECT_EQ(pbs.array_of("123[4].server"), "123[].server");
     EXPECT_EQ(pbs.array_of("123[4]"), "123[]");
     EXPECT_EQ(pbs.array_of("123.server"), "123.server");
-    const auto& moab = schedulers::moab_family();
+    const auto& moab = schedulers::family_of("moab");
     EXPECT_EQ(moab.array_task_id("Moab.45", 3), "Moab.45[3]");
     EXPECT_EQ(moab.array_of("Moab.45[3]"), "Moab.45");
-    EXPECT_EQ(schedulers::sqsub_family().array_of("77"), "77");
+    EXPECT_EQ(schedulers::family_of("sqsub").array_of("77"), "77");
 }
 
 TEST(SchedulerFamily, APendingJobsDependencyIsChangedWithTheFamilysCommand) {
     JobDependency after;
     after.scheduler_id = "901";
     using Words = std::vector<std::string>;
-    EXPECT_EQ(schedulers::slurm_family().retarget_dependency("900", after),
+    EXPECT_EQ(schedulers::family_of("slurm").retarget_dependency("900", after),
               (Words{"scontrol", "update", "JobId=900", "Dependency=afterok:901"}));
-    EXPECT_EQ(schedulers::pbs_family().retarget_dependency("900.server", after),
+    EXPECT_EQ(schedulers::family_of("pbs").retarget_dependency("900.server", after),
               (Words{"qalter", "-W", "depend=afterok:901", "900.server"}));
     after.ok = false;
     after.scheduler_id = "Moab.12";
-    EXPECT_EQ(schedulers::moab_family().retarget_dependency("Moab.11", after),
+    EXPECT_EQ(schedulers::family_of("moab").retarget_dependency("Moab.11", after),
               (Words{"mjobctl", "-m", "depend=afterany:Moab.12", "Moab.11"}));
-    EXPECT_TRUE(schedulers::sqsub_family().retarget_dependency("5", after).empty());
-    EXPECT_TRUE(schedulers::local_family().retarget_dependency("5", after).empty());
+    EXPECT_TRUE(schedulers::family_of("sqsub").retarget_dependency("5", after).empty());
+    EXPECT_TRUE(schedulers::family_of("local").retarget_dependency("5", after).empty());
 }
 
 // The array script, run for real as each family's scheduler would run one task: the task's
 // point runs its own script, in place of the array script, with its output in the point's
 // job.log and DLJOB_ARRAY_TASK_ID naming the task; an index that is no point fails loudly.
 struct ArrayRun {
-    SchedulerKind kind;
+    std::string kind;
     std::string env; // what the scheduler sets in task 1 of array 77
     std::string directive;
     std::string task_id;
@@ -316,16 +325,16 @@ TEST_P(ArrayScript, EachTaskRunsItsPointsScriptWithItsLogAndId) {
 INSTANTIATE_TEST_SUITE_P(
     EveryFamilyWithArrays, ArrayScript,
     ::testing::Values(
-        ArrayRun{SchedulerKind::slurm, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
+        ArrayRun{"slurm", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
                  "#SBATCH --array=0-1%1", "77_1"},
         // Torque itself, then Slurm's Torque wrappers (which set only Slurm's variables).
-        ArrayRun{SchedulerKind::pbs, "PBS_ARRAYID=1 PBS_JOBID=77[1].server", "#PBS -t 0-1%1",
+        ArrayRun{"pbs", "PBS_ARRAYID=1 PBS_JOBID=77[1].server", "#PBS -t 0-1%1",
                  "77[1].server"},
-        ArrayRun{SchedulerKind::pbs, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#PBS -t 0-1%1",
+        ArrayRun{"pbs", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#PBS -t 0-1%1",
                  "77[1]"},
-        ArrayRun{SchedulerKind::moab, "MOAB_JOBARRAYINDEX=1 MOAB_JOBID=Moab.77[1]",
+        ArrayRun{"moab", "MOAB_JOBARRAYINDEX=1 MOAB_JOBID=Moab.77[1]",
                  "#PBS -t dljob[0-1]%1", "Moab.77[1]"},
-        ArrayRun{SchedulerKind::moab, "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
+        ArrayRun{"moab", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
                  "#PBS -t dljob[0-1]%1", "Moab.77[1]"}));
 
 } // namespace

@@ -231,7 +231,7 @@ TEST(Interactive, SessionRcRunsInBash) {
     ASSERT_TRUE(rendered) << rendered.error().message;
     schedulers::SessionFiles files;
     files.site = "local";
-    files.scheduler = SchedulerKind::local;
+    files.scheduler = "local";
     files.token = request.job_token;
     files.notes = {"a note with 'quotes' and $dollars"};
     auto rc = schedulers::session_rc(files, rendered->script);
@@ -277,7 +277,7 @@ void stage_in_a_session(bool keep_staged) {
     ASSERT_TRUE(rendered) << rendered.error().message;
     schedulers::SessionFiles files;
     files.site = "slurm";
-    files.scheduler = SchedulerKind::slurm;
+    files.scheduler = "slurm";
     files.token = request.job_token;
     files.stage = true;
     files.keep_staged = keep_staged;

@@ -70,14 +70,13 @@ Result<ProcessResult> run(ProcessRunner& runner, std::vector<std::string> argv) 
 
 void check_scheduler(ProcessRunner& runner, const SiteProfile& site, const GetEnv& getenv,
                      std::vector<DoctorFinding>& out) {
-    std::set<SchedulerKind> kinds;
+    std::set<std::string> names;
     for (const auto& partition : site.partitions) {
-        kinds.insert(partition.scheduler);
+        names.insert(partition.scheduler);
     }
     const std::string user = getenv("USER").value_or("");
-    for (const auto kind : kinds) {
-        const std::string family = to_string(kind);
-        const auto commands = schedulers::family_of(kind).doctor_commands(user);
+    for (const auto& family : names) {
+        const auto commands = schedulers::family_of(family).doctor_commands(user);
         bool all_there = true;
         for (const auto& program : commands.programs) {
             if (find_on_path(program, getenv).empty()) {

@@ -15,11 +15,11 @@ namespace {
 
 // "family:array id" of a job that is a task of a job array (a sweep's point), else "".
 std::string array_key(const Job& job) {
-    const auto kind = scheduler_kind(job.scheduler);
-    if (!kind || job.scheduler_id.empty()) {
+    const auto* family = schedulers::find_family(job.scheduler);
+    if (family == nullptr || job.scheduler_id.empty()) {
         return {};
     }
-    const std::string array = schedulers::family_of(*kind).array_of(job.scheduler_id);
+    const std::string array = family->array_of(job.scheduler_id);
     return array == job.scheduler_id ? std::string() : job.scheduler + ":" + array;
 }
 

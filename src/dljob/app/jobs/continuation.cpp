@@ -394,8 +394,8 @@ Result<void> record_dependant(const std::filesystem::path& after_run_dir,
 void retarget_dependants(ProcessRunner& runner, const std::string& scheduler,
                          const std::filesystem::path& run_dir, const std::string& next_id,
                          std::string& note) {
-    const auto kind = scheduler_kind(scheduler);
-    if (!kind) {
+    const auto* family = schedulers::find_family(scheduler);
+    if (family == nullptr) {
         return;
     }
     // One short line per `submit --after`: a megabyte is tens of thousands of dependants.
@@ -408,14 +408,13 @@ void retarget_dependants(ProcessRunner& runner, const std::string& scheduler,
                             note.empty() ? "" : "; ", (run_dir / "dependants").string());
         return;
     }
-    const auto& family = schedulers::family_of(*kind);
     for (const std::string_view line : util::split_lines(read.content)) {
         const auto words = util::split_whitespace(line);
         if (words.size() != 2) {
             continue;
         }
         const std::string dependant(words[0]);
-        const auto argv = family.retarget_dependency(
+        const auto argv = family->retarget_dependency(
             dependant, JobDependency{0, next_id, run_dir.string(), words[1] == "afterok"});
         if (argv.empty()) {
             return; // the family cannot: docs/schedulers.md says what the dependant does then

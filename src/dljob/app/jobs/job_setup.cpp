@@ -94,7 +94,7 @@ Result<PreparedJob> prepare_job(JobInputs inputs) {
     Job& job = prepared.job;
     job.name = prepared.rendered.scheduler_job_name;
     job.site = request.site.name;
-    job.scheduler = to_string(prepared.rendered.scheduler);
+    job.scheduler = prepared.rendered.scheduler;
     job.run_dir = request.run_dir.string();
     job.script_path = (request.run_dir / prepared.rendered.script_name).string();
     job.recipe_path = inputs.recipe_path.empty()

@@ -380,7 +380,7 @@ Result<SessionPlan> plan_session(JobContext& context, const ShellOptions& option
     ShellOutcome& outcome = session.outcome;
     outcome.site = site->name;
     outcome.partition = partition->name;
-    outcome.scheduler = to_string(rendered.scheduler);
+    outcome.scheduler = rendered.scheduler;
     outcome.argv = plan->argv;
     outcome.command_line = render::command_line(plan->argv);
     outcome.notes = recipe_notes;
@@ -629,7 +629,8 @@ Result<ShellOutcome> open_shell(JobContext& context, const ShellOptions& options
         (void)store.update_state(id, failed, util::unix_now());
         return fail(started.error());
     }
-    const bool local = session->prepared.rendered.scheduler == SchedulerKind::local;
+    const bool local =
+        schedulers::family_of(session->prepared.rendered.scheduler).runs_on_this_machine();
     SessionRun run;
     run.ref = JobRef{"", "", run_dir.string(), session->prepared.request.job_token};
     if (local) {

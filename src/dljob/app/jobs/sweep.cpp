@@ -94,6 +94,13 @@ record_points(JobContext& context, const SubmitOptions& options,
             return fail(error);
         }
         const auto& family = schedulers::family_of(one->outcome.rendered.scheduler);
+        if (const std::string refused = family.refusal(schedulers::JobFeature::sweep);
+            i == 0 && !refused.empty()) {
+            (void)context.store().remove(one->recorded.job.id);
+            return fail(ErrorCode::config_invalid,
+                        fmt::format("sweep {}: site {} cannot run sweeps: {} (nothing submitted)",
+                                    sweep, one->site.name, refused));
+        }
         if (i == 0) {
             if (family.array_options(ArraySpec{static_cast<int>(points.size()), limit}).empty()) {
                 (void)context.store().remove(one->recorded.job.id);

@@ -1,6 +1,7 @@
 #include <dljob/adapters/machine_linux.hpp>
 #include <dljob/app/sites/site_catalog.hpp>
 #include <dljob/config/site_loader.hpp>
+#include <dljob/schedulers/scheduler_table.hpp>
 
 #include <fmt/format.h>
 
@@ -74,7 +75,15 @@ SiteCatalog::SiteCatalog(std::vector<std::filesystem::path> site_files, const Ma
 const Result<SiteProfile>& SiteCatalog::parse(const std::filesystem::path& file) const {
     auto found = m_parsed.find(file);
     if (found == m_parsed.end()) {
-        found = m_parsed.emplace(file, config::load_site_profile(file)).first;
+        // The loader reads the document; whether each partition's family accepts it is the
+        // families' to say.
+        Result<SiteProfile> site = config::load_site_profile(file);
+        if (site) {
+            if (auto accepted = schedulers::check_site(*site); !accepted) {
+                site = fail(accepted.error());
+            }
+        }
+        found = m_parsed.emplace(file, std::move(site)).first;
     }
     return found->second;
 }

@@ -91,7 +91,7 @@ void describe_partition(const Partition& p, SiteDescription& d) {
     const std::string k = "partitions." + p.name;
     d.text(fmt::format("  {}:\n", p.name));
     d.line(4, "queue", p.queue.empty() ? "(scheduler routes)" : p.queue, k + ".queue");
-    d.line(4, "scheduler", to_string(p.scheduler), k + ".scheduler");
+    d.line(4, "scheduler", p.scheduler, k + ".scheduler");
     d.line(4, "launcher", to_string(p.launcher), k + ".launcher");
     d.line(4, "node.cores", std::to_string(p.node.cores), k + ".node.cores");
     d.line(4, "node.memory", p.node.memory.text(), k + ".node.memory");
