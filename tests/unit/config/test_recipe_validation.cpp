@@ -335,7 +335,7 @@ TEST_F(SiteProfileValidation, RejectsUnknownScheduler) {
     ASSERT_FALSE(site);
     EXPECT_EQ(site.error().message,
               "s.yaml:4:16: partitions.gpu.scheduler: 'lsf' is not a scheduler family dljob "
-              "knows; expected one of pbs, moab, sqsub, slurm, local");
+              "knows; expected one of pbs, moab, sqsub, slurm, local, spark");
 }
 
 TEST_F(SiteProfileValidation, RejectsDefaultWalltimeAboveMaximum) {
@@ -392,10 +392,10 @@ TEST_F(SiteProfileValidation, SchedulerOptionsAreWordsKeptForTheFamily) {
     const auto& options = site->partitions.at(0).scheduler_options;
     EXPECT_EQ(options.at("master"), std::vector<std::string>{"yarn"});
     EXPECT_EQ(options.at("conf"), (std::vector<std::string>{"spark.a=1", "spark.b=x"}));
-    EXPECT_EQ(site->origins.at("partitions.gpu.scheduler_options.master"), "s.yaml:7:15");
+    EXPECT_EQ(site->origins.at("partitions.gpu.scheduler_options.master"), "s.yaml:8:15");
     auto hostile = load(partition("    scheduler_options:\n      master: \"yarn; rm -rf ~\"\n"));
     ASSERT_FALSE(hostile);
-    EXPECT_NE(hostile.error().message.find("s.yaml:7:15: partitions.gpu.scheduler_options.master"),
+    EXPECT_NE(hostile.error().message.find("s.yaml:8:15: partitions.gpu.scheduler_options.master"),
               std::string::npos)
         << hostile.error().message;
 }

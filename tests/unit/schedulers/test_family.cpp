@@ -31,7 +31,7 @@ std::string line_starting(const std::string& text, const std::string& prefix) {
 
 TEST(SchedulerFamily, EachNameHasItsOwnFamily) {
     std::vector<std::string> names;
-    for (const char* name : {"slurm", "pbs", "moab", "sqsub", "local"}) {
+    for (const char* name : {"slurm", "pbs", "moab", "sqsub", "local", "spark"}) {
         const auto& family = schedulers::family_of(name);
         EXPECT_EQ(family.name(), name);
         EXPECT_EQ(std::string(family.template_name()), std::string(name) + ".sh");

@@ -172,7 +172,7 @@ TEST(SparkRender, TheSeedsClusterGetsOneExecutorPerRankWithEveryUsefulCore) {
     EXPECT_EQ(after(argv, "--script"), "/scratch/dljob/runs/golden-run/job.sh");
     EXPECT_EQ(argv.at(argv.size() - 7), "/opt/dljob/share/dljob/spark/dljob_spark_driver.py");
     // The ranks start through the driver, which gives each its Gloo rendezvous.
-    EXPECT_NE(rendered->script.find(R"("${DLJOB_SPARK_LAUNCH:?run by dljob's Spark driver}" )"
+    EXPECT_NE(rendered->script.find(R"("${DLJOB_SPARK_LAUNCH:?set by the dljob Spark driver}" )"
                                     "--launch --ranks 2 -- "),
               std::string::npos);
 
