@@ -440,7 +440,7 @@ public:
     [[nodiscard]] std::string_view name() const override { return "spark"; }
     [[nodiscard]] std::string prefix(const LaunchGeometry& geometry) const override {
         return fmt::format(R"("${{PYSPARK_PYTHON:-python3}}" )"
-                           R"("${{DLJOB_SPARK_LAUNCH:?run by dljob's Spark driver}}" )"
+                           R"("${{DLJOB_SPARK_LAUNCH:?set by the dljob Spark driver}}" )"
                            "--launch --ranks {}",
                            geometry.ranks());
     }

@@ -240,7 +240,7 @@ dljob_trap_signals
 ) >/dev/null 2>&1 &
 dljob_timer=$!
 dljob_step='run the training through spark launcher'
-"${PYSPARK_PYTHON:-python3}" "${DLJOB_SPARK_LAUNCH:?run by dljob's Spark driver}" --launch --ranks 2 -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
+"${PYSPARK_PYTHON:-python3}" "${DLJOB_SPARK_LAUNCH:?set by the dljob Spark driver}" --launch --ranks 2 -- /bin/bash "$DLJOB_SCRIPT" --dljob-compute &
 dljob_child=$!
 dljob_wait_child
 dljob_rc=$?
