@@ -88,14 +88,18 @@ def free_port():
 def make_task(argv, base, world, run_dir, rendezvous_dir):
     """The function each Spark task runs: rank = partition index."""
 
-    def task(_partition):
-        from pyspark import BarrierTaskContext, TaskContext  # on the executor
-
-        ctx = TaskContext.get()
-        rank = ctx.partitionId()
+    def task(partition):
+        # parallelize(range(N), N) puts i alone in partition i, in every Spark: the rank needs
+        # no TaskContext, which PySpark has only from 2.2 (the seed's 1.5.2 has none).
+        rank = next(iter(partition))
         rendezvous = rendezvous_dir
-        barrier = isinstance(ctx, BarrierTaskContext)
-        if barrier and hasattr(ctx, "allGather"):
+        try:  # on the executor; BarrierTaskContext from Spark 2.4, allGather from 3.0
+            from pyspark import BarrierTaskContext
+
+            ctx = BarrierTaskContext.get()
+        except (ImportError, RuntimeError):  # RuntimeError: not a barrier stage
+            ctx = None
+        if ctx is not None and hasattr(ctx, "allGather"):
             host = os.environ.get("NM_HOST") or socket.getfqdn()
             me = json.dumps({"rank": rank, "host": host, "port": free_port() if rank == 0 else 0})
             peers = sorted((json.loads(m) for m in ctx.allGather(me)), key=lambda p: p["rank"])
