@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# spark_shims.sh: issue 37's Spark family end to end, with no Spark or YARN: tests/shims/spark
+# has a spark-submit and a yarn that keep a fake ResourceManager in $DLJOB_SHIM_YARN_STATE and
+# run the real driver (share/dljob/spark/dljob_spark_driver.py) with a fake pyspark whose tasks
+# are local processes. A 2-rank LeNet submitted to a small copy of the mapr profile completes,
+# its ranks met through dltrain's Gloo plugin, and its weights match 1 rank of the combined
+# batch; a second job is cancelled while its ranks train, and they are gone. What only a real
+# cluster can show (executors on other nodes, YARN's containers and signals, Spark's own
+# scheduling) is not tested here: docs/schedulers.md, Spark.
+# shellcheck disable=SC1091
+. "$(dirname "$0")/lib.sh"
+: "${DLTRAIN:?DLTRAIN must name the dltrain binary}"
+root=$(cd "$HERE/../.." && pwd)
+data=/usr/share/datasets/fashion-mnist
+[ -r "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no $data (scripts/setup.sh installs it)"; exit 77; }
+[ -e "$(dirname "$DLTRAIN")/libdltrain-gloo.so" ] || { echo "SKIP: no Gloo plugin next to $DLTRAIN"; exit 77; }
+mkdir "$WORK/yarn"
+export DLJOB_SHIM_YARN_STATE=$WORK/yarn DLJOB_SHIM_YARN_ACCEPTED_SECONDS=0.3
+export PATH="$root/tests/shims/spark:$PATH"
+site=(--site test-spark --site-file "$HERE/sites/test-spark.yaml")
+
+# LeNet for 5 steps, as the Gloo engine test trains it: 2 ranks x 32 against 1 rank x 64.
+lenet() { # BATCH FILE
+  sed -e "s/batch_size: 64/batch_size: $1/" -e 's/batch_size: 100/batch_size: 50/' \
+    -e 's/max_iter: 10000/max_iter: 5/' -e 's/test_interval: 500/test_interval: 100000/' \
+    -e 's/test_iter: 100/test_iter: 1/' -e 's/display: 100/display: 1/' \
+    "$root/recipes/networks/lenet.yaml" >"$2"
+}
+lenet 32 "$WORK/lenet-2x32.yaml"
+lenet 64 "$WORK/lenet-1x64.yaml"
+args=("${site[@]}" --set resources.gpus=0 --set resources.ranks=2 --set resources.memory=1G
+  --set resources.walltime=00:10:00 --set train.threads=1 --set data.stage_to=none
+  --set "train.config=$WORK/lenet-2x32.yaml")
+"$DLJOB" render "$root/recipes/fashion-mnist.yaml" "${args[@]}" >"$WORK/rendered.sh"
+check "the rendered script parses" 0 "$(bash -n "$WORK/rendered.sh" >/dev/null 2>&1; echo $?)"
+check "it is submitted with spark-submit, 2 executors" 1 \
+  "$(grep -c '^#   spark-submit --master yarn --deploy-mode cluster .*--num-executors 2 ' "$WORK/rendered.sh")"
+
+# The single-rank reference, trained meanwhile.
+"$DLTRAIN" train --device cpu --threads 1 --deadline none --config "$WORK/lenet-1x64.yaml" \
+  --run-dir "$WORK/ref" --data-dir "$data" >"$WORK/ref.log" 2>&1 &
+reference=$!
+
+# Spark 1.5.2's PySpark (the profile's): no barrier mode, the ranks meet in a directory.
+out=$(DLJOB_SHIM_SPARK_VERSION=1.5.2 "$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${args[@]}")
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+app=$(grep -o 'application_[0-9]*_[0-9]*' <<<"$out" || true)
+run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
+check "submitted as a YARN application" 1 "$([ -n "$job" ] && [ -n "$app" ] && [ -d "$run_dir" ] && echo 1 || echo 0)"
+check "the job completes" COMPLETED "$(wait_state "$job" COMPLETED)"
+check "exit code 0" 0 "$(cat "$run_dir/exit_code" 2>/dev/null)"
+check "yarn lists it FINISHED, SUCCEEDED" "FINISHED SUCCEEDED" \
+  "$(yarn application -list -appStates ALL 2>/dev/null | awk -F'\t' -v id="$app" '{gsub(/ /, "")} $1 == id {print $6, $7}')"
+check "dljob logs shows the training's end" 1 "$("$DLJOB" logs "$job" | grep -c '^dltrain: completed at iteration 5 of 5')"
+check "the ranks met through Gloo, in a directory" 1 \
+  "$(grep -c '2 ranks x batch 32 = 64 (gloo (.*file rendezvous' "$run_dir/job.log")"
+check "rank 1's output is its own file" 1 "$([ -f "$run_dir/rank.1.log" ] && echo 1 || echo 0)"
+check "metrics.jsonl is rank 0's alone: 2 ranks, global batch 64" "1 2 64" \
+  "$(python3 -c 'import json,sys; s=[r for r in map(json.loads, open(sys.argv[1])) if r["type"]=="start"]; print(len(s), s[0]["ranks"], s[0]["global_batch_size"])' "$run_dir/metrics.jsonl")"
+wait "$reference" || { echo "FAIL: the 1-rank reference did not train"; cat "$WORK/ref.log"; exit 1; }
+# Every weight within 1e-5 of the largest (docs/data-parallel.md), read from the checkpoints
+# (docs/engine.md, "Checkpoint format").
+check "2 ranks x 32 match 1 rank x 64" ok "$(python3 - "$run_dir/checkpoints/iter_00000005.ckpt" \
+  "$WORK/ref/checkpoints/iter_00000005.ckpt" <<'EOF'
+import struct, sys
+def weights(path):
+    b = open(path, "rb").read()
+    assert b[:8] == b"DLCKPT01", path
+    at = 8 + 4 + 4 + 16
+    at += 4 + struct.unpack_from("<I", b, at)[0]  # the RNG state
+    values = []
+    params = struct.unpack_from("<I", b, at)[0]
+    at += 4
+    for _ in range(params):
+        at += 4 + struct.unpack_from("<I", b, at)[0]  # the name
+        rank = struct.unpack_from("<I", b, at)[0]
+        dims = struct.unpack_from("<%di" % rank, b, at + 4)
+        at += 4 + 4 * rank
+        count = 1
+        for d in dims:
+            count *= d
+        values += struct.unpack_from("<%df" % count, b, at)
+        at += 4 * count
+    return values
+two, one = weights(sys.argv[1]), weights(sys.argv[2])
+largest = max(abs(v) for v in one)
+worst = max(abs(a - b) for a, b in zip(two, one))
+print("ok" if len(two) == len(one) and worst <= 1e-5 * largest else
+      "%d/%d weights, largest difference %g against %g" % (len(two), len(one), worst, largest))
+EOF
+)"
+
+# Spark 3's PySpark: barrier mode, rank 0's address through allGather. Cancelled while training.
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${args[@]}" --set train.max_iter=1000000)
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+app=$(grep -o 'application_[0-9]*_[0-9]*' <<<"$out" || true)
+run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
+check "the second job runs" RUNNING "$(wait_state "$job" RUNNING)"
+for ((i = 0; i < 300; i++)); do
+  grep -q '"type":"train"' "$run_dir/metrics.jsonl" 2>/dev/null && break
+  sleep 0.1
+done
+check "the ranks met through rank 0's TCP store" 1 "$(grep -c 'tcp rendezvous' "$run_dir/job.log")"
+check "both ranks train" 2 "$(pgrep -c -f "dltrain train .*--run-dir $run_dir" || true)"
+"$DLJOB" cancel "$job" >/dev/null
+check "cancelled" CANCELLED "$(wait_state "$job" CANCELLED)"
+check "yarn lists it KILLED" KILLED \
+  "$(yarn application -list -appStates KILLED 2>/dev/null | awk -F'\t' -v id="$app" '{gsub(/ /, "")} $1 == id {print $6}')"
+check "its ranks are gone" 0 "$(pgrep -c -f "$run_dir" || true)"
+check "yarn -kill of an ended application" "Application $app has already finished " \
+  "$(yarn application -kill "$app" 2>/dev/null)"
+check "yarn -kill of an unknown one: exit 255" "Application with id 'application_1_0001' doesn't exist in RM. 255" \
+  "$(yarn application -kill application_1_0001 2>/dev/null | tr '\n' ' '; echo "${PIPESTATUS[0]}")"
+finish
