@@ -139,6 +139,7 @@ Unexpected site_invalid(const SiteProfile& site, const std::string& partition_ke
 
 std::string launcher_names(const std::vector<LauncherKind>& launchers) {
     std::vector<std::string> names;
+    names.reserve(launchers.size());
     for (const LauncherKind launcher : launchers) {
         names.emplace_back(to_string(launcher));
     }

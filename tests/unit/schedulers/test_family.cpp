@@ -4,8 +4,8 @@
 #include "unit/render/render_support.hpp"
 
 #include <dljob/schedulers/family.hpp>
-#include <dljob/schedulers/scheduler_table.hpp>
 #include <dljob/schedulers/launcher.hpp>
+#include <dljob/schedulers/scheduler_table.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -325,17 +325,15 @@ TEST_P(ArrayScript, EachTaskRunsItsPointsScriptWithItsLogAndId) {
 INSTANTIATE_TEST_SUITE_P(
     EveryFamilyWithArrays, ArrayScript,
     ::testing::Values(
-        ArrayRun{"slurm", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
-                 "#SBATCH --array=0-1%1", "77_1"},
+        ArrayRun{"slurm", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#SBATCH --array=0-1%1",
+                 "77_1"},
         // Torque itself, then Slurm's Torque wrappers (which set only Slurm's variables).
-        ArrayRun{"pbs", "PBS_ARRAYID=1 PBS_JOBID=77[1].server", "#PBS -t 0-1%1",
-                 "77[1].server"},
-        ArrayRun{"pbs", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#PBS -t 0-1%1",
-                 "77[1]"},
-        ArrayRun{"moab", "MOAB_JOBARRAYINDEX=1 MOAB_JOBID=Moab.77[1]",
-                 "#PBS -t dljob[0-1]%1", "Moab.77[1]"},
-        ArrayRun{"moab", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77",
-                 "#PBS -t dljob[0-1]%1", "Moab.77[1]"}));
+        ArrayRun{"pbs", "PBS_ARRAYID=1 PBS_JOBID=77[1].server", "#PBS -t 0-1%1", "77[1].server"},
+        ArrayRun{"pbs", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#PBS -t 0-1%1", "77[1]"},
+        ArrayRun{"moab", "MOAB_JOBARRAYINDEX=1 MOAB_JOBID=Moab.77[1]", "#PBS -t dljob[0-1]%1",
+                 "Moab.77[1]"},
+        ArrayRun{"moab", "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_JOB_ID=77", "#PBS -t dljob[0-1]%1",
+                 "Moab.77[1]"}));
 
 } // namespace
 } // namespace dljob
