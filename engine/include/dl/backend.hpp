@@ -1,8 +1,8 @@
 #pragma once
 // The math a network needs, behind one interface so that a GPU backend can replace the CPU
 // backend op by op. Each op's definition is its plain loop in engine/reference/, which the
-// tests hold both backends to. A backend is also the Memory its tensors live in: pointers passed to the
-// ops are the backend's (host memory for "cpu", GPU memory for "cuda"); no CUDA type appears
+// tests hold both backends to. A backend is also the Memory its tensors live in: pointers passed to
+// the ops are the backend's (host memory for "cpu", GPU memory for "cuda"); no CUDA type appears
 // here. Backends are chosen from an explicit table (make_backend), not self-registered.
 //
 // Ops are ordered like a stream: a device backend may return before the work is done, so host

@@ -289,7 +289,8 @@ Result<void> read_scheduler_options(const YamlNode& node, const std::string& pat
     for (const auto& entry : node.entries) {
         const std::string key = join_key(path, entry.key);
         if (!std::regex_match(entry.key, std::regex{std::string(name_pattern)})) {
-            return invalid(entry.key_mark, key, fmt::format("expected a name of {}", name_describe));
+            return invalid(entry.key_mark, key,
+                           fmt::format("expected a name of {}", name_describe));
         }
         site.origins[key] = entry.value.mark.str();
         std::vector<std::string> values;

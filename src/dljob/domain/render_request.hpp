@@ -43,7 +43,7 @@ struct RenderedJob {
     /// The scheduler options that ask for this job's resources, without what only a batch job
     /// uses (output file, warning signal, requeue, mail): what `dljob shell` asks for.
     std::vector<std::string> resource_options;
-    std::string scheduler_job_name; // the name the scheduler sees, after mapping
+    std::string scheduler_job_name;  // the name the scheduler sees, after mapping
     std::string scheduler = "local"; // the family's name
     ResolvedResources resources;
     /// Visible decisions the user should know about ("job name 'x' mapped to 'dlj-1a2b3c4d'").

@@ -26,7 +26,6 @@ std::string scheduler_job_name(const std::string& wanted, const SchedulerBehavio
 /// --dependency=afterok:ID, PBS/Torque/Moab -W depend=afterok:ID, sqsub -w ID; local: none,
 /// its wrapper waits): the family's (schedulers/family.hpp). Rendered into
 /// RenderedJob::submit_argv and added by each adapter.
-std::vector<std::string> dependency_options(const std::string& family,
-                                            const JobDependency& after);
+std::vector<std::string> dependency_options(const std::string& family, const JobDependency& after);
 
 } // namespace dljob::render

@@ -126,8 +126,9 @@ TEST(MachineSite, AutoIsOnlyForThePartitionsOfTheMachineDljobRunsOn) {
     ASSERT_TRUE(site) << site.error().message;
     const auto accepted = schedulers::check_site(*site);
     ASSERT_FALSE(accepted);
-    EXPECT_NE(accepted.error().message.find("partitions.gpu.node: auto is the machine dljob runs on"),
-              std::string::npos)
+    EXPECT_NE(
+        accepted.error().message.find("partitions.gpu.node: auto is the machine dljob runs on"),
+        std::string::npos)
         << accepted.error().message;
     std::ofstream(file) << "name: s\npartitions:\n  here:\n    scheduler: local\n"
                            "    node: {cores: auto, memory: 4G}\n"
