@@ -52,8 +52,7 @@ TEST_P(ScriptContract, RecordsJobIdentityInRunDirectory) {
     const auto result = m_sandbox.run(req, render(req));
     const std::string identity = read_text(req.run_dir / "job_identity");
     EXPECT_NE(identity.find("token=golden-token\n"), std::string::npos) << identity;
-    EXPECT_NE(identity.find(
-                  fmt::format("scheduler={}\n", req.site.find_partition("")->scheduler)),
+    EXPECT_NE(identity.find(fmt::format("scheduler={}\n", req.site.find_partition("")->scheduler)),
               std::string::npos)
         << identity;
     EXPECT_NE(identity.find("started="), std::string::npos);
