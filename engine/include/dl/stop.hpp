@@ -5,7 +5,10 @@
 
 namespace dl {
 
-/// From now on SIGTERM, SIGUSR1 and SIGUSR2 set the flag instead of ending the process.
+/// From now on SIGTERM, SIGUSR1, SIGUSR2 and SIGHUP (PySpark's worker daemon sends it to its
+/// process group) set the flag instead of ending the process. With DLTRAIN_DIE_WITH_PARENT=1
+/// the parent's end is a SIGTERM too (prctl PR_SET_PDEATHSIG): Spark's task starts the rank
+/// and may be killed without signalling it.
 void install_stop_signals();
 bool stop_requested();
 void request_stop();

@@ -61,6 +61,9 @@ def rank_environment(base, rank, world, rendezvous):
         "DLTRAIN_LOCAL_RANK": "0",  # one rank per executor
         "DLTRAIN_RENDEZVOUS": rendezvous,
         "DLTRAIN_COMM": "gloo",
+        # A killed task (a YARN kill, a failed stage) does not signal its child: dltrain takes
+        # its parent's end as SIGTERM (prctl PR_SET_PDEATHSIG) and checkpoints.
+        "DLTRAIN_DIE_WITH_PARENT": "1",
     })
     return env
 

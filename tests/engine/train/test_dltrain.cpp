@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace {
 
@@ -33,6 +35,24 @@ protected:
                                      const std::string& extra = "") {
         return std::string(DLTRAIN_BINARY) + " train --device cpu --config " + config.string() +
                " --run-dir " + run_dir.string() + " --threads 2 --deadline none " + extra;
+    }
+
+    // Whether the run wrote its final record (read whole: the writer may be mid-line).
+    static bool metrics_end(const fs::path& run_dir) {
+        std::ifstream in(run_dir / "metrics.jsonl");
+        std::ostringstream text;
+        text << in.rdbuf();
+        const std::string all = text.str();
+        return !all.empty() && all.back() == '\n' &&
+               all.find(R"("type":"final")") != std::string::npos;
+    }
+
+    static std::string shell_quote(const std::string& text) {
+        std::string quoted = "'";
+        for (const char c : text) {
+            quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        }
+        return quoted + "'";
     }
 
     static std::vector<nlohmann::json> metrics(const fs::path& run_dir) {
@@ -209,6 +229,40 @@ TEST_F(Dltrain, SigtermLeavesACompleteCheckpointAndExits75) {
         config, run,
         "--resume auto --max-iter " + std::to_string(lines.back()["iter"].get<int>() + 20)));
     EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+}
+
+// A rank whose parent is killed without a word to it (a YARN kill ends Spark's task, not the
+// task's child): with DLTRAIN_DIE_WITH_PARENT=1 the parent's end is a SIGTERM, so the rank
+// checkpoints and ends instead of training on as an orphan. SIGHUP (PySpark's daemon sends it
+// to its group) is a stop too.
+TEST_F(Dltrain, TheParentsDeathAndAHangupAreStopsThatCheckpoint) {
+    const auto config = workspace(1000000);
+    for (const char* how : {"parent", "hup"}) {
+        const fs::path run = m_dir.path() / how;
+        const std::string metrics_file = (run / "metrics.jsonl").string();
+        const std::string wait_train = "for i in $(seq 1 200); do grep -q '\"train\"' " +
+                                       metrics_file + " 2>/dev/null && break; sleep 0.05; done; ";
+        // The parent: a shell that starts dltrain, waits for its first step and is killed.
+        const std::string parent = std::string(how) == "parent"
+                                       ? "DLTRAIN_DIE_WITH_PARENT=1 " + train_command(config, run) +
+                                             " & " + wait_train + "kill -KILL $$"
+                                       : train_command(config, run) + " & pid=$!; " + wait_train +
+                                             "kill -HUP $pid; wait $pid; echo exit=$?";
+        const auto result = run_shell("sh -c " + shell_quote(parent));
+        if (std::string(how) == "hup") {
+            EXPECT_NE(result.output.find("exit=75"), std::string::npos) << result.output;
+        }
+        // The orphan's end is not waited for by anyone: look for its final record, bounded.
+        for (int i = 0; i < 600 && !metrics_end(run); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        const auto lines = metrics(run);
+        ASSERT_FALSE(lines.empty()) << how;
+        EXPECT_EQ(lines.back()["type"], "final") << how;
+        EXPECT_EQ(lines.back()["status"], "checkpointed") << how;
+        EXPECT_TRUE(dl::find_latest_checkpoint(run / "checkpoints", [](const std::string&) {}))
+            << how;
+    }
 }
 
 TEST_F(Dltrain, DeadlineCheckpointsAndExits75) {
