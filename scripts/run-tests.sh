@@ -21,6 +21,6 @@ fi
 cd "$build_dir"
 # Two tests per core: much of the integration tests' time is waiting (on slurmctld's scheduling,
 # a walltime, a grace period) and the release test's on the Debian mirror, so one per core left
-# cores idle. The three long builds (release, clang-tidy, the sanitizer build) start first
-# (their COST) and together take every slot until clang-tidy ends: the cores are busy anyway.
+# cores idle. The release build (one slot, one compile per core) and clang-tidy (two) start
+# first; the sanitizer build (two) runs at the end (tests/CMakeLists.txt says why).
 ctest --output-on-failure -j "$(($(nproc) * 2))" --timeout 1500
