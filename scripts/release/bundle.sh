@@ -28,7 +28,7 @@ is_glibc() {
     [[ "$1" =~ ^(ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libmvec\.so\.1|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libresolv\.so\.2|libutil\.so\.1|libanl\.so\.1|libnsl\.so\.1|libBrokenLocale\.so\.1|libthread_db\.so\.1|libnss_.*)$ ]]
 }
 is_site() {
-    [[ "$1" =~ ^(libcuda\.so|libnvidia-|libcudart\.so|libcublas|libcublasLt|libcudnn|libnccl|libmpi|libmpich|libopen-rte|libopen-pal|libpmi|libpmix|libfabric|libucp|libucs|libibverbs) ]]
+    [[ "$1" =~ ^(libcuda\.so|libnvidia-|libcudart\.so|libcublas|libcublasLt|libcudnn|libnccl|libmpi|libmpich|libopen-rte|libopen-pal|libpmi|libpmix|libfabric|libucp|libucs) ]]
 }
 
 needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }

@@ -79,6 +79,9 @@ DEPENDENCIES = [
     ("NCCL", [], "cuda", "nccl", "NCCL"),
     ("MPI", ["package MPI", "pkg-config ompi-c", "pkg-config mpich"], "mpi", "mpi",
      "toolchain:foss"),
+    # Optional: dltrain's Gloo plugin (DLJOB_GLOO, AUTO: built where the stack has Gloo, for ranks
+    # without MPI, e.g. Spark's executors); the recipes build with what the site's stack has.
+    ("Gloo", ["package Gloo"], "none", None, None),
 ]
 KINDS = ("link", "build", "test", "cuda", "mpi", "none")
 # find_package(Boost COMPONENTS x) needs Spack's boost +x (EasyBuild's Boost has every library).
