@@ -21,6 +21,5 @@ fi
 cd "$build_dir"
 # Two tests per core: much of the integration tests' time is waiting (on slurmctld's scheduling,
 # a walltime, a grace period) and the release test's on the Debian mirror, so one per core left
-# cores idle. The release and sanitizer builds start first at nice 19, a slot each, and take the
-# CPU the others leave idle; two slots more keep the rest at two tests per core beside them.
-ctest --output-on-failure -j "$(($(nproc) * 2 + 2))" --timeout 1500
+# cores idle; the two that use every core say so (PROCESSORS) and get two slots each.
+ctest --output-on-failure -j "$(($(nproc) * 2))" --timeout 1500

@@ -17,8 +17,7 @@ cmake -S "$root" -B "$build_dir" -G Ninja -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=O
     -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1" \
     -DCMAKE_CXX_FLAGS=-DDL_CPU_NO_CLONES >/dev/null
-# At the lowest priority: ctest runs this beside tests that wait on timeouts (tests/CMakeLists.txt).
-nice -n 19 cmake --build "$build_dir" --target dltrain
+cmake --build "$build_dir" --target dltrain
 
 # Leaks count too: every path out of dltrain, errors included, frees what it took.
 export ASAN_OPTIONS=exitcode=86:detect_leaks=1:abort_on_error=0
