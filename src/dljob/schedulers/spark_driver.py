@@ -25,6 +25,7 @@ Spark wait for every executor before the stage (spark.cpp).
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -73,7 +74,7 @@ def run_rank(argv, env, rank, run_dir):
     name = "job.log" if rank == 0 else "rank.%d.log" % rank
     with open(os.path.join(run_dir, name), "ab") as log:
         child = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 cwd=run_dir, start_new_session=False)
+                                 cwd=run_dir)
         try:
             return child.wait()
         except BaseException:
@@ -117,8 +118,6 @@ def make_task(argv, base, world, run_dir, rendezvous_dir):
 
 def run_stage(sc, request):
     """Runs the ranks as one stage; returns the launcher's exit status."""
-    import re
-
     world = int(request["ranks"])
     argv = request["argv"]
     base = request["env"]
