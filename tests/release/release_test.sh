@@ -25,8 +25,10 @@ mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/dljob-release-test.XXXXXX")
 server_pid=""
+bare_pid=""
 cleanup() {
     [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null || true
+    [[ -n "${bare_pid:-}" ]] && kill "$bare_pid" 2>/dev/null || true
     release_unmount_all
     rm -rf --one-file-system "$work"
 }
@@ -37,6 +39,14 @@ check() { # DESCRIPTION COMMAND...
     shift
     if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
+
+# Both roots start from one debootstrap; the bare root gets its packages while the release
+# builds (apt's downloads and unpacking beside the compiler), not after it.
+export DLJOB_RELEASE_MINBASE=$cache/minbase
+bare=$cache/bare-root
+release_minbase "$bare"
+(release_root "$bare" openmpi-bin) >"$work/bare-root.log" 2>&1 &
+bare_pid=$!
 
 # 1. The release, as a maintainer makes it. CUDA for one architecture: the test checks that the
 #    plugin is bundled and relocatable, and each further architecture costs minutes of nvcc.
@@ -125,8 +135,7 @@ else
 fi
 
 # 3. The login node: a bare Debian 11 with Open MPI's launcher (for the two-rank case only).
-bare=$cache/bare-root
-release_root "$bare" openmpi-bin
+wait "$bare_pid" || { cat "$work/bare-root.log"; echo "FAIL: the bare root"; exit 1; }
 release_mount "$bare"
 chroot "$bare" id dlu >/dev/null 2>&1 || chroot "$bare" useradd -m -u 1500 -s /bin/bash dlu
 chroot "$bare" sh -c 'rm -rf /home/dlu/* /home/dlu/.[!.]* /tmp/dljob-release' 
