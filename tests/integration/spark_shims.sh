@@ -4,7 +4,10 @@
 # run the real driver (share/dljob/spark/dljob_spark_driver.py) with a fake pyspark whose tasks
 # are local processes. A 2-rank LeNet submitted to a small copy of the mapr profile completes,
 # its ranks met through dltrain's Gloo plugin, and its weights match 1 rank of the combined
-# batch; a second job is cancelled while its ranks train, and they are gone. What only a real
+# batch; a second job is cancelled while its ranks train, and they are gone; a failing rank
+# fails the job with its exit status; the release tarball shipped with --archives is what the
+# ranks run; and on a standalone master (client mode, the driver run here by dljob's local
+# runner) a job completes and another is cancelled. What only a real
 # cluster can show (executors on other nodes, YARN's containers and signals, Spark's own
 # scheduling) is not tested here: docs/schedulers.md, Spark.
 # shellcheck disable=SC1091
@@ -111,4 +114,63 @@ check "yarn -kill of an ended application" "Application $app has already finishe
   "$(yarn application -kill "$app" 2>/dev/null)"
 check "yarn -kill of an unknown one: exit 255" "Application with id 'application_1_0001' doesn't exist in RM. 255" \
   "$(yarn application -kill application_1_0001 2>/dev/null | tr '\n' ' '; echo "${PIPESTATUS[0]}")"
+
+# A rank that fails: the data is not there. FAILED, with YARN's "User application exited".
+mkdir "$WORK/no-data"
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${args[@]}" --set "data.source=$WORK/no-data")
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+app=$(grep -o 'application_[0-9]*_[0-9]*' <<<"$out" || true)
+run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
+check "a failing rank fails the job" FAILED "$(wait_state "$job" FAILED)"
+rc=$(cat "$run_dir/exit_code" 2>/dev/null)
+check "its exit code is the rank's (not 0, not 75)" 1 "$([ -n "$rc" ] && [ "$rc" != 0 ] && [ "$rc" != 75 ] && echo 1 || echo 0)"
+check "yarn lists it FINISHED, FAILED, with the driver's status" "FINISHED FAILED" \
+  "$(yarn application -list -appStates ALL 2>/dev/null | awk -F'\t' -v id="$app" '{gsub(/ /, "")} $1 == id {print $6, $7}')"
+check "yarn -status says the application exited with it" 1 \
+  "$(yarn application -status "$app" 2>/dev/null | grep -c "User application exited with status $rc")"
+
+# The release shipped with --archives: the ranks run the dltrain YARN unpacked beside them (a
+# stand-in that marks each start, then runs the build's).
+top=dljob-0.1.0-linux-x86_64
+mkdir -p "$WORK/release/$top/bin"
+printf '#!/bin/sh\necho "$PWD $0" >>"%s/shipped.marks"\nexec "%s" "$@"\n' "$WORK" "$DLTRAIN" \
+  >"$WORK/release/$top/bin/dltrain"
+chmod +x "$WORK/release/$top/bin/dltrain"
+tar -czf "$WORK/$top.tar.gz" -C "$WORK/release" "$top"
+sed "s|      spark_submit: spark-submit|&\n      archive: $WORK/$top.tar.gz|" "$HERE/sites/test-spark.yaml" >"$WORK/shipping.yaml"
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${args[@]}" --site-file "$WORK/shipping.yaml")
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+check "a job with the shipped release completes" COMPLETED "$(wait_state "$job" COMPLETED)"
+check "both ranks ran the shipped dltrain, from the unpacked archive" 2 \
+  "$(grep -c "/container/dljob-release/$top/bin/dltrain\$" "$WORK/shipped.marks" 2>/dev/null)"
+
+# A standalone master: the driver runs here in client mode, under dljob's local runner.
+standalone=(--site test-spark-standalone --site-file "$HERE/sites/test-spark-standalone.yaml"
+  "${args[@]:4}")
+"$DLJOB" render "$root/recipes/fashion-mnist.yaml" "${standalone[@]}" >"$WORK/standalone.sh"
+check "the standalone script parses" 0 "$(bash -n "$WORK/standalone.sh" >/dev/null 2>&1; echo $?)"
+check "it hands itself to spark-submit in client mode" 1 \
+  "$(grep -c '^    exec spark-submit --master spark://localhost:7077 --deploy-mode client ' "$WORK/standalone.sh")"
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${standalone[@]}")
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
+check "the standalone job completes" COMPLETED "$(wait_state "$job" COMPLETED)"
+check "dljob logs shows its training's end" 1 "$("$DLJOB" logs "$job" | grep -c '^dltrain: completed at iteration 5 of 5')"
+check "its driver met the standalone master" 1 "$(grep -c 'Connected to Spark cluster with app ID app-' "$run_dir/job.log")"
+check "2 ranks through TCP" 1 "$(grep -c '2 ranks x batch 32 = 64 (gloo (.*tcp rendezvous' "$run_dir/job.log")"
+out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${standalone[@]}" --set train.max_iter=1000000)
+job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")
+run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
+for ((i = 0; i < 300; i++)); do
+  grep -q '"type":"train"' "$run_dir/metrics.jsonl" 2>/dev/null && break
+  sleep 0.1
+done
+check "the standalone job's ranks train" 2 "$(pgrep -c -f "dltrain train .*--run-dir $run_dir" || true)"
+"$DLJOB" cancel "$job" >/dev/null
+check "the standalone job is cancelled" CANCELLED "$(wait_state "$job" CANCELLED)"
+for ((i = 0; i < 100; i++)); do
+  [ "$(pgrep -c -f "$run_dir" || true)" = 0 ] && break
+  sleep 0.1
+done
+check "its driver and ranks are gone" 0 "$(pgrep -c -f "$run_dir" || true)"
 finish

@@ -81,11 +81,11 @@ sites=$("$dljob" sites 2>&1)
 check "dljob sites lists the bundled profiles" contains "$sites" "bigred2"
 recipe="$tree/share/dljob/recipes/fashion-mnist.yaml"
 for site in $(awk '{print $1}' <<<"$sites"); do
-    # local is this root's machine, which may have no GPU for the recipe's one; mapr (Spark on
-    # YARN) has none: two CPU ranks, as the seed trained.
+    # local is this root's machine, which may have no GPU for the recipe's one; the Spark sites
+    # (mapr, spark-standalone) have none: two CPU ranks, as the seed trained.
     cpu=()
     [ "$site" = local ] && cpu=(--set resources.gpus=0)
-    [ "$site" = mapr ] && cpu=(--set resources.gpus=0 --set resources.ranks=2)
+    case $site in mapr | spark-standalone) cpu=(--set resources.gpus=0 --set resources.ranks=2) ;; esac
     script=$("$dljob" render "$recipe" --site "$site" --account def-test "${cpu[@]}" 2>/dev/null)
     check "dljob render for site $site" contains "$script" "$tree/bin/dltrain"
 done

@@ -279,6 +279,7 @@ void plan_submission(const RenderRequest& req, const schedulers::SchedulerFamily
     }
     data.set("directives", directives);
     data.set("submit_command", command_line(plan.submit_argv));
+    data.set("submit_from_script", plan.submit_from_script);
     out.submit_argv = std::move(plan.submit_argv);
     out.resource_options = std::move(plan.resource_options);
 }

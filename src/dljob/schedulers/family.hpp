@@ -45,6 +45,9 @@ struct SubmitPlan {
     /// (RenderedJob::resource_options).
     std::vector<std::string> resource_options;
     std::vector<std::string> notes;
+    /// The job script runs on this machine (the local runner) and hands itself to submit_argv
+    /// there: a Spark driver in client mode.
+    bool submit_from_script = false;
 };
 
 /// Why a partition cannot run under its family: the key (under the partition, "launcher",
@@ -66,6 +69,10 @@ struct DoctorCommands {
     std::vector<std::string> programs; // every one submit, status and cancel use
     std::vector<std::string> version;  // argv printing the version; empty: none
     std::vector<std::string> query;    // argv that needs the scheduler itself to answer
+    /// Words in the query's answer that mean the partition cannot take jobs although the
+    /// scheduler answered (a stopped YARN queue), and what they mean; empty: none.
+    std::string refusal_in_answer;
+    std::string refusal_means;
 };
 
 class SchedulerFamily {
@@ -156,8 +163,10 @@ public:
     [[nodiscard]] virtual Result<InteractivePlan>
     interactive(const InteractiveRequest& request) const = 0;
 
-    /// The programs `dljob doctor` looks for and the commands it runs for `user`.
-    [[nodiscard]] virtual DoctorCommands doctor_commands(const std::string& user) const = 0;
+    /// The programs `dljob doctor` looks for (a name on PATH, or a path) and the commands it
+    /// runs for `user` on `partition`.
+    [[nodiscard]] virtual DoctorCommands doctor_commands(const Partition& partition,
+                                                         const std::string& user) const = 0;
 
     /// The adapter that submits, polls and cancels this family's jobs.
     [[nodiscard]] virtual std::unique_ptr<Scheduler>

@@ -419,8 +419,9 @@ public:
         plan.argv = {"/bin/bash", "--rcfile", request.rc_path, "-i"};
         return plan;
     }
-    [[nodiscard]] DoctorCommands doctor_commands(const std::string& /*user*/) const override {
-        return {{"bash", "setsid"}, {"bash", "--version"}, {}};
+    [[nodiscard]] DoctorCommands doctor_commands(const Partition& /*partition*/,
+                                                 const std::string& /*user*/) const override {
+        return {{"bash", "setsid"}, {"bash", "--version"}, {}, {}, {}};
     }
     [[nodiscard]] std::unique_ptr<Scheduler>
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {

@@ -317,10 +317,13 @@ public:
         plan.argv = std::move(*argv);
         return plan;
     }
-    [[nodiscard]] DoctorCommands doctor_commands(const std::string& user) const override {
+    [[nodiscard]] DoctorCommands doctor_commands(const Partition& /*partition*/,
+                                                 const std::string& user) const override {
         return {{"msub", "showq", "checkjob", "canceljob"},
                 {"showq", "--version"},
-                {"showq", "-u", user}};
+                {"showq", "-u", user},
+                {},
+                {}};
     }
     [[nodiscard]] std::unique_ptr<Scheduler>
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {

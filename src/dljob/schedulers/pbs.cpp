@@ -376,8 +376,9 @@ public:
         plan.argv = std::move(*argv);
         return plan;
     }
-    [[nodiscard]] DoctorCommands doctor_commands(const std::string& /*user*/) const override {
-        return {{"qsub", "qstat", "qdel"}, {"qstat", "--version"}, {"qstat"}};
+    [[nodiscard]] DoctorCommands doctor_commands(const Partition& /*partition*/,
+                                                 const std::string& /*user*/) const override {
+        return {{"qsub", "qstat", "qdel"}, {"qstat", "--version"}, {"qstat"}, {}, {}};
     }
     [[nodiscard]] std::unique_ptr<Scheduler>
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {

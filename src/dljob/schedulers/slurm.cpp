@@ -443,10 +443,13 @@ public:
         return plan;
     }
 
-    [[nodiscard]] DoctorCommands doctor_commands(const std::string& user) const override {
+    [[nodiscard]] DoctorCommands doctor_commands(const Partition& /*partition*/,
+                                                 const std::string& user) const override {
         return {{"sbatch", "squeue", "sacct", "scancel"},
                 {"sbatch", "--version"},
-                {"squeue", "-h", "-o", "%i", "-u", user}};
+                {"squeue", "-h", "-o", "%i", "-u", user},
+                {},
+                {}};
     }
     [[nodiscard]] std::unique_ptr<Scheduler>
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {

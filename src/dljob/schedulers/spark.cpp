@@ -6,6 +6,11 @@
 // DLTRAIN_RENDEZVOUS), not MPI, which executors do not have. Tested against the shims in
 // tests/shims/ (neither Spark nor YARN is packaged in Debian); it has not run on a real cluster.
 //
+// A standalone master (spark://) cannot run a Python driver in cluster mode, so there the driver
+// runs in client mode on this machine: the local runner (local.cpp) runs the job script, which
+// hands itself to spark-submit (spark.sh.mustache); such a job's id is the runner's pid, and its
+// status, logs and cancel are the local runner's. The rest of this comment is YARN's.
+//
 // State table (yarn application -list -appStates ALL: State, Final-State -> dljob):
 //   NEW, NEW_SAVING, SUBMITTED, ACCEPTED (any)                          -> PENDING
 //   RUNNING (UNDEFINED)                                                 -> RUNNING
@@ -32,12 +37,14 @@
 #include <dljob/schedulers/launcher.hpp>
 #include <dljob/schedulers/spark.hpp>
 #include <dljob/schedulers/support.hpp>
+#include <dljob/util/files.hpp>
 #include <dljob/util/shell.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <regex>
 
 namespace dljob::schedulers {
@@ -156,11 +163,37 @@ std::vector<std::string> SparkScheduler::submit_command_line(const SubmitRequest
     return with_token_name(request.submit_argv, request.token);
 }
 
+namespace {
+
+// YARN's ids are application_<ms>_<n>; a standalone master's job is the local runner's pid.
+bool on_yarn(const std::string& scheduler_id) {
+    return scheduler_id.rfind("application_", 0) == 0;
+}
+
+bool standalone_request(const SubmitRequest& request) {
+    const auto master =
+        std::find(request.submit_argv.begin(), request.submit_argv.end(), "--master");
+    return master != request.submit_argv.end() && master + 1 != request.submit_argv.end() &&
+           (master + 1)->rfind("spark://", 0) == 0;
+}
+
+// A job never recorded as submitted has no id to tell: its script says (spark.sh.mustache's
+// client-mode section sets DLJOB_SPARK_CLIENT_MODE=1 near its top).
+bool standalone_script(const JobRef& job) {
+    const auto script = util::read_file(std::filesystem::path(job.run_dir) / "job.sh");
+    return script && script->find("\nDLJOB_SPARK_CLIENT_MODE=1\n") != std::string::npos;
+}
+
+} // namespace
+
 Result<Submission> SparkScheduler::submit(const SubmitRequest& request) {
     if (request.submit_argv.empty()) {
         return fail(ErrorCode::config_invalid,
                     "a Spark job is submitted with its rendered spark-submit command, and this "
                     "request has none");
+    }
+    if (standalone_request(request)) {
+        return m_client_mode.submit(request);
     }
     return submit_command(m_runner, submit_command_line(request), m_options, request.run_dir,
                           [](const ProcessResult& result) {
@@ -182,8 +215,20 @@ Result<std::vector<YarnApplication>> SparkScheduler::list_applications() {
 
 Result<std::map<std::string, SchedulerStatus>>
 SparkScheduler::poll(const std::vector<JobRef>& jobs) {
+    std::vector<JobRef> yarn;
+    std::vector<JobRef> client_mode;
+    for (const auto& job : jobs) {
+        (on_yarn(job.scheduler_id) ? yarn : client_mode).push_back(job);
+    }
     std::map<std::string, SchedulerStatus> found;
-    if (jobs.empty()) {
+    if (!client_mode.empty()) {
+        auto polled = m_client_mode.poll(client_mode);
+        if (!polled) {
+            return fail(polled.error());
+        }
+        found = std::move(*polled);
+    }
+    if (yarn.empty()) {
         return found;
     }
     auto listed = list_applications();
@@ -191,7 +236,7 @@ SparkScheduler::poll(const std::vector<JobRef>& jobs) {
         return fail(listed.error());
     }
     for (const auto& application : *listed) {
-        for (const auto& job : jobs) {
+        for (const auto& job : yarn) {
             if (job.scheduler_id == application.id) {
                 found[job.scheduler_id] = map_yarn_state(application);
             }
@@ -201,6 +246,9 @@ SparkScheduler::poll(const std::vector<JobRef>& jobs) {
 }
 
 Result<std::optional<Submission>> SparkScheduler::find_by_token(const JobRef& job) {
+    if (standalone_script(job)) {
+        return m_client_mode.find_by_token(job);
+    }
     auto listed = list_applications();
     if (!listed) {
         return fail(listed.error());
@@ -215,6 +263,11 @@ Result<std::optional<Submission>> SparkScheduler::find_by_token(const JobRef& jo
 }
 
 Result<void> SparkScheduler::cancel(const JobRef& job) {
+    if (!on_yarn(job.scheduler_id)) {
+        // The driver's group: spark-submit stops the application as it ends, and with it the
+        // executors, whose ranks take their parent's end as SIGTERM (DLTRAIN_DIE_WITH_PARENT).
+        return m_client_mode.cancel(job);
+    }
     auto result =
         run_command(m_runner, {"yarn", "application", "-kill", job.scheduler_id}, m_options);
     if (!result) {
@@ -232,8 +285,9 @@ namespace {
 // What a partition's `scheduler_options:` say, checked (SparkFamily::check_partition).
 struct SparkSettings {
     std::string master;
-    std::string deploy_mode = "cluster";
+    std::string deploy_mode; // empty: the master's (cluster on YARN, client on a standalone)
     std::string spark_submit = "spark-submit";
+    std::string archive; // dljob's release tarball, shipped to every executor; empty: none
     int major = 0;
     int minor = 0;
     std::string executor_memory; // empty: from the node's memory
@@ -353,6 +407,16 @@ std::optional<PartitionProblem> read_option(const std::string& key,
         return read_version(value, settings);
     } else if (key == "spark_submit") {
         settings.spark_submit = value;
+    } else if (key == "archive") {
+        static const std::regex tarball{
+            R"([^#,\s]+/dljob-[0-9]+\.[0-9]+\.[0-9]+-linux-x86_64\.tar\.gz)"};
+        if (!std::regex_match(value, tarball)) {
+            return PartitionProblem{
+                where, fmt::format("'{}' is not the path of a dljob release tarball", value),
+                "expected e.g. maprfs:///apps/dljob-0.1.0-linux-x86_64.tar.gz, the tarball as "
+                "scripts/make-release.sh names it (its one top folder has the same name)"};
+        }
+        settings.archive = value;
     } else if (key == "executor_memory") {
         if (!std::regex_match(value, std::regex{R"([1-9][0-9]{0,6}[mMgG])"})) {
             return PartitionProblem{where, "expected a size like 26g or 4096m", ""};
@@ -360,7 +424,7 @@ std::optional<PartitionProblem> read_option(const std::string& key,
         settings.executor_memory = value;
     } else {
         return PartitionProblem{where, "not a Spark setting dljob knows",
-                                "expected master, deploy_mode, version, spark_submit, "
+                                "expected master, deploy_mode, version, spark_submit, archive, "
                                 "executor_memory or conf"};
     }
     return std::nullopt;
@@ -380,19 +444,32 @@ std::variant<SparkSettings, PartitionProblem> spark_settings(const Partition& pa
                                     "e.g. scheduler_options: {master: yarn, version: 1.5.2}"};
         }
     }
-    if (settings.master != "yarn") {
-        // A Python application cannot run in cluster mode on a standalone master (Spark 1 to
-        // 3), and a client-mode driver would need dljob to keep a process on the login node.
-        return PartitionProblem{"scheduler_options.master",
-                                "dljob submits Spark jobs to YARN only so far; a standalone "
-                                "master (spark://) cannot run a Python driver in cluster mode",
-                                "use a YARN partition, or the site's own scheduler"};
+    const bool yarn = settings.master == "yarn";
+    if (settings.deploy_mode.empty()) {
+        settings.deploy_mode = yarn ? "cluster" : "client";
     }
-    if (settings.deploy_mode != "cluster") {
+    if (yarn && settings.deploy_mode != "cluster") {
         return PartitionProblem{"scheduler_options.deploy_mode",
-                                "a client-mode driver ends with the login session; dljob "
-                                "submits in cluster mode",
+                                "a client-mode driver on YARN ends with the login session, and "
+                                "YARN can run it in its application master instead",
                                 "deploy_mode: cluster"};
+    }
+    if (!yarn && settings.deploy_mode != "client") {
+        // Spark 1 to 3 refuse it: "Cluster deploy mode is currently not supported for python
+        // applications on standalone clusters".
+        return PartitionProblem{"scheduler_options.deploy_mode",
+                                "a standalone master cannot run a Python driver (dljob's) in "
+                                "cluster mode; dljob runs it in client mode on this machine, "
+                                "as it runs a local job, until the job ends",
+                                "deploy_mode: client, or leave it out"};
+    }
+    if (!yarn && !settings.archive.empty()) {
+        return PartitionProblem{"scheduler_options.archive",
+                                "a standalone master does not ship archives to its executors "
+                                "(--archives is YARN's): dltrain must be at the same path on "
+                                "every worker",
+                                "leave archive out, and install the release where every worker "
+                                "sees it"};
     }
     return settings;
 }
@@ -417,11 +494,14 @@ std::string executor_memory(const Partition& partition, int ranks) {
 }
 
 std::vector<std::string> spark_conf(const SparkSettings& settings, int cores) {
-    std::vector<std::string> conf{
-        fmt::format("spark.task.cpus={}", cores), "spark.dynamicAllocation.enabled=false",
-        "spark.task.maxFailures=1", "spark.yarn.maxAppAttempts=1",
+    std::vector<std::string> conf{fmt::format("spark.task.cpus={}", cores),
+                                  "spark.dynamicAllocation.enabled=false",
+                                  "spark.task.maxFailures=1"};
+    if (settings.master == "yarn") {
+        conf.emplace_back("spark.yarn.maxAppAttempts=1");
         // spark-submit returns once YARN has the application; dljob polls YARN.
-        "spark.yarn.submit.waitAppCompletion=false"};
+        conf.emplace_back("spark.yarn.submit.waitAppCompletion=false");
+    }
     if (settings.major > 2 || (settings.major == 2 && settings.minor >= 4)) {
         conf.emplace_back("spark.stage.maxConsecutiveAttempts=1");
     } else {
@@ -432,6 +512,9 @@ std::vector<std::string> spark_conf(const SparkSettings& settings, int cores) {
     conf.insert(conf.end(), settings.conf.begin(), settings.conf.end());
     return conf;
 }
+
+// Where YARN unpacks the shipped release in each executor's working directory (#NAME).
+constexpr std::string_view shipped_folder = "dljob-release";
 
 // Starts the ranks through the driver, which set DLJOB_SPARK_LAUNCH in the batch side.
 class SparkLauncher final : public Launcher {
@@ -487,29 +570,53 @@ public:
         const std::string memory = settings.executor_memory.empty()
                                        ? executor_memory(facts.partition, ranks)
                                        : settings.executor_memory;
-        plan.resource_options = {"--num-executors",     std::to_string(ranks), "--executor-cores",
-                                 std::to_string(cores), "--executor-memory",   memory};
-        if (!facts.partition.queue.empty()) {
+        const bool yarn = settings.master == "yarn";
+        // A standalone master has no --num-executors: the job's cores over each executor's.
+        plan.resource_options = {yarn ? "--num-executors" : "--total-executor-cores",
+                                 std::to_string(yarn ? ranks : ranks * cores),
+                                 "--executor-cores",
+                                 std::to_string(cores),
+                                 "--executor-memory",
+                                 memory};
+        if (yarn && !facts.partition.queue.empty()) {
             plan.resource_options.insert(plan.resource_options.end(),
                                          {"--queue", facts.partition.queue});
         }
-        plan.submit_argv = {settings.spark_submit,
-                            "--master",
-                            settings.master,
-                            "--deploy-mode",
-                            "cluster",
-                            "--name",
-                            facts.name};
+        plan.submit_argv = {settings.spark_submit, "--master", settings.master, "--deploy-mode",
+                            settings.deploy_mode,  "--name",   facts.name};
         plan.submit_argv.insert(plan.submit_argv.end(), plan.resource_options.begin(),
                                 plan.resource_options.end());
         for (const auto& line : spark_conf(settings, cores)) {
             plan.submit_argv.insert(plan.submit_argv.end(), {"--conf", line});
+        }
+        if (!settings.archive.empty()) {
+            plan.submit_argv.insert(
+                plan.submit_argv.end(),
+                {"--archives", fmt::format("{}#{}", settings.archive, shipped_folder)});
         }
         const auto driver = facts.request.dljob_binary.parent_path().parent_path() / "share" /
                             "dljob" / "spark" / "dljob_spark_driver.py";
         plan.submit_argv.insert(plan.submit_argv.end(),
                                 {driver.string(), "--ranks", std::to_string(ranks), "--script",
                                  facts.script, "--log", facts.log});
+        if (!settings.archive.empty()) {
+            // The tarball's one top folder is its name; YARN unpacks it under #shipped_folder
+            // in each executor's working directory.
+            const std::string file = settings.archive.substr(settings.archive.rfind('/') + 1);
+            plan.submit_argv.insert(
+                plan.submit_argv.end(),
+                {"--shipped-bin", fmt::format("{}/{}/bin", shipped_folder,
+                                              file.substr(0, file.size() - 7))}); // .tar.gz
+            plan.notes.push_back(fmt::format("dljob's release {} is shipped to every executor; "
+                                             "the ranks run its dltrain",
+                                             settings.archive));
+        }
+        plan.submit_from_script = !yarn;
+        if (!yarn) {
+            plan.notes.push_back(
+                "a standalone master runs dljob's Python driver in client mode: on this machine, "
+                "as a local job runs, until the job ends (status, logs and cancel as for local)");
+        }
         plan.notes.push_back(fmt::format(
             "{} executor(s) of {} core(s) and {} each, one rank per executor (Spark {}.{}: {})",
             ranks, cores, memory, settings.major, settings.minor,
@@ -537,10 +644,26 @@ public:
         return plan;
     }
 
-    [[nodiscard]] DoctorCommands doctor_commands(const std::string& /*user*/) const override {
-        return {{"spark-submit", "yarn"},
-                {"spark-submit", "--version"},
-                {"yarn", "application", "-list"}};
+    [[nodiscard]] DoctorCommands doctor_commands(const Partition& partition,
+                                                 const std::string& /*user*/) const override {
+        const auto read = spark_settings(partition);
+        const auto* settings = std::get_if<SparkSettings>(&read);
+        const std::string submit = settings ? settings->spark_submit : "spark-submit";
+        if (settings && settings->master != "yarn") {
+            // A standalone master has no command-line client to ask; the job's driver meets it.
+            return {{submit}, {submit, "--version"}, {}, {}, {}};
+        }
+        if (partition.queue.empty()) {
+            return {
+                {submit, "yarn"}, {submit, "--version"}, {"yarn", "application", "-list"}, {}, {}};
+        }
+        // Hadoop's QueueCLI: "State : RUNNING"; a stopped queue answers and refuses every job.
+        return {
+            {submit, "yarn"},
+            {submit, "--version"},
+            {"yarn", "queue", "-status", partition.queue},
+            "State : STOPPED",
+            fmt::format("YARN's queue {} is stopped: it accepts no application", partition.queue)};
     }
     [[nodiscard]] std::unique_ptr<Scheduler>
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {

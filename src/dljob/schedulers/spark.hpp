@@ -1,9 +1,11 @@
 #pragma once
-// Spark on YARN: spark-submit, yarn application -list / -kill. See spark.cpp for the states, the
-// settings a site profile gives (`scheduler_options:`) and how the ranks start.
+// Spark on YARN (spark-submit, yarn application -list / -kill) or on a standalone master (the
+// driver in client mode, run by the local runner). See spark.cpp for the states, the settings a
+// site profile gives (`scheduler_options:`) and how the ranks start.
 
 #include <dljob/domain/process_runner.hpp>
 #include <dljob/domain/scheduler.hpp>
+#include <dljob/schedulers/local.hpp>
 
 #include <optional>
 #include <string>
@@ -35,7 +37,7 @@ SchedulerStatus map_yarn_state(const YarnApplication& application);
 class SparkScheduler final : public Scheduler {
 public:
     SparkScheduler(ProcessRunner& runner, SchedulerOptions options)
-        : m_runner(runner), m_options(std::move(options)) {}
+        : m_runner(runner), m_options(options), m_client_mode(runner, std::move(options)) {}
     [[nodiscard]] std::string_view family() const override { return "spark"; }
     Result<Submission> submit(const SubmitRequest& request) override;
     [[nodiscard]] std::vector<std::string>
@@ -48,6 +50,8 @@ private:
     Result<std::vector<YarnApplication>> list_applications();
     ProcessRunner& m_runner;
     SchedulerOptions m_options;
+    // A standalone master's jobs: the script (and the client-mode driver it becomes) runs here.
+    LocalScheduler m_client_mode;
 };
 
 } // namespace dljob::schedulers

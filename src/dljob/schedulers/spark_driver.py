@@ -4,6 +4,9 @@
 spark-submit starts it in the application master (YARN cluster mode):
 
     dljob_spark_driver.py --ranks N --script RUN_DIR/job.sh --log RUN_DIR/job.log
+                          [--shipped-bin dljob-release/dljob-V-linux-x86_64/bin]
+
+(on a standalone master, spark-submit runs it in client mode on the submit host instead).
 
 It runs the job script's batch side (modules, the walltime timer, the exit-code files) with its
 output in the job's log. The script's launch line calls this file again as the ranks' launcher:
@@ -16,6 +19,10 @@ they start together), each with DLTRAIN_RANK, DLTRAIN_WORLD_SIZE and DLTRAIN_REN
 rank 0's address (tcp://HOST:PORT, gathered by BarrierTaskContext.allGather) where Spark has
 allGather (3.0), else a directory in the run directory, which the cluster shares. The stage's
 exit status, the first failing rank's, is the launcher's; the driver's own is the script's.
+
+With --shipped-bin (the profile's `archive:`, spark-submit --archives), each rank runs the
+dltrain of the release YARN unpacked in its executor's working directory: DLJOB_SHIPPED_BIN
+names that bin/ (absolute) for the job script's compute side.
 
 Nothing here is Spark-version specific beyond what is probed (barrier, allGather), so the
 seed's Spark 1.5.2 runs it too, without barrier mode: the site profile's settings then make
@@ -89,13 +96,26 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def make_task(argv, base, world, run_dir, rendezvous_dir):
+def shipped_environment(base, shipped_bin):
+    """The rank's variables with the shipped release's bin/, resolved in the executor's working
+    directory (where YARN unpacked --archives), or the reason it is not there."""
+    if not shipped_bin:
+        return base
+    found = os.path.abspath(shipped_bin)
+    if not os.access(os.path.join(found, "dltrain"), os.X_OK):
+        raise RuntimeError("dljob's release is not unpacked in this executor: no %s/dltrain "
+                           "(the site profile's archive: is it the release tarball?)" % found)
+    return dict(base, DLJOB_SHIPPED_BIN=found)
+
+
+def make_task(argv, base, world, run_dir, rendezvous_dir, shipped_bin=None):
     """The function each Spark task runs: rank = partition index."""
 
     def task(partition):
         # parallelize(range(N), N) puts i alone in partition i, in every Spark: the rank needs
         # no TaskContext, which PySpark has only from 2.2 (the seed's 1.5.2 has none).
         rank = next(iter(partition))
+        env = shipped_environment(base, shipped_bin)
         rendezvous = rendezvous_dir
         try:  # on the executor; BarrierTaskContext from Spark 2.4, allGather from 3.0
             from pyspark import BarrierTaskContext
@@ -108,7 +128,7 @@ def make_task(argv, base, world, run_dir, rendezvous_dir):
             me = json.dumps({"rank": rank, "host": host, "port": free_port() if rank == 0 else 0})
             peers = sorted((json.loads(m) for m in ctx.allGather(me)), key=lambda p: p["rank"])
             rendezvous = "tcp://%s:%d" % (peers[0]["host"], peers[0]["port"])
-        rc = run_rank(argv, rank_environment(base, rank, world, rendezvous), rank, run_dir)
+        rc = run_rank(argv, rank_environment(env, rank, world, rendezvous), rank, run_dir)
         if rc != 0:
             raise RuntimeError("dltrain rank %d exited with status %d" % (rank, rc))
         return [rank]
@@ -116,7 +136,7 @@ def make_task(argv, base, world, run_dir, rendezvous_dir):
     return task
 
 
-def run_stage(sc, request):
+def run_stage(sc, request, shipped_bin=None):
     """Runs the ranks as one stage; returns the launcher's exit status."""
     world = int(request["ranks"])
     argv = request["argv"]
@@ -129,7 +149,7 @@ def run_stage(sc, request):
     rdd = sc.parallelize(range(world), world)
     if hasattr(rdd, "barrier"):
         rdd = rdd.barrier()
-    task = make_task(argv, base, world, run_dir, rendezvous_dir)
+    task = make_task(argv, base, world, run_dir, rendezvous_dir, shipped_bin)
     try:
         done = rdd.mapPartitions(task).collect()
         print("dljob: %d rank(s) finished" % len(done), file=sys.stderr, flush=True)
@@ -144,14 +164,14 @@ def run_stage(sc, request):
         shutil.rmtree(rendezvous_dir, ignore_errors=True)
 
 
-def serve(sc, listener):
+def serve(sc, listener, shipped_bin):
     """Answers the job script's launch requests, one at a time."""
     while True:
         conn, _ = listener.accept()
         with conn:
             try:
                 request = read_line(conn)
-                rc = run_stage(sc, request) if request else 1
+                rc = run_stage(sc, request, shipped_bin) if request else 1
             except Exception as error:  # a bad request must not end the driver
                 print("dljob: launch request failed: %s" % error, file=sys.stderr, flush=True)
                 rc = 1
@@ -170,7 +190,7 @@ def drive(args):
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(4)
-    threading.Thread(target=serve, args=(sc, listener), daemon=True).start()
+    threading.Thread(target=serve, args=(sc, listener, args.shipped_bin), daemon=True).start()
     env = dict(os.environ, DLJOB_SPARK_SOCKET=path, DLJOB_SPARK_APP_ID=sc.applicationId,
                DLJOB_SPARK_LAUNCH=os.path.abspath(__file__))
     script = None
@@ -207,6 +227,7 @@ def main():
     parser.add_argument("--ranks", type=int, required=True)
     parser.add_argument("--script")
     parser.add_argument("--log")
+    parser.add_argument("--shipped-bin")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args()
     if args.ranks < 1 or args.ranks > 100000:

@@ -355,8 +355,9 @@ public:
         return plan;
     }
 
-    [[nodiscard]] DoctorCommands doctor_commands(const std::string& /*user*/) const override {
-        return {{"sqsub", "sqjobs", "sqkill"}, {}, {"sqjobs"}};
+    [[nodiscard]] DoctorCommands doctor_commands(const Partition& /*partition*/,
+                                                 const std::string& /*user*/) const override {
+        return {{"sqsub", "sqjobs", "sqkill"}, {}, {"sqjobs"}, {}, {}};
     }
     [[nodiscard]] std::unique_ptr<Scheduler>
     make_adapter(ProcessRunner& runner, const SchedulerOptions& options) const override {

@@ -89,6 +89,17 @@ dljob_trap_signals() {
 if [ "${1:-}" = "--dljob-compute" ]; then
     dljob_trap_signals
     cd -- "$DLJOB_RUN_DIR" || exit 1
+    # shellcheck disable=SC2034 # dljob_self is read where the job stages its data
+    dljob_self='/opt/dljob/bin/dljob'
+    # shellcheck disable=SC2034
+    if [ -n "${DLJOB_SHIPPED_BIN:-}" ]; then
+        # dljob's release, shipped to this node with the job (Spark's --archives): its programs,
+        # not the submit host's paths, which this node may not have.
+        dljob_self=$DLJOB_SHIPPED_BIN/dljob
+        if [ "${DLJOB_COMMAND[0]##*/}" = dltrain ]; then
+            DLJOB_COMMAND[0]=$DLJOB_SHIPPED_BIN/dltrain
+        fi
+    fi
 
     dljob_step='train'
     "${DLJOB_COMMAND[@]}" &
@@ -102,7 +113,7 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         rm -f -- "$DLJOB_DATA_DIR"
         # The staged copy goes with the last job on this node that uses it: node-local disks
         # and RAM disks belong to whoever runs here next.
-        '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
+        "$dljob_self" stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
             echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2
     fi
     if [ -n "$dljob_data_copy" ]; then

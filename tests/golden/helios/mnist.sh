@@ -89,6 +89,17 @@ dljob_trap_signals() {
 if [ "${1:-}" = "--dljob-compute" ]; then
     dljob_trap_signals
     cd -- "$DLJOB_RUN_DIR" || exit 1
+    # shellcheck disable=SC2034 # dljob_self is read where the job stages its data
+    dljob_self='/opt/dljob/bin/dljob'
+    # shellcheck disable=SC2034
+    if [ -n "${DLJOB_SHIPPED_BIN:-}" ]; then
+        # dljob's release, shipped to this node with the job (Spark's --archives): its programs,
+        # not the submit host's paths, which this node may not have.
+        dljob_self=$DLJOB_SHIPPED_BIN/dljob
+        if [ "${DLJOB_COMMAND[0]##*/}" = dltrain ]; then
+            DLJOB_COMMAND[0]=$DLJOB_SHIPPED_BIN/dltrain
+        fi
+    fi
     # Once per node (the launcher starts this side once per node). A pack (`dljob pack`) is
     # staged by `dljob stage-data`: one sequential copy, verified, cached per node by its
     # content hash and shared by this user's jobs on the node, each registered as a user of
@@ -98,7 +109,7 @@ if [ "${1:-}" = "--dljob-compute" ]; then
     dljob_step='stage data'
     if [ -f "$DLJOB_DATA_SOURCE/manifest.json" ]; then
         rm -f -- "$DLJOB_DATA_DIR"
-        dljob_staged=$('/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --user-pid $$) &&
+        dljob_staged=$("$dljob_self" stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --user-pid $$) &&
             ln -s -- "$dljob_staged" "$DLJOB_DATA_DIR" && dljob_data_link=1
     else
         dljob_data_copy=1
@@ -123,7 +134,7 @@ if [ "${1:-}" = "--dljob-compute" ]; then
         rm -f -- "$DLJOB_DATA_DIR"
         # The staged copy goes with the last job on this node that uses it: node-local disks
         # and RAM disks belong to whoever runs here next.
-        '/opt/dljob/bin/dljob' stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
+        "$dljob_self" stage-data "$DLJOB_DATA_SOURCE" --to "$(dirname -- "$DLJOB_DATA_DIR")" --cleanup --user-pid $$ ||
             echo "dljob: warning: could not remove the staged copy of $DLJOB_DATA_SOURCE" >&2
     fi
     if [ -n "$dljob_data_copy" ]; then

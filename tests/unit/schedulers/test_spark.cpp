@@ -12,7 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -128,6 +131,40 @@ TEST_F(SparkAdapter, PollsFindsAndCancelsThroughTheYarnCli) {
     EXPECT_FALSE(spark.cancel(JobRef{"application_9_0001", "", "/runs/3", "v"}));
 }
 
+TEST_F(SparkAdapter, AStandaloneJobIsTheLocalRunnersAndNeverAsksYarn) {
+    const auto run_dir = std::filesystem::temp_directory_path() /
+                         ("dljob-spark-client-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(run_dir);
+    std::filesystem::create_directories(run_dir);
+    test::write_text(run_dir / "job.sh", "#!/bin/bash\nDLJOB_SPARK_CLIENT_MODE=1\n");
+    SubmitRequest request;
+    request.run_dir = run_dir.string();
+    request.script_path = (run_dir / "job.sh").string();
+    request.token = "0123456789";
+    request.submit_argv = {"spark-submit",  "--master", "spark://m:7077",
+                           "--deploy-mode", "client",   "driver.py"};
+    auto submitted = spark.submit(request);
+    ASSERT_TRUE(submitted) << submitted.error().message;
+    ASSERT_EQ(runner.calls.size(), 1U);
+    EXPECT_EQ(runner.calls.at(0).at(0), "bash"); // the local runner's wrapper, detached
+    EXPECT_EQ(std::find(runner.calls.at(0).begin(), runner.calls.at(0).end(), "spark-submit"),
+              runner.calls.at(0).end());
+    // Its end is the wrapper's local_exit; no yarn is run for it.
+    test::write_text(run_dir / LocalScheduler::exit_file, "0\n");
+    auto polled = spark.poll({JobRef{submitted->scheduler_id, "", run_dir.string(), "0123456789"}});
+    ASSERT_TRUE(polled) << polled.error().message;
+    EXPECT_EQ(polled->at(submitted->scheduler_id).state, JobState::completed);
+    // Never recorded as submitted: the script says it is a standalone job; found by the
+    // wrapper's own record.
+    test::write_text(run_dir / LocalScheduler::job_file, "pid=4242\ntoken=0123456789\n");
+    auto found = spark.find_by_token(JobRef{"", "", run_dir.string(), "0123456789"});
+    ASSERT_TRUE(found) << found.error().message;
+    ASSERT_TRUE(*found);
+    EXPECT_EQ((*found)->scheduler_id, "4242");
+    EXPECT_EQ(runner.calls.size(), 1U); // still only the submit
+    std::filesystem::remove_all(run_dir);
+}
+
 // The seed's job: LeNet, 2 CPU ranks, on 5 nodes of 12 vcores and 30 GB with Spark 1.5.2.
 RenderRequest mapr_request(int ranks) {
     RenderRequest request = test::golden_request("mapr", "mnist");
@@ -198,6 +235,78 @@ TEST(SparkRender, GoldenScriptForTheSeedsCluster) {
         << "regenerate with DLJOB_UPDATE_GOLDEN=1 and review the diff";
 }
 
+TEST(SparkRender, AStandaloneMasterRunsTheDriverHereInClientMode) {
+    RenderRequest request = test::golden_request("spark-standalone", "mnist");
+    request.recipe.resources.gpus = 0;
+    request.recipe.resources.ranks = 2;
+    request.recipe.needs.clear();
+    auto templates = test::builtin_templates();
+    auto rendered = render::render_job(request, templates);
+    ASSERT_TRUE(rendered) << rendered.error().message;
+    const Words& argv = rendered->submit_argv;
+    EXPECT_EQ(after(argv, "--master"), "spark://spark-master:7077");
+    EXPECT_EQ(after(argv, "--deploy-mode"), "client");
+    // No --num-executors on a standalone master: two executors of 15 cores are 30 in all.
+    EXPECT_EQ(after(argv, "--total-executor-cores"), "30");
+    EXPECT_EQ(after(argv, "--executor-cores"), "15");
+    EXPECT_EQ(std::count(argv.begin(), argv.end(), "--num-executors"), 0);
+    EXPECT_EQ(std::count(argv.begin(), argv.end(), "--queue"), 0);
+    for (const auto& word : argv) {
+        EXPECT_EQ(word.find("spark.yarn."), std::string::npos) << word;
+    }
+    EXPECT_TRUE(has_conf(argv, "spark.stage.maxConsecutiveAttempts=1")); // 3.5: barrier mode
+    // The script, run here by the local runner, becomes the client-mode driver; the driver runs
+    // it again with its socket set, and the ranks' compute side never reaches the exec.
+    const std::string& script = rendered->script;
+    const auto exec = script.find("\n    exec /opt/spark/bin/spark-submit --master "
+                                  "spark://spark-master:7077 --deploy-mode client ");
+    ASSERT_NE(exec, std::string::npos) << script;
+    EXPECT_NE(script.find("\nDLJOB_SPARK_CLIENT_MODE=1\n"), std::string::npos);
+    EXPECT_LT(exec, script.find("# ---- prologue"));
+    EXPECT_NE(
+        script.find(R"(if [ -z "${DLJOB_SPARK_SOCKET:-}" ] && [ "${1:-}" != "--dljob-compute" ])"),
+        std::string::npos);
+    // A YARN job's script has none of it.
+    auto yarn = render::render_job(mapr_request(2), templates);
+    ASSERT_TRUE(yarn) << yarn.error().message;
+    EXPECT_EQ(yarn->script.find("DLJOB_SPARK_CLIENT_MODE"), std::string::npos);
+}
+
+TEST(SparkRender, TheReleaseTarballIsShippedToEveryExecutor) {
+    RenderRequest request = mapr_request(2);
+    request.site.partitions.front().scheduler_options["archive"] = {
+        "maprfs:///apps/dljob-0.1.0-linux-x86_64.tar.gz"};
+    auto templates = test::builtin_templates();
+    auto rendered = render::render_job(request, templates);
+    ASSERT_TRUE(rendered) << rendered.error().message;
+    const Words& argv = rendered->submit_argv;
+    EXPECT_EQ(after(argv, "--archives"),
+              "maprfs:///apps/dljob-0.1.0-linux-x86_64.tar.gz#dljob-release");
+    EXPECT_EQ(after(argv, "--shipped-bin"), "dljob-release/dljob-0.1.0-linux-x86_64/bin");
+    // spark-submit's options come before the application, the driver's after it.
+    const auto driver =
+        std::find(argv.begin(), argv.end(), "/opt/dljob/share/dljob/spark/dljob_spark_driver.py");
+    EXPECT_LT(std::find(argv.begin(), argv.end(), "--archives"), driver);
+    EXPECT_GT(std::find(argv.begin(), argv.end(), "--shipped-bin"), driver);
+    // The compute side runs the shipped dltrain where the driver names its bin/.
+    EXPECT_NE(rendered->script.find(R"(DLJOB_COMMAND[0]=$DLJOB_SHIPPED_BIN/dltrain)"),
+              std::string::npos);
+}
+
+TEST(SparkDoctor, TheProfilesSparkSubmitAndTheYarnQueueAreChecked) {
+    const SiteProfile mapr = test::load_site("mapr");
+    const auto commands = family_of("spark").doctor_commands(mapr.partitions.front(), "alice");
+    EXPECT_EQ(commands.programs, (Words{"/opt/mapr/spark/spark-1.5.2/bin/spark-submit", "yarn"}));
+    EXPECT_EQ(commands.version,
+              (Words{"/opt/mapr/spark/spark-1.5.2/bin/spark-submit", "--version"}));
+    EXPECT_EQ(commands.query, (Words{"yarn", "queue", "-status", "default"}));
+    EXPECT_EQ(commands.refusal_in_answer, "State : STOPPED");
+    const SiteProfile standalone = test::load_site("spark-standalone");
+    const auto client = family_of("spark").doctor_commands(standalone.partitions.front(), "alice");
+    EXPECT_EQ(client.programs, (Words{"/opt/spark/bin/spark-submit"}));
+    EXPECT_TRUE(client.query.empty());
+}
+
 TEST(SparkRender, BarrierModeFromSpark24) {
     RenderRequest request = mapr_request(2);
     request.site.partitions.front().scheduler_options["version"] = {"3.5.1"};
@@ -244,8 +353,26 @@ TEST(SparkSite, SettingsAreCheckedWhereTheyAreWritten) {
     EXPECT_NE(problem("conf", {"spark.task.cpus=4"}).find("set by dljob"), std::string::npos);
     EXPECT_EQ(problem("conf", {"spark.network.timeout=600s", "spark.ui.port=4050"}), "");
     EXPECT_NE(problem("version", {"one"}).find("is not a Spark version"), std::string::npos);
-    EXPECT_NE(problem("master", {"spark://master:7077"}).find("YARN only"), std::string::npos);
-    EXPECT_NE(problem("deploy_mode", {"client"}).find("cluster mode"), std::string::npos);
+    EXPECT_NE(problem("deploy_mode", {"client"}).find("application master"), std::string::npos);
+    // mapr says deploy_mode: cluster, which a standalone master cannot run.
+    EXPECT_NE(problem("master", {"spark://master:7077"}).find("cannot run a Python driver"),
+              std::string::npos);
+    EXPECT_NE(problem("archive", {"/apps/dljob.tgz"}).find("not the path of a dljob release"),
+              std::string::npos);
+    EXPECT_EQ(problem("archive", {"maprfs:///apps/dljob-0.1.0-linux-x86_64.tar.gz"}), "");
+    SiteProfile standalone = site;
+    standalone.partitions.front().scheduler_options["master"] = {"spark://master:7077"};
+    standalone.partitions.front().scheduler_options.erase("deploy_mode"); // client, its default
+    EXPECT_TRUE(check_site(standalone));
+    const auto standalone_problem = [&](const std::string& key, const Words& values) {
+        SiteProfile changed = standalone;
+        changed.partitions.front().scheduler_options[key] = values;
+        auto checked = check_site(changed);
+        return checked ? std::string() : checked.error().message;
+    };
+    EXPECT_NE(standalone_problem("archive", {"/apps/dljob-0.1.0-linux-x86_64.tar.gz"})
+                  .find("does not ship archives"),
+              std::string::npos);
     EXPECT_NE(problem("executors", {"3"}).find("not a Spark setting"), std::string::npos);
     SiteProfile srun = site;
     srun.partitions.front().launcher = LauncherKind::srun;

@@ -68,26 +68,43 @@ Result<ProcessResult> run(ProcessRunner& runner, std::vector<std::string> argv) 
     return runner.run(request);
 }
 
+// A program as a family names it: a path (a site profile's spark_submit:), or a name on PATH.
+bool program_found(const std::string& program, const GetEnv& getenv) {
+    if (program.find('/') == std::string::npos) {
+        return !find_on_path(program, getenv).empty();
+    }
+    std::error_code ec;
+    return std::filesystem::is_regular_file(program, ec) && ::access(program.c_str(), X_OK) == 0;
+}
+
 void check_scheduler(ProcessRunner& runner, const SiteProfile& site, const GetEnv& getenv,
                      std::vector<DoctorFinding>& out) {
-    std::set<std::string> names;
-    for (const auto& partition : site.partitions) {
-        names.insert(partition.scheduler);
-    }
     const std::string user = getenv("USER").value_or("");
-    for (const auto& family : names) {
-        const auto commands = schedulers::family_of(family).doctor_commands(user);
+    std::set<std::string> checked; // partitions of one family usually need the same commands
+    for (const auto& partition : site.partitions) {
+        const std::string& family = partition.scheduler;
+        const auto commands = schedulers::family_of(family).doctor_commands(partition, user);
+        if (!checked
+                 .insert(fmt::format("{}\n{}\n{}", family, fmt::join(commands.programs, " "),
+                                     fmt::join(commands.query, " ")))
+                 .second) {
+            continue;
+        }
         bool all_there = true;
         for (const auto& program : commands.programs) {
-            if (find_on_path(program, getenv).empty()) {
+            if (!program_found(program, getenv)) {
                 all_there = false;
+                const bool path = program.find('/') != std::string::npos;
                 out.push_back(finding(
                     DoctorLevel::error, "scheduler",
-                    fmt::format("{}: {} is not on PATH (dljob runs it to submit, poll or cancel)",
-                                family, program),
-                    fmt::format("run dljob on the site's login node, or load the module that "
-                                "provides {} (module spider {})",
-                                program, program)));
+                    fmt::format("{}: {} is not {} (dljob runs it to submit, poll or cancel)",
+                                family, program, path ? "an executable file" : "on PATH"),
+                    path ? fmt::format("partition {} of site {} names it: correct the path in "
+                                       "the site profile, or install it there",
+                                       partition.name, site.name)
+                         : fmt::format("run dljob on the site's login node, or load the module "
+                                       "that provides {} (module spider {})",
+                                       program, program)));
             }
         }
         if (!all_there) {
@@ -120,6 +137,13 @@ void check_scheduler(ProcessRunner& runner, const SiteProfile& site, const GetEn
                                               fmt::join(commands.query, " "), why),
                                   "the scheduler's controller is down or unreachable from this "
                                   "host: try again later, or ask the site's support"));
+            continue;
+        }
+        if (!commands.refusal_in_answer.empty() &&
+            answered->out.find(commands.refusal_in_answer) != std::string::npos) {
+            out.push_back(finding(DoctorLevel::error, "scheduler",
+                                  fmt::format("{}: {}", family, commands.refusal_means),
+                                  "ask the site's support, or use another queue in the profile"));
             continue;
         }
         out.push_back(

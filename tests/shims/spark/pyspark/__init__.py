@@ -96,8 +96,9 @@ def _run_task(partition, data, function, barrier, gather_dir, write_end):
 class SparkContext:
     def __init__(self, appName="pyspark-shell", master=None):  # pylint: disable=unused-argument
         self.appName = appName
-        self.applicationId = os.environ.get("DLJOB_SHIM_YARN_APP_ID") or "local-%d" % (
-            time.time() * 1000)
+        self.applicationId = (os.environ.get("DLJOB_SHIM_YARN_APP_ID") or
+                              os.environ.get("DLJOB_SHIM_SPARK_APP_ID") or
+                              "local-%d" % (time.time() * 1000))
         self._tasks = {}
         self._stopped = False
 
