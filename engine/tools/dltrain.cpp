@@ -159,7 +159,8 @@ constexpr const char* k_solver_help =
     "KEY=VALUE over the config's solver (base_lr, momentum, weight_decay, lr_policy, gamma, "
     "stepsize, power, stepvalue, random_seed...) or batch_size of the train Data layers; "
     "repeatable";
-constexpr const char* k_threads_help = "threads (default: the CPUs this process may use)";
+constexpr const char* k_threads_help =
+    "threads (default: $OMP_NUM_THREADS, else the CPUs this process may use)";
 constexpr const char* k_data_dir_help = "where relative data sources resolve";
 
 /// The subcommands: each adds its options (bound to members, which outlive the parse) and a

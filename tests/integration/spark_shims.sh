@@ -145,8 +145,11 @@ check "both ranks ran the shipped dltrain, from the unpacked archive" 2 \
   "$(grep -c "/container/dljob-release/$top/bin/dltrain\$" "$WORK/shipped.marks" 2>/dev/null)"
 
 # A standalone master: the driver runs here in client mode, under dljob's local runner.
+# No train.threads: each rank takes its executor's one core (OMP_NUM_THREADS from the driver),
+# not the machine's CPUs.
 standalone=(--site test-spark-standalone --site-file "$HERE/sites/test-spark-standalone.yaml"
-  "${args[@]:4}")
+  --set resources.gpus=0 --set resources.ranks=2 --set resources.memory=1G
+  --set resources.walltime=00:10:00 --set data.stage_to=none --set "train.config=$WORK/lenet-2x32.yaml")
 "$DLJOB" render "$root/recipes/fashion-mnist.yaml" "${standalone[@]}" >"$WORK/standalone.sh"
 check "the standalone script parses" 0 "$(bash -n "$WORK/standalone.sh" >/dev/null 2>&1; echo $?)"
 check "it hands itself to spark-submit in client mode" 1 \
@@ -157,6 +160,8 @@ run_dir=$(sed -n 's/^run dir: //p' <<<"$out")
 check "the standalone job completes" COMPLETED "$(wait_state "$job" COMPLETED)"
 check "dljob logs shows its training's end" 1 "$("$DLJOB" logs "$job" | grep -c '^dltrain: completed at iteration 5 of 5')"
 check "its driver met the standalone master" 1 "$(grep -c 'Connected to Spark cluster with app ID app-' "$run_dir/job.log")"
+check "each rank trained with its executor's 1 core" 1 \
+  "$(python3 -c 'import json,sys; print([r for r in map(json.loads, open(sys.argv[1])) if r["type"]=="start"][0]["threads"])' "$run_dir/metrics.jsonl")"
 check "2 ranks through TCP" 1 "$(grep -c '2 ranks x batch 32 = 64 (gloo (.*tcp rendezvous' "$run_dir/job.log")"
 out=$("$DLJOB" submit "$root/recipes/fashion-mnist.yaml" "${standalone[@]}" --set train.max_iter=1000000)
 job=$(sed -n 's/^submitted job \([0-9]*\) .*/\1/p' <<<"$out")

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -136,10 +137,33 @@ std::string default_device() {
     return plugin->visible_gpu_count() > 0 ? "cuda:0" : "cpu";
 }
 
+namespace {
+
+// No --threads: OMP_NUM_THREADS where it is set, as PyTorch takes it (and Spark sets it to an
+// executor's cores, where the node's CPUs are shared by several executors that affinity does
+// not separate), else every CPU this process may use.
+int threads_from_environment(int usable) {
+    const char* text = std::getenv("OMP_NUM_THREADS"); // NOLINT(concurrency-mt-unsafe)
+    if (text == nullptr || *text == '\0') {
+        return usable;
+    }
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*end != '\0' || value < 1) {
+        std::cerr << fmt::format("dltrain: warning: OMP_NUM_THREADS='{}' is not a positive "
+                                 "number; using the {} CPUs this process may use\n",
+                                 text, usable);
+        return usable;
+    }
+    return static_cast<int>(std::min<long>(value, usable));
+}
+
+} // namespace
+
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads) {
     const int usable = cpu::usable_cpus();
     if (threads <= 0) {
-        threads = usable;
+        threads = threads_from_environment(usable);
     } else if (threads > usable) {
         // Each thread holds its own workspace: --threads 3000 took 7.4 GB on a 2-CPU node. More
         // threads than CPUs never trains faster, and a job script's count may come from a

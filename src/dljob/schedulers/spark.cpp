@@ -597,8 +597,9 @@ public:
         const auto driver = facts.request.dljob_binary.parent_path().parent_path() / "share" /
                             "dljob" / "spark" / "dljob_spark_driver.py";
         plan.submit_argv.insert(plan.submit_argv.end(),
-                                {driver.string(), "--ranks", std::to_string(ranks), "--script",
-                                 facts.script, "--log", facts.log});
+                                {driver.string(), "--ranks", std::to_string(ranks), "--threads",
+                                 std::to_string(cores), "--script", facts.script, "--log",
+                                 facts.log});
         if (!settings.archive.empty()) {
             // The tarball's one top folder is its name; YARN unpacks it under #shipped_folder
             // in each executor's working directory.

@@ -3,7 +3,7 @@
 
 spark-submit starts it in the application master (YARN cluster mode):
 
-    dljob_spark_driver.py --ranks N --script RUN_DIR/job.sh --log RUN_DIR/job.log
+    dljob_spark_driver.py --ranks N --threads C --script RUN_DIR/job.sh --log RUN_DIR/job.log
                           [--shipped-bin dljob-release/dljob-V-linux-x86_64/bin]
 
 (on a standalone master, spark-submit runs it in client mode on the submit host instead).
@@ -60,10 +60,13 @@ def read_line(conn):
     return json.loads(data.decode("utf-8")) if data else None
 
 
-def rank_environment(base, rank, world, rendezvous):
+def rank_environment(base, rank, world, rendezvous, threads):
     env = dict(os.environ)
     env.update(base)
     env.update({
+        # The executor's cores (spark.task.cpus): the node's CPUs are shared by executors that
+        # affinity does not separate, and dltrain would take them all (it reads this first).
+        "OMP_NUM_THREADS": str(threads),
         "DLTRAIN_RANK": str(rank),
         "DLTRAIN_WORLD_SIZE": str(world),
         "DLTRAIN_LOCAL_RANK": "0",  # one rank per executor
@@ -108,7 +111,7 @@ def shipped_environment(base, shipped_bin):
     return dict(base, DLJOB_SHIPPED_BIN=found)
 
 
-def make_task(argv, base, world, run_dir, rendezvous_dir, shipped_bin=None):
+def make_task(argv, base, world, run_dir, rendezvous_dir, threads, shipped_bin=None):
     """The function each Spark task runs: rank = partition index."""
 
     def task(partition):
@@ -128,7 +131,7 @@ def make_task(argv, base, world, run_dir, rendezvous_dir, shipped_bin=None):
             me = json.dumps({"rank": rank, "host": host, "port": free_port() if rank == 0 else 0})
             peers = sorted((json.loads(m) for m in ctx.allGather(me)), key=lambda p: p["rank"])
             rendezvous = "tcp://%s:%d" % (peers[0]["host"], peers[0]["port"])
-        rc = run_rank(argv, rank_environment(env, rank, world, rendezvous), rank, run_dir)
+        rc = run_rank(argv, rank_environment(env, rank, world, rendezvous, threads), rank, run_dir)
         if rc != 0:
             raise RuntimeError("dltrain rank %d exited with status %d" % (rank, rc))
         return [rank]
@@ -136,7 +139,7 @@ def make_task(argv, base, world, run_dir, rendezvous_dir, shipped_bin=None):
     return task
 
 
-def run_stage(sc, request, shipped_bin=None):
+def run_stage(sc, request, threads, shipped_bin=None):
     """Runs the ranks as one stage; returns the launcher's exit status."""
     world = int(request["ranks"])
     argv = request["argv"]
@@ -149,7 +152,7 @@ def run_stage(sc, request, shipped_bin=None):
     rdd = sc.parallelize(range(world), world)
     if hasattr(rdd, "barrier"):
         rdd = rdd.barrier()
-    task = make_task(argv, base, world, run_dir, rendezvous_dir, shipped_bin)
+    task = make_task(argv, base, world, run_dir, rendezvous_dir, threads, shipped_bin)
     try:
         done = rdd.mapPartitions(task).collect()
         print("dljob: %d rank(s) finished" % len(done), file=sys.stderr, flush=True)
@@ -164,14 +167,14 @@ def run_stage(sc, request, shipped_bin=None):
         shutil.rmtree(rendezvous_dir, ignore_errors=True)
 
 
-def serve(sc, listener, shipped_bin):
+def serve(sc, listener, threads, shipped_bin):
     """Answers the job script's launch requests, one at a time."""
     while True:
         conn, _ = listener.accept()
         with conn:
             try:
                 request = read_line(conn)
-                rc = run_stage(sc, request, shipped_bin) if request else 1
+                rc = run_stage(sc, request, threads, shipped_bin) if request else 1
             except Exception as error:  # a bad request must not end the driver
                 print("dljob: launch request failed: %s" % error, file=sys.stderr, flush=True)
                 rc = 1
@@ -190,7 +193,8 @@ def drive(args):
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(4)
-    threading.Thread(target=serve, args=(sc, listener, args.shipped_bin), daemon=True).start()
+    threading.Thread(target=serve, args=(sc, listener, args.threads, args.shipped_bin),
+                     daemon=True).start()
     env = dict(os.environ, DLJOB_SPARK_SOCKET=path, DLJOB_SPARK_APP_ID=sc.applicationId,
                DLJOB_SPARK_LAUNCH=os.path.abspath(__file__))
     script = None
@@ -225,6 +229,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launch", action="store_true")
     parser.add_argument("--ranks", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--script")
     parser.add_argument("--log")
     parser.add_argument("--shipped-bin")
@@ -232,6 +237,8 @@ def main():
     args = parser.parse_args()
     if args.ranks < 1 or args.ranks > 100000:
         parser.error("--ranks: expected 1 to 100000")
+    if args.threads < 1 or args.threads > 4096:
+        parser.error("--threads: expected 1 to 4096")
     if args.launch:
         if not args.command or "DLJOB_SPARK_SOCKET" not in os.environ:
             parser.error("--launch runs inside a job started by this driver, with a command")

@@ -4,10 +4,15 @@
 
 #include "cpu/thread_pool.hpp"
 
+#include <dl/backend.hpp>
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -66,3 +71,37 @@ TEST(ThreadPool, DestroysWhileWorkersSpinOrSleep) {
 
 } // namespace
 } // namespace dl::cpu
+
+namespace dl {
+namespace {
+
+// Without --threads, OMP_NUM_THREADS bounds dltrain's threads, as it bounds PyTorch's (Spark's
+// driver sets it to each rank's executor cores); what is not a positive number is ignored.
+TEST(BackendThreads, OmpNumThreadsIsTheDefaultWithinTheUsableCpus) {
+    const int usable = cpu::usable_cpus();
+    const char* saved = std::getenv("OMP_NUM_THREADS"); // NOLINT(concurrency-mt-unsafe)
+    const std::string restore = saved == nullptr ? "" : saved;
+    const auto threads_with = [](const char* value) {
+        if (value == nullptr) {
+            ::unsetenv("OMP_NUM_THREADS");
+        } else {
+            ::setenv("OMP_NUM_THREADS", value, 1);
+        }
+        return make_backend("cpu", 0)->threads();
+    };
+    EXPECT_EQ(threads_with(nullptr), usable);
+    EXPECT_EQ(threads_with("1"), 1);
+    EXPECT_EQ(threads_with("100000"), usable);
+    EXPECT_EQ(threads_with("two"), usable);
+    EXPECT_EQ(threads_with("0"), usable);
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    EXPECT_EQ(make_backend("cpu", 2)->threads(), std::min(2, usable)); // --threads wins
+    if (saved == nullptr) {
+        ::unsetenv("OMP_NUM_THREADS");
+    } else {
+        ::setenv("OMP_NUM_THREADS", restore.c_str(), 1);
+    }
+}
+
+} // namespace
+} // namespace dl

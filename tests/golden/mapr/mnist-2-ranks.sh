@@ -8,7 +8,7 @@
 # Rendered by dljob from templates/; edit the recipe or the site profile, not this file.
 # note: 2 executor(s) of 11 core(s) and 27927m each, one rank per executor (Spark 1.5: every executor is awaited before the ranks start)
 # Submitted with:
-#   /opt/mapr/spark/spark-1.5.2/bin/spark-submit --master yarn --deploy-mode cluster --name lenet-mnist --num-executors 2 --executor-cores 11 --executor-memory 27927m --queue default --conf spark.task.cpus=11 --conf spark.dynamicAllocation.enabled=false --conf spark.task.maxFailures=1 --conf spark.yarn.maxAppAttempts=1 --conf spark.yarn.submit.waitAppCompletion=false --conf spark.scheduler.minRegisteredResourcesRatio=1.0 --conf spark.scheduler.maxRegisteredResourcesWaitingTime=300s /opt/dljob/share/dljob/spark/dljob_spark_driver.py --ranks 2 --script /scratch/dljob/runs/golden-run/job.sh --log /scratch/dljob/runs/golden-run/job.log
+#   /opt/mapr/spark/spark-1.5.2/bin/spark-submit --master yarn --deploy-mode cluster --name lenet-mnist --num-executors 2 --executor-cores 11 --executor-memory 27927m --queue default --conf spark.task.cpus=11 --conf spark.dynamicAllocation.enabled=false --conf spark.task.maxFailures=1 --conf spark.yarn.maxAppAttempts=1 --conf spark.yarn.submit.waitAppCompletion=false --conf spark.scheduler.minRegisteredResourcesRatio=1.0 --conf spark.scheduler.maxRegisteredResourcesWaitingTime=300s /opt/dljob/share/dljob/spark/dljob_spark_driver.py --ranks 2 --threads 11 --script /scratch/dljob/runs/golden-run/job.sh --log /scratch/dljob/runs/golden-run/job.log
 set -uo pipefail
 
 # Values, each validated or single-quoted by dljob.

@@ -207,7 +207,9 @@ TEST(SparkRender, TheSeedsClusterGetsOneExecutorPerRankWithEveryUsefulCore) {
     EXPECT_TRUE(has_conf(argv, "spark.scheduler.maxRegisteredResourcesWaitingTime=300s"));
     EXPECT_EQ(after(argv, "--ranks"), "2");
     EXPECT_EQ(after(argv, "--script"), "/scratch/dljob/runs/golden-run/job.sh");
-    EXPECT_EQ(argv.at(argv.size() - 7), "/opt/dljob/share/dljob/spark/dljob_spark_driver.py");
+    EXPECT_EQ(argv.at(argv.size() - 9), "/opt/dljob/share/dljob/spark/dljob_spark_driver.py");
+    // Each rank's threads are its executor's cores (OMP_NUM_THREADS, which dltrain reads).
+    EXPECT_EQ(after(argv, "--threads"), "11");
     // The ranks start through the driver, which gives each its Gloo rendezvous.
     EXPECT_NE(rendered->script.find(R"("${DLJOB_SPARK_LAUNCH:?set by the dljob Spark driver}" )"
                                     "--launch --ranks 2 -- "),
