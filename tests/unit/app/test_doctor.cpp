@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -98,6 +99,45 @@ TEST_F(Doctor, ASchedulerThatDoesNotAnswerIsAnErrorWithItsFix) {
     EXPECT_EQ(scheduler->level, DoctorLevel::error);
     EXPECT_NE(scheduler->what.find("Unable to contact slurm controller"), std::string::npos);
     EXPECT_FALSE(scheduler->fix.empty());
+}
+
+// A Spark partition: spark-submit where the profile says, and the YARN queue itself, which
+// answers even when it is stopped.
+TEST_F(Doctor, ASparkPartitionChecksItsSparkSubmitAndItsYarnQueue) {
+    const auto submit = dir / "spark" / "bin" / "spark-submit";
+    std::filesystem::create_directories(submit.parent_path());
+    for (const auto& path : {submit, dir / "bin" / "yarn"}) {
+        std::ofstream(path) << "#!/bin/sh\n";
+        std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    }
+    Partition& partition = site.partitions.front();
+    partition.scheduler = "spark";
+    partition.queue = "dl";
+    partition.node.gpus = 0;
+    partition.scheduler_options = {
+        {"master", {"yarn"}}, {"version", {"1.5.2"}}, {"spark_submit", {submit.string()}}};
+    const std::string queue = "Queue Information : \nQueue Name : dl\n\tState : RUNNING\n";
+    runner.reply(submit.string(), 0, "", "Welcome to Spark version 1.5.2\n");
+    runner.reply("yarn", 0, queue);
+    auto findings = run();
+    EXPECT_FALSE(any_error(findings));
+    ASSERT_NE(find(findings, "spark: yarn answers (Welcome to Spark version 1.5.2)"), nullptr);
+    EXPECT_NE(std::find(runner.calls.begin(), runner.calls.end(),
+                        std::vector<std::string>{"yarn", "queue", "-status", "dl"}),
+              runner.calls.end());
+
+    runner.reply(submit.string(), 0, "", "Welcome to Spark version 1.5.2\n");
+    runner.reply("yarn", 0, "Queue Information : \nQueue Name : dl\n\tState : STOPPED\n");
+    findings = run();
+    const auto* stopped = find(findings, "YARN's queue dl is stopped");
+    ASSERT_NE(stopped, nullptr);
+    EXPECT_EQ(stopped->level, DoctorLevel::error);
+
+    std::filesystem::remove(submit);
+    findings = run();
+    const auto* missing = find(findings, submit.string() + " is not an executable file");
+    ASSERT_NE(missing, nullptr);
+    EXPECT_NE(missing->fix.find("partition gpu of site t names it"), std::string::npos);
 }
 
 TEST_F(Doctor, OnAGpuNodeDltrainMustSeeTheGpus) {
