@@ -75,20 +75,12 @@ std::string array_script(const SchedulerFamily& family, const ArrayScriptFacts& 
     return out;
 }
 
-// The families, in the order error messages list them. Adding one: its file defines
-// <name>_family(), declared and listed here.
-const SchedulerFamily& pbs_family();
-const SchedulerFamily& moab_family();
-const SchedulerFamily& sqsub_family();
-const SchedulerFamily& slurm_family();
-const SchedulerFamily& local_family();
-const SchedulerFamily& spark_family();
+// Declares every family file's NAME_family() and defines family_table() (written at build time
+// by cmake/write_family_table.cmake, in file-name order).
+#include "dljob_family_table.inc"
 
 const std::vector<const SchedulerFamily*>& families() {
-    static const std::vector<const SchedulerFamily*> all{
-        &pbs_family(),   &moab_family(),  &sqsub_family(),
-        &slurm_family(), &local_family(), &spark_family(),
-    };
+    static const std::vector<const SchedulerFamily*> all = family_table();
     return all;
 }
 

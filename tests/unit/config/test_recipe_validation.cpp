@@ -335,7 +335,7 @@ TEST_F(SiteProfileValidation, RejectsUnknownScheduler) {
     ASSERT_FALSE(site);
     EXPECT_EQ(site.error().message,
               "s.yaml:4:16: partitions.gpu.scheduler: 'lsf' is not a scheduler family dljob "
-              "knows; expected one of pbs, moab, sqsub, slurm, local, spark");
+              "knows; expected one of local, moab, pbs, slurm, spark, sqsub");
 }
 
 TEST_F(SiteProfileValidation, RejectsDefaultWalltimeAboveMaximum) {
@@ -353,7 +353,7 @@ TEST_F(SiteProfileValidation, RejectsAprunWithSlurm) {
     ASSERT_FALSE(site);
     EXPECT_EQ(site.error().message, "s.yaml:7:15: partitions.gpu.launcher: aprun does not run "
                                     "under slurm; expected srun, mpirun, none");
-    EXPECT_EQ(site.error().hint, "aprun runs under pbs, moab");
+    EXPECT_EQ(site.error().hint, "aprun runs under moab, pbs");
 }
 
 // What only a family knows of its partitions is the family's check, named like the loader's.
