@@ -1,38 +1,18 @@
 #include "data/datum_dataset.hpp"
 
 #include "data/image_decode.hpp"
-#include "data/protobuf_wire.hpp"
 
 #include <dl/error.hpp>
+#include <dl/stop.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <utility>
 
 namespace dl::data {
 namespace {
-
-int dimension(std::uint64_t value, const char* name, const std::string& what) {
-    if (value > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-        fail_config(fmt::format("{}: Datum {} {} is out of range", what, name, value));
-    }
-    return static_cast<int>(value);
-}
-
-// protobuf's fixed32 is little-endian whatever the machine is.
-float float_at(const std::uint8_t* bytes) {
-    const std::uint32_t word = static_cast<std::uint32_t>(bytes[0]) |
-                               (static_cast<std::uint32_t>(bytes[1]) << 8U) |
-                               (static_cast<std::uint32_t>(bytes[2]) << 16U) |
-                               (static_cast<std::uint32_t>(bytes[3]) << 24U);
-    float value = 0.0F; // memcpy, not std::bit_cast: GCC 10 (the release's) lacks it
-    std::memcpy(&value, &word, sizeof value);
-    return value;
-}
 
 /// A record's values, checked against its shape: bytes (decoded when encoded) or float_data.
 struct Values {
@@ -74,48 +54,12 @@ Values values_of(Datum& datum, const std::string& what) {
 
 } // namespace
 
-Datum parse_datum(const std::uint8_t* bytes, std::size_t size, const std::string& what) {
-    Datum datum;
-    WireReader in(bytes, size, what, "Datum");
-    while (!in.done()) {
-        const std::uint64_t tag = in.varint();
-        const auto field = static_cast<std::uint32_t>(tag >> 3U);
-        const auto wire = static_cast<std::uint32_t>(tag & 7U);
-        if (field >= 1 && field <= 3 && wire == 0) {
-            const int value = dimension(in.varint(),
-                                        field == 1   ? "channels"
-                                        : field == 2 ? "height"
-                                                     : "width",
-                                        what);
-            (field == 1 ? datum.channels : field == 2 ? datum.height : datum.width) = value;
-        } else if (field == 4 && wire == 2) {
-            const auto [start, length] = in.bytes();
-            datum.data.assign(start, start + length);
-        } else if (field == 5 && wire == 0) {
-            // int32 in a varint: negative values are sign-extended to 64 bits.
-            datum.label = static_cast<std::int64_t>(in.varint());
-        } else if (field == 6 && wire == 5) {
-            datum.float_data.push_back(float_at(in.fixed(4)));
-        } else if (field == 6 && wire == 2) {
-            const std::size_t offset = in.at();
-            const auto [start, length] = in.bytes();
-            if (length % 4 != 0) {
-                in.malformed(fmt::format("packed float_data of {} bytes (not whole floats) at "
-                                         "byte {}",
-                                         length, offset));
-            }
-            for (std::size_t i = 0; i < length; i += 4) {
-                datum.float_data.push_back(float_at(start + i));
-            }
-        } else if (field == 7 && wire == 0) {
-            datum.encoded = in.varint() != 0;
-        } else if (field >= 1 && field <= 7) {
-            in.malformed(fmt::format("field {} has wire type {} at byte {}", field, wire, in.at()));
-        } else {
-            in.skip(wire, field);
-        }
+void stop_reading_on_signal(std::size_t index, const std::filesystem::path& source) {
+    if (index % 1024 == 0 && stop_requested()) {
+        throw Error(ErrorKind::stopped, fmt::format("stopped by a signal while reading {}, before "
+                                                    "the first step; resume with --resume auto",
+                                                    source.string()));
     }
-    return datum;
 }
 
 std::string key_text(std::string_view key) {

@@ -1,41 +1,23 @@
 #pragma once
 // Caffe's Datum records, the values of its LMDB and LevelDB databases (convert_imageset,
 // convert_mnist_data, convert_cifar_data), turned into an IdxDataset (all in memory, as the IDX and
-// CIFAR readers do). The databases' own files are read by lmdb_dataset.cpp and
-// leveldb_dataset.cpp; what a record means is decided here once, so both give the same images.
-//
-// Datum (caffe.proto): channels = 1, height = 2, width = 3 (varints), data = 4 (bytes:
-// C x H x W uint8, or a whole PNG/JPEG/PPM file when encoded), label = 5 (varint),
-// float_data = 6 (repeated float: C x H x W values used instead of data), encoded = 7 (bool).
-// Decoded here by hand (the wire format of seven fields), so reading data needs no protobuf
-// library. float_data is read packed (one length-delimited run of fixed32s, what protobuf 3 and
-// [packed = true] write) and unpacked (one fixed32 field per value, protobuf 2's default for
-// caffe.proto): both are in Caffe databases in the wild.
+// CIFAR readers do). The databases' own files are read, and each Datum decoded, by dl_records
+// (dl/records.hpp, shared with `dljob pack`); what a record means as training data is decided
+// here once, so both kinds of database give the same images.
 
 #include "data/data_budget.hpp"
 #include "data/idx_dataset.hpp"
 
+#include <dl/records.hpp>
+
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace dl::data {
-
-struct Datum {
-    int channels = 0;
-    int height = 0;
-    int width = 0;
-    std::vector<std::uint8_t> data;
-    std::vector<float> float_data;
-    std::int64_t label = 0;
-    bool encoded = false;
-};
-
-/// Parses one serialized Datum; throws dl::Error(config) naming `what` and the byte offset for a
-/// truncated or malformed message.
-Datum parse_datum(const std::uint8_t* bytes, std::size_t size, const std::string& what);
 
 /// A database's records, added in key order, as one IdxDataset. Each Datum must have the first
 /// one's shape and kind (bytes or float_data), C x H x W values (bytes after decoding, when
@@ -62,6 +44,10 @@ private:
     std::size_t m_seen = 0;
     IdxDataset m_set;
 };
+
+/// Every 1024 records of `source`, a stop signal ends the read (dl::Error(stopped)): a SIGTERM
+/// while a large database loads, before the first step.
+void stop_reading_on_signal(std::size_t index, const std::filesystem::path& source);
 
 /// A record's key as text for messages: at most 64 bytes, unprintable bytes as '?'.
 std::string key_text(std::string_view key);

@@ -16,9 +16,6 @@
 
 namespace dl::data {
 
-/// Whether this build reads LevelDB (it was found when it was configured).
-bool leveldb_available();
-
 /// True when `source` is a directory with a LevelDB CURRENT file and no LMDB data file.
 bool is_leveldb_source(const std::filesystem::path& source);
 

@@ -1,126 +1,40 @@
 #include "data/lmdb_dataset.hpp"
 
 #include <dl/error.hpp>
+#include <dl/records.hpp>
 #include <dl/stop.hpp>
 
 #include <fmt/format.h>
 
-#include <lmdb.h>
-
-#include <cerrno>
-#include <functional>
-
 namespace dl::data {
 namespace {
 
-[[noreturn]] void lmdb_fail(const std::filesystem::path& source, const char* call, int rc) {
-    fail_config(fmt::format("LMDB {}: {} failed: {}", source.string(), call, mdb_strerror(rc)));
-}
-
-// A read-only environment, transaction and cursor, closed in reverse order.
-class LmdbReader {
-public:
-    explicit LmdbReader(const std::filesystem::path& source) : m_source(source) {
-        check("mdb_env_create", mdb_env_create(&m_env));
-        // Caffe's flags; a read-only file system cannot take the lock file, so retry without it
-        // (safe as long as nothing writes the database meanwhile, as for Caffe).
-        int rc = mdb_env_open(m_env, source.c_str(), MDB_RDONLY | MDB_NOTLS, 0664);
-        if (rc == EACCES || rc == EROFS) {
-            rc = mdb_env_open(m_env, source.c_str(), MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, 0664);
-        }
-        check("mdb_env_open", rc);
-        check("mdb_txn_begin", mdb_txn_begin(m_env, nullptr, MDB_RDONLY, &m_txn));
-        check("mdb_dbi_open", mdb_dbi_open(m_txn, nullptr, 0, &m_dbi));
-        check("mdb_cursor_open", mdb_cursor_open(m_txn, m_dbi, &m_cursor));
-    }
-    ~LmdbReader() {
-        if (m_cursor != nullptr) {
-            mdb_cursor_close(m_cursor);
-        }
-        if (m_txn != nullptr) {
-            mdb_txn_abort(m_txn);
-        }
-        if (m_env != nullptr) {
-            mdb_env_close(m_env);
-        }
-    }
-    LmdbReader(const LmdbReader&) = delete;
-    LmdbReader& operator=(const LmdbReader&) = delete;
-    LmdbReader(LmdbReader&&) = delete;
-    LmdbReader& operator=(LmdbReader&&) = delete;
-
-    [[nodiscard]] std::size_t entries() {
-        MDB_stat stat{};
-        check("mdb_stat", mdb_stat(m_txn, m_dbi, &stat));
-        return stat.ms_entries;
-    }
-
-    /// Calls visit(index, key, value) for each record in key order, or for the first only.
-    void each(const std::function<void(std::size_t, const MDB_val&, const MDB_val&)>& visit,
-              bool first_only) {
-        MDB_val key{};
-        MDB_val value{};
-        int rc = mdb_cursor_get(m_cursor, &key, &value, MDB_FIRST);
-        for (std::size_t index = 0; rc == 0; ++index) {
-            if (index % 1024 == 0 && stop_requested()) {
-                throw Error(ErrorKind::stopped,
-                            fmt::format("stopped by a signal while reading {}, before the first "
-                                        "step; resume with --resume auto",
-                                        m_source.string()));
-            }
-            visit(index, key, value);
-            if (first_only) {
-                return;
-            }
-            rc = mdb_cursor_get(m_cursor, &key, &value, MDB_NEXT);
-        }
-        if (rc != MDB_NOTFOUND) {
-            check("mdb_cursor_get", rc);
-        }
-    }
-
-private:
-    void check(const char* call, int rc) const {
-        if (rc != 0) {
-            lmdb_fail(m_source, call, rc);
-        }
-    }
-    std::filesystem::path m_source;
-    MDB_env* m_env = nullptr;
-    MDB_txn* m_txn = nullptr;
-    MDB_dbi m_dbi = 0;
-    MDB_cursor* m_cursor = nullptr;
-};
-
-IdxDataset read(const std::filesystem::path& source, bool with_labels, bool first_only,
-                const DataBudget& budget) {
-    LmdbReader reader(source);
+IdxDataset read_lmdb(const std::filesystem::path& source, bool with_labels, bool first_only,
+                     const DataBudget& budget) {
     DatumSet set("LMDB " + source.string(), with_labels, first_only, budget);
-    const std::size_t entries = reader.entries();
-    reader.each(
-        [&](std::size_t index, const MDB_val& key, const MDB_val& value) {
-            set.add(index, {static_cast<const char*>(key.mv_data), key.mv_size},
-                    {static_cast<const char*>(value.mv_data), value.mv_size});
-        },
-        first_only);
+    const std::size_t entries = lmdb_record_count(source);
+    for_each_lmdb_record(source,
+                         [&](std::size_t index, std::string_view key, std::string_view value) {
+                             stop_reading_on_signal(index, source);
+                             set.add(index, key, value);
+                             return !first_only;
+                         });
     return set.finish(entries);
 }
 
 } // namespace
 
 bool is_lmdb_source(const std::filesystem::path& source) {
-    std::error_code error;
-    return std::filesystem::is_directory(source, error) &&
-           std::filesystem::exists(source / "data.mdb", error);
+    return is_lmdb(source);
 }
 
 IdxDataset load_lmdb(const std::filesystem::path& source, bool with_labels,
                      const DataBudget& budget) {
-    return read(source, with_labels, false, budget);
+    return read_lmdb(source, with_labels, false, budget);
 }
 
 IdxDataset read_lmdb_header(const std::filesystem::path& source) {
-    return read(source, false, true, {});
+    return read_lmdb(source, false, true, {});
 }
 
 } // namespace dl::data

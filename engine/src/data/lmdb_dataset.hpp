@@ -1,7 +1,7 @@
 #pragma once
 // Caffe's LMDB databases (convert_imageset, convert_mnist_data, convert_cifar_data): one Datum per
-// record (data/datum_dataset.hpp), read in key order into an IdxDataset. The only file that sees
-// <lmdb.h>.
+// record (data/datum_dataset.hpp), read in key order into an IdxDataset; the database itself is
+// read by dl_records (dl/records.hpp).
 //
 // A Data layer's source is an LMDB when it is a directory holding data.mdb. Its labels are in the
 // Datums: label_source is the same path, or empty for none.

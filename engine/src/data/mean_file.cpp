@@ -1,7 +1,7 @@
 #include "data/mean_file.hpp"
 
-#include "data/protobuf_wire.hpp"
 #include "io/regular_file.hpp"
+#include "records/protobuf_wire.hpp"
 
 #include <dl/error.hpp>
 
@@ -12,6 +12,8 @@
 
 namespace dl::data {
 namespace {
+
+using records::WireReader;
 
 // A mean holds one value per pixel of the images; the largest encoding of one is an unpacked
 // double (a tag byte and 8 bytes). The file may hold that and a little more (its shape, a tag or

@@ -1,7 +1,7 @@
 #pragma once
 // Caffe's mean.binaryproto (compute_image_mean): one BlobProto holding the mean image, read into
 // C x H x W floats for the Data layer's mean_file (pixel - mean[c][h][w], then scale). The
-// BlobProto is decoded by hand from protobuf's wire format (data/protobuf_wire.hpp).
+// BlobProto is decoded by hand from protobuf's wire format (records/protobuf_wire.hpp).
 //
 // BlobProto (caffe.proto): num/channels/height/width = 1-4 (legacy 4-D shape, used when any is
 // set), data = 5 (packed floats), shape = 7 (BlobShape, dim = 1: packed int64), double_data = 8

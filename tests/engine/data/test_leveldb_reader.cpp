@@ -424,7 +424,7 @@ TEST_F(LeveldbReader, ABuildWithoutLeveldbSaysSoForALeveldbSource) {
     const fs::path db = m_dir.path() / "train_leveldb";
     fs::create_directories(db);
     std::ofstream(db / "CURRENT") << "MANIFEST-000002\n";
-    EXPECT_FALSE(dl::data::leveldb_available());
+    EXPECT_FALSE(dl::leveldb_available());
     const std::string message = load_error(db);
     EXPECT_NE(message.find(db.string() + " is a LevelDB, and this dltrain was built without "
                                          "LevelDB: install libleveldb-dev"),
@@ -493,7 +493,7 @@ TEST_F(FloatDatums, PackedAndUnpackedAreReadAndTransformedAsCaffeDoes) {
     EXPECT_NE((*packed)[0].find('\x32'), std::string::npos);
     for (const auto& [name, datums] : {std::pair{"unpacked", *unpacked}, {"packed", *packed}}) {
         SCOPED_TRACE(name);
-        const dl::data::Datum parsed = dl::data::parse_datum(
+        const dl::Datum parsed = dl::parse_datum(
             reinterpret_cast<const std::uint8_t*>(datums[1].data()), datums[1].size(), name);
         ASSERT_EQ(parsed.float_data.size(), 24U);
         EXPECT_EQ(parsed.float_data[5], value_at(1, 5));
@@ -566,7 +566,7 @@ TEST_F(FloatDatums, ACountThatContradictsTheShapeAndMixedKindsAreRefused) {
     put_varint(cut, 6);
     cut += std::string(6, '\0');
     try {
-        (void)dl::data::parse_datum(reinterpret_cast<const std::uint8_t*>(cut.data()), cut.size(),
+        (void)dl::parse_datum(reinterpret_cast<const std::uint8_t*>(cut.data()), cut.size(),
                                     "cut");
         ADD_FAILURE() << "no error";
     } catch (const dl::Error& e) {

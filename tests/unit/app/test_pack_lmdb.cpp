@@ -181,7 +181,7 @@ TEST(PackLmdb, ABadRecordNamesTheDatabaseRecordAndKeyAndLeavesNothing) {
     for (const Bad& bad :
          {Bad{datum(3, 5, 7, planar(0, 3, 5, 4), 1), "a 3x5x7 Datum holds 60 data bytes, not 105"},
           Bad{datum(2, 5, 7, planar(0, 2, 5, 7), 1), "a Datum of 2 channels"},
-          Bad{datum(1, 2, 2, "abcd", 1).substr(0, 9), "truncated Datum"},
+          Bad{datum(1, 2, 2, "abcd", 1).substr(0, 9), "its value: not a Datum (truncated"},
           Bad{floats, "a float_data Datum"},
           Bad{datum(0, 0, 0, "not an image", 1, true), "an encoded Datum that is not PNG"}}) {
         const std::filesystem::path db = dir.path() / "db";
@@ -331,7 +331,7 @@ TEST(PackLeveldb, ABuildWithoutLeveldbSaysSo) {
     test::write_file(dir.path() / "db" / "CURRENT", "MANIFEST-000002\n");
     auto result = pack(dir / "db", dir / "out");
     ASSERT_FALSE(result);
-    EXPECT_NE(result.error().message.find("is a LevelDB, and this dljob was built without LevelDB"),
+    EXPECT_NE(result.error().message.find("is a LevelDB, and this build has no LevelDB"),
               std::string::npos)
         << result.error().message;
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));

@@ -17,8 +17,7 @@ struct DatumMember {
     std::int64_t label = 0;
 };
 
-/// Decodes a Datum (protobuf's wire format, by hand: channels 1, height 2, width 3, data 4,
-/// label 5, float_data 6, encoded 7). A raw Datum becomes a binary PGM (1 channel) or PPM (3
+/// Decodes a Datum (the engine's reader, adapters/caffe_records.hpp). A raw Datum becomes a binary PGM (1 channel) or PPM (3
 /// channels, Caffe's channel order kept: the planes are interleaved as they are); an encoded
 /// one is its image file itself, named by its magic bytes (PNG, JPEG, PGM/PPM). A float_data
 /// Datum, another channel count, data of another length than the shape says, or a malformed

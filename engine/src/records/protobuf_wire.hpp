@@ -1,6 +1,7 @@
 #pragma once
 // Reading protobuf's binary wire format by hand, for the two small Caffe messages the data
-// readers need (Datum in an LMDB, BlobProto in a mean.binaryproto): varints, length-delimited
+// readers need (Datum in an LMDB or LevelDB: records/datum.cpp; BlobProto in a
+// mean.binaryproto: data/mean_file.cpp): varints, length-delimited
 // fields and skipping. Every read is bounded by the message; a truncated or malformed message is
 // a dl::Error(config) naming `what`, the message type and the byte offset.
 
@@ -12,7 +13,7 @@
 #include <string>
 #include <utility>
 
-namespace dl::data {
+namespace dl::records {
 
 class WireReader {
 public:
@@ -96,4 +97,4 @@ private:
     std::size_t m_at = 0;
 };
 
-} // namespace dl::data
+} // namespace dl::records
