@@ -566,8 +566,7 @@ TEST_F(FloatDatums, ACountThatContradictsTheShapeAndMixedKindsAreRefused) {
     put_varint(cut, 6);
     cut += std::string(6, '\0');
     try {
-        (void)dl::parse_datum(reinterpret_cast<const std::uint8_t*>(cut.data()), cut.size(),
-                                    "cut");
+        (void)dl::parse_datum(reinterpret_cast<const std::uint8_t*>(cut.data()), cut.size(), "cut");
         ADD_FAILURE() << "no error";
     } catch (const dl::Error& e) {
         EXPECT_NE(std::string(e.what()).find("packed float_data of 6 bytes (not whole floats)"),

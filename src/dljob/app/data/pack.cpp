@@ -1,8 +1,8 @@
 #include <dljob/adapters/archive_libarchive.hpp>
+#include <dljob/adapters/caffe_records.hpp>
 #include <dljob/adapters/compress_zstd.hpp>
 #include <dljob/adapters/filesystem_posix.hpp>
 #include <dljob/adapters/hash_xxhash.hpp>
-#include <dljob/adapters/caffe_records.hpp>
 #include <dljob/adapters/process_boost.hpp>
 #include <dljob/app/data/caffe_datum.hpp>
 #include <dljob/app/data/pack.hpp>
