@@ -116,4 +116,18 @@ std::unique_ptr<Communicator> make_communicator(const RankEnv& env);
 /// The collective timeout: DLTRAIN_COLLECTIVE_TIMEOUT (seconds) when set, else 300.
 double collective_timeout_seconds();
 
+/// One rank's chunk of a sum over ranks: `out[i]` = the ranks' `chunks[r * count + i]` added in
+/// rank order, r = 0 first. Every communicator (MPI, Gloo) sums with this one loop, so their
+/// results are bit-for-bit the same, whatever order the chunks arrived in.
+inline void sum_in_rank_order(const float* chunks, std::size_t ranks, std::size_t count,
+                              float* out) {
+    for (std::size_t i = 0; i < count; ++i) {
+        float total = chunks[i];
+        for (std::size_t r = 1; r < ranks; ++r) {
+            total += chunks[r * count + i];
+        }
+        out[i] = total;
+    }
+}
+
 } // namespace dl

@@ -325,13 +325,7 @@ private:
         std::vector<float>& scratch = *sum.scratch;
         std::memcpy(scratch.data() + static_cast<std::size_t>(m_rank) * mine, sum.data + mine_begin,
                     mine * sizeof(float));
-        for (std::size_t i = 0; i < mine; ++i) {
-            float total = scratch[i];
-            for (std::size_t r = 1; r < n; ++r) {
-                total += scratch[r * mine + i];
-            }
-            sum.data[mine_begin + i] = total;
-        }
+        sum_in_rank_order(scratch.data(), n, mine, sum.data + mine_begin);
         sum.requests.clear();
         sum.peers.clear();
         for (int peer = 0; peer < m_size; ++peer) {

@@ -201,6 +201,10 @@ SubmitPlan plan_pbs_dialect(const JobFacts& facts, const std::string& program);
 /// `qsub -I [-x] -N <token> ...` / `msub -I -x ...` for the PBS dialect.
 Result<std::vector<std::string>> pbs_dialect_interactive(const InteractiveRequest& request,
                                                          const std::string& program, bool with_x);
+/// The PBS dialect's submit options after the walltime (qsub and msub alike): the log, the
+/// dependency, the array, then the script.
+void add_pbs_dialect_submit_tail(std::vector<std::string>& argv, const SubmitRequest& request,
+                                 const SchedulerFamily& family);
 /// The PBS dialect's -W depend=afterok:ID.
 std::vector<std::string> pbs_dialect_dependency(const JobDependency& after);
 

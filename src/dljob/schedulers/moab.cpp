@@ -163,18 +163,7 @@ std::vector<std::string> MoabScheduler::submit_command_line(const SubmitRequest&
     if (request.walltime_s > 0) {
         argv.insert(argv.end(), {"-l", fmt::format("walltime={}", request.walltime_s)});
     }
-    if (!request.log_path.empty()) {
-        argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
-    }
-    if (request.after) {
-        const auto wait = pbs_dialect_dependency(*request.after);
-        argv.insert(argv.end(), wait.begin(), wait.end());
-    }
-    if (request.array) {
-        const auto array = moab_family().array_options(*request.array);
-        argv.insert(argv.end(), array.begin(), array.end());
-    }
-    argv.push_back(request.script_path);
+    add_pbs_dialect_submit_tail(argv, request, moab_family());
     return argv;
 }
 

@@ -155,20 +155,7 @@ std::vector<std::string> PbsScheduler::submit_command_line(const SubmitRequest& 
         argv.push_back("-l");
         argv.push_back(fmt::format("walltime={:02}:{:02}:{:02}", w / 3600, (w / 60) % 60, w % 60));
     }
-    if (!request.log_path.empty()) {
-        // The Torque wrappers pass their own -o/-e to sbatch, overriding #PBS -o: only the
-        // command line reliably names the log.
-        argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
-    }
-    if (request.after) {
-        const auto wait = pbs_dialect_dependency(*request.after);
-        argv.insert(argv.end(), wait.begin(), wait.end());
-    }
-    if (request.array) {
-        const auto array = pbs_family().array_options(*request.array);
-        argv.insert(argv.end(), array.begin(), array.end());
-    }
-    argv.push_back(request.script_path);
+    add_pbs_dialect_submit_tail(argv, request, pbs_family());
     return argv;
 }
 
@@ -428,6 +415,24 @@ Result<std::vector<std::string>> pbs_dialect_interactive(const InteractiveReques
     argv.insert(argv.end(), options.begin(), options.end());
     argv.push_back(request.session_path);
     return argv;
+}
+
+void add_pbs_dialect_submit_tail(std::vector<std::string>& argv, const SubmitRequest& request,
+                                 const SchedulerFamily& family) {
+    if (!request.log_path.empty()) {
+        // The Torque wrappers pass their own -o/-e to sbatch, overriding #PBS -o: only the
+        // command line reliably names the log.
+        argv.insert(argv.end(), {"-j", "oe", "-o", request.log_path});
+    }
+    if (request.after) {
+        const auto wait = pbs_dialect_dependency(*request.after);
+        argv.insert(argv.end(), wait.begin(), wait.end());
+    }
+    if (request.array) {
+        const auto array = family.array_options(*request.array);
+        argv.insert(argv.end(), array.begin(), array.end());
+    }
+    argv.push_back(request.script_path);
 }
 
 std::vector<std::string> pbs_dialect_dependency(const JobDependency& after) {
