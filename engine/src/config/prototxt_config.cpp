@@ -81,6 +81,7 @@ const std::map<std::string, std::set<std::string>>& allowed_fields() {
          {"name", "type", "bottom", "top", "loss_weight", "param", "include", "exclude"}},
         {"caffe.NetStateRule", {"phase"}},
         {"caffe.ParamSpec", {"lr_mult", "decay_mult"}},
+        {"caffe.BlobShape", {"dim"}}, // Input's input_param.shape
         {"caffe.FillerParameter", {"type", "value", "min", "max", "mean", "std", "variance_norm"}},
         {"caffe.SolverParameter",
          {"net",
@@ -342,9 +343,33 @@ public:
                 }
             }
         }
-        void integers(const Field& f, std::vector<int>& /*value*/) override {
-            if (f.caffe.message != nullptr) {
+        // A repeated BlobShape (Input's input_param.shape) as its one shape's dims.
+        void integers(const Field& f, std::vector<int>& value) override {
+            const auto at = source(f);
+            if (!at) {
+                return;
+            }
+            if (at->field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
                 throw std::logic_error(std::string("no prototxt reader for list ") + f.key);
+            }
+            const pb::Reflection* r = at->message->GetReflection();
+            const std::string what = fmt::format("{}: {}", m_where, f.key);
+            if (const int shapes = r->FieldSize(*at->message, at->field); shapes != 1) {
+                m_converter.fail(line_of(*at), fmt::format("{}: {} shapes; dltrain takes one (one "
+                                                           "top)",
+                                                           what, shapes));
+            }
+            const pb::Message& shape = r->GetRepeatedMessage(*at->message, at->field, 0);
+            const pb::FieldDescriptor* dim = shape.GetDescriptor()->FindFieldByName("dim");
+            const pb::Reflection* dims = shape.GetReflection();
+            value.clear();
+            for (int i = 0; i < dims->FieldSize(shape, dim); ++i) {
+                const std::int64_t size = dims->GetRepeatedInt64(shape, dim, i);
+                if (size < 0 || size > INT32_MAX) {
+                    m_converter.fail(line_of(*at),
+                                     fmt::format("{}: dim {} is out of range", what, size));
+                }
+                value.push_back(static_cast<int>(size));
             }
         }
         void filler(const Field& f, FillerConfig& value) override {

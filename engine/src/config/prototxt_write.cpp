@@ -106,9 +106,19 @@ public:
             }
         }
     }
-    void integers(const Field& f, std::vector<int>& /*value*/) override {
-        if (f.caffe.message != nullptr) {
+    // A repeated BlobShape (Input's input_param.shape): one shape of these dims.
+    void integers(const Field& f, std::vector<int>& value) override {
+        const auto at = target(f, value.empty());
+        if (!at) {
+            return;
+        }
+        if (at->field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
             throw std::logic_error(std::string("no prototxt writer for list ") + f.key);
+        }
+        pb::Message* shape = at->message->GetReflection()->AddMessage(at->message, at->field);
+        const pb::FieldDescriptor* dim = shape->GetDescriptor()->FindFieldByName("dim");
+        for (const int size : value) {
+            shape->GetReflection()->AddInt64(shape, dim, size);
         }
     }
     void filler(const Field& f, FillerConfig& value) override {

@@ -28,6 +28,8 @@ LayerKind softmax_with_loss();
 LayerKind accuracy();
 LayerKind flatten();
 LayerKind split();
+LayerKind input();
+LayerKind softmax();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -49,6 +51,8 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::accuracy(),
         layers::flatten(),
         layers::split(),
+        layers::input(),
+        layers::softmax(),
     };
     return kinds;
 }

@@ -157,6 +157,10 @@ TEST_F(GpuLayers, EltwiseSumProdAndMaxMatchTheCpu) {
     compare(eltwise, {{2, 4, 5, 5}, {2, 4, 5, 5}, {2, 4, 5, 5}});
 }
 
+TEST_F(GpuLayers, SoftmaxMatchesTheCpu) {
+    compare(layer("prob", "Softmax"), {{8, 10}});
+}
+
 TEST_F(GpuLayers, FlattenMatchesTheCpu) {
     LayerConfig flat = layer("flat", "Flatten");
     compare(flat, {{3, 4, 5, 5}});

@@ -201,6 +201,10 @@ TEST_F(GradientCheck, FlattenMatchesNumericGradient) {
     check({flat, {{2, 3, 2, 4}}});
 }
 
+TEST_F(GradientCheck, SoftmaxMatchesNumericGradient) {
+    check({layer("Softmax"), {{4, 10}}});
+}
+
 TEST_F(GradientCheck, DropoutMatchesNumericGradientForAFixedMask) {
     LayerConfig drop = layer("Dropout");
     drop.dropout_ratio = 0.4F;
