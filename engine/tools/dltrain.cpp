@@ -213,6 +213,10 @@ public:
         cmd->add_option("--weights", m_test.weights, "checkpoint file (or Caffe .caffemodel)")
             ->required();
         cmd->add_option("--data-dir", m_test_data_dir, k_data_dir_help);
+        cmd->add_option("--iterations", m_test.iterations,
+                        "test batches, as caffe test -iterations (default: the solver's "
+                        "test_iter, else the whole test set)")
+            ->check(CLI::Range(1, 1000000000));
         cmd->add_option("--threads", m_test.threads, k_threads_help);
         cmd->add_option("--device", m_test.device, k_device_help);
         cmd->add_option("--max-memory", m_test.max_memory, k_memory_help);

@@ -31,6 +31,7 @@ struct TestOptions {
     std::filesystem::path config;
     std::filesystem::path weights;
     std::optional<std::filesystem::path> data_dir;
+    int iterations = 0; // batches; 0: the solver's test_iter, else the whole test set
     int threads = 0;
     std::string device;
     std::string max_memory;

@@ -1280,8 +1280,10 @@ int test(const TestOptions& options) {
     const LayerConfig& layer = *net.inputs().front().layer;
     source.reader = make_reader(source, net.inputs().front(), Phase::test, nets.config.solver, 0,
                                 nets.config.file);
+    // Caffe's `caffe test -iterations N`; without it, the solver's test_iter or the whole set.
     const int test_iter =
-        nets.config.solver.test_iter > 0
+        options.iterations > 0 ? options.iterations
+        : nets.config.solver.test_iter > 0
             ? nets.config.solver.test_iter
             : static_cast<int>((source.set.count + layer.batch_size - 1) / layer.batch_size);
     TestPass pass;

@@ -463,6 +463,17 @@ TEST_F(Dltrain, TestCommandScoresACheckpoint) {
     const auto line = nlohmann::json::parse(result.output);
     EXPECT_EQ(line["iter"], 60);
     EXPECT_GT(line["accuracy"].get<double>(), 0.5);
+    // Caffe's `caffe test -iterations N`: that many batches; 0 is refused.
+    const auto two = run_shell(std::string(DLTRAIN_BINARY) + " test --device cpu --config " +
+                               config.string() + " --iterations 2 --weights " +
+                               (run / "checkpoints" / "iter_00000060.ckpt").string());
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    EXPECT_EQ(nlohmann::json::parse(two.output)["batches"], 2);
+    EXPECT_NE(line["batches"], 2);
+    const auto zero = run_shell(std::string(DLTRAIN_BINARY) + " test --device cpu --config " +
+                                config.string() + " --iterations 0 --weights " +
+                                (run / "checkpoints" / "iter_00000060.ckpt").string() + " 2>&1");
+    EXPECT_EQ(zero.exit_code, 2) << zero.output;
 }
 
 TEST_F(Dltrain, GzipAndRawDataGiveTheSameTraining) {
