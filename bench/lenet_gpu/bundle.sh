@@ -30,7 +30,9 @@ fi
 grep -Eq '^DLJOB_CUDA:STRING=(ON|AUTO)' "$build/CMakeCache.txt" &&
     grep -Eq '^CMAKE_CUDA_ARCHITECTURES:STRING=.*90' "$build/CMakeCache.txt" ||
     { echo "$build is not a CUDA build for sm_90 (-DDLJOB_CUDA=ON)" >&2; exit 2; }
-ninja -C "$build" dltrain dltrain_cuda dl_engine_tests dljob
+# The Gloo plugin where the build has it (libgloo-dev): dp mode's ranks that meet without MPI.
+gloo_target=$(ninja -C "$build" -t targets all 2>/dev/null | grep -o '^dltrain_gloo:' | tr -d :) || true
+ninja -C "$build" dltrain dltrain_cuda dl_engine_tests dljob $gloo_target
 
 name=$(basename "$build")
 out=$root/build-gpu-bundle
@@ -42,7 +44,7 @@ cp "$build/engine/dltrain" "$stage/$name/engine/dltrain.bin"
 cp "$build/engine/libdltrain-cuda.so" "$stage/$name/engine/"
 # The MPI plugins (docs/data-parallel.md) without their libraries: the ranks must use the GPU
 # machine's own Open MPI (libmpi.so.40), the one its mpirun starts them with.
-for plugin in "$build"/engine/libdltrain-mpi-*.so; do
+for plugin in "$build"/engine/libdltrain-mpi-*.so "$build"/engine/libdltrain-gloo.so; do
     if [ -f "$plugin" ]; then cp "$plugin" "$stage/$name/engine/"; fi
 done
 cp "$build/tests/dl_engine_tests" "$stage/$name/tests/"
@@ -64,7 +66,9 @@ here=$(dirname "$(readlink -f "$0")")
 LD_LIBRARY_PATH="$here/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/dljob.bin" "$@"
 SH
 chmod +x "$stage/$name/src/dljob"
-ldd "$build/engine/dltrain" "$build/engine/libdltrain-cuda.so" "$build/tests/dl_engine_tests" "$build/src/dljob" | awk '$2 == "=>" {print $1, $3}' |
+gloo_plugin=$(ls "$build"/engine/libdltrain-gloo.so 2>/dev/null || true)
+# shellcheck disable=SC2086 # $gloo_plugin is empty or one path
+ldd "$build/engine/dltrain" "$build/engine/libdltrain-cuda.so" "$build/tests/dl_engine_tests" "$build/src/dljob" $gloo_plugin | awk '$2 == "=>" {print $1, $3}' |
     grep -Ev '^(linux-vdso|libc\.|libm\.|libpthread|libdl\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcublas|libcudnn|libcudart)' |
     sort -u | while read -r lib path; do cp -L "$path" "$stage/$name/lib/$lib"; done
 mkdir -p "$out"

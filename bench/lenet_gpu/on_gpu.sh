@@ -6,7 +6,8 @@
 #   sanitize  compute-sanitizer's memcheck, racecheck and synccheck over a short training run
 #             (graph capture and replay, tests, checkpoint) and the gpu op and layer tests
 #   opcheck   memcheck and racecheck over the gpu op and layer tests only (GpuOps, GpuLayers)
-#   dp        data parallel on the one GPU: 1-rank NCCL parity, two ranks sharing it through MPI
+#   dp        data parallel on the one GPU: 1-rank NCCL parity, two ranks sharing it through MPI,
+#             two ranks that meet through Gloo (no MPI) and sum over NCCL
 #   profile   `dltrain time` per layer on the GPU at batch 64 and 256
 #   kernels   Nsight Compute's time per kernel over a few training steps, and the step time at
 #             batch 16 to 256 (where a step stops being bound by launches)
@@ -126,6 +127,28 @@ dp)
     head -1 "$work/nccl/metrics.jsonl" | grep -o '"communicator":"[^"]*"'
     if cmp "$work/single/checkpoints/iter_00000500.ckpt" "$work/nccl/checkpoints/iter_00000500.ckpt"; then
         echo "1-rank NCCL: checkpoint byte-identical to the run without it"
+    fi
+    # Two ranks that meet through Gloo, with no MPI (DLTRAIN_RANK, a rendezvous directory: a
+    # Spark executor's way, issue 37) and sum over NCCL, whose unique id goes through Gloo. Both
+    # on the one GPU: where this NCCL refuses two ranks on one device ("Duplicate GPU"), what ran
+    # is the bootstrap up to ncclCommInitRank, and the logs say so.
+    if [ -f "$build/engine/libdltrain-gloo.so" ]; then
+        mkdir -p "$work/rendezvous"
+        pids=""
+        for rank in 0 1; do
+            DLTRAIN_RANK=$rank DLTRAIN_WORLD_SIZE=2 DLTRAIN_RENDEZVOUS="$work/rendezvous" \
+                DLTRAIN_COMM=nccl timeout 180 "$build/engine/dltrain" train --device cuda \
+                --config "$root/recipes/networks/lenet.yaml" --data-dir "$bundle/fashion-mnist" \
+                --run-dir "$work/gloo-nccl" --max-iter 200 --deadline none >"$work/gloo-nccl.$rank.log" 2>&1 &
+            pids="$pids $!"
+        done
+        gloo_status=0
+        for pid in $pids; do wait "$pid" || gloo_status=$?; done
+        echo "Gloo-bootstrapped NCCL, 2 ranks on one GPU: exit $gloo_status"
+        tail -3 "$work/gloo-nccl.0.log" "$work/gloo-nccl.1.log"
+        head -1 "$work/gloo-nccl/metrics.jsonl" 2>/dev/null | grep -o '"communicator":"[^"]*"'
+    else
+        echo "Gloo-bootstrapped NCCL: not run (no libdltrain-gloo.so in the bundle)"
     fi
     rm -rf "$work"
     exit "$status"
