@@ -76,7 +76,7 @@ Parsed parse(const std::string& text, pb::Message& message) {
 // sets is refused. A layer's *_param messages are its kind's (net/layers/, caffe_fields below).
 const std::map<std::string, std::set<std::string>>& allowed_fields() {
     static const std::map<std::string, std::set<std::string>> fields = {
-        {"caffe.NetParameter", {"name", "layer"}},
+        {"caffe.NetParameter", {"name", "layer", "input", "input_shape", "input_dim"}},
         {"caffe.LayerParameter",
          {"name", "type", "bottom", "top", "loss_weight", "param", "include", "exclude"}},
         {"caffe.NetStateRule", {"phase"}},
@@ -578,10 +578,54 @@ public:
                     "upgrade them with Caffe's upgrade_net_proto_text)");
         }
         const pb::FieldDescriptor* field = net.GetDescriptor()->FindFieldByName("layer");
-        std::vector<LayerConfig> layers;
+        std::vector<LayerConfig> layers = net_inputs(net, tree);
         for (int i = 0; i < net.layer_size(); ++i) {
             const int line = line_of(&tree, field, i, 1);
             layers.push_back(layer(net.layer(i), tree.GetTreeForNested(field, i), line));
+        }
+        return layers;
+    }
+
+    /// Caffe's older net-level inputs (`input: "data"` with `input_shape { dim … }`, or four
+    /// `input_dim`s each), as Caffe's UpgradeNetInput makes them: an Input layer each, first.
+    std::vector<LayerConfig> net_inputs(const caffe::NetParameter& net, const Tree& tree) const {
+        const pb::Descriptor* d = net.GetDescriptor();
+        const int line = line_of(&tree, d->FindFieldByName("input"), 0, 1);
+        const bool by_shape = net.input_shape_size() > 0;
+        if (net.input_size() == 0 && (by_shape || net.input_dim_size() > 0)) {
+            fail(line_of(&tree, d->FindFieldByName(by_shape ? "input_shape" : "input_dim"), 0, 1),
+                 "input_shape or input_dim without an 'input' naming the blob");
+        }
+        if (by_shape && net.input_dim_size() > 0) {
+            fail(line, "give the inputs' input_shape or their input_dim, not both");
+        }
+        if (net.input_size() > 0 && (by_shape ? net.input_shape_size() != net.input_size()
+                                              : net.input_dim_size() != 4 * net.input_size())) {
+            fail(line, fmt::format("{} input(s) need {}, and the net gives {}", net.input_size(),
+                                   by_shape ? fmt::format("{} input_shape", net.input_size())
+                                            : fmt::format("{} input_dim", 4 * net.input_size()),
+                                   by_shape ? net.input_shape_size() : net.input_dim_size()));
+        }
+        std::vector<LayerConfig> layers;
+        for (int i = 0; i < net.input_size(); ++i) {
+            LayerConfig l;
+            l.name = net.input(i);
+            l.type = "Input";
+            l.tops = {net.input(i)};
+            l.line = line;
+            std::vector<std::int64_t> dims;
+            if (by_shape) {
+                dims.assign(net.input_shape(i).dim().begin(), net.input_shape(i).dim().end());
+            } else {
+                dims.assign(net.input_dim().begin() + 4 * i, net.input_dim().begin() + 4 * i + 4);
+            }
+            for (const std::int64_t size : dims) {
+                if (size < 1 || size > INT32_MAX) {
+                    fail(line, fmt::format("input '{}': size {} is out of range", l.name, size));
+                }
+                l.shape.push_back(static_cast<int>(size));
+            }
+            layers.push_back(std::move(l));
         }
         return layers;
     }

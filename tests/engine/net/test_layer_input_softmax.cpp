@@ -130,6 +130,39 @@ TEST(InputLayer, ItsShapeIsReadAndWrittenAsCaffesInputParam) {
         << trained.output;
 }
 
+// Caffe's older net-level form, as the model zoo's older deploy files have it: the same net.
+TEST(InputLayer, TheNetLevelInputFormsAreInputLayers) {
+    const dl_test::TempDir dir;
+    const std::string layers =
+        std::string(deploy).substr(std::string(deploy).find("layer {\n  name: \"ip1\""));
+    for (const char* inputs :
+         {"input: \"data\"\ninput_dim: 64\ninput_dim: 1\ninput_dim: 28\ninput_dim: 28\n",
+          "input: \"data\"\ninput_shape { dim: 64 dim: 1 dim: 28 dim: 28 }\n"}) {
+        const fs::path file = dir.path() / "old.prototxt";
+        std::ofstream(file) << "name: \"LeNet\"\n" << inputs << layers;
+        const NetConfig config = load_config(file);
+        ASSERT_EQ(config.layers.size(), 3U) << inputs;
+        EXPECT_EQ(config.layers[0].type, "Input");
+        EXPECT_EQ(config.layers[0].tops, (std::vector<std::string>{"data"}));
+        EXPECT_EQ(config.layers[0].shape, (std::vector<int>{64, 1, 28, 28}));
+        const auto checked =
+            run_shell(std::string(DLTRAIN_BINARY) + " check --config " + file.string() + " 2>&1");
+        EXPECT_EQ(checked.exit_code, 0) << checked.output;
+    }
+    const fs::path three = dir.path() / "three.prototxt";
+    std::ofstream(three) << "input: \"data\"\ninput_dim: 64\ninput_dim: 1\ninput_dim: 28\n"
+                         << layers;
+    try {
+        load_config(three);
+        ADD_FAILURE() << "no error for three input_dim";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(three.string() + ":1: 1 input(s) need 4 input_dim, "
+                                                              "and the net gives 3"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(InputLayer, TwoShapesOrNoneAreRefusedAtTheirLine) {
     const dl_test::TempDir dir;
     std::string two = deploy;
