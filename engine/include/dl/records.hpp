@@ -40,8 +40,10 @@ std::size_t for_each_lmdb_record(const std::filesystem::path& source, const Reco
 /// The number of records LMDB counts, without reading them.
 std::size_t lmdb_record_count(const std::filesystem::path& source);
 /// Every record of the LevelDB in key order (bytewise, LMDB's too). Returns the records visited.
-std::size_t for_each_leveldb_record(const std::filesystem::path& source,
-                                    const RecordVisitor& visit);
+/// A database a writer holds is waited for up to a minute, or until `give_up` says (dltrain's
+/// stop signal).
+std::size_t for_each_leveldb_record(const std::filesystem::path& source, const RecordVisitor& visit,
+                                    const std::function<bool()>& give_up = {});
 
 /// One Datum (caffe.proto): channels = 1, height = 2, width = 3, data = 4 (C x H x W bytes, or a
 /// whole PNG/JPEG/PPM file when encoded), label = 5, float_data = 6 (C x H x W floats used

@@ -3,6 +3,7 @@
 #include "data/datum_dataset.hpp"
 
 #include <dl/records.hpp>
+#include <dl/stop.hpp>
 
 namespace dl::data {
 namespace {
@@ -12,13 +13,15 @@ IdxDataset read_leveldb(const std::filesystem::path& source, bool with_labels, b
     DatumSet set("LevelDB " + source.string(), with_labels, first_only, budget);
     // LevelDB keeps no count: a header walks the keys, reading only the first record's value.
     const std::size_t count = for_each_leveldb_record(
-        source, [&](std::size_t index, std::string_view key, std::string_view value) {
+        source,
+        [&](std::size_t index, std::string_view key, std::string_view value) {
             stop_reading_on_signal(index, source);
             if (!first_only || index == 0) {
                 set.add(index, key, value);
             }
             return true;
-        });
+        },
+        [] { return stop_requested(); });
     return set.finish(count);
 }
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #if DLJOB_HAVE_LEVELDB
 #include <leveldb/db.h>
 #include <leveldb/env.h>
@@ -343,7 +345,8 @@ struct ReadOnlyDb {
 /// Opened so that nothing in its directory changes (ReadOnlyEnv) and a damaged record is an
 /// error rather than dropped (paranoid_checks: LevelDB's recovery otherwise skips a log record
 /// whose checksum fails). A writer that holds the database is waited for, up to a minute.
-std::unique_ptr<ReadOnlyDb> open(const std::filesystem::path& source) {
+std::unique_ptr<ReadOnlyDb> open(const std::filesystem::path& source,
+                                 const std::function<bool()>& give_up) {
     auto opened = std::make_unique<ReadOnlyDb>();
     leveldb::Options options;
     options.env = &opened->env;
@@ -359,15 +362,17 @@ std::unique_ptr<ReadOnlyDb> open(const std::filesystem::path& source) {
             opened->db.reset(db);
             return opened;
         }
-        if (!is_held(source, status) || std::chrono::steady_clock::now() > deadline) {
+        if (!is_held(source, status) || std::chrono::steady_clock::now() > deadline ||
+            (give_up && give_up())) {
             leveldb_fail(source, "open", status);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 }
 
-std::size_t each_record(const std::filesystem::path& source, const RecordVisitor& visit) {
-    const std::unique_ptr<ReadOnlyDb> opened = open(source);
+std::size_t each_record(const std::filesystem::path& source, const RecordVisitor& visit,
+                        const std::function<bool()>& give_up) {
+    const std::unique_ptr<ReadOnlyDb> opened = open(source, give_up);
     leveldb::ReadOptions options;
     options.fill_cache = false;      // read once, in order: caching blocks only costs memory
     options.verify_checksums = true; // a damaged table block is an error, not bytes
@@ -391,7 +396,8 @@ std::size_t each_record(const std::filesystem::path& source, const RecordVisitor
 #else
 
 [[noreturn]] std::size_t each_record(const std::filesystem::path& source,
-                                     const RecordVisitor& /*visit*/) {
+                                     const RecordVisitor& /*visit*/,
+                                     const std::function<bool()>& /*give_up*/) {
     fail_config(
         fmt::format("{} is a LevelDB, and this build has no LevelDB: install libleveldb-dev and "
                     "rebuild (scripts/setup.sh; CMake finds it), or give the data as an LMDB "
@@ -414,9 +420,9 @@ bool is_leveldb(const std::filesystem::path& source) {
            !std::filesystem::exists(source / "data.mdb", error);
 }
 
-std::size_t for_each_leveldb_record(const std::filesystem::path& source,
-                                    const RecordVisitor& visit) {
-    return each_record(source, visit);
+std::size_t for_each_leveldb_record(const std::filesystem::path& source, const RecordVisitor& visit,
+                                    const std::function<bool()>& give_up) {
+    return each_record(source, visit, give_up);
 }
 
 } // namespace dl
