@@ -19,6 +19,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,13 +50,34 @@ int describe() {
     return dl::exit_code::finished;
 }
 
-// Like `caffe device_query`: one block per GPU, then what dltrain would use by default.
-int device_query() {
+/// The GPU index of a `cuda:N` device; -1 for none ("", "cpu", "cuda").
+int gpu_index(const std::string& device) {
+    const std::string prefix = "cuda:";
+    if (device.rfind(prefix, 0) != 0) {
+        return -1;
+    }
+    const std::string digits = device.substr(prefix.size());
+    if (digits.empty() || digits.size() > 4 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        throw dl::Error(dl::ErrorKind::usage,
+                        fmt::format("--device {}: expected cpu, cuda or cuda:N", device));
+    }
+    return std::stoi(digits);
+}
+
+// Like `caffe device_query`: one block per GPU (only GPU N for --device cuda:N, Caffe's
+// `device_query -gpu N`), then what dltrain would use by default.
+int device_query(const std::string& device) {
+    const int only = gpu_index(device);
     const dl::DeviceReport report = dl::query_devices();
     fmt::print("CPU: {} ({} CPUs usable by this process)\nBLAS: OpenBLAS, {} kernels\n",
                report.cpu_model, report.cpu_threads, dl::blas_core());
     if (!report.cuda_built) {
         fmt::print("GPUs: none ({})\n", report.cuda_status);
+        if (only >= 0) {
+            throw dl::Error(dl::ErrorKind::device,
+                            fmt::format("there is no GPU {}: {}", only, report.cuda_status));
+        }
         fmt::print("Default device: cpu\n");
         return 0;
     }
@@ -66,7 +88,17 @@ int device_query() {
                version(report.cuda_driver_version), version(report.cuda_runtime_version),
                report.cudnn_version / 10000, report.cudnn_version % 10000 / 100,
                report.cudnn_version % 100);
+    if (only >= 0 &&
+        std::none_of(report.gpus.begin(), report.gpus.end(),
+                     [only](const dl::GpuInfo& gpu) { return gpu.index == only; })) {
+        throw dl::Error(dl::ErrorKind::device,
+                        fmt::format("there is no GPU {} ({} visible{})", only, report.gpus.size(),
+                                    report.gpus.empty() ? ": " + report.cuda_status : ""));
+    }
     for (const auto& gpu : report.gpus) {
+        if (only >= 0 && gpu.index != only) {
+            continue;
+        }
         fmt::print("GPU {} (--device cuda:{})\n"
                    "  Name:                  {}\n"
                    "  Compute capability:    {}.{}\n"
@@ -149,6 +181,58 @@ std::filesystem::path solver_and_config(const std::filesystem::path& config,
     return *solver_file;
 }
 
+/// Caffe's tool reads gflags, which take `-flag value`, `-flag=value` and `--flag`: the scripts
+/// users bring say `caffe train -solver S -gpu 0 -weights W` and `caffe device_query -gpu 0`.
+/// Those flags become dltrain's options before CLI11 parses (it takes one dash for one-letter
+/// options only): -model is --config, -snapshot is --resume, -gpu N is --device cuda:N.
+/// Returns the arguments after the program name.
+std::vector<std::string> caffe_spelling(int argc, char** argv) {
+    static const std::map<std::string, std::string> renamed = {
+        {"solver", "--solver"},         {"weights", "--weights"}, {"model", "--config"},
+        {"iterations", "--iterations"}, {"snapshot", "--resume"}, {"gpu", "--device"}};
+    std::vector<std::string> args;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i]; // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        if (args.empty() && arg == "device_query") {
+            args.emplace_back("device-query");
+            continue;
+        }
+        const std::size_t dashes = arg.rfind("--", 0) == 0 ? 2 : arg.rfind('-', 0) == 0 ? 1 : 0;
+        const std::size_t eq = arg.find('=');
+        const std::string name =
+            dashes == 0 ? "" : arg.substr(dashes, eq == std::string::npos ? eq : eq - dashes);
+        const auto found = renamed.find(name);
+        if (found == renamed.end()) {
+            args.push_back(arg);
+            continue;
+        }
+        std::string value;
+        if (eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+        } else if (i + 1 < argc) {
+            value = argv[++i]; // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        } else {
+            throw dl::Error(dl::ErrorKind::usage, fmt::format("{} needs a value", arg));
+        }
+        if (name == "gpu") {
+            if (value.empty() || value.size() > 4 ||
+                !std::all_of(value.begin(), value.end(),
+                             [](char c) { return c >= '0' && c <= '9'; })) {
+                throw dl::Error(
+                    dl::ErrorKind::usage,
+                    fmt::format("{} {}: dltrain takes one GPU per process (-gpu N, or --device "
+                                "cuda:N); several GPUs train as data-parallel ranks, one per GPU "
+                                "(docs/data-parallel.md)",
+                                arg.substr(0, eq), value));
+            }
+            value = "cuda:" + value;
+        }
+        args.push_back(found->second);
+        args.push_back(value);
+    }
+    return args;
+}
+
 constexpr const char* k_device_help =
     "cpu, cuda or cuda:N (default: the first visible GPU when built with CUDA, else cpu)";
 constexpr const char* k_memory_help =
@@ -174,7 +258,10 @@ public:
         auto* cmd = app.add_subcommand("train", "Train a network (writes the run directory)");
         cmd->add_option("--config", m_train.config,
                         "network and solver: YAML, or Caffe's net or solver prototxt");
-        cmd->add_option("--run-dir", m_train.run_dir, "run directory")->required();
+        cmd->add_option("--run-dir", m_train.run_dir,
+                        "run directory (required, except with a Caffe solver prototxt: then "
+                        "PREFIX_run beside Caffe's PREFIX_iter_N.caffemodel snapshots, PREFIX "
+                        "being the solver's snapshot_prefix)");
         cmd->add_option("--data-dir", m_data_dir, k_data_dir_help);
         cmd->add_option("--resume", m_train.resume, "auto, or a checkpoint file");
         cmd->add_option("--weights", m_weights,
@@ -193,6 +280,9 @@ public:
         cmd->add_option("--solver", m_train.solver_overrides, k_solver_help);
         cmd->callback([this] {
             m_train.config = solver_and_config(m_train.config, m_train.solver_overrides);
+            if (m_train.run_dir.empty()) {
+                caffe_outputs(m_train);
+            }
             if (!m_data_dir.empty()) {
                 m_train.data_dir = m_data_dir;
             }
@@ -298,11 +388,42 @@ public:
     void add_describe_and_device_query(CLI::App& app) {
         app.add_subcommand("describe", "Print what dltrain accepts as JSON: the solver keys' rules")
             ->callback([this] { exit_code = describe(); });
-        app.add_subcommand("device-query", "List the CPU and GPUs this machine offers")
-            ->callback([this] { exit_code = device_query(); });
+        auto* query = app.add_subcommand(
+            "device-query", "List the CPU and GPUs this machine offers (Caffe: device_query)");
+        query->add_option("--device", m_query_device, "only this GPU: cuda:N (Caffe: -gpu N)");
+        query->callback([this] { exit_code = device_query(m_query_device); });
     }
 
 private:
+    /// `caffe train -solver S` writes PREFIX_iter_N.caffemodel (PREFIX from S) and takes no run
+    /// directory: dltrain's goes beside the snapshots. Checked here, before anything is
+    /// written: Caffe's own check is that the prefix's folder exists.
+    static void caffe_outputs(dl::TrainOptions& options) {
+        if (options.config.extension() != ".prototxt" ||
+            !dl::is_solver_prototxt(options.config)) {
+            throw dl::Error(dl::ErrorKind::usage,
+                            "--run-dir DIR is required (only a Caffe solver prototxt gives its "
+                            "own: beside its snapshot_prefix)");
+        }
+        const std::filesystem::path prefix = dl::caffe_snapshot_prefix(options.config);
+        const std::filesystem::path folder =
+            prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
+        std::error_code ec;
+        if (!std::filesystem::is_directory(folder, ec)) {
+            throw dl::Error(dl::ErrorKind::config,
+                            fmt::format("{}: snapshot_prefix '{}': the folder {} does not exist "
+                                        "(Caffe writes its snapshots there; so does dltrain "
+                                        "without --run-dir)",
+                                        options.config.string(), prefix.string(),
+                                        folder.string()));
+        }
+        options.caffemodel_prefix = prefix;
+        options.run_dir = prefix.string() + "_run";
+        std::cerr << fmt::format("dltrain: run directory {} (checkpoints, metrics); Caffe's "
+                                 "snapshots {}_iter_N.caffemodel\n",
+                                 options.run_dir.string(), prefix.string());
+    }
+
     std::string m_build;
     dl::TrainOptions m_train;
     std::string m_data_dir;
@@ -319,6 +440,7 @@ private:
     std::string m_check_data_dir;
     std::string m_check_max_memory;
     std::vector<std::string> m_check_solver;
+    std::string m_query_device;
 };
 
 } // namespace
@@ -342,7 +464,9 @@ int main(int argc, char** argv) {
     commands.add_check(app);
     commands.add_describe_and_device_query(app);
     try {
-        app.parse(argc, argv);
+        std::vector<std::string> args = caffe_spelling(argc, argv);
+        std::reverse(args.begin(), args.end()); // CLI11 takes a vector last argument first
+        app.parse(args);
         return commands.exit_code;
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : dl::exit_code::usage;

@@ -172,6 +172,11 @@ NetConfig load_prototxt(const std::filesystem::path& file);
 /// Whether `file` is Caffe's solver prototxt naming its net (`net` or `train_net`), as
 /// `dltrain train --solver FILE` needs; a missing or unreadable file is dl::Error(config).
 bool is_solver_prototxt(const std::filesystem::path& file);
+/// Where Caffe writes a solver's snapshots, by its own rule (upgrade_proto's
+/// UpgradeSnapshotPrefixProperty): `snapshot_prefix`, relative to the working directory; a
+/// prefix that is a directory gets the solver file's stem appended, and none at all is the
+/// solver file's path without its extension.
+std::filesystem::path caffe_snapshot_prefix(const std::filesystem::path& solver_file);
 /// The config with every default written out, as dltrain stores it in the run directory.
 std::string to_yaml(const NetConfig& config);
 

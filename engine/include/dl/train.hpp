@@ -22,6 +22,9 @@ struct TrainOptions {
     std::string max_memory; // --max-memory: "64G", "none"; empty: DLTRAIN_MAX_MEMORY, else RAM
     /// --solver KEY=VALUE: solver keys (and batch_size) over the config's (dl::load_config).
     std::vector<std::string> solver_overrides;
+    /// Caffe's snapshots as well: at every checkpoint, PREFIX_iter_N.caffemodel (`dltrain train
+    /// -solver S` without --run-dir, where Caffe's users look for them).
+    std::optional<std::filesystem::path> caffemodel_prefix;
 };
 
 /// Returns exit_code::finished or exit_code::checkpointed; throws dl::Error otherwise.

@@ -740,6 +740,20 @@ bool is_solver_prototxt(const std::filesystem::path& file) {
     return parse(read_text(file), solver).ok && (solver.has_net() || solver.has_train_net());
 }
 
+std::filesystem::path caffe_snapshot_prefix(const std::filesystem::path& solver_file) {
+    caffe::SolverParameter solver;
+    (void)parse(read_text(solver_file), solver);
+    if (!solver.has_snapshot_prefix() || solver.snapshot_prefix().empty()) {
+        return std::filesystem::path(solver_file).replace_extension();
+    }
+    const std::filesystem::path prefix = solver.snapshot_prefix();
+    std::error_code ec;
+    if (std::filesystem::is_directory(prefix, ec)) {
+        return prefix / solver_file.stem();
+    }
+    return prefix;
+}
+
 NetConfig read_prototxt(const std::filesystem::path& file) {
     const std::string text = read_text(file);
     // A solver names its net; a net file does not parse as a solver (or names none).

@@ -990,6 +990,12 @@ void TrainingRun::checkpoint() {
     if (m_root && m_last_checkpoint != m_solver->iteration()) {
         write_checkpoint(m_checkpoint_dir, current_state(), *m_net, *m_solver,
                          m_config.solver.keep_checkpoints);
+        if (m_options.caffemodel_prefix) {
+            io::write_caffemodel(fmt::format("{}_iter_{}.caffemodel",
+                                             m_options.caffemodel_prefix->string(),
+                                             m_solver->iteration()),
+                                 m_config, *m_net);
+        }
         m_last_checkpoint = m_solver->iteration();
     }
 }

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -412,6 +413,77 @@ TEST_F(LmdbReader, TrainTakesCaffesSolverFlagWithItsNetAndOverrides) {
     };
     EXPECT_EQ(first_loss(metrics_of(m_dir.path() / "run2")), first_loss(lines));
     EXPECT_GT(first_loss(lines), 0.0);
+}
+
+TEST_F(LmdbReader, CaffesOwnSpellingTrainsTestsAndResumes) {
+    // The seeds' scripts, with dltrain in place of caffe: gflags' single-dash flags, no run
+    // directory, and Caffe's snapshot PREFIX_iter_N.caffemodel as the weights of the next step.
+    const fs::path root = m_dir.path() / "caffe";
+    caffe_root_with_lenet(root);
+    const std::string dltrain = "cd " + root.string() + " && " + std::string(DLTRAIN_BINARY);
+    const std::string quiet = " --device cpu --threads 1 --deadline none --solver test_iter=1 "
+                              "--solver display=3 2>&1";
+    const auto train = run_shell(dltrain +
+                                 " train -solver examples/mnist/lenet_solver.prototxt "
+                                 "--solver max_iter=6" +
+                                 quiet);
+    ASSERT_EQ(train.exit_code, 0) << train.output;
+    const fs::path mnist = root / "examples" / "mnist";
+    EXPECT_TRUE(fs::is_regular_file(mnist / "lenet_iter_6.caffemodel")) << train.output;
+    EXPECT_EQ(metrics_of(mnist / "lenet_run").back()["iter"], 6);
+    EXPECT_NE(train.output.find("run directory examples/mnist/lenet_run"), std::string::npos)
+        << train.output;
+
+    // `caffe test -model M -weights W -iterations N`, on the snapshot Caffe's name gives.
+    const auto test = run_shell(dltrain +
+                                " test -model examples/mnist/lenet_train_test.prototxt "
+                                "-weights examples/mnist/lenet_iter_6.caffemodel -iterations 2 "
+                                "--device cpu --threads 1 2>&1");
+    ASSERT_EQ(test.exit_code, 0) << test.output;
+    EXPECT_NE(test.output.find("accuracy"), std::string::npos) << test.output;
+
+    // -snapshot resumes (dltrain's checkpoint: Caffe's .solverstate is its own format), and
+    // -flag=value is gflags' other spelling.
+    const auto resumed = run_shell(
+        dltrain +
+        " train -solver=examples/mnist/lenet_solver.prototxt -snapshot "
+        "examples/mnist/lenet_run/checkpoints/iter_00000006.ckpt --solver max_iter=8" +
+        quiet);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_TRUE(fs::is_regular_file(mnist / "lenet_iter_8.caffemodel")) << resumed.output;
+
+    // -gpu names one GPU; several are data-parallel ranks, said so, with nothing written.
+    const auto all = run_shell(dltrain + " train -solver examples/mnist/lenet_solver.prototxt "
+                                         "-gpu all 2>&1");
+    EXPECT_EQ(all.exit_code, 2) << all.output;
+    EXPECT_NE(all.output.find("-gpu all: dltrain takes one GPU per process"), std::string::npos)
+        << all.output;
+    const auto query = run_shell(dltrain + " device_query -gpu 0 2>&1");
+    if (dl_test::why_no_gpu().empty()) {
+        EXPECT_EQ(query.exit_code, 0) << query.output;
+        EXPECT_NE(query.output.find("GPU 0 (--device cuda:0)"), std::string::npos)
+            << query.output;
+    } else {
+        EXPECT_EQ(query.exit_code, 1) << query.output;
+        EXPECT_NE(query.output.find("dltrain: error: there is no GPU 0"), std::string::npos)
+            << query.output;
+    }
+    EXPECT_EQ(run_shell(dltrain + " device_query 2>&1").exit_code, 0);
+
+    // Caffe's check that snapshots can be written, before anything is.
+    fs::remove_all(mnist / "lenet_run");
+    const std::string solver = dl_test::read_file(mnist / "lenet_solver.prototxt");
+    const auto moved = std::regex_replace(solver, std::regex("examples/mnist/lenet\""),
+                                          "no/such/folder/lenet\"");
+    dl_test::write_bytes(mnist / "lenet_solver.prototxt", moved);
+    const auto nowhere =
+        run_shell(dltrain + " train -solver examples/mnist/lenet_solver.prototxt" + quiet);
+    EXPECT_EQ(nowhere.exit_code, 3) << nowhere.output;
+    EXPECT_NE(nowhere.output.find("snapshot_prefix 'no/such/folder/lenet': the folder "
+                                  "no/such/folder does not exist"),
+              std::string::npos)
+        << nowhere.output;
+    EXPECT_FALSE(fs::exists(root / "no"));
 }
 
 TEST_F(LmdbReader, TheSolverFlagRefusesANetTwoConfigsAndNone) {
