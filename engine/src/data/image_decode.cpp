@@ -8,7 +8,9 @@
 // jpeglib.h needs FILE and size_t declared before it.
 #include <jpeglib.h>
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cctype>
 #include <cmath>
 #include <csetjmp>
@@ -215,18 +217,28 @@ DecodedImage decode_pnm(const std::vector<std::uint8_t>& bytes, int channels,
     return converted;
 }
 
+// The decoders' RGB planes in OpenCV's order.
+DecodedImage to_bgr(DecodedImage image) {
+    if (image.channels == 3) {
+        const auto plane = static_cast<std::ptrdiff_t>(image.height) * image.width;
+        std::swap_ranges(image.pixels.begin(), image.pixels.begin() + plane,
+                         image.pixels.begin() + 2 * plane);
+    }
+    return image;
+}
+
 } // namespace
 
 DecodedImage decode_image(const std::vector<std::uint8_t>& bytes, int channels,
                           const std::string& what) {
     if (bytes.size() >= 8 && std::memcmp(bytes.data(), "\x89PNG\r\n\x1a\n", 8) == 0) {
-        return decode_png(bytes, channels, what);
+        return to_bgr(decode_png(bytes, channels, what));
     }
     if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {
-        return decode_jpeg(bytes, channels, what);
+        return to_bgr(decode_jpeg(bytes, channels, what));
     }
     if (bytes.size() >= 3 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6')) {
-        return decode_pnm(bytes, channels, what);
+        return to_bgr(decode_pnm(bytes, channels, what));
     }
     throw Error(ErrorKind::config,
                 fmt::format("{}: not a PNG, JPEG or binary PGM/PPM image", what));

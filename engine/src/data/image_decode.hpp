@@ -1,6 +1,8 @@
 #pragma once
 // Decodes one image held in memory (PNG through libpng, JPEG through libjpeg-turbo, binary
-// PGM/PPM by hand) into 8-bit pixels, channel-major (Caffe's CxHxW).
+// PGM/PPM by hand) into 8-bit pixels, channel-major (Caffe's CxHxW). Colour comes out BGR:
+// Caffe reads image files through OpenCV, whose order that is, so its encoded datums, image
+// lists, mean files and every model trained on them are BGR.
 
 #include <cstdint>
 #include <string>
@@ -9,7 +11,7 @@
 namespace dl::data {
 
 struct DecodedImage {
-    int channels = 0; // 1 (grey) or 3 (RGB)
+    int channels = 0; // 1 (grey) or 3 (blue, green, red planes)
     int height = 0;
     int width = 0;
     std::vector<std::uint8_t> pixels; // channels x height x width

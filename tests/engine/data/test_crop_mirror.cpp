@@ -92,9 +92,11 @@ fs::path write_pack(const fs::path& dir, int height, int width) {
         const std::string planar = image_bytes(i, 3, height, width);
         const auto plane = static_cast<std::size_t>(height * width);
         std::string ppm = fmt::format("P6 {} {} 255\n", width, height);
+        // The planes are BGR, as dltrain decodes image files (Caffe's OpenCV order); a PPM's
+        // pixel is R, G, B.
         for (std::size_t p = 0; p < plane; ++p) {
             for (std::size_t c = 0; c < 3; ++c) {
-                ppm.push_back(planar[c * plane + p]);
+                ppm.push_back(planar[(2 - c) * plane + p]);
             }
         }
         const std::string path = fmt::format("train/{:02}.ppm", i);

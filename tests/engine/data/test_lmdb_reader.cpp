@@ -89,9 +89,10 @@ TEST_F(LmdbReader, EncodedDatumsAreDecoded) {
     EXPECT_EQ(set.height, 2);
     EXPECT_EQ(set.width, 2);
     EXPECT_EQ(set.labels, (std::vector<std::int32_t>{4, 7}));
-    // Channel-major: the red plane of the four pixels first.
+    // Channel-major and BGR, as Caffe's OpenCV decodes it: the blue plane of the four pixels
+    // first.
     EXPECT_EQ(std::vector<std::uint8_t>(set.pixels.begin(), set.pixels.begin() + 12),
-              (std::vector<std::uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
+              (std::vector<std::uint8_t>{3, 6, 9, 12, 2, 5, 8, 11, 1, 4, 7, 10}));
 }
 
 TEST_F(LmdbReader, ADatumOfTheWrongShapeNamesItsRecordAndKey) {

@@ -251,8 +251,9 @@ TEST(PackReader, ColourImagesArePlanar) {
     write_pack(dir.path() / "c", {{"x.png", png_bytes(3, 2, 3, hwc), "1"}});
     const auto set = dl::data::load_idx(dir.path() / "c", dir.path() / "c");
     ASSERT_EQ(set.channels, 3);
-    EXPECT_EQ(set.pixels, (std::vector<std::uint8_t>{0, 1, 2, 3, 4, 5, 100, 100, 100, 100, 100, 100,
-                                                     200, 200, 200, 200, 200, 200}));
+    // BGR planes, as Caffe's OpenCV reads an image file: the PNG's blue (200) first.
+    EXPECT_EQ(set.pixels, (std::vector<std::uint8_t>{200, 200, 200, 200, 200, 200, 100, 100, 100,
+                                                     100, 100, 100, 0, 1, 2, 3, 4, 5}));
 }
 
 TEST(PackReader, ImagesOfDifferentSizesOrWithoutLabelsAreClearErrors) {

@@ -98,7 +98,8 @@ std::vector<Member> members_of(const std::filesystem::path& pack) {
     return out;
 }
 
-/// A binary PGM/PPM member back to Caffe's planar C x H x W bytes.
+/// A binary PGM/PPM member back to Caffe's planar C x H x W bytes (a PPM's R, G, B are the
+/// Datum's planes 2, 1, 0: Caffe's colour order is BGR).
 std::string planar_of(const std::string& image, int& channels, int& height, int& width) {
     std::istringstream in(image);
     std::string magic;
@@ -111,7 +112,8 @@ std::string planar_of(const std::string& image, int& channels, int& height, int&
     std::string out(interleaved.size(), '\0');
     for (std::size_t p = 0; p < plane; ++p) {
         for (std::size_t c = 0; c < static_cast<std::size_t>(channels); ++c) {
-            out[c * plane + p] = interleaved[p * static_cast<std::size_t>(channels) + c];
+            const std::size_t planar_c = static_cast<std::size_t>(channels) - 1 - c;
+            out[planar_c * plane + p] = interleaved[p * static_cast<std::size_t>(channels) + c];
         }
     }
     return out;

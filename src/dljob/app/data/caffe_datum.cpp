@@ -54,10 +54,11 @@ Result<void> raw_image(const adapters::CaffeDatum& fields, DatumMember& member) 
     member.bytes = fmt::format("{} {} {} 255\n", channels == 1 ? "P5" : "P6", width, height);
     const std::size_t header = member.bytes.size();
     member.bytes.resize(header + fields.data.size());
-    // Datum is planar (C x H x W); PPM interleaves the channels of each pixel.
+    // Datum is planar (C x H x W) in Caffe's BGR order; PPM interleaves each pixel's channels
+    // as R, G, B. dltrain decodes image files to BGR, so the pack reads as the Datum did.
     for (std::uint64_t p = 0; p < plane; ++p) {
         for (std::uint64_t c = 0; c < channels; ++c) {
-            member.bytes[header + p * channels + c] = fields.data[c * plane + p];
+            member.bytes[header + p * channels + c] = fields.data[(channels - 1 - c) * plane + p];
         }
     }
     return {};
