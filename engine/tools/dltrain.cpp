@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -181,6 +182,27 @@ std::filesystem::path solver_and_config(const std::filesystem::path& config,
     return *solver_file;
 }
 
+/// "104,117,123" as numbers; empty for "".
+std::vector<float> numbers(const std::string& option, const std::string& text) {
+    std::vector<float> values;
+    std::size_t start = 0;
+    while (!text.empty() && start <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        const std::string item = text.substr(start, comma - start);
+        char* end = nullptr;
+        const float value = std::strtof(item.c_str(), &end);
+        if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(value)) {
+            throw dl::Error(dl::ErrorKind::usage,
+                            fmt::format("{} {}: '{}' is not a number (expected numbers separated "
+                                        "by commas)",
+                                        option, text, item));
+        }
+        values.push_back(value);
+        start = comma + 1;
+    }
+    return values;
+}
+
 /// Caffe's tool reads gflags, which take `-flag value`, `-flag=value` and `--flag`: the scripts
 /// users bring say `caffe train -solver S -gpu 0 -weights W` and `caffe device_query -gpu 0`.
 /// Those flags become dltrain's options before CLI11 parses (it takes one dash for one-letter
@@ -318,6 +340,43 @@ public:
         });
     }
 
+    void add_predict(CLI::App& app) {
+        auto* cmd = app.add_subcommand(
+            "predict", "Classify images with a deploy net and its weights (top-k per image)");
+        cmd->add_option("--model,--config", m_predict.model,
+                        "the deploy net (Caffe's deploy.prototxt: one Input layer)")
+            ->required();
+        cmd->add_option("--weights", m_predict.weights, ".caffemodel or checkpoint")->required();
+        cmd->add_option("--mean", m_predict_mean,
+                        "mean.binaryproto: each channel's mean is subtracted, as Caffe's "
+                        "classification example does");
+        cmd->add_option("--mean-value", m_predict_mean_values,
+                        "or the mean of each channel, BGR (104,117,123), or one for all");
+        cmd->add_option("--labels", m_predict_labels,
+                        "one label per class, in order (synset_words.txt)");
+        cmd->add_option("--top-k", m_predict.top_k, "classes shown per image (default 5)")
+            ->check(CLI::Range(1, 1000000));
+        cmd->add_option("--list", m_predict_list,
+                        "a file of image paths, one per line (Caffe's image list: 'path "
+                        "[label]')");
+        cmd->add_option("--threads", m_predict.threads, k_threads_help);
+        cmd->add_option("--device", m_predict.device, k_device_help);
+        cmd->add_option("images", m_predict.images, "image files: PNG, JPEG, PGM/PPM");
+        cmd->callback([this] {
+            if (!m_predict_mean.empty()) {
+                m_predict.mean_file = m_predict_mean;
+            }
+            if (!m_predict_labels.empty()) {
+                m_predict.labels = m_predict_labels;
+            }
+            if (!m_predict_list.empty()) {
+                m_predict.list = m_predict_list;
+            }
+            m_predict.mean_values = numbers("--mean-value", m_predict_mean_values);
+            exit_code = dl::predict(m_predict);
+        });
+    }
+
     void add_export(CLI::App& app) {
         auto* cmd = app.add_subcommand(
             "export", "Write a checkpoint's parameters as Caffe weights (.caffemodel)");
@@ -431,6 +490,11 @@ private:
     std::string m_weights;
     dl::TestOptions m_test;
     std::string m_test_data_dir;
+    dl::PredictOptions m_predict;
+    std::string m_predict_mean;
+    std::string m_predict_labels;
+    std::string m_predict_list;
+    std::string m_predict_mean_values;
     dl::ExportOptions m_export;
     std::string m_export_data_dir;
     dl::ConvertOptions m_convert;
@@ -458,6 +522,7 @@ int main(int argc, char** argv) {
     Commands commands(build);
     commands.add_train(app);
     commands.add_test(app);
+    commands.add_predict(app);
     commands.add_export(app);
     commands.add_convert(app);
     commands.add_time(app);

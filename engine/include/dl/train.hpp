@@ -60,6 +60,24 @@ struct ExportOptions {
 };
 int export_model(const ExportOptions& options);
 
+/// `dltrain predict`: Caffe's classification example. A deploy net (one Input layer of N x C x H x
+/// W, C 1 or 3) with its weights runs over image files: each decoded (BGR, as Caffe's OpenCV
+/// reads it), resized to H x W bilinearly, the mean subtracted, in batches of up to N; the last
+/// layer's top gives each image's top-k classes, printed as Caffe prints them.
+struct PredictOptions {
+    std::filesystem::path model;   // the deploy prototxt (or YAML)
+    std::filesystem::path weights; // .caffemodel or checkpoint
+    std::optional<std::filesystem::path> mean_file; // mean.binaryproto: its per-channel means
+    std::vector<float> mean_values;                 // or one per channel, in BGR order
+    std::optional<std::filesystem::path> labels;    // synset_words.txt: one line per class
+    std::vector<std::filesystem::path> images;
+    std::optional<std::filesystem::path> list; // image paths, one per line ("path [label]")
+    int top_k = 5;
+    int threads = 0;
+    std::string device;
+};
+int predict(const PredictOptions& options);
+
 /// `dltrain convert`: a config (YAML, or Caffe's net or solver prototxt) written as dltrain's
 /// YAML, or, when `output` ends in .prototxt, as Caffe's net prototxt (and solver prototxt when
 /// `solver_output` is given; its `net` names the output). What Caffe's format cannot say

@@ -244,4 +244,75 @@ DecodedImage decode_image(const std::vector<std::uint8_t>& bytes, int channels,
                 fmt::format("{}: not a PNG, JPEG or binary PGM/PPM image", what));
 }
 
+namespace {
+
+/// For each output coordinate, the source index below it and the weight of the one above.
+struct Taps {
+    std::vector<int> low;
+    std::vector<float> weight;
+};
+
+Taps taps(int from, int to) {
+    Taps t;
+    t.low.resize(static_cast<std::size_t>(to));
+    t.weight.resize(static_cast<std::size_t>(to));
+    const double scale = static_cast<double>(from) / to;
+    for (int i = 0; i < to; ++i) {
+        const double at = (i + 0.5) * scale - 0.5;
+        int low = static_cast<int>(std::floor(at));
+        double weight = at - low;
+        if (low < 0) {
+            low = 0;
+            weight = 0.0;
+        }
+        if (low >= from - 1) {
+            low = from - 1;
+            weight = 0.0;
+        }
+        t.low[static_cast<std::size_t>(i)] = low;
+        t.weight[static_cast<std::size_t>(i)] = static_cast<float>(weight);
+    }
+    return t;
+}
+
+} // namespace
+
+DecodedImage resize_bilinear(const DecodedImage& image, int height, int width) {
+    if (image.height == height && image.width == width) {
+        return image;
+    }
+    const Taps rows = taps(image.height, height);
+    const Taps cols = taps(image.width, width);
+    DecodedImage out;
+    out.channels = image.channels;
+    out.height = height;
+    out.width = width;
+    out.pixels.resize(static_cast<std::size_t>(image.channels) * height * width);
+    const auto in_plane = static_cast<std::size_t>(image.height) * image.width;
+    const auto out_plane = static_cast<std::size_t>(height) * width;
+    for (int c = 0; c < image.channels; ++c) {
+        const std::uint8_t* in = image.pixels.data() + c * in_plane;
+        std::uint8_t* dst = out.pixels.data() + c * out_plane;
+        for (int y = 0; y < height; ++y) {
+            const int y0 = rows.low[static_cast<std::size_t>(y)];
+            const int y1 = std::min(y0 + 1, image.height - 1);
+            const float wy = rows.weight[static_cast<std::size_t>(y)];
+            for (int x = 0; x < width; ++x) {
+                const int x0 = cols.low[static_cast<std::size_t>(x)];
+                const int x1 = std::min(x0 + 1, image.width - 1);
+                const float wx = cols.weight[static_cast<std::size_t>(x)];
+                const auto at = [&](int yy, int xx) {
+                    return static_cast<float>(in[static_cast<std::size_t>(yy) * image.width + xx]);
+                };
+                const float top = (1.0F - wx) * at(y0, x0) + wx * at(y0, x1);
+                const float bottom = (1.0F - wx) * at(y1, x0) + wx * at(y1, x1);
+                const float value = (1.0F - wy) * top + wy * bottom;
+                dst[static_cast<std::size_t>(y) * width + x] =
+                    static_cast<std::uint8_t>(std::clamp(std::lround(value), 0L, 255L));
+            }
+        }
+    }
+    return out;
+}
+
 } // namespace dl::data

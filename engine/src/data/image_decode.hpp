@@ -22,4 +22,9 @@ struct DecodedImage {
 DecodedImage decode_image(const std::vector<std::uint8_t>& bytes, int channels,
                           const std::string& what);
 
+/// The image resized to height x width as OpenCV's cv::resize with INTER_LINEAR does it (pixel
+/// centres aligned, edges clamped, rounded to 8 bits), which Caffe's classification example
+/// and ImageData layer use.
+DecodedImage resize_bilinear(const DecodedImage& image, int height, int width);
+
 } // namespace dl::data

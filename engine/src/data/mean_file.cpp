@@ -83,18 +83,25 @@ std::vector<std::int64_t> read_shape(const std::uint8_t* bytes, std::size_t size
 
 } // namespace
 
-std::vector<float> load_mean_file(const std::filesystem::path& file, int channels, int height,
-                                  int width) {
-    const std::size_t count = static_cast<std::size_t>(channels) * height * width;
+namespace {
+
+struct MeanBlob {
+    std::vector<std::int64_t> shape; // C x H x W (a leading 1 dropped)
+    std::vector<float> data;
+    std::string what;
+};
+
+/// The BlobProto's shape and values, reading at most `max_count` of them.
+MeanBlob read_mean_blob(const std::filesystem::path& file, std::size_t max_count) {
     const std::vector<char> raw =
         io::RegularFile(file, "mean file")
-            .read_all(count * k_max_bytes_per_value + k_mean_overhead_bytes);
-    const std::string what = "mean file " + file.string();
-    WireReader in(reinterpret_cast<const std::uint8_t*>(raw.data()), raw.size(), what, "BlobProto");
+            .read_all(max_count * k_max_bytes_per_value + k_mean_overhead_bytes);
+    MeanBlob blob;
+    blob.what = "mean file " + file.string();
+    WireReader in(reinterpret_cast<const std::uint8_t*>(raw.data()), raw.size(), blob.what,
+                  "BlobProto");
     std::vector<std::int64_t> legacy(4, 0);
     bool has_legacy = false;
-    std::vector<std::int64_t> shape;
-    std::vector<float> data;
     std::vector<float> doubles;
     while (!in.done()) {
         const std::uint64_t tag = in.varint();
@@ -104,12 +111,12 @@ std::vector<float> load_mean_file(const std::filesystem::path& file, int channel
             legacy[field - 1] = static_cast<std::int64_t>(in.varint());
             has_legacy = true;
         } else if (field == 5 && (wire == 2 || wire == 5)) {
-            read_reals<float>(in, wire, data, count);
+            read_reals<float>(in, wire, blob.data, max_count);
         } else if (field == 7 && wire == 2) {
             const auto [start, length] = in.bytes();
-            shape = read_shape(start, length, what);
+            blob.shape = read_shape(start, length, blob.what);
         } else if (field == 8 && (wire == 2 || wire == 1)) {
-            read_reals<double>(in, wire, doubles, count);
+            read_reals<double>(in, wire, doubles, max_count);
         } else if (field >= 1 && field <= 9 && field != 6 && field != 9) {
             in.malformed(fmt::format("field {} has wire type {} at byte {}", field, wire, in.at()));
         } else {
@@ -117,29 +124,68 @@ std::vector<float> load_mean_file(const std::filesystem::path& file, int channel
         }
     }
     if (!doubles.empty()) {
-        data = std::move(doubles);
+        blob.data = std::move(doubles);
     }
     if (has_legacy) {
-        shape = legacy;
+        blob.shape = legacy;
     }
-    if (shape.size() == 4 && shape[0] == 1) {
-        shape.erase(shape.begin());
+    if (blob.shape.size() == 4 && blob.shape[0] == 1) {
+        blob.shape.erase(blob.shape.begin());
     }
+    return blob;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    return shape.empty() ? "(none)" : fmt::format("{}", fmt::join(shape, "x"));
+}
+
+} // namespace
+
+std::vector<float> load_mean_file(const std::filesystem::path& file, int channels, int height,
+                                  int width) {
+    const std::size_t count = static_cast<std::size_t>(channels) * height * width;
+    MeanBlob blob = read_mean_blob(file, count);
     const std::vector<std::int64_t> expected = {channels, height, width};
-    if (shape != expected) {
+    if (blob.shape != expected) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: a mean of shape {} for images of {}x{}x{} (Caffe's "
                                 "compute_image_mean writes 1 x C x H x W)",
-                                what,
-                                shape.empty() ? "(none)" : fmt::format("{}", fmt::join(shape, "x")),
-                                channels, height, width));
+                                blob.what, shape_text(blob.shape), channels, height, width));
     }
-    if (data.size() != count) {
+    if (blob.data.size() != count) {
         throw Error(ErrorKind::config,
-                    fmt::format("{}: {} values for its shape {}x{}x{} ({} expected)", what,
-                                data.size(), channels, height, width, count));
+                    fmt::format("{}: {} values for its shape {}x{}x{} ({} expected)", blob.what,
+                                blob.data.size(), channels, height, width, count));
     }
-    return data;
+    return std::move(blob.data);
+}
+
+std::vector<float> load_channel_means(const std::filesystem::path& file, int channels) {
+    MeanBlob blob = read_mean_blob(file, static_cast<std::size_t>(channels) * k_max_mean_plane);
+    if (blob.shape.size() != 3 || blob.shape[0] != channels || blob.shape[1] < 1 ||
+        blob.shape[2] < 1 || blob.shape[1] > k_max_mean_plane || blob.shape[2] > k_max_mean_plane ||
+        blob.shape[1] * blob.shape[2] > k_max_mean_plane) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: a mean of shape {} for images of {} channel(s) (Caffe's "
+                                "compute_image_mean writes 1 x C x H x W, H x W at most {})",
+                                blob.what, shape_text(blob.shape), channels, k_max_mean_plane));
+    }
+    const auto plane = static_cast<std::size_t>(blob.shape[1] * blob.shape[2]);
+    if (blob.data.size() != plane * static_cast<std::size_t>(channels)) {
+        throw Error(ErrorKind::config,
+                    fmt::format("{}: {} values for its shape {} ({} expected)", blob.what,
+                                blob.data.size(), shape_text(blob.shape),
+                                plane * static_cast<std::size_t>(channels)));
+    }
+    std::vector<float> means(static_cast<std::size_t>(channels));
+    for (std::size_t c = 0; c < means.size(); ++c) {
+        double sum = 0.0;
+        for (std::size_t p = 0; p < plane; ++p) {
+            sum += blob.data[c * plane + p];
+        }
+        means[c] = static_cast<float>(sum / static_cast<double>(plane));
+    }
+    return means;
 }
 
 } // namespace dl::data

@@ -7,6 +7,7 @@
 // set), data = 5 (packed floats), shape = 7 (BlobShape, dim = 1: packed int64), double_data = 8
 // (used instead of data when present).
 
+#include <cstdint>
 #include <filesystem>
 #include <vector>
 
@@ -17,5 +18,12 @@ namespace dl::data {
 /// the shape is not `channels` x `height` x `width`.
 std::vector<float> load_mean_file(const std::filesystem::path& file, int channels, int height,
                                   int width);
+
+/// The most values per channel load_channel_means reads (ImageNet's mean is 256 x 256).
+inline constexpr std::int64_t k_max_mean_plane = std::int64_t{4096} * 4096;
+
+/// One mean per channel, each the average of its plane of a 1 x C x H x W mean image of any
+/// H x W: what Caffe's classification example subtracts from an image of another size.
+std::vector<float> load_channel_means(const std::filesystem::path& file, int channels);
 
 } // namespace dl::data
