@@ -89,9 +89,8 @@ int device_query(const std::string& device) {
                version(report.cuda_driver_version), version(report.cuda_runtime_version),
                report.cudnn_version / 10000, report.cudnn_version % 10000 / 100,
                report.cudnn_version % 100);
-    if (only >= 0 &&
-        std::none_of(report.gpus.begin(), report.gpus.end(),
-                     [only](const dl::GpuInfo& gpu) { return gpu.index == only; })) {
+    if (only >= 0 && std::none_of(report.gpus.begin(), report.gpus.end(),
+                                  [only](const dl::GpuInfo& gpu) { return gpu.index == only; })) {
         throw dl::Error(dl::ErrorKind::device,
                         fmt::format("there is no GPU {} ({} visible{})", only, report.gpus.size(),
                                     report.gpus.empty() ? ": " + report.cuda_status : ""));
@@ -458,8 +457,7 @@ private:
     /// directory: dltrain's goes beside the snapshots. Checked here, before anything is
     /// written: Caffe's own check is that the prefix's folder exists.
     static void caffe_outputs(dl::TrainOptions& options) {
-        if (options.config.extension() != ".prototxt" ||
-            !dl::is_solver_prototxt(options.config)) {
+        if (options.config.extension() != ".prototxt" || !dl::is_solver_prototxt(options.config)) {
             throw dl::Error(dl::ErrorKind::usage,
                             "--run-dir DIR is required (only a Caffe solver prototxt gives its "
                             "own: beside its snapshot_prefix)");
@@ -473,8 +471,7 @@ private:
                             fmt::format("{}: snapshot_prefix '{}': the folder {} does not exist "
                                         "(Caffe writes its snapshots there; so does dltrain "
                                         "without --run-dir)",
-                                        options.config.string(), prefix.string(),
-                                        folder.string()));
+                                        options.config.string(), prefix.string(), folder.string()));
         }
         options.caffemodel_prefix = prefix;
         options.run_dir = prefix.string() + "_run";

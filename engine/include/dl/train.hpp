@@ -65,8 +65,8 @@ int export_model(const ExportOptions& options);
 /// reads it), resized to H x W bilinearly, the mean subtracted, in batches of up to N; the last
 /// layer's top gives each image's top-k classes, printed as Caffe prints them.
 struct PredictOptions {
-    std::filesystem::path model;   // the deploy prototxt (or YAML)
-    std::filesystem::path weights; // .caffemodel or checkpoint
+    std::filesystem::path model;                    // the deploy prototxt (or YAML)
+    std::filesystem::path weights;                  // .caffemodel or checkpoint
     std::optional<std::filesystem::path> mean_file; // mean.binaryproto: its per-channel means
     std::vector<float> mean_values;                 // or one per channel, in BGR order
     std::optional<std::filesystem::path> labels;    // synset_words.txt: one line per class

@@ -10,10 +10,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cstddef>
 #include <cctype>
 #include <cmath>
 #include <csetjmp>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

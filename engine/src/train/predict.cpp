@@ -195,8 +195,8 @@ int predict(const PredictOptions& options) {
     const std::string input_blob = input.tops.front();
     const std::string output = output_blob(config);
 
-    auto backend = make_backend(options.device.empty() ? default_device() : options.device,
-                                options.threads);
+    auto backend =
+        make_backend(options.device.empty() ? default_device() : options.device, options.threads);
     Net net(config, Phase::test, *backend, config.solver.random_seed);
     load_weights(options.weights, net);
     Tensor* in = net.blob(input_blob);
@@ -217,8 +217,7 @@ int predict(const PredictOptions& options) {
     const std::size_t per_image = plane * static_cast<std::size_t>(channels);
     std::vector<float> values(per_image * static_cast<std::size_t>(batch));
     for (std::size_t first = 0; first < images.size(); first += static_cast<std::size_t>(batch)) {
-        const std::size_t count =
-            std::min(images.size() - first, static_cast<std::size_t>(batch));
+        const std::size_t count = std::min(images.size() - first, static_cast<std::size_t>(batch));
         std::fill(values.begin(), values.end(), 0.0F);
         for (std::size_t i = 0; i < count; ++i) {
             const fs::path& path = images[first + i];

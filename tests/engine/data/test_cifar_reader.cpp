@@ -185,6 +185,36 @@ TEST_F(CifarReader, MeanValueIsSubtractedPerChannelBeforeScaling) {
     EXPECT_EQ(labels, (std::vector<float>{0.0F, 1.0F}));
 }
 
+TEST_F(CifarReader, ChannelMeansAverageAMeanImageOfAnySize) {
+    // What `dltrain predict --mean` subtracts: ImageNet's 256 x 256 mean for 227 x 227 inputs.
+    std::vector<float> values(3 * 2 * 5);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        values[i] = static_cast<float>(i / 10 * 100 + i % 10); // plane c: 100c + 0..9
+    }
+    const fs::path mean = m_dir.path() / "mean.binaryproto";
+    write_bytes(mean, blob_proto({1, 3, 2, 5}, values));
+    EXPECT_EQ(dl::data::load_channel_means(mean, 3), (std::vector<float>{4.5F, 104.5F, 204.5F}));
+    write_bytes(mean, blob_proto({1, 3, 2, 5}, values, true));
+    EXPECT_EQ(dl::data::load_channel_means(mean, 3), (std::vector<float>{4.5F, 104.5F, 204.5F}));
+    try {
+        (void)dl::data::load_channel_means(mean, 1);
+        ADD_FAILURE() << "a 3-channel mean for 1-channel images was read";
+    } catch (const dl::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("a mean of shape 3x2x5 for images of 1 channel(s)"),
+                  std::string::npos)
+            << e.what();
+    }
+    write_bytes(mean, blob_proto({1, 3, 2, 5}, std::vector<float>(29, 1.0F)));
+    try {
+        (void)dl::data::load_channel_means(mean, 3);
+        ADD_FAILURE() << "a mean short of its shape was read";
+    } catch (const dl::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("29 values for its shape 3x2x5 (30 expected)"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 TEST_F(CifarReader, MeanFileIsReadInBothBlobProtoFormsAndSubtractedPerPixel) {
     const fs::path legacy = m_dir.path() / "mean.binaryproto";
     write_bytes(legacy, blob_proto({1, 3, 32, 32}, mean_image()));

@@ -436,20 +436,20 @@ TEST_F(LmdbReader, CaffesOwnSpellingTrainsTestsAndResumes) {
         << train.output;
 
     // `caffe test -model M -weights W -iterations N`, on the snapshot Caffe's name gives.
-    const auto test = run_shell(dltrain +
-                                " test -model examples/mnist/lenet_train_test.prototxt "
-                                "-weights examples/mnist/lenet_iter_6.caffemodel -iterations 2 "
-                                "--device cpu --threads 1 2>&1");
+    const auto test =
+        run_shell(dltrain + " test -model examples/mnist/lenet_train_test.prototxt "
+                            "-weights examples/mnist/lenet_iter_6.caffemodel -iterations 2 "
+                            "--device cpu --threads 1 2>&1");
     ASSERT_EQ(test.exit_code, 0) << test.output;
     EXPECT_NE(test.output.find("accuracy"), std::string::npos) << test.output;
 
     // -snapshot resumes (dltrain's checkpoint: Caffe's .solverstate is its own format), and
     // -flag=value is gflags' other spelling.
-    const auto resumed = run_shell(
-        dltrain +
-        " train -solver=examples/mnist/lenet_solver.prototxt -snapshot "
-        "examples/mnist/lenet_run/checkpoints/iter_00000006.ckpt --solver max_iter=8" +
-        quiet);
+    const auto resumed =
+        run_shell(dltrain +
+                  " train -solver=examples/mnist/lenet_solver.prototxt -snapshot "
+                  "examples/mnist/lenet_run/checkpoints/iter_00000006.ckpt --solver max_iter=8" +
+                  quiet);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_TRUE(fs::is_regular_file(mnist / "lenet_iter_8.caffemodel")) << resumed.output;
 
@@ -462,8 +462,7 @@ TEST_F(LmdbReader, CaffesOwnSpellingTrainsTestsAndResumes) {
     const auto query = run_shell(dltrain + " device_query -gpu 0 2>&1");
     if (dl_test::why_no_gpu().empty()) {
         EXPECT_EQ(query.exit_code, 0) << query.output;
-        EXPECT_NE(query.output.find("GPU 0 (--device cuda:0)"), std::string::npos)
-            << query.output;
+        EXPECT_NE(query.output.find("GPU 0 (--device cuda:0)"), std::string::npos) << query.output;
     } else {
         EXPECT_EQ(query.exit_code, 1) << query.output;
         EXPECT_NE(query.output.find("dltrain: error: there is no GPU 0"), std::string::npos)
@@ -474,8 +473,8 @@ TEST_F(LmdbReader, CaffesOwnSpellingTrainsTestsAndResumes) {
     // Caffe's check that snapshots can be written, before anything is.
     fs::remove_all(mnist / "lenet_run");
     const std::string solver = dl_test::read_file(mnist / "lenet_solver.prototxt");
-    const auto moved = std::regex_replace(solver, std::regex("examples/mnist/lenet\""),
-                                          "no/such/folder/lenet\"");
+    const auto moved =
+        std::regex_replace(solver, std::regex("examples/mnist/lenet\""), "no/such/folder/lenet\"");
     dl_test::write_bytes(mnist / "lenet_solver.prototxt", moved);
     const auto nowhere =
         run_shell(dltrain + " train -solver examples/mnist/lenet_solver.prototxt" + quiet);

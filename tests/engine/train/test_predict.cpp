@@ -65,9 +65,8 @@ std::string line(const std::vector<double>& planes, int cls, const std::string& 
     for (const double v : planes) {
         total += std::exp(v / 100.0);
     }
-    return fmt::format("{:.4f} - \"{}\"", std::exp(planes[static_cast<std::size_t>(cls)] / 100.0) /
-                                              total,
-                       label);
+    return fmt::format("{:.4f} - \"{}\"",
+                       std::exp(planes[static_cast<std::size_t>(cls)] / 100.0) / total, label);
 }
 
 class Predict : public ::testing::Test {
@@ -101,12 +100,12 @@ TEST_F(Predict, PrintsCaffesTopKPerImageInBatchesOfTheDeployNets) {
     const std::vector<double> red = {50 - 10, 10 - 20, 200 - 30};
     const std::vector<double> green = {0 - 10, 250 - 20, 0 - 30};
     const std::vector<double> blue = {240 - 10, 30 - 20, 20 - 30};
-    const std::string expected =
-        "---------- Prediction for red.ppm ----------\n" + line(red, 2, "r0 red") + "\n" +
-        line(red, 0, "b0 blue") + "\n---------- Prediction for green.ppm ----------\n" +
-        line(green, 1, "g0 green") + "\n" + line(green, 0, "b0 blue") +
-        "\n---------- Prediction for blue.ppm ----------\n" + line(blue, 0, "b0 blue") + "\n" +
-        line(blue, 1, "g0 green") + "\n";
+    const std::string expected = "---------- Prediction for red.ppm ----------\n" +
+                                 line(red, 2, "r0 red") + "\n" + line(red, 0, "b0 blue") +
+                                 "\n---------- Prediction for green.ppm ----------\n" +
+                                 line(green, 1, "g0 green") + "\n" + line(green, 0, "b0 blue") +
+                                 "\n---------- Prediction for blue.ppm ----------\n" +
+                                 line(blue, 0, "b0 blue") + "\n" + line(blue, 1, "g0 green") + "\n";
     EXPECT_EQ(run.output, expected);
 
     // Without labels, the class numbers; five asked of three classes shows the three.
@@ -145,10 +144,10 @@ TEST_F(Predict, BadInputsAreClearErrors) {
 
     // A train_val net is not a deploy net.
     const fs::path corpus = fs::path(DLJOB_SOURCE_DIR) / "tests" / "engine" / "prototxt";
-    const auto train_val = run_shell("cd " + m_dir.path().string() + " && " +
-                                     std::string(DLTRAIN_BINARY) + " predict --model " +
-                                     (corpus / "lenet_train_test.prototxt").string() +
-                                     " --weights colours.caffemodel red.ppm 2>&1");
+    const auto train_val =
+        run_shell("cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY) +
+                  " predict --model " + (corpus / "lenet_train_test.prototxt").string() +
+                  " --weights colours.caffemodel red.ppm 2>&1");
     EXPECT_EQ(train_val.exit_code, 3) << train_val.output;
     EXPECT_NE(train_val.output.find("layer 'mnist' (Data) reads a data set: predict takes a "
                                     "deploy net"),
@@ -165,19 +164,17 @@ TEST(ResizeBilinear, FollowsOpenCvsInterLinearSampling) {
     image.width = 2;
     image.pixels = {0, 100, 200, 255};
     const auto up = dl::data::resize_bilinear(image, 4, 4);
-    EXPECT_EQ(up.pixels,
-              (std::vector<std::uint8_t>{0, 25, 75, 100,     //
-                                         50, 72, 117, 139,   //
-                                         150, 167, 200, 216, //
-                                         200, 214, 241, 255}));
+    EXPECT_EQ(up.pixels, (std::vector<std::uint8_t>{0, 25, 75, 100,     //
+                                                    50, 72, 117, 139,   //
+                                                    150, 167, 200, 216, //
+                                                    200, 214, 241, 255}));
     // Halving averages each 2x2 block (the source points fall between its pixels).
     dl::data::DecodedImage four;
     four.channels = 1;
     four.height = 2;
     four.width = 4;
     four.pixels = {0, 10, 20, 40, 100, 110, 120, 140};
-    EXPECT_EQ(dl::data::resize_bilinear(four, 1, 2).pixels,
-              (std::vector<std::uint8_t>{55, 80}));
+    EXPECT_EQ(dl::data::resize_bilinear(four, 1, 2).pixels, (std::vector<std::uint8_t>{55, 80}));
 }
 
 } // namespace
