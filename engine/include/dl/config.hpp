@@ -62,6 +62,11 @@ struct LayerConfig {
     bool shuffle = false;          // a fresh order every epoch, drawn from solver.random_seed
     std::vector<int> shape;        // optional C x H x W of one image: checked against the file, and
                                    // lets `dltrain time` run without the data
+    // ImageData: `source` is a list of `path label` lines (data/image_list.hpp)
+    std::string root_folder; // put before each path, as Caffe does (so it ends in '/')
+    int new_height = 0;      // with new_width: every image resized to it
+    int new_width = 0;
+    bool is_color = true; // false: decoded as grey
     // Convolution, InnerProduct
     int num_output = 0;
     int kernel_size = 0;

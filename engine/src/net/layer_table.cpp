@@ -12,6 +12,7 @@
 namespace dl {
 namespace layers {
 LayerKind data();
+LayerKind image_data();
 LayerKind convolution();
 LayerKind pooling();
 LayerKind inner_product();
@@ -35,6 +36,7 @@ LayerKind softmax();
 const std::vector<LayerKind>& layer_kinds() {
     static const std::vector<LayerKind> kinds = {
         layers::data(),
+        layers::image_data(),
         layers::convolution(),
         layers::pooling(),
         layers::inner_product(),

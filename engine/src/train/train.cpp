@@ -5,6 +5,7 @@
 #include "backends/cuda_loader.hpp"
 #include "data/batch_reader.hpp"
 #include "data/idx_dataset.hpp"
+#include "data/image_list.hpp"
 #include "data/mean_file.hpp"
 #include "io/caffemodel.hpp"
 #include "net/layer_kind.hpp"
@@ -121,14 +122,34 @@ data::DataBudget data_budget(const MemoryLimit& memory) {
     return {memory.bytes.value_or(std::numeric_limits<std::uint64_t>::max()), memory.source};
 }
 
+/// An ImageData layer's image paths: root_folder and the line's path joined as Caffe joins
+/// them (by concatenation), resolved as the config's other data paths.
+data::ImageListOptions image_list_options(const LayerConfig& layer, const fs::path& base) {
+    data::ImageListOptions options;
+    options.image_path = [root = layer.root_folder, base](const std::string& name) {
+        return resolve(root + name, base);
+    };
+    options.new_height = layer.new_height;
+    options.new_width = layer.new_width;
+    options.is_color = layer.is_color;
+    return options;
+}
+
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
                                     const fs::path& config_file, const data::DataBudget& budget) {
     auto source = std::make_unique<Source>();
     const fs::path images = resolve(layer.source, base);
     const fs::path labels = resolve(layer.label_source, base);
     try {
-        data::check_backend(images, layer.backend);
-        source->set = data::load_idx(images, labels, budget);
+        if (layer.type == "ImageData") {
+            source->set = data::load_image_list(images, image_list_options(layer, base), budget);
+            if (labels.empty()) {
+                source->set.labels.clear();
+            }
+        } else {
+            data::check_backend(images, layer.backend);
+            source->set = data::load_idx(images, labels, budget);
+        }
     } catch (const Error& e) {
         std::error_code ec;
         const bool lost = !fs::path(layer.source).is_absolute() && !fs::exists(images, ec);
@@ -397,10 +418,14 @@ void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase>
 
 /// A Data layer without `shape` takes its images' C x H x W from the file's header; a bad
 /// file is a config error naming the layer.
-void shape_from_header(LayerConfig& layer, const fs::path& images, const fs::path& config_file,
+void shape_from_header(LayerConfig& layer, const fs::path& base, const fs::path& config_file,
                        const MemoryLimit& memory) {
+    const fs::path images = resolve(layer.source, base);
     try {
-        const data::IdxDataset header = data::read_idx_header(images, data_budget(memory));
+        const data::IdxDataset header =
+            layer.type == "ImageData"
+                ? data::read_image_list_header(images, image_list_options(layer, base))
+                : data::read_idx_header(images, data_budget(memory));
         layer.shape = {header.channels, header.height, header.width};
     } catch (const Error& e) {
         throw Error(e.kind(), fmt::format("{}:{}: layer '{}': {}", config_file.string(), layer.line,
@@ -1358,7 +1383,7 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
         const fs::path images = resolve(layer.source, base);
         std::error_code ec;
         if (layer.shape.empty() && fs::exists(images, ec)) {
-            shape_from_header(layer, images, file, memory);
+            shape_from_header(layer, base, file, memory);
         }
         if (layer.shape.empty()) {
             unchecked.push_back(fmt::format(
@@ -1413,8 +1438,8 @@ int time_net(const TimeOptions& options) {
     // The image shape comes from the 'shape' key, else from the data's header.
     for (auto& layer : config.layers) {
         if (has_role(layer, LayerRole::input) && layer.shape.empty()) {
-            shape_from_header(layer, resolve(layer.source, data_base(std::nullopt, options.config)),
-                              options.config, memory);
+            shape_from_header(layer, data_base(std::nullopt, options.config), options.config,
+                              memory);
         }
     }
     check_memory(config, false, memory);
@@ -1470,7 +1495,7 @@ int export_model(const ExportOptions& options) {
     for (auto& layer : config.layers) {
         if (has_role(layer, LayerRole::input)) {
             if (layer.shape.empty()) {
-                shape_from_header(layer, resolve(layer.source, base), options.config,
+                shape_from_header(layer, base, options.config,
                                   memory_limit(""));
             }
             layer.batch_size = 1;

@@ -1,5 +1,6 @@
-// Data: batches of images (and their labels) that the trainer copies into the tops; the files
-// are read by engine/src/data. Nothing to compute.
+// Data and ImageData: batches of images (and their labels) that the trainer copies into the
+// tops; the files are read by engine/src/data (a database or IDX file, or for ImageData Caffe's
+// list of image files). One layer class: the two differ in their keys only.
 
 #include "net/layer.hpp"
 
@@ -36,13 +37,9 @@ public:
     }
 };
 
-void fields(FieldVisitor& v, LayerConfig& l) {
-    v.text(field("source", "data_param"), l.source);
-    v.text(field("label_source"), l.label_source); // Caffe reads labels from the source
-    v.text(field("backend", "data_param").when_set(), l.backend);
-    v.integer(field("batch_size", "data_param"), l.batch_size);
+/// The keys of Caffe's transform_param, which both types take.
+void transform_fields(FieldVisitor& v, LayerConfig& l) {
     v.number(field("scale", "transform_param").or_older("data_param", "scale"), l.scale);
-    v.flag(field("shuffle"), l.shuffle);
     v.numbers(field("mean_value", "transform_param")
                   .when_set()
                   .expecting("a number or a list of numbers, one per channel"),
@@ -55,12 +52,52 @@ void fields(FieldVisitor& v, LayerConfig& l) {
     v.flag(field("mirror", "transform_param").or_older("data_param", "mirror").when_set(),
            l.mirror);
     v.integers(field("shape").when_set().expecting("[channels, height, width]"), l.shape);
+}
+
+void fields(FieldVisitor& v, LayerConfig& l) {
+    v.text(field("source", "data_param"), l.source);
+    v.text(field("label_source"), l.label_source); // Caffe reads labels from the source
+    v.text(field("backend", "data_param").when_set(), l.backend);
+    v.integer(field("batch_size", "data_param"), l.batch_size);
+    v.flag(field("shuffle"), l.shuffle);
+    transform_fields(v, l);
     v.caffe_ignores({"data_param", "prefetch"});
+}
+
+void image_data_fields(FieldVisitor& v, LayerConfig& l) {
+    const char* m = "image_data_param";
+    v.text(field("source", m), l.source);
+    v.text(field("label_source"), l.label_source); // the list's labels, when given
+    v.integer(field("batch_size", m), l.batch_size);
+    v.flag(field("shuffle", m), l.shuffle);
+    v.text(field("root_folder", m).when_set(), l.root_folder);
+    v.integer(field("new_height", m).when_set(), l.new_height);
+    v.integer(field("new_width", m).when_set(), l.new_width);
+    v.flag(field("is_color", m), l.is_color);
+    transform_fields(v, l);
+    v.caffe_requires({m, "rand_skip"}, "0",
+                     "rand_skip {} is not supported (dltrain's shuffle draws a fresh order every "
+                     "epoch from solver.random_seed)");
 }
 
 void check(const LayerConfig& l, const LayerChecks& c) {
     if (l.source.empty()) {
-        c.fail("source", fmt::format("{} of type Data needs key 'source'", c.where()));
+        c.fail("source", fmt::format("{} of type {} needs key 'source'", c.where(), l.type));
+    }
+    if (l.type == "ImageData") {
+        c.at_least("new_height", l.new_height, 0);
+        c.at_least("new_width", l.new_width, 0);
+        if ((l.new_height > 0) != (l.new_width > 0)) {
+            c.fail(l.new_height > 0 ? "new_width" : "new_height",
+                   fmt::format("{}: new_height and new_width are set together (Caffe's rule)",
+                               c.where()));
+        }
+        if (!l.label_source.empty() && l.label_source != l.source) {
+            c.fail("label_source",
+                   fmt::format("{}: an image list holds its labels: label_source is its source "
+                               "or unset",
+                               c.where()));
+        }
     }
     if (!l.backend.empty()) {
         c.choice("backend", l.backend, {"lmdb", "leveldb"});
@@ -125,6 +162,12 @@ void to_caffe(LayerConfig& l, std::vector<std::string>& lost) {
     }
 }
 
+void image_data_to_caffe(LayerConfig& l, std::vector<std::string>& lost) {
+    if (!l.shape.empty()) {
+        lost.push_back(fmt::format("layer '{}': shape (Caffe takes it from the images)", l.name));
+    }
+}
+
 } // namespace data_layer
 
 LayerKind data() {
@@ -136,6 +179,17 @@ LayerKind data() {
                      .make = make_as<data_layer::DataLayer>,
                      .from_caffe = data_layer::from_caffe,
                      .to_caffe = data_layer::to_caffe};
+}
+
+LayerKind image_data() {
+    return LayerKind{.type = "ImageData",
+                     .role = LayerRole::input,
+                     .fields = data_layer::image_data_fields,
+                     .check = data_layer::check,
+                     .plan = data_layer::plan,
+                     .make = make_as<data_layer::DataLayer>,
+                     .from_caffe = data_layer::from_caffe,
+                     .to_caffe = data_layer::image_data_to_caffe};
 }
 
 } // namespace dl::layers
