@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 
 namespace dl::ref {
 namespace {
@@ -105,6 +106,72 @@ Values lrn_backward(const ChannelGeometry& g, const LrnParams& p, Floats x, Floa
                 dx[at(g, n, j, i)] =
                     dy[at(g, n, j, i)] * std::pow(lrn_scale(g, p, x, n, j, i), -p.beta) -
                     coefficient * x[at(g, n, j, i)] * through_others;
+            }
+        }
+    }
+    return dx;
+}
+
+namespace {
+
+// 1 + alpha / size^2 * the sum of x^2 over the square of side size centred on (h, w) of plane
+// `image` (Caffe's WITHIN_CHANNEL: an average pooling with zero padding, then power).
+double within_scale(const PoolGeometry& g, const LrnParams& p, Floats x, int image, int h, int w) {
+    double sum = 0.0;
+    for (int hh = h - g.pad; hh <= h + g.pad; ++hh) {
+        for (int ww = w - g.pad; ww <= w + g.pad; ++ww) {
+            if (hh >= 0 && hh < g.height && ww >= 0 && ww < g.width) {
+                const double v =
+                    x[(static_cast<std::size_t>(image) * g.height + hh) * g.width + ww];
+                sum += v * v;
+            }
+        }
+    }
+    return 1.0 + static_cast<double>(p.alpha) / (p.size * p.size) * sum;
+}
+
+} // namespace
+
+Values lrn_within_forward(const PoolGeometry& g, const LrnParams& p, Floats x) {
+    Values y(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width);
+    for (int image = 0; image < g.batch * g.channels; ++image) {
+        for (int h = 0; h < g.height; ++h) {
+            for (int w = 0; w < g.width; ++w) {
+                const std::size_t i =
+                    (static_cast<std::size_t>(image) * g.height + h) * g.width + w;
+                y[i] = x[i] * std::pow(within_scale(g, p, x, image, h, w), -p.beta);
+            }
+        }
+    }
+    return y;
+}
+
+// The chain rule through y_c = x_c * s_c^-beta for every pixel c, s_c = 1 + alpha / size^2 *
+// sum over c's square of x^2: dx_j = dy_j * s_j^-beta - 2 alpha beta / size^2 * x_j * sum over
+// the pixels c whose square holds j of dy_c * x_c * s_c^(-beta - 1).
+Values lrn_within_backward(const PoolGeometry& g, const LrnParams& p, Floats x, Floats dy) {
+    Values dx(x.size());
+    const double coefficient = 2.0 * p.alpha * p.beta / (p.size * p.size);
+    const auto index = [&g](int image, int h, int w) {
+        return (static_cast<std::size_t>(image) * g.height + h) * g.width + w;
+    };
+    for (int image = 0; image < g.batch * g.channels; ++image) {
+        for (int h = 0; h < g.height; ++h) {
+            for (int w = 0; w < g.width; ++w) {
+                double through_others = 0.0;
+                for (int ch = 0; ch < g.height; ++ch) {
+                    for (int cw = 0; cw < g.width; ++cw) {
+                        if (std::abs(ch - h) <= g.pad && std::abs(cw - w) <= g.pad) {
+                            const std::size_t c = index(image, ch, cw);
+                            through_others +=
+                                static_cast<double>(dy[c]) * x[c] *
+                                std::pow(within_scale(g, p, x, image, ch, cw), -p.beta - 1.0);
+                        }
+                    }
+                }
+                const std::size_t j = index(image, h, w);
+                dx[j] = dy[j] * std::pow(within_scale(g, p, x, image, h, w), -p.beta) -
+                        coefficient * x[j] * through_others;
             }
         }
     }

@@ -96,6 +96,8 @@ double accuracy(int rows, int classes, int top_k, Floats scores, Floats labels);
 // clipped to [0, C); y = x * scale^-beta (Caffe's LRNLayer).
 Values lrn_forward(const ChannelGeometry& g, const LrnParams& p, Floats x);
 Values lrn_backward(const ChannelGeometry& g, const LrnParams& p, Floats x, Floats dy);
+Values lrn_within_forward(const PoolGeometry& g, const LrnParams& p, Floats x);
+Values lrn_within_backward(const PoolGeometry& g, const LrnParams& p, Floats x, Floats dy);
 
 // Caffe's BatchNormLayer: y = (x - mean[c]) / sqrt(var[c] + eps), with the batch's mean and
 // biased variance over N x spatial, or (use_global) the running sums divided by their factor

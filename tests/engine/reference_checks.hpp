@@ -119,6 +119,7 @@ public:
     void softmax_loss(int rows, int classes, float scale);
     void accuracy(int rows, int classes, int levels);
     void lrn(const dl::ChannelGeometry& g, const dl::LrnParams& p);
+    void lrn_within(const dl::PoolGeometry& g, const dl::LrnParams& p);
     void batch_norm(const dl::ChannelGeometry& g, bool use_global, bool in_place);
     void scale(const dl::ChannelGeometry& g, bool bias, bool in_place);
     void concat(int rows, const std::vector<std::size_t>& row_lengths);
@@ -349,6 +350,25 @@ inline void Checks::lrn(const dl::ChannelGeometry& g, const dl::LrnParams& p) {
     m_backend.lrn_backward(g, p, x_d.get(), y_d.get(), scale_d.get(), dy_d.get(), dx_d.get());
     expect_near(y_d.read(), dl::ref::lrn_forward(g, p, x), m_tol.channels, what + ": y");
     expect_near(dx_d.read(), dl::ref::lrn_backward(g, p, x, dy), m_tol.channels, what + ": dx");
+}
+
+inline void Checks::lrn_within(const dl::PoolGeometry& g, const dl::LrnParams& p) {
+    const std::string what = "LRN within channels, size " + std::to_string(p.size) + " over " +
+                             std::to_string(g.height) + "x" + std::to_string(g.width);
+    const std::size_t count = static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
+    const auto x = random(count, -2.0F, 2.0F);
+    const auto dy = random(count);
+    const Device x_d(m_backend, x);
+    const Device scale_d(m_backend, count, k_garbage);
+    const Device y_d(m_backend, count, k_garbage);
+    const Device dy_d(m_backend, dy);
+    const Device dx_d(m_backend, count, k_garbage);
+    m_backend.lrn_within_forward(g, p, x_d.get(), scale_d.get(), y_d.get());
+    m_backend.lrn_within_backward(g, p, x_d.get(), y_d.get(), scale_d.get(), dy_d.get(),
+                                  dx_d.get());
+    expect_near(y_d.read(), dl::ref::lrn_within_forward(g, p, x), m_tol.channels, what + ": y");
+    expect_near(dx_d.read(), dl::ref::lrn_within_backward(g, p, x, dy), m_tol.channels,
+                what + ": dx");
 }
 
 // Running sums from an earlier step (factor 1 + maf), so that both the update and the global

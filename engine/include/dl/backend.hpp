@@ -201,6 +201,15 @@ public:
                              float* scale, float* y) = 0;
     virtual void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x,
                               const float* y, const float* scale, const float* dy, float* dx) = 0;
+    // LRN within each channel (Caffe's WITHIN_CHANNEL): scale = 1 + alpha / size^2 * (sum of
+    // x^2 over the size x size square centred on the pixel, zero outside the image); y = x *
+    // scale^-beta. g is that square as a pooling window (kernel size, stride 1, pad (size-1)/2);
+    // p.k is not used (Caffe's shift is 1).
+    virtual void lrn_within_forward(const PoolGeometry& g, const LrnParams& p, const float* x,
+                                    float* scale, float* y) = 0;
+    virtual void lrn_within_backward(const PoolGeometry& g, const LrnParams& p, const float* x,
+                                     const float* y, const float* scale, const float* dy,
+                                     float* dx) = 0;
     // BatchNorm, Caffe's: y = (x - mean[c]) * inv_std[c], inv_std = 1 / sqrt(var + eps). With
     // batch statistics (use_global false) the running sums are updated: factor = factor * maf
     // + 1, mean_sum = mean + maf * mean_sum, var_sum = var * m / (m - 1) + maf * var_sum (m

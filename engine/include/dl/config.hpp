@@ -85,6 +85,7 @@ struct LayerConfig {
     float alpha = 1.0F;
     float beta = 0.75F;
     float k = 1.0F;
+    std::string norm_region = "across_channels"; // or within_channel (Caffe's enum)
     // BatchNorm; use_global_stats unset: batch statistics in the train net, the running ones in
     // the test net (Caffe's rule)
     std::optional<bool> use_global_stats;

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <vector>
 
 namespace dl::cpu {
 namespace {
@@ -69,6 +71,67 @@ void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x, 
             for (int i = 0; i < g.spatial; ++i) {
                 dx[o + i] =
                     dy[o + i] * std::pow(scale[o + i], -p.beta) - coefficient * x[o + i] * sum[i];
+            }
+        }
+    }
+}
+
+namespace {
+
+/// The sum of v over the size x size square centred on (h, w) of one plane, clipped to it:
+/// the padding holds zeros.
+float square_sum(const PoolGeometry& g, const float* plane, int h, int w) {
+    float sum = 0.0F;
+    for (int hh = std::max(0, h - g.pad); hh <= std::min(g.height - 1, h + g.pad); ++hh) {
+        for (int ww = std::max(0, w - g.pad); ww <= std::min(g.width - 1, w + g.pad); ++ww) {
+            sum += plane[static_cast<std::ptrdiff_t>(hh) * g.width + ww];
+        }
+    }
+    return sum;
+}
+
+} // namespace
+
+void lrn_within_forward(const PoolGeometry& g, const LrnParams& p, const float* x, float* scale,
+                        float* y) {
+    const auto plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
+    const float alpha_over_area = p.alpha / static_cast<float>(p.size * p.size);
+    std::vector<float> squares(static_cast<std::size_t>(plane));
+    for (std::ptrdiff_t image = 0; image < static_cast<std::ptrdiff_t>(g.batch) * g.channels;
+         ++image) {
+        const float* xp = x + image * plane;
+        for (std::ptrdiff_t i = 0; i < plane; ++i) {
+            squares[static_cast<std::size_t>(i)] = xp[i] * xp[i];
+        }
+        for (int h = 0; h < g.height; ++h) {
+            for (int w = 0; w < g.width; ++w) {
+                const std::ptrdiff_t i =
+                    image * plane + static_cast<std::ptrdiff_t>(h) * g.width + w;
+                scale[i] = 1.0F + alpha_over_area * square_sum(g, squares.data(), h, w);
+                y[i] = x[i] * std::pow(scale[i], -p.beta);
+            }
+        }
+    }
+}
+
+// dx = dy * scale^-beta - 2 alpha beta / size^2 * x * (sum of dy * y / scale over the squares
+// that hold the pixel: for a centred odd square, the square around it).
+void lrn_within_backward(const PoolGeometry& g, const LrnParams& p, const float* x, const float* y,
+                         const float* scale, const float* dy, float* dx) {
+    const auto plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
+    const float coefficient = 2.0F * p.alpha * p.beta / static_cast<float>(p.size * p.size);
+    std::vector<float> ratio(static_cast<std::size_t>(plane));
+    for (std::ptrdiff_t image = 0; image < static_cast<std::ptrdiff_t>(g.batch) * g.channels;
+         ++image) {
+        const std::ptrdiff_t o = image * plane;
+        for (std::ptrdiff_t i = 0; i < plane; ++i) {
+            ratio[static_cast<std::size_t>(i)] = dy[o + i] * y[o + i] / scale[o + i];
+        }
+        for (int h = 0; h < g.height; ++h) {
+            for (int w = 0; w < g.width; ++w) {
+                const std::ptrdiff_t i = o + static_cast<std::ptrdiff_t>(h) * g.width + w;
+                dx[i] = dy[i] * std::pow(scale[i], -p.beta) -
+                        coefficient * x[i] * square_sum(g, ratio.data(), h, w);
             }
         }
     }

@@ -673,6 +673,15 @@ public:
                      float* y) override {
         cpu::lrn_forward(g, p, x, scale, y);
     }
+    void lrn_within_forward(const PoolGeometry& g, const LrnParams& p, const float* x, float* scale,
+                            float* y) override {
+        cpu::lrn_within_forward(g, p, x, scale, y);
+    }
+    void lrn_within_backward(const PoolGeometry& g, const LrnParams& p, const float* x,
+                             const float* y, const float* scale, const float* dy,
+                             float* dx) override {
+        cpu::lrn_within_backward(g, p, x, y, scale, dy, dx);
+    }
     void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x, const float* y,
                       const float* scale, const float* dy, float* dx) override {
         cpu::lrn_backward(g, p, x, y, scale, dy, dx);

@@ -550,6 +550,15 @@ public:
                      float* y) override {
         kernels::lrn_forward(m_stream, g, p, x, scale, y);
     }
+    void lrn_within_forward(const PoolGeometry& g, const LrnParams& p, const float* x, float* scale,
+                            float* y) override {
+        kernels::lrn_within_forward(m_stream, g, p, x, scale, y);
+    }
+    void lrn_within_backward(const PoolGeometry& g, const LrnParams& p, const float* x,
+                             const float* y, const float* scale, const float* dy,
+                             float* dx) override {
+        kernels::lrn_within_backward(m_stream, g, p, x, y, scale, dy, dx);
+    }
     void lrn_backward(const ChannelGeometry& g, const LrnParams& p, const float* x, const float* y,
                       const float* scale, const float* dy, float* dx) override {
         kernels::lrn_backward(m_stream, g, p, x, y, scale, dy, dx);

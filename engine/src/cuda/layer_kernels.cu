@@ -88,6 +88,56 @@ __global__ void lrn_backward_kernel(Dims d, LrnParams p, const float* x, const f
     }
 }
 
+// --- LRN within channels: one thread per value, the square summed row by row as on the CPU --
+
+struct Square {
+    int images; // batch x channels
+    int height;
+    int width;
+    int pad;
+};
+
+// The sum of f(o) over the offsets o of the square centred on value i of its plane.
+template <typename F> __device__ float square_sum(const Square& q, std::size_t i, F f) {
+    const std::size_t plane = static_cast<std::size_t>(q.height) * q.width;
+    const std::size_t base = i / plane * plane;
+    const int h = static_cast<int>(i % plane / q.width);
+    const int w = static_cast<int>(i % q.width);
+    float sum = 0.0F;
+    for (int hh = max(0, h - q.pad); hh <= min(q.height - 1, h + q.pad); ++hh) {
+        for (int ww = max(0, w - q.pad); ww <= min(q.width - 1, w + q.pad); ++ww) {
+            sum += f(base + static_cast<std::size_t>(hh) * q.width + ww);
+        }
+    }
+    return sum;
+}
+
+__global__ void lrn_within_forward_kernel(Square q, LrnParams p, const float* x, float* scale,
+                                          float* y) {
+    const std::size_t total = static_cast<std::size_t>(q.images) * q.height * q.width;
+    const float alpha_over_area = p.alpha / static_cast<float>(p.size * p.size);
+    DL_LAYER_GRID_LOOP(i, total) {
+        const float sum = square_sum(q, i, [x](std::size_t o) { return x[o] * x[o]; });
+        scale[i] = 1.0F + alpha_over_area * sum;
+        y[i] = x[i] * powf(scale[i], -p.beta);
+    }
+}
+
+__global__ void lrn_within_backward_kernel(Square q, LrnParams p, const float* x, const float* y,
+                                           const float* scale, const float* dy, float* dx) {
+    const std::size_t total = static_cast<std::size_t>(q.images) * q.height * q.width;
+    const float coefficient = 2.0F * p.alpha * p.beta / static_cast<float>(p.size * p.size);
+    DL_LAYER_GRID_LOOP(i, total) {
+        const float sum =
+            square_sum(q, i, [dy, y, scale](std::size_t o) { return dy[o] * y[o] / scale[o]; });
+        dx[i] = dy[i] * powf(scale[i], -p.beta) - coefficient * x[i] * sum;
+    }
+}
+
+Square square_of(const PoolGeometry& g) {
+    return Square{g.batch * g.channels, g.height, g.width, g.pad};
+}
+
 // --- BatchNorm: one block per channel --------------------------------------------------------
 
 __global__ void batch_norm_forward_kernel(Dims d, bool use_global, float eps, float maf,
@@ -278,6 +328,23 @@ void lrn_backward(cudaStream_t stream, const ChannelGeometry& g, const LrnParams
                   const float* y, const float* scale, const float* dy, float* dx) {
     lrn_backward_kernel<<<blocks_for(g.count()), k_threads, 0, stream>>>(dims_of(g), p, x, y, scale,
                                                                          dy, dx);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void lrn_within_forward(cudaStream_t stream, const PoolGeometry& g, const LrnParams& p,
+                        const float* x, float* scale, float* y) {
+    const std::size_t total = static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
+    lrn_within_forward_kernel<<<blocks_for(total), k_threads, 0, stream>>>(square_of(g), p, x,
+                                                                           scale, y);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnParams& p,
+                         const float* x, const float* y, const float* scale, const float* dy,
+                         float* dx) {
+    const std::size_t total = static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
+    lrn_within_backward_kernel<<<blocks_for(total), k_threads, 0, stream>>>(square_of(g), p, x, y,
+                                                                            scale, dy, dx);
     DL_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,6 +19,12 @@ void lrn_forward(cudaStream_t stream, const ChannelGeometry& g, const LrnParams&
                  float* scale, float* y);
 void lrn_backward(cudaStream_t stream, const ChannelGeometry& g, const LrnParams& p, const float* x,
                   const float* y, const float* scale, const float* dy, float* dx);
+// CPU: cpu::lrn_within_forward / lrn_within_backward.
+void lrn_within_forward(cudaStream_t stream, const PoolGeometry& g, const LrnParams& p,
+                        const float* x, float* scale, float* y);
+void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnParams& p,
+                         const float* x, const float* y, const float* scale, const float* dy,
+                         float* dx);
 // CPU: cpu::batch_norm_forward / batch_norm_backward.
 void batch_norm_forward(cudaStream_t stream, const ChannelGeometry& g, bool use_global, float eps,
                         float moving_average_fraction, const float* x, float* running_mean,

@@ -73,14 +73,14 @@ std::vector<Entry> read_list(const std::filesystem::path& list) {
 DecodedImage read_image(const std::filesystem::path& list, const Entry& entry,
                         const ImageListOptions& options) {
     const std::filesystem::path file = options.image_path(entry.name);
-    const std::string what = fmt::format("image list {} line {}: {}", list.string(), entry.line,
-                                         file.string());
+    const std::string what =
+        fmt::format("image list {} line {}: {}", list.string(), entry.line, file.string());
     std::vector<char> bytes;
     try {
         bytes = io::RegularFile(file, "image").read_all(k_max_image_file_bytes);
     } catch (const Error& e) {
-        throw Error(e.kind(), fmt::format("image list {} line {}: {}", list.string(), entry.line,
-                                          e.what()));
+        throw Error(e.kind(),
+                    fmt::format("image list {} line {}: {}", list.string(), entry.line, e.what()));
     }
     DecodedImage image = decode_image(std::vector<std::uint8_t>(bytes.begin(), bytes.end()),
                                       options.is_color ? 3 : 1, what);

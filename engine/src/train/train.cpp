@@ -1495,8 +1495,7 @@ int export_model(const ExportOptions& options) {
     for (auto& layer : config.layers) {
         if (has_role(layer, LayerRole::input)) {
             if (layer.shape.empty()) {
-                shape_from_header(layer, base, options.config,
-                                  memory_limit(""));
+                shape_from_header(layer, base, options.config, memory_limit(""));
             }
             layer.batch_size = 1;
         }

@@ -208,12 +208,11 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
         << message;
     // A data layer dltrain does not read, with its Caffe fields: refused by its type, listing the
     // types dltrain runs (the parser once refused it as a typo: "no field named 'source'").
-    message = prototxt_error("layer {\n  name: \"images\"\n  type: \"ImageData\"\n"
-                             "  image_data_param { source: \"list.txt\" batch_size: 4 "
-                             "new_height: 256 }\n}\n");
+    message = prototxt_error("layer {\n  name: \"images\"\n  type: \"HDF5Data\"\n"
+                             "  hdf5_data_param { source: \"list.txt\" batch_size: 4 }\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:1:", 0), 0U) << message;
-    EXPECT_NE(message.find("layer 'images': type 'ImageData' is not supported by dltrain "
-                           "(supported: Data, "),
+    EXPECT_NE(message.find("layer 'images': type 'HDF5Data' is not supported by dltrain "
+                           "(supported: Data, ImageData, "),
               std::string::npos)
         << message;
     // A legacy V1 net: named as such, with the tool that upgrades it.

@@ -175,6 +175,15 @@ TEST_F(ReferenceCpu, LrnAcrossChannels) {
     m_checks.lrn({2, 3, 6}, {7, 0.5F, 0.75F, 1.0F}); // a window wider than the channels
 }
 
+TEST_F(ReferenceCpu, LrnWithinChannels) {
+    // cifar10_full's: local_size 3, alpha 5e-5 (here larger, so the scale is far from 1).
+    m_checks.lrn_within({.batch = 2, .channels = 3, .height = 6, .width = 5, .kernel = 3, .pad = 1},
+                        {3, 0.5F, 0.75F, 1.0F});
+    // A square wider than the image (clipped on every side), and a non-square image.
+    m_checks.lrn_within({.batch = 1, .channels = 2, .height = 3, .width = 7, .kernel = 5, .pad = 2},
+                        {5, 2.0F, 0.5F, 1.0F});
+}
+
 TEST_F(ReferenceCpu, BatchNormWithBatchAndGlobalStatistics) {
     for (const bool use_global : {false, true}) {
         for (const bool in_place : {false, true}) {

@@ -135,7 +135,8 @@ TEST_F(ImageList, ACaffeNetTrainsFromAnImageListAsCaffesExamplesAre) {
     }
     dl_test::write_bytes(m_dir.path() / "train.txt", train);
     dl_test::write_bytes(m_dir.path() / "test.txt", test);
-    const std::string data_layer = R"(layer { name: "data" type: "ImageData" top: "data" top: "label"
+    const std::string data_layer =
+        R"(layer { name: "data" type: "ImageData" top: "data" top: "label"
   include { phase: PHASE }
   transform_param { mirror: MIRROR crop_size: 6 mean_value: 104 mean_value: 117 mean_value: 123
                     scale: 0.01 }
@@ -150,10 +151,10 @@ TEST_F(ImageList, ACaffeNetTrainsFromAnImageListAsCaffesExamplesAre) {
         text.replace(text.find("SHUFFLE"), 7, train_phase ? "true" : "false");
         return text;
     };
-    dl_test::write_bytes(
-        m_dir.path() / "net.prototxt",
-        "name: \"tiny\"\n" + with("TRAIN", "train.txt", true) + with("TEST", "test.txt", false) +
-            R"(layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
+    dl_test::write_bytes(m_dir.path() / "net.prototxt",
+                         "name: \"tiny\"\n" + with("TRAIN", "train.txt", true) +
+                             with("TEST", "test.txt", false) +
+                             R"(layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc"
   inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label" top: "loss" }
 layer { name: "acc" type: "Accuracy" bottom: "fc" bottom: "label" top: "acc"
@@ -162,7 +163,8 @@ layer { name: "acc" type: "Accuracy" bottom: "fc" bottom: "label" top: "acc"
     dl_test::write_bytes(m_dir.path() / "solver.prototxt",
                          "net: \"net.prototxt\"\nbase_lr: 0.01\nmax_iter: 10\nlr_policy: "
                          "\"fixed\"\ntest_iter: 1\ntest_interval: 5\ndisplay: 5\n");
-    const std::string dltrain = "cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY);
+    const std::string dltrain =
+        "cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY);
     const auto check = run_shell(dltrain + " check -solver solver.prototxt 2>&1");
     ASSERT_EQ(check.exit_code, 0) << check.output;
     EXPECT_NE(check.output.find("solver.prototxt: ok"), std::string::npos) << check.output;

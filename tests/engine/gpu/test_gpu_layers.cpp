@@ -120,6 +120,9 @@ TEST_F(GpuLayers, LrnMatchesTheCpu) {
     lrn.alpha = 1e-4F; // CaffeNet's values
     lrn.k = 1.0F;
     compare(lrn, {{2, 16, 9, 9}});
+    lrn.norm_region = "within_channel"; // cifar10_full's
+    lrn.alpha = 0.5F;
+    compare(lrn, {{2, 4, 8, 7}});
 }
 
 TEST_F(GpuLayers, BatchNormMatchesTheCpuWithBatchAndGlobalStatistics) {

@@ -109,6 +109,12 @@ TEST_F(GpuReference, SoftmaxLossAndAccuracy) {
 TEST_F(GpuReference, LrnBatchNormAndScale) {
     m_checks->lrn({2, 7, 20}, {5, 1.0F, 0.75F, 1.0F});
     m_checks->lrn({2, 3, 6}, {7, 0.5F, 0.75F, 1.0F});
+    m_checks->lrn_within(
+        {.batch = 2, .channels = 3, .height = 6, .width = 5, .kernel = 3, .pad = 1},
+        {3, 0.5F, 0.75F, 1.0F});
+    m_checks->lrn_within(
+        {.batch = 1, .channels = 2, .height = 3, .width = 7, .kernel = 5, .pad = 2},
+        {5, 2.0F, 0.5F, 1.0F});
     for (const bool use_global : {false, true}) {
         m_checks->batch_norm({4, 3, 10}, use_global, false);
         m_checks->batch_norm({4, 3, 10}, use_global, true);

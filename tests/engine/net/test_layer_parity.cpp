@@ -37,6 +37,7 @@ LayerConfig config_of(const nlohmann::json& json, const std::string& name) {
     config.alpha = json.value("alpha", config.alpha);
     config.beta = json.value("beta", config.beta);
     config.k = json.value("k", config.k);
+    config.norm_region = json.value("norm_region", config.norm_region);
     if (json.contains("use_global_stats")) {
         config.use_global_stats = json["use_global_stats"].get<bool>();
     }

@@ -13,7 +13,9 @@ How each Caffe layer maps to PyTorch:
     Pooling ave      F.avg_pool2d(ceil_mode=True, count_include_pad=True)
     Sigmoid, TanH    torch.sigmoid, torch.tanh
     Convolution      F.conv2d(groups=...)
-    LRN              F.local_response_norm (alpha is divided by size in both)
+    LRN              F.local_response_norm (alpha is divided by size in both); WITHIN_CHANNEL
+                     as Caffe builds it: x * (1 + alpha * F.avg_pool2d(x^2, size, 1,
+                     (size-1)/2, count_include_pad=True))^-beta
     BatchNorm        F.batch_norm, no affine; training with momentum 1 gives the batch mean and
                      unbiased variance that Caffe adds to its running sums; eval with
                      running mean = mean_sum / factor and var = var_sum / factor
@@ -90,6 +92,12 @@ x = rand(2, 7, 3, 3, low=-2, high=2)
 cases.append(case("lrn", {"type": "LRN", "local_size": 5, "alpha": 0.5, "beta": 0.75, "k": 2.0},
                   [x], [], lambda b, p: F.local_response_norm(b[0], 5, alpha=0.5, beta=0.75,
                                                               k=2.0)))
+
+x = rand(2, 3, 6, 5, low=-2, high=2)
+cases.append(case("lrn_within_channel", {"type": "LRN", "norm_region": "within_channel",
+                                         "local_size": 3, "alpha": 0.5, "beta": 0.75},
+                  [x], [], lambda b, p: b[0] * (1 + 0.5 * F.avg_pool2d(
+                      b[0] * b[0], 3, 1, 1, count_include_pad=True)) ** -0.75))
 
 x = rand(4, 3, 3, 3, low=-2, high=3)
 eps = 1e-5

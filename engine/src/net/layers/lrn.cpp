@@ -1,5 +1,6 @@
-// LRN across channels (Caffe's ACROSS_CHANNELS region). Backward reads x and y, so it cannot
-// run in place.
+// LRN across channels (Caffe's ACROSS_CHANNELS region) or within each channel (WITHIN_CHANNEL:
+// a square of local_size x local_size pixels, as cifar10_full uses it). Backward reads x and y,
+// so it cannot run in place.
 
 #include "net/layer.hpp"
 
@@ -19,16 +20,33 @@ public:
         }
         m_geometry = channels_of(*bottom[0]);
         m_params_lrn = LrnParams{m_config.local_size, m_config.alpha, m_config.beta, m_config.k};
+        m_within = m_config.norm_region == "within_channel";
+        // Caffe builds WITHIN_CHANNEL from an average pooling of x^2 over this window.
+        m_square = PoolGeometry{.batch = bottom[0]->dim(0),
+                                .channels = bottom[0]->dim(1),
+                                .height = bottom[0]->dim(2),
+                                .width = bottom[0]->dim(3),
+                                .kernel = m_config.local_size,
+                                .stride = 1,
+                                .pad = (m_config.local_size - 1) / 2};
         const Planned planned = shape_tops(bottom, top);
         m_scale = Buffer(m_backend, planned.buffer * sizeof(float));
     }
     void forward(const Blobs& bottom, const Blobs& top) override {
+        if (m_within) {
+            m_backend.lrn_within_forward(m_square, m_params_lrn, bottom[0]->data(),
+                                         m_scale.as<float>(), top[0]->data());
+            return;
+        }
         m_backend.lrn_forward(m_geometry, m_params_lrn, bottom[0]->data(), m_scale.as<float>(),
                               top[0]->data());
     }
     void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                   const Blobs& bottom) override {
-        if (propagate_down[0]) {
+        if (propagate_down[0] && m_within) {
+            m_backend.lrn_within_backward(m_square, m_params_lrn, bottom[0]->data(), top[0]->data(),
+                                          m_scale.as<float>(), top[0]->diff(), bottom[0]->diff());
+        } else if (propagate_down[0]) {
             m_backend.lrn_backward(m_geometry, m_params_lrn, bottom[0]->data(), top[0]->data(),
                                    m_scale.as<float>(), top[0]->diff(), bottom[0]->diff());
         }
@@ -37,6 +55,8 @@ public:
 private:
     ChannelGeometry m_geometry;
     LrnParams m_params_lrn;
+    bool m_within = false;
+    PoolGeometry m_square;
     Buffer m_scale;
 };
 
@@ -46,7 +66,7 @@ void fields(FieldVisitor& v, LayerConfig& l) {
     v.number(field("alpha", m), l.alpha);
     v.number(field("beta", m), l.beta);
     v.number(field("k", m), l.k);
-    v.caffe_requires({m, "norm_region"}, "ACROSS_CHANNELS", "norm_region {} is not supported");
+    v.text(field("norm_region", m), l.norm_region);
     v.caffe_ignores({m, "engine"});
 }
 
@@ -55,6 +75,12 @@ void check(const LayerConfig& l, const LayerChecks& c) {
     c.finite("alpha", l.alpha);
     c.finite("beta", l.beta);
     c.finite("k", l.k);
+    c.choice("norm_region", l.norm_region, {"across_channels", "within_channel"});
+    if (l.norm_region == "within_channel" && l.k != 1.0F) {
+        c.fail("k", fmt::format("{}: k is not used by norm_region within_channel (Caffe's shift "
+                                "there is 1): leave it out",
+                                c.where()));
+    }
 }
 
 std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Shape*>& bottom) {
