@@ -212,6 +212,30 @@ void sgd_update(double lr, double momentum, double decay, bool nesterov, Floats 
     }
 }
 
+void adaptive_update(AdaptiveRule rule, double lr, double rate, double delta, double decay,
+                     Floats g, Values& h, Values& h2, Values& w) {
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        const double grad = g[i] + decay * w[i];
+        switch (rule) {
+        case AdaptiveRule::adagrad:
+            h[i] += grad * grad;
+            w[i] -= lr * grad / (std::sqrt(h[i]) + delta);
+            break;
+        case AdaptiveRule::rmsprop:
+            h[i] = rate * h[i] + (1.0 - rate) * grad * grad;
+            w[i] -= lr * grad / (std::sqrt(h[i]) + delta);
+            break;
+        case AdaptiveRule::adadelta: {
+            h[i] = rate * h[i] + (1.0 - rate) * grad * grad;
+            const double update = grad * std::sqrt((h2[i] + delta) / (h[i] + delta));
+            h2[i] = rate * h2[i] + (1.0 - rate) * update * update;
+            w[i] -= lr * update;
+            break;
+        }
+        }
+    }
+}
+
 void adam_update(double lr, double correction, double beta1, double beta2, double epsilon,
                  double decay, Floats g, Values& m, Values& v, Values& w) {
     for (std::size_t i = 0; i < w.size(); ++i) {

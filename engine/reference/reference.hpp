@@ -161,6 +161,8 @@ void sgd_update(double lr, double momentum, double decay, bool nesterov, Floats 
 // Adam (Kingma and Ba, Algorithm 1, as Caffe's AdamSolver): m = beta1 m + (1 - beta1) g',
 // v = beta2 v + (1 - beta2) g'^2, w -= lr * correction * m / (sqrt(v) + epsilon), with
 // g' = g + decay * w and correction = sqrt(1 - beta2^t) / (1 - beta1^t).
+void adaptive_update(AdaptiveRule rule, double lr, double rate, double delta, double decay,
+                     Floats g, Values& h, Values& h2, Values& w);
 void adam_update(double lr, double correction, double beta1, double beta2, double epsilon,
                  double decay, Floats g, Values& m, Values& v, Values& w);
 

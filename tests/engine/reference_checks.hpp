@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -521,6 +522,14 @@ inline void Checks::solver(const std::string& rule, const std::vector<int>& size
     const float beta2 = 0.999F;
     const float epsilon = 1e-8F;
     const bool adam = rule == "Adam";
+    const std::optional<dl::AdaptiveRule> adaptive =
+        rule == "AdaGrad"    ? std::optional(dl::AdaptiveRule::adagrad)
+        : rule == "RMSProp"  ? std::optional(dl::AdaptiveRule::rmsprop)
+        : rule == "AdaDelta" ? std::optional(dl::AdaptiveRule::adadelta)
+                             : std::nullopt;
+    // RMSProp's rms_decay or AdaDelta's momentum; AdaDelta's delta is its examples' 1e-6.
+    const float rate = rule == "RMSProp" ? 0.98F : 0.95F;
+    const float delta = rule == "AdaDelta" ? 1e-6F : epsilon;
     std::vector<Values> w_ref;
     std::vector<Values> h_ref;
     std::vector<Values> v_ref;
@@ -551,7 +560,10 @@ inline void Checks::solver(const std::string& rule, const std::vector<int>& size
             g_d.emplace_back(m_backend, g);
             targets.push_back({g.size(), lr_mult, decay, g_d.back().get(), h_d[i].get(),
                                v_d[i].get(), w_d[i].get()});
-            if (adam) {
+            if (adaptive) {
+                dl::ref::adaptive_update(*adaptive, static_cast<double>(lr) * lr_mult, rate, delta,
+                                         decay, g, h_ref[i], v_ref[i], w_ref[i]);
+            } else if (adam) {
                 dl::ref::adam_update(static_cast<double>(lr) * lr_mult, correction, momentum, beta2,
                                      epsilon, decay, g, h_ref[i], v_ref[i], w_ref[i]);
             } else {
@@ -561,7 +573,10 @@ inline void Checks::solver(const std::string& rule, const std::vector<int>& size
         }
         for (std::size_t i = 0; !all_at_once && i < targets.size(); ++i) {
             const dl::UpdateTarget& p = targets[i];
-            if (adam) {
+            if (adaptive) {
+                m_backend.adaptive_update(*adaptive, p.count, step_d.get(), p.lr_mult, rate, delta,
+                                          p.decay, p.grad, p.history, p.history2, p.weights);
+            } else if (adam) {
                 m_backend.adam_update(p.count, step_d.get(), p.lr_mult, momentum, beta2, epsilon,
                                       p.decay, p.grad, p.history, p.history2, p.weights);
             } else {
@@ -569,7 +584,9 @@ inline void Checks::solver(const std::string& rule, const std::vector<int>& size
                                      rule == "Nesterov", p.grad, p.history, p.weights);
             }
         }
-        if (all_at_once && adam) {
+        if (all_at_once && adaptive) {
+            m_backend.adaptive_update_all(*adaptive, targets, step_d.get(), rate, delta);
+        } else if (all_at_once && adam) {
             m_backend.adam_update_all(targets, step_d.get(), momentum, beta2, epsilon);
         } else if (all_at_once) {
             m_backend.sgd_update_all(targets, step_d.get(), momentum, rule == "Nesterov");
@@ -579,7 +596,7 @@ inline void Checks::solver(const std::string& rule, const std::vector<int>& size
     for (std::size_t i = 0; i < sizes.size(); ++i) {
         expect_near(w_d[i].read(), w_ref[i], m_tol.solver, what + std::to_string(i) + " w");
         expect_near(h_d[i].read(), h_ref[i], m_tol.solver, what + std::to_string(i) + " history");
-        if (adam) {
+        if (adam || rule == "AdaDelta") {
             expect_near(v_d[i].read(), v_ref[i], m_tol.solver, what + std::to_string(i) + " v");
         }
     }

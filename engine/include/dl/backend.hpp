@@ -80,6 +80,15 @@ struct LrnParams {
     float k = 1.0F;
 };
 
+/// Caffe's adaptive solvers, each with its own history (h; AdaDelta also h2, its updates'):
+/// with the regularised gradient g,
+///   AdaGrad  h += g^2;                          w -= lr g / (sqrt(h) + delta)
+///   RMSProp  h = rate h + (1 - rate) g^2;       w -= lr g / (sqrt(h) + delta)
+///   AdaDelta h = rate h + (1 - rate) g^2;       u = g sqrt((h2 + delta) / (h + delta));
+///            h2 = rate h2 + (1 - rate) u^2;     w -= lr u
+/// where rate is RMSProp's rms_decay and AdaDelta's momentum (adagrad/rmsprop/adadelta_solver.cpp).
+enum class AdaptiveRule { adagrad, rmsprop, adadelta };
+
 /// Caffe's EltwiseParameter operations, in its enum order.
 enum class EltwiseOp { prod, sum, max };
 
@@ -124,8 +133,8 @@ struct UpdateTarget {
     float lr_mult = 1.0F;
     float decay = 0.0F; // weight_decay * decay_mult
     const float* grad = nullptr;
-    float* history = nullptr;  // momentum, or Adam's m
-    float* history2 = nullptr; // Adam's v
+    float* history = nullptr;  // momentum, Adam's m, or an adaptive rule's h
+    float* history2 = nullptr; // Adam's v, or AdaDelta's h2
     float* weights = nullptr;
 };
 
@@ -253,12 +262,18 @@ public:
     virtual void adam_update(std::size_t n, const float* step, float lr_mult, float beta1,
                              float beta2, float epsilon, float decay, const float* g, float* m,
                              float* v, float* w) = 0;
+    virtual void adaptive_update(AdaptiveRule rule, std::size_t n, const float* step, float lr_mult,
+                                 float rate, float delta, float decay, const float* g, float* h,
+                                 float* h2, float* w) = 0;
     // Every parameter at once (one launch on a GPU instead of one per parameter). By default,
     // and on the CPU, sgd_update / adam_update per target in order.
     virtual void sgd_update_all(const std::vector<UpdateTarget>& targets, const float* step,
                                 float momentum, bool nesterov);
     virtual void adam_update_all(const std::vector<UpdateTarget>& targets, const float* step,
                                  float beta1, float beta2, float epsilon);
+    /// adaptive_update per target (history, history2), in order.
+    void adaptive_update_all(AdaptiveRule rule, const std::vector<UpdateTarget>& targets,
+                             const float* step, float rate, float delta);
 };
 
 /// Names of the backends compiled in ("cpu" always, "cuda" when built with it).

@@ -115,11 +115,12 @@ inline std::vector<int> input_shape(const LayerConfig& data_layer) {
 }
 
 struct SolverConfig {
-    std::string type = "SGD"; // SGD, Nesterov, Adam
+    std::string type = "SGD"; // SGD, Nesterov, Adam, AdaGrad, RMSProp, AdaDelta
     float base_lr = 0.01F;
-    float momentum = 0.0F;
+    float momentum = 0.0F;    // SGD's and Nesterov's; Adam's beta1; AdaDelta's decay
     float momentum2 = 0.999F; // Adam's beta2
-    float delta = 1e-8F;      // Adam's epsilon
+    float delta = 1e-8F;      // Adam's epsilon; the adaptive rules' too
+    float rms_decay = 0.99F;  // RMSProp's
     float weight_decay = 0.0F;
     std::string lr_policy = "fixed"; // fixed, step, multistep, exp, inv, poly
     float gamma = 0.0F;

@@ -1,6 +1,7 @@
 #pragma once
 // Caffe's solvers: SGD with momentum (v = m*v + lr*lr_mult*(g + wd*decay_mult*w); w -= v),
-// Nesterov and Adam, and the learning-rate policies fixed, step, multistep, exp, inv, poly.
+// Nesterov, Adam, AdaGrad, RMSProp and AdaDelta (dl/backend.hpp: AdaptiveRule), and the
+// learning-rate policies fixed, step, multistep, exp, inv, poly.
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>
@@ -30,7 +31,8 @@ public:
     [[nodiscard]] int iteration() const { return m_iter; }
     void set_iteration(int iter) { m_iter = iter; }
     [[nodiscard]] float current_lr() const { return learning_rate(m_config, m_iter); }
-    /// Momentum (one per parameter) or Adam's m and v (two per parameter), in parameter order.
+    /// Momentum or the adaptive rules' h (one per parameter), or Adam's m and v and AdaDelta's h
+    /// and h2 (two per parameter), in parameter order.
     [[nodiscard]] std::vector<Tensor>& history() { return m_history; }
     [[nodiscard]] const std::vector<Tensor>& history() const { return m_history; }
 

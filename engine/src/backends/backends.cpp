@@ -112,6 +112,14 @@ void Backend::adam_update_all(const std::vector<UpdateTarget>& targets, const fl
     }
 }
 
+void Backend::adaptive_update_all(AdaptiveRule rule, const std::vector<UpdateTarget>& targets,
+                                  const float* step, float rate, float delta) {
+    for (const UpdateTarget& t : targets) {
+        adaptive_update(rule, t.count, step, t.lr_mult, rate, delta, t.decay, t.grad, t.history,
+                        t.history2, t.weights);
+    }
+}
+
 std::vector<std::string> backend_names() {
     if (cuda_loader::plugin_path().empty()) {
         return {"cpu"};

@@ -292,6 +292,7 @@ private:
                                          {"momentum", solver.momentum},
                                          {"momentum2", solver.momentum2},
                                          {"delta", solver.delta},
+                                         {"rms_decay", solver.rms_decay},
                                          {"weight_decay", solver.weight_decay},
                                          {"gamma", solver.gamma},
                                          {"power", solver.power}}) {
@@ -309,6 +310,13 @@ private:
         for (const int step : solver.stepvalues) {
             solver_integer("stepvalue", step);
         }
+        // Caffe's own checks (AdaGradSolver, RMSPropSolver): their steps have no momentum.
+        if ((solver.type == "AdaGrad" || solver.type == "RMSProp") && solver.momentum != 0.0F) {
+            fail_solver("momentum",
+                        fmt::format("solver: momentum {} cannot be used with {} (Caffe's rule: "
+                                    "set it to 0)",
+                                    solver.momentum, solver.type));
+        }
         if (solver.lr_policy == "step" && solver.stepsize == 0) {
             fail_solver("lr_policy", "solver: lr_policy 'step' needs key 'stepsize'");
         }
@@ -325,11 +333,18 @@ private:
 const std::vector<SolverKeyRule>& solver_key_rules() {
     constexpr double none = 1e308;
     static const std::vector<SolverKeyRule> rules = {
-        {"type", "choice", -none, false, none, false, {"SGD", "Nesterov", "Adam"}},
+        {"type",
+         "choice",
+         -none,
+         false,
+         none,
+         false,
+         {"SGD", "Nesterov", "Adam", "AdaGrad", "RMSProp", "AdaDelta"}},
         {"base_lr", "number", 0, false, none, false, {}},
         {"momentum", "number", 0, false, 1, true, {}},
         {"momentum2", "number", 0, false, 1, true, {}},
         {"delta", "number", 0, true, none, false, {}},
+        {"rms_decay", "number", 0, false, 1, true, {}},
         {"weight_decay", "number", 0, false, none, false, {}},
         {"lr_policy",
          "choice",
@@ -363,6 +378,7 @@ SolverMember solver_member(const std::string& key) {
         {"momentum", &SolverConfig::momentum},
         {"momentum2", &SolverConfig::momentum2},
         {"delta", &SolverConfig::delta},
+        {"rms_decay", &SolverConfig::rms_decay},
         {"weight_decay", &SolverConfig::weight_decay},
         {"lr_policy", &SolverConfig::lr_policy},
         {"gamma", &SolverConfig::gamma},

@@ -112,6 +112,7 @@ const std::map<std::string, std::set<std::string>>& allowed_fields() {
           "type",
           "delta",
           "momentum2",
+          "rms_decay",
           "solver_type"}},
     };
     return fields;
@@ -645,6 +646,9 @@ public:
             static const std::map<int, std::string> legacy = {
                 {caffe::SolverParameter::SGD, "SGD"},
                 {caffe::SolverParameter::NESTEROV, "Nesterov"},
+                {caffe::SolverParameter::ADAGRAD, "AdaGrad"},
+                {caffe::SolverParameter::RMSPROP, "RMSProp"},
+                {caffe::SolverParameter::ADADELTA, "AdaDelta"},
                 {caffe::SolverParameter::ADAM, "Adam"}};
             const auto found = legacy.find(s.solver_type());
             if (found == legacy.end()) {
@@ -668,6 +672,7 @@ public:
         c.base_lr = s.base_lr();
         c.momentum = s.momentum();
         c.momentum2 = s.momentum2();
+        c.rms_decay = s.rms_decay();
         c.delta = s.delta();
         c.weight_decay = s.weight_decay();
         c.gamma = s.gamma();

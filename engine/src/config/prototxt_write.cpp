@@ -195,6 +195,7 @@ caffe::SolverParameter solver_message(const SolverConfig& s, const std::string& 
     solver.set_momentum(s.momentum);
     solver.set_momentum2(s.momentum2);
     solver.set_delta(s.delta);
+    solver.set_rms_decay(s.rms_decay);
     solver.set_weight_decay(s.weight_decay);
     solver.set_lr_policy(s.lr_policy);
     solver.set_gamma(s.gamma);

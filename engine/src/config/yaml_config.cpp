@@ -623,7 +623,12 @@ void emit_solver(YAML::Emitter& out, const SolverConfig& s) {
     out << YAML::Key << "momentum" << YAML::Value << s.momentum;
     if (s.type == "Adam") {
         out << YAML::Key << "momentum2" << YAML::Value << s.momentum2;
+    }
+    if (s.type != "SGD" && s.type != "Nesterov") {
         out << YAML::Key << "delta" << YAML::Value << s.delta;
+    }
+    if (s.type == "RMSProp") {
+        out << YAML::Key << "rms_decay" << YAML::Value << s.rms_decay;
     }
     out << YAML::Key << "weight_decay" << YAML::Value << s.weight_decay;
     out << YAML::Key << "lr_policy" << YAML::Value << s.lr_policy;

@@ -748,6 +748,27 @@ public:
         });
     }
 
+    void adaptive_update(AdaptiveRule rule, std::size_t n, const float* step, float lr_mult,
+                         float rate, float delta, float decay, const float* g, float* h, float* h2,
+                         float* w) override {
+        const float lr = step[0] * lr_mult;
+        for_slices(n, [&](std::size_t first, std::size_t last) {
+            for (std::size_t i = first; i < last; ++i) {
+                const float grad = g[i] + decay * w[i];
+                if (rule == AdaptiveRule::adadelta) {
+                    h[i] = rate * h[i] + (1.0F - rate) * grad * grad;
+                    const float update = grad * std::sqrt((h2[i] + delta) / (h[i] + delta));
+                    h2[i] = rate * h2[i] + (1.0F - rate) * update * update;
+                    w[i] -= lr * update;
+                    continue;
+                }
+                h[i] = rule == AdaptiveRule::adagrad ? h[i] + grad * grad
+                                                     : rate * h[i] + (1.0F - rate) * grad * grad;
+                w[i] -= lr * grad / (std::sqrt(h[i]) + delta);
+            }
+        });
+    }
+
 private:
     // fn(first, last) over [0, n) in slices on the pool: for elementwise updates, whose results
     // do not depend on the split. Small tensors (biases) are not worth waking a thread for.

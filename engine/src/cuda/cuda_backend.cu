@@ -610,6 +610,12 @@ public:
         kernels::adam_update(m_stream, n, step, lr_mult, beta1, beta2, epsilon, decay, g, m, v, w);
     }
 
+    void adaptive_update(AdaptiveRule rule, std::size_t n, const float* step, float lr_mult,
+                         float rate, float delta, float decay, const float* g, float* h, float* h2,
+                         float* w) override {
+        kernels::adaptive_update(m_stream, rule, n, step, lr_mult, rate, delta, decay, g, h, h2, w);
+    }
+
     void sgd_update_all(const std::vector<UpdateTarget>& targets, const float* step, float momentum,
                         bool nesterov) override {
         const TargetTable& table = target_table(targets);

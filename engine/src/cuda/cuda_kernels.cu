@@ -277,6 +277,28 @@ __global__ void adam_update_kernel(std::size_t n, const float* step, float lr_mu
     }
 }
 
+__global__ void adaptive_update_kernel(AdaptiveRule rule, std::size_t n, const float* step,
+                                       float lr_mult, float rate, float delta, float decay,
+                                       const float* g, float* h, float* h2, float* w) {
+    const float lr = step[0] * lr_mult;
+    DL_GRID_LOOP(i, n) {
+        const float grad = g[i] + decay * w[i];
+        if (rule == AdaptiveRule::adadelta) {
+            const float hi = rate * h[i] + (1.0F - rate) * grad * grad;
+            const float update = grad * sqrtf((h2[i] + delta) / (hi + delta));
+            h[i] = hi;
+            h2[i] = rate * h2[i] + (1.0F - rate) * update * update;
+            w[i] -= lr * update;
+        } else {
+            const float hi = rule == AdaptiveRule::adagrad
+                                 ? h[i] + grad * grad
+                                 : rate * h[i] + (1.0F - rate) * grad * grad;
+            h[i] = hi;
+            w[i] -= lr * grad / (sqrtf(hi) + delta);
+        }
+    }
+}
+
 __global__ void sgd_update_all_kernel(const UpdateTarget* targets, const float* step,
                                       float momentum, bool nesterov) {
     const UpdateTarget t = targets[blockIdx.y];
@@ -413,6 +435,14 @@ void adam_update(cudaStream_t stream, std::size_t n, const float* step, float lr
                  float* w) {
     adam_update_kernel<<<blocks_for(n), k_threads, 0, stream>>>(n, step, lr_mult, beta1, beta2,
                                                                 epsilon, decay, g, m, v, w);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void adaptive_update(cudaStream_t stream, AdaptiveRule rule, std::size_t n, const float* step,
+                     float lr_mult, float rate, float delta, float decay, const float* g, float* h,
+                     float* h2, float* w) {
+    adaptive_update_kernel<<<blocks_for(n), k_threads, 0, stream>>>(rule, n, step, lr_mult, rate,
+                                                                    delta, decay, g, h, h2, w);
     DL_CUDA_CHECK_LAUNCH();
 }
 

@@ -55,6 +55,10 @@ void sgd_update(cudaStream_t stream, std::size_t n, const float* step, float lr_
 void adam_update(cudaStream_t stream, std::size_t n, const float* step, float lr_mult, float beta1,
                  float beta2, float epsilon, float decay, const float* g, float* m, float* v,
                  float* w);
+// CPU: adaptive_update (AdaGrad, RMSProp, AdaDelta).
+void adaptive_update(cudaStream_t stream, AdaptiveRule rule, std::size_t n, const float* step,
+                     float lr_mult, float rate, float delta, float decay, const float* g, float* h,
+                     float* h2, float* w);
 
 // The same over every parameter in one launch: blockIdx.y picks the target (a device copy of
 // the list), blocks along x stride over its values (CPU: sgd_update / adam_update per target).

@@ -1,5 +1,5 @@
-// Caffe's SGD, Nesterov and Adam updates (sgd_solver.cpp, nesterov_solver.cpp, adam_solver.cpp)
-// and its learning-rate policies.
+// Caffe's SGD, Nesterov, Adam, AdaGrad, RMSProp and AdaDelta updates (caffe/solvers/*.cpp) and
+// its learning-rate policies.
 
 #include <dl/solver.hpp>
 
@@ -35,7 +35,7 @@ float learning_rate(const SolverConfig& c, int iter) {
 
 Solver::Solver(const SolverConfig& config, Net& net, Backend& backend)
     : m_config(config), m_backend(backend), m_step({2}, &backend) {
-    const int slots = config.type == "Adam" ? 2 : 1;
+    const int slots = config.type == "Adam" || config.type == "AdaDelta" ? 2 : 1;
     for (const auto& param : net.params()) {
         for (int s = 0; s < slots; ++s) {
             m_history.emplace_back(param.tensor->shape(), &backend);
@@ -77,7 +77,13 @@ void Solver::prepare_update() {
 }
 
 void Solver::enqueue_update() {
-    if (m_config.type == "Adam") {
+    if (m_config.type == "AdaGrad" || m_config.type == "RMSProp" || m_config.type == "AdaDelta") {
+        const AdaptiveRule rule = m_config.type == "AdaGrad"   ? AdaptiveRule::adagrad
+                                  : m_config.type == "RMSProp" ? AdaptiveRule::rmsprop
+                                                               : AdaptiveRule::adadelta;
+        const float rate = rule == AdaptiveRule::rmsprop ? m_config.rms_decay : m_config.momentum;
+        m_backend.adaptive_update_all(rule, m_targets, m_step.data(), rate, m_config.delta);
+    } else if (m_config.type == "Adam") {
         m_backend.adam_update_all(m_targets, m_step.data(), m_config.momentum, m_config.momentum2,
                                   m_config.delta);
     } else {

@@ -35,7 +35,7 @@ inline constexpr std::array<SolverRule, 11> solver_rules = {{
      false,
      k_unbounded,
      false,
-     {"SGD", "Nesterov", "Adam"}},
+     {"SGD", "Nesterov", "Adam", "AdaGrad", "RMSProp", "AdaDelta"}},
     {"base_lr", "base_lr", SolverRule::Kind::number, 0, false, k_unbounded, false, {}},
     {"momentum", "momentum", SolverRule::Kind::number, 0, false, 1, true, {}},
     {"weight_decay", "weight_decay", SolverRule::Kind::number, 0, false, k_unbounded, false, {}},

@@ -211,7 +211,7 @@ TEST_F(ReferenceCpu, ConcatAndEltwise) {
 
 // 40000 values: past the size from which an update is split into parallel slices.
 TEST_F(ReferenceCpu, SolverUpdates) {
-    for (const std::string rule : {"SGD", "Nesterov", "Adam"}) {
+    for (const std::string rule : {"SGD", "Nesterov", "Adam", "AdaGrad", "RMSProp", "AdaDelta"}) {
         m_checks.solver(rule, {1000, 7, 40000}, false);
         m_checks.solver(rule, {1000, 7, 40000}, true);
     }

@@ -131,7 +131,7 @@ TEST_F(GpuReference, ConcatAndEltwise) {
 }
 
 TEST_F(GpuReference, SolverUpdates) {
-    for (const std::string rule : {"SGD", "Nesterov", "Adam"}) {
+    for (const std::string rule : {"SGD", "Nesterov", "Adam", "AdaGrad", "RMSProp", "AdaDelta"}) {
         m_checks->solver(rule, {1000, 7, 300}, false);
         m_checks->solver(rule, {1000, 7, 300}, true);
     }

@@ -1,13 +1,20 @@
-// Caffe's learning-rate policies and update rules, against values worked out by hand.
+// Caffe's learning-rate policies and update rules, against values worked out by hand and, for
+// the adaptive rules and Adam, against torch.optim (tests/engine/parity/make_solver_fixture.py).
 
 #include <dl/backend.hpp>
 #include <dl/config.hpp>
+#include <dl/error.hpp>
 #include <dl/net.hpp>
 #include <dl/solver.hpp>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
 
 namespace dl {
 namespace {
@@ -104,6 +111,74 @@ TEST_F(SolverRule, AdamAppliesBiasCorrection) {
     step(net, solver, 1.0F);
     // t = 1: m = 0.1, v = 0.001, correction = sqrt(0.001) / 0.1; update = lr * 1 (approx.)
     EXPECT_NEAR(net.params()[1].tensor->data()[0], -0.2F, 1e-5);
+}
+
+TEST(SolverParity, AdaptiveRulesAndAdamFollowTorchOptimForFiveSteps) {
+    std::ifstream in(std::string(DLJOB_SOURCE_DIR) + "/tests/engine/parity/solvers.json");
+    ASSERT_TRUE(in) << "missing tests/engine/parity/solvers.json";
+    const nlohmann::json cases = nlohmann::json::parse(in)["cases"];
+    std::vector<std::string> rules;
+    for (const auto& c : cases) {
+        const std::string rule = c["rule"].get<std::string>();
+        SCOPED_TRACE(rule);
+        rules.push_back(rule);
+        const nlohmann::json& s = c["settings"];
+        // One parameter of 40 values: an InnerProduct 1 -> 40 without bias.
+        NetConfig config = parse_config(
+            "layers:\n"
+            "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"
+            "     batch_size: 1, shape: [1, 1, 1]}\n"
+            "  - {name: ip, type: InnerProduct, bottom: data, top: ip, num_output: 40,\n"
+            "     bias_term: false}\n"
+            "  - {name: loss, type: SoftmaxWithLoss, bottom: [ip, label], top: loss}\n",
+            "parity.yaml");
+        config.solver.type = rule;
+        config.solver.base_lr = s["lr"].get<float>();
+        config.solver.weight_decay = s["weight_decay"].get<float>();
+        config.solver.delta = s["delta"].get<float>();
+        config.solver.momentum = s.value("momentum", 0.0F);
+        config.solver.momentum2 = s.value("momentum2", config.solver.momentum2);
+        config.solver.rms_decay = s.value("rms_decay", config.solver.rms_decay);
+        validate_config(config);
+        const auto backend = make_backend("cpu", 1);
+        Net net(config, Phase::train, *backend, 1);
+        Solver solver(config.solver, net, *backend);
+        Tensor& w = *net.params().at(0).tensor;
+        ASSERT_EQ(w.count(), 40U);
+        const auto w0 = c["w0"].get<std::vector<float>>();
+        w.write_data(w0.data());
+        for (const auto& g : c["grads"]) {
+            const auto grad = g.get<std::vector<float>>();
+            w.write_diff(grad.data());
+            solver.apply_update();
+        }
+        const auto want = c["w"].get<std::vector<float>>();
+        const std::vector<float> got = w.read_data();
+        double largest = 0.0;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            largest = std::max(largest, std::fabs(static_cast<double>(got[i]) - want[i]));
+        }
+        EXPECT_LT(largest, 2e-6) << "largest difference from torch.optim after 5 steps";
+    }
+    EXPECT_EQ(rules, (std::vector<std::string>{"AdaGrad", "RMSProp", "AdaDelta", "Adam"}));
+}
+
+TEST(SolverConfigRules, AdaGradAndRmsPropRefuseMomentumAsCaffeDoes) {
+    for (const char* type : {"AdaGrad", "RMSProp"}) {
+        try {
+            (void)parse_config(std::string("solver: {type: ") + type +
+                                   ", momentum: 0.9}\nlayers:\n"
+                                   "  - {name: in, type: Data, top: [data], source: x, batch_size: "
+                                   "1, shape: [1, 1, 1]}\n",
+                               "m.yaml");
+            ADD_FAILURE() << type << " with momentum was accepted";
+        } catch (const Error& e) {
+            EXPECT_NE(
+                std::string(e.what()).find(std::string("momentum 0.9 cannot be used with ") + type),
+                std::string::npos)
+                << e.what();
+        }
+    }
 }
 
 } // namespace

@@ -94,7 +94,8 @@ TEST(SolverRules, TheLoaderRefusesWhatDltrainWouldAndTakesWhatItWould) {
           {"  random_seed: 4294967296\n",
            "train.random_seed: expected a whole number from 0 to 4294967295, got 4294967296"},
           {"  batch_size: 0\n", "train.batch_size: expected a whole number from 1 to"},
-          {"  solver: Adagrad\n", "train.solver: expected one of SGD, Nesterov, Adam"}}) {
+          {"  solver: Adagrad\n",
+           "train.solver: expected one of SGD, Nesterov, Adam, AdaGrad, RMSProp, AdaDelta"}}) {
         const auto result = load(bad);
         ASSERT_FALSE(result) << bad;
         EXPECT_NE(result.error().message.find(message), std::string::npos)
