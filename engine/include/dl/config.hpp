@@ -96,6 +96,11 @@ struct LayerConfig {
     // Concat; Flatten (from axis through end_axis, negative counting from the last)
     int axis = 1;
     int end_axis = -1;
+    std::vector<int> slice_point; // Slice: where along `axis` each top after the first begins
+    // Reshape: `shape`'s dims (0: the bottom's, -1: inferred) replace the bottom's axes from
+    // reshape_axis over num_axes of them (-1: to the end)
+    int reshape_axis = 0;
+    int num_axes = -1;
     // Eltwise
     std::string operation = "sum"; // sum, prod, max
     std::vector<float> coeff;      // sum only: one per bottom (default all 1)

@@ -345,30 +345,52 @@ public:
                 }
             }
         }
-        // A repeated BlobShape (Input's input_param.shape) as its one shape's dims.
+        // A repeated uint32 (Slice's slice_point) as its values; a BlobShape (Reshape's
+        // reshape_param.shape) or a repeated one (Input's input_param.shape, one shape) as its
+        // dims, of which -1 and 0 are Reshape's own and the layers' checks refuse elsewhere.
         void integers(const Field& f, std::vector<int>& value) override {
             const auto at = source(f);
             if (!at) {
                 return;
             }
+            const pb::Reflection* r = at->message->GetReflection();
+            const std::string what = fmt::format("{}: {}", m_where, f.key);
+            if (at->field->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32) {
+                value.clear();
+                for (int i = 0; i < r->FieldSize(*at->message, at->field); ++i) {
+                    const std::uint32_t v = r->GetRepeatedUInt32(*at->message, at->field, i);
+                    if (v > INT32_MAX) {
+                        m_converter.fail(line_of(*at),
+                                         fmt::format("{}: {} is out of range", what, v));
+                    }
+                    value.push_back(static_cast<int>(v));
+                }
+                return;
+            }
             if (at->field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
                 throw std::logic_error(std::string("no prototxt reader for list ") + f.key);
             }
-            const pb::Reflection* r = at->message->GetReflection();
-            const std::string what = fmt::format("{}: {}", m_where, f.key);
+            if (!at->field->is_repeated()) {
+                read_dims(r->GetMessage(*at->message, at->field), *at, what, value);
+                return;
+            }
             if (const int shapes = r->FieldSize(*at->message, at->field); shapes != 1) {
                 m_converter.fail(line_of(*at), fmt::format("{}: {} shapes; dltrain takes one (one "
                                                            "top)",
                                                            what, shapes));
             }
-            const pb::Message& shape = r->GetRepeatedMessage(*at->message, at->field, 0);
+            read_dims(r->GetRepeatedMessage(*at->message, at->field, 0), *at, what, value);
+        }
+        template <typename At>
+        void read_dims(const pb::Message& shape, const At& at, const std::string& what,
+                       std::vector<int>& value) {
             const pb::FieldDescriptor* dim = shape.GetDescriptor()->FindFieldByName("dim");
             const pb::Reflection* dims = shape.GetReflection();
             value.clear();
             for (int i = 0; i < dims->FieldSize(shape, dim); ++i) {
                 const std::int64_t size = dims->GetRepeatedInt64(shape, dim, i);
-                if (size < 0 || size > INT32_MAX) {
-                    m_converter.fail(line_of(*at),
+                if (size < -1 || size > INT32_MAX) {
+                    m_converter.fail(line_of(at),
                                      fmt::format("{}: dim {} is out of range", what, size));
                 }
                 value.push_back(static_cast<int>(size));

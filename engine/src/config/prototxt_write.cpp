@@ -106,16 +106,25 @@ public:
             }
         }
     }
-    // A repeated BlobShape (Input's input_param.shape): one shape of these dims.
+    // A repeated uint32 (Slice's slice_point); a BlobShape (Reshape's) or a repeated one
+    // (Input's input_param.shape): one shape of these dims.
     void integers(const Field& f, std::vector<int>& value) override {
         const auto at = target(f, value.empty());
         if (!at) {
             return;
         }
+        const pb::Reflection* r = at->message->GetReflection();
+        if (at->field->cpp_type() == pb::FieldDescriptor::CPPTYPE_UINT32) {
+            for (const int each : value) {
+                r->AddUInt32(at->message, at->field, static_cast<std::uint32_t>(each));
+            }
+            return;
+        }
         if (at->field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
             throw std::logic_error(std::string("no prototxt writer for list ") + f.key);
         }
-        pb::Message* shape = at->message->GetReflection()->AddMessage(at->message, at->field);
+        pb::Message* shape = at->field->is_repeated() ? r->AddMessage(at->message, at->field)
+                                                      : r->MutableMessage(at->message, at->field);
         const pb::FieldDescriptor* dim = shape->GetDescriptor()->FindFieldByName("dim");
         for (const int size : value) {
             shape->GetReflection()->AddInt64(shape, dim, size);

@@ -31,6 +31,8 @@ LayerKind flatten();
 LayerKind split();
 LayerKind input();
 LayerKind softmax();
+LayerKind slice();
+LayerKind reshape();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -55,6 +57,8 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::split(),
         layers::input(),
         layers::softmax(),
+        layers::slice(),
+        layers::reshape(),
     };
     return kinds;
 }
