@@ -79,6 +79,53 @@ Values activation_backward(Activation kind, Floats x, Floats dy) {
     return dx;
 }
 
+// By the definitions (dl/backend.hpp: Pointwise), in double: the derivative of each function,
+// not the CPU's rearranged forms.
+Values pointwise_forward(Pointwise f, const PointwiseParams& p, Floats x) {
+    Values y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double v = x[i];
+        switch (f) {
+        case Pointwise::absval:
+            y[i] = std::fabs(v);
+            break;
+        case Pointwise::bnll:
+            y[i] = std::log(1.0 + std::exp(v));
+            break;
+        case Pointwise::elu:
+            y[i] = v > 0.0 ? v : p.alpha * (std::exp(v) - 1.0);
+            break;
+        case Pointwise::power:
+            y[i] = std::pow(p.shift + static_cast<double>(p.scale) * v, p.power);
+            break;
+        }
+    }
+    return y;
+}
+
+Values pointwise_backward(Pointwise f, const PointwiseParams& p, Floats x, Floats dy) {
+    Values dx(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double v = x[i];
+        switch (f) {
+        case Pointwise::absval:
+            dx[i] = v > 0.0 ? dy[i] : v < 0.0 ? -dy[i] : 0.0;
+            break;
+        case Pointwise::bnll:
+            dx[i] = dy[i] / (1.0 + std::exp(-v));
+            break;
+        case Pointwise::elu:
+            dx[i] = v > 0.0 ? dy[i] : dy[i] * p.alpha * std::exp(v);
+            break;
+        case Pointwise::power:
+            dx[i] = dy[i] * p.power * p.scale *
+                    std::pow(p.shift + static_cast<double>(p.scale) * v, p.power - 1.0);
+            break;
+        }
+    }
+    return dx;
+}
+
 Values dropout(Floats x, Floats mask, double scale) {
     Values y(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) {

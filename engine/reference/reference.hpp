@@ -71,6 +71,8 @@ InnerProductGradients inner_product_backward(int rows, int in, int out, Floats x
 Values activation_forward(Activation kind, Floats x);
 // dy times the derivative at x; ReLU's passes dy where x > 0 and gives 0 elsewhere (at 0 too).
 Values activation_backward(Activation kind, Floats x, Floats dy);
+Values pointwise_forward(Pointwise f, const PointwiseParams& p, Floats x);
+Values pointwise_backward(Pointwise f, const PointwiseParams& p, Floats x, Floats dy);
 // Dropout given its 0/1 keep mask: y = x * mask * scale (scale = 1 / (1 - ratio)); the same
 // function is the backward pass (dx = dy * mask * scale). An empty mask keeps everything.
 Values dropout(Floats x, Floats mask, double scale);

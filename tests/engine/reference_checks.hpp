@@ -116,6 +116,7 @@ public:
     void average_pooling(const dl::PoolGeometry& g, const std::string& what);
     void inner_product(int rows, int in, int out, bool bias);
     void activation(dl::Activation kind, std::size_t n, bool in_place);
+    void pointwise(dl::Pointwise f, const dl::PointwiseParams& p, std::size_t n);
     void dropout(std::size_t n, float ratio);
     void softmax_loss(int rows, int classes, float scale);
     void accuracy(int rows, int classes, int levels);
@@ -256,6 +257,22 @@ inline void Checks::activation(dl::Activation kind, std::size_t n, bool in_place
                 m_tol.activation, what + ": y");
     expect_near((in_place ? dy_d : dx_d).read(), dl::ref::activation_backward(kind, x, dy),
                 m_tol.activation, what + ": dx");
+}
+
+// x in [-4, 4] (Power: its base shift + scale x kept positive, as a fractional power needs).
+inline void Checks::pointwise(dl::Pointwise f, const dl::PointwiseParams& p, std::size_t n) {
+    const std::string what = "pointwise " + std::to_string(static_cast<int>(f));
+    const auto x = f == dl::Pointwise::power ? random(n, 0.1F, 4.0F) : random(n, -4.0F, 4.0F);
+    const auto dy = random(n);
+    const Device x_d(m_backend, x);
+    const Device y_d(m_backend, n, k_garbage);
+    const Device dy_d(m_backend, dy);
+    const Device dx_d(m_backend, n, k_garbage);
+    m_backend.pointwise_forward(f, p, n, x_d.get(), y_d.get());
+    m_backend.pointwise_backward(f, p, n, x_d.get(), y_d.get(), dy_d.get(), dx_d.get());
+    expect_near(y_d.read(), dl::ref::pointwise_forward(f, p, x), m_tol.activation, what + ": y");
+    expect_near(dx_d.read(), dl::ref::pointwise_backward(f, p, x, dy), m_tol.activation,
+                what + ": dx");
 }
 
 // The mask is the backend's own draw (its generator is not the reference's business): 0 or 1,

@@ -60,6 +60,20 @@ private:
 
 enum class Activation { relu, sigmoid, tanh };
 
+/// Caffe's other neuron layers, whose backward reads x (engine/reference/elementwise.cpp):
+///   absval  y = |x|                                   dx = sign(x) dy
+///   bnll    y = log(1 + e^x)                          dx = dy e^x / (1 + e^x)
+///   elu     y = x > 0 ? x : alpha (e^x - 1)           dx = dy (x > 0 ? 1 : y + alpha)
+///   power   y = (shift + scale x)^power               dx = dy power scale (shift + scale
+///   x)^(power-1)
+enum class Pointwise { absval, bnll, elu, power };
+struct PointwiseParams {
+    float alpha = 1.0F; // elu
+    float power = 1.0F; // power
+    float scale = 1.0F;
+    float shift = 0.0F;
+};
+
 /// N x C x (spatial) with the spatial dims flattened: the layers that work per channel along
 /// axis 1 (LRN, BatchNorm, Scale).
 struct ChannelGeometry {
@@ -182,6 +196,11 @@ public:
     virtual void activation_backward(Activation kind, std::size_t n, const float* y,
                                      const float* dy, float* dx) = 0;
 
+    // AbsVal, BNLL, ELU, Power (Pointwise above); backward may not run in place.
+    virtual void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n,
+                                   const float* x, float* y) = 0;
+    virtual void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n,
+                                    const float* x, const float* y, const float* dy, float* dx) = 0;
     // Dropout's keep mask (1 with probability 1 - ratio, else 0). The CPU draws it from the
     // net's rng (bit-for-bit repeatable); a device draws it from a counter-based generator
     // seeded from that rng, so that a recorded step draws a fresh mask on every replay.

@@ -85,6 +85,9 @@ struct LayerConfig {
     float alpha = 1.0F;
     float beta = 0.75F;
     float k = 1.0F;
+    // ELU's is `alpha` too; Power: (shift + scale x)^power, `scale` being the Data layers' key
+    float power = 1.0F;
+    float shift = 0.0F;
     std::string norm_region = "across_channels"; // or within_channel (Caffe's enum)
     // BatchNorm; use_global_stats unset: batch statistics in the train net, the running ones in
     // the test net (Caffe's rule)

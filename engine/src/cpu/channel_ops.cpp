@@ -137,6 +137,61 @@ void lrn_within_backward(const PoolGeometry& g, const LrnParams& p, const float*
     }
 }
 
+namespace {
+
+// Caffe's kBNLL_THRESHOLD: e^x past it is not taken.
+constexpr float k_bnll_threshold = 50.0F;
+
+} // namespace
+
+void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                       float* y) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        switch (f) {
+        case Pointwise::absval:
+            y[i] = std::fabs(v);
+            break;
+        case Pointwise::bnll: // in a form that neither overflows nor loses small values
+            y[i] = v > 0.0F ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+            break;
+        case Pointwise::elu:
+            y[i] = v > 0.0F ? v : p.alpha * std::expm1(v);
+            break;
+        case Pointwise::power:
+            y[i] = std::pow(p.shift + p.scale * v, p.power);
+            break;
+        }
+    }
+}
+
+void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                        const float* y, const float* dy, float* dx) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        switch (f) {
+        case Pointwise::absval:
+            dx[i] = v > 0.0F ? dy[i] : v < 0.0F ? -dy[i] : 0.0F;
+            break;
+        case Pointwise::bnll: {
+            const float e = std::exp(std::min(v, k_bnll_threshold));
+            dx[i] = dy[i] * e / (e + 1.0F);
+            break;
+        }
+        case Pointwise::elu:
+            dx[i] = v > 0.0F ? dy[i] : dy[i] * (y[i] + p.alpha);
+            break;
+        case Pointwise::power:
+            // Caffe's cases: a constant (power or scale 0) has no gradient; power 1 is linear.
+            dx[i] = p.power == 0.0F || p.scale == 0.0F ? 0.0F
+                    : p.power == 1.0F                  ? dy[i] * p.scale
+                                                       : dy[i] * p.power * p.scale *
+                                            std::pow(p.shift + p.scale * v, p.power - 1.0F);
+            break;
+        }
+    }
+}
+
 void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
                         float moving_average_fraction, const float* x, float* running_mean,
                         float* running_var, float* running_factor, float* inv_std, float* y) {

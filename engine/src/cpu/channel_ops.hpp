@@ -20,6 +20,10 @@ void lrn_within_forward(const PoolGeometry& g, const LrnParams& p, const float* 
                         float* y);
 void lrn_within_backward(const PoolGeometry& g, const LrnParams& p, const float* x, const float* y,
                          const float* scale, const float* dy, float* dx);
+void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                       float* y);
+void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                        const float* y, const float* dy, float* dx);
 void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
                         float moving_average_fraction, const float* x, float* running_mean,
                         float* running_var, float* running_factor, float* inv_std, float* y);

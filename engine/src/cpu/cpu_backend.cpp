@@ -593,6 +593,15 @@ public:
         }
     }
 
+    void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                           float* y) override {
+        cpu::pointwise_forward(f, p, n, x, y);
+    }
+    void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                            const float* y, const float* dy, float* dx) override {
+        cpu::pointwise_backward(f, p, n, x, y, dy, dx);
+    }
+
     void dropout_mask(std::size_t n, float ratio, std::mt19937& rng, float* mask) override {
         std::uniform_real_distribution<float> uniform(0.0F, 1.0F);
         for (std::size_t i = 0; i < n; ++i) {

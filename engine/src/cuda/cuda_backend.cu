@@ -550,6 +550,14 @@ public:
                      float* y) override {
         kernels::lrn_forward(m_stream, g, p, x, scale, y);
     }
+    void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                           float* y) override {
+        kernels::pointwise_forward(m_stream, f, p, n, x, y);
+    }
+    void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
+                            const float* y, const float* dy, float* dx) override {
+        kernels::pointwise_backward(m_stream, f, p, n, x, y, dy, dx);
+    }
     void lrn_within_forward(const PoolGeometry& g, const LrnParams& p, const float* x, float* scale,
                             float* y) override {
         kernels::lrn_within_forward(m_stream, g, p, x, scale, y);

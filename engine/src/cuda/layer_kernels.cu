@@ -138,6 +138,56 @@ Square square_of(const PoolGeometry& g) {
     return Square{g.batch * g.channels, g.height, g.width, g.pad};
 }
 
+// --- AbsVal, BNLL, ELU, Power: one thread per value, the CPU's formulas ---------------------
+
+__global__ void pointwise_forward_kernel(Pointwise f, PointwiseParams p, std::size_t n,
+                                         const float* x, float* y) {
+    DL_LAYER_GRID_LOOP(i, n) {
+        const float v = x[i];
+        switch (f) {
+        case Pointwise::absval:
+            y[i] = fabsf(v);
+            break;
+        case Pointwise::bnll:
+            y[i] = v > 0.0F ? v + log1pf(expf(-v)) : log1pf(expf(v));
+            break;
+        case Pointwise::elu:
+            y[i] = v > 0.0F ? v : p.alpha * expm1f(v);
+            break;
+        case Pointwise::power:
+            y[i] = powf(p.shift + p.scale * v, p.power);
+            break;
+        }
+    }
+}
+
+__global__ void pointwise_backward_kernel(Pointwise f, PointwiseParams p, std::size_t n,
+                                          const float* x, const float* y, const float* dy,
+                                          float* dx) {
+    DL_LAYER_GRID_LOOP(i, n) {
+        const float v = x[i];
+        switch (f) {
+        case Pointwise::absval:
+            dx[i] = v > 0.0F ? dy[i] : v < 0.0F ? -dy[i] : 0.0F;
+            break;
+        case Pointwise::bnll: {
+            const float e = expf(fminf(v, 50.0F)); // Caffe's kBNLL_THRESHOLD
+            dx[i] = dy[i] * e / (e + 1.0F);
+            break;
+        }
+        case Pointwise::elu:
+            dx[i] = v > 0.0F ? dy[i] : dy[i] * (y[i] + p.alpha);
+            break;
+        case Pointwise::power:
+            dx[i] = p.power == 0.0F || p.scale == 0.0F ? 0.0F
+                    : p.power == 1.0F
+                        ? dy[i] * p.scale
+                        : dy[i] * p.power * p.scale * powf(p.shift + p.scale * v, p.power - 1.0F);
+            break;
+        }
+    }
+}
+
 // --- BatchNorm: one block per channel --------------------------------------------------------
 
 __global__ void batch_norm_forward_kernel(Dims d, bool use_global, float eps, float maf,
@@ -345,6 +395,18 @@ void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnPa
     const std::size_t total = static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
     lrn_within_backward_kernel<<<blocks_for(total), k_threads, 0, stream>>>(square_of(g), p, x, y,
                                                                             scale, dy, dx);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void pointwise_forward(cudaStream_t stream, Pointwise f, const PointwiseParams& p, std::size_t n,
+                       const float* x, float* y) {
+    pointwise_forward_kernel<<<blocks_for(n), k_threads, 0, stream>>>(f, p, n, x, y);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void pointwise_backward(cudaStream_t stream, Pointwise f, const PointwiseParams& p, std::size_t n,
+                        const float* x, const float* y, const float* dy, float* dx) {
+    pointwise_backward_kernel<<<blocks_for(n), k_threads, 0, stream>>>(f, p, n, x, y, dy, dx);
     DL_CUDA_CHECK_LAUNCH();
 }
 

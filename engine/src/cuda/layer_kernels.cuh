@@ -25,6 +25,11 @@ void lrn_within_forward(cudaStream_t stream, const PoolGeometry& g, const LrnPar
 void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnParams& p,
                          const float* x, const float* y, const float* scale, const float* dy,
                          float* dx);
+// CPU: cpu::pointwise_forward / pointwise_backward.
+void pointwise_forward(cudaStream_t stream, Pointwise f, const PointwiseParams& p, std::size_t n,
+                       const float* x, float* y);
+void pointwise_backward(cudaStream_t stream, Pointwise f, const PointwiseParams& p, std::size_t n,
+                        const float* x, const float* y, const float* dy, float* dx);
 // CPU: cpu::batch_norm_forward / batch_norm_backward.
 void batch_norm_forward(cudaStream_t stream, const ChannelGeometry& g, bool use_global, float eps,
                         float moving_average_fraction, const float* x, float* running_mean,

@@ -33,6 +33,10 @@ LayerKind input();
 LayerKind softmax();
 LayerKind slice();
 LayerKind reshape();
+LayerKind absval();
+LayerKind bnll();
+LayerKind elu();
+LayerKind power();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -59,6 +63,10 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::softmax(),
         layers::slice(),
         layers::reshape(),
+        layers::absval(),
+        layers::bnll(),
+        layers::elu(),
+        layers::power(),
     };
     return kinds;
 }

@@ -149,6 +149,17 @@ TEST_F(ReferenceCpu, InnerProductOverItsTaskSplits) {
     m_checks.inner_product(64, 50, 10, true);
 }
 
+TEST_F(ReferenceCpu, AbsValBnllEluAndPower) {
+    using dl::Pointwise;
+    for (const std::size_t n : {std::size_t{37}, std::size_t{1000}}) {
+        m_checks.pointwise(Pointwise::absval, {}, n);
+        m_checks.pointwise(Pointwise::bnll, {}, n);
+        m_checks.pointwise(Pointwise::elu, {.alpha = 0.7F}, n);
+        m_checks.pointwise(Pointwise::power, {.power = 2.5F, .scale = 0.5F, .shift = 1.0F}, n);
+        m_checks.pointwise(Pointwise::power, {.power = 1.0F, .scale = -3.0F, .shift = 2.0F}, n);
+    }
+}
+
 TEST_F(ReferenceCpu, ActivationsInPlaceAndNot) {
     for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
         for (const std::size_t n : {std::size_t{37}, std::size_t{1000}}) { // vector remainders

@@ -164,6 +164,22 @@ TEST_F(GpuLayers, SoftmaxMatchesTheCpu) {
     compare(layer("prob", "Softmax"), {{8, 10}});
 }
 
+TEST_F(GpuLayers, AbsValBnllEluPowerAndReshapeMatchTheCpu) {
+    compare(layer("abs", "AbsVal"), {{2, 3, 4, 4}});
+    compare(layer("bnll", "BNLL"), {{2, 3, 4, 4}});
+    LayerConfig elu = layer("elu", "ELU");
+    elu.alpha = 0.7F;
+    compare(elu, {{2, 3, 4, 4}});
+    LayerConfig power = layer("power", "Power");
+    power.power = 2.0F; // an integer power: the random inputs may make the base negative
+    power.scale = 0.5F;
+    power.shift = 1.0F;
+    compare(power, {{2, 3, 4, 4}});
+    LayerConfig reshape = layer("reshape", "Reshape");
+    reshape.shape = {0, -1};
+    compare(reshape, {{2, 3, 4, 4}});
+}
+
 TEST_F(GpuLayers, FlattenMatchesTheCpu) {
     LayerConfig flat = layer("flat", "Flatten");
     compare(flat, {{3, 4, 5, 5}});

@@ -88,6 +88,13 @@ TEST_F(GpuReference, InnerProduct) {
     m_checks->inner_product(16, 100, 33, false);
 }
 
+TEST_F(GpuReference, AbsValBnllEluAndPower) {
+    m_checks->pointwise(Pointwise::absval, {}, 1000);
+    m_checks->pointwise(Pointwise::bnll, {}, 1000);
+    m_checks->pointwise(Pointwise::elu, {.alpha = 0.7F}, 1000);
+    m_checks->pointwise(Pointwise::power, {.power = 2.5F, .scale = 0.5F, .shift = 1.0F}, 1000);
+}
+
 TEST_F(GpuReference, ActivationsInPlaceAndNot) {
     for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
         m_checks->activation(kind, 1000, false);

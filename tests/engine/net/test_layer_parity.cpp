@@ -38,6 +38,11 @@ LayerConfig config_of(const nlohmann::json& json, const std::string& name) {
     config.beta = json.value("beta", config.beta);
     config.k = json.value("k", config.k);
     config.norm_region = json.value("norm_region", config.norm_region);
+    config.power = json.value("power", config.power);
+    config.shift = json.value("shift", config.shift);
+    if (config.type == "Power") {
+        config.scale = json.value("scale", config.scale);
+    }
     if (json.contains("use_global_stats")) {
         config.use_global_stats = json["use_global_stats"].get<bool>();
     }
@@ -110,7 +115,8 @@ TEST(LayerParity, EveryCaffeLayerMatchesPyTorchForwardAndBackward) {
     }
     // A regenerated fixture that lost a layer would otherwise pass quietly.
     EXPECT_EQ(types, (std::set<std::string>{"Pooling", "Sigmoid", "TanH", "Convolution", "LRN",
-                                            "BatchNorm", "Scale", "Concat", "Eltwise"}));
+                                            "BatchNorm", "Scale", "Concat", "Eltwise", "AbsVal",
+                                            "BNLL", "ELU", "Power"}));
 }
 
 } // namespace

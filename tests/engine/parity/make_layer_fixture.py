@@ -20,6 +20,8 @@ How each Caffe layer maps to PyTorch:
                      unbiased variance that Caffe adds to its running sums; eval with
                      running mean = mean_sum / factor and var = var_sum / factor
     Scale            x * gamma[c] + beta[c]
+    AbsVal, BNLL     torch.abs, F.softplus (threshold above the inputs: Caffe's has none)
+    ELU, Power       F.elu(alpha), (shift + scale * x) ** power
     Concat           torch.cat
     Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
 
@@ -98,6 +100,15 @@ cases.append(case("lrn_within_channel", {"type": "LRN", "norm_region": "within_c
                                          "local_size": 3, "alpha": 0.5, "beta": 0.75},
                   [x], [], lambda b, p: b[0] * (1 + 0.5 * F.avg_pool2d(
                       b[0] * b[0], 3, 1, 1, count_include_pad=True)) ** -0.75))
+
+x = rand(2, 3, 4, 4, low=-3, high=3)
+cases.append(case("absval", {"type": "AbsVal"}, [x], [], lambda b, p: torch.abs(b[0])))
+cases.append(case("bnll", {"type": "BNLL"}, [x], [],
+                  lambda b, p: F.softplus(b[0], beta=1, threshold=100)))
+cases.append(case("elu", {"type": "ELU", "alpha": 0.7}, [x], [],
+                  lambda b, p: F.elu(b[0], alpha=0.7)))
+cases.append(case("power", {"type": "Power", "power": 2.5, "scale": 0.5, "shift": 2.0}, [x], [],
+                  lambda b, p: (2.0 + 0.5 * b[0]) ** 2.5))
 
 x = rand(4, 3, 3, 3, low=-2, high=3)
 eps = 1e-5
