@@ -126,6 +126,32 @@ Values pointwise_backward(Pointwise f, const PointwiseParams& p, Floats x, Float
     return dx;
 }
 
+double euclidean_loss(int rows, Floats a, Floats b) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const double d = static_cast<double>(a[i]) - b[i];
+        sum += d * d;
+    }
+    return sum / rows / 2.0;
+}
+
+double sigmoid_cross_entropy(int rows, Floats x, Floats t) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(x[i])));
+        sum -= t[i] * std::log(s) + (1.0 - t[i]) * std::log(1.0 - s);
+    }
+    return sum / rows;
+}
+
+Values sigmoid_cross_entropy_backward(double scale, Floats x, Floats t) {
+    Values dx(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        dx[i] = scale * (1.0 / (1.0 + std::exp(-static_cast<double>(x[i]))) - t[i]);
+    }
+    return dx;
+}
+
 Values dropout(Floats x, Floats mask, double scale) {
     Values y(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) {

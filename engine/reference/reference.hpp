@@ -72,6 +72,11 @@ Values activation_forward(Activation kind, Floats x);
 // dy times the derivative at x; ReLU's passes dy where x > 0 and gives 0 elsewhere (at 0 too).
 Values activation_backward(Activation kind, Floats x, Floats dy);
 Values pointwise_forward(Pointwise f, const PointwiseParams& p, Floats x);
+/// EuclideanLoss: sum((a - b)^2) / (2 rows); SigmoidCrossEntropyLoss by its definition with
+/// the logistic function, over `rows`; and its gradient, scale * (s(x) - t).
+double euclidean_loss(int rows, Floats a, Floats b);
+double sigmoid_cross_entropy(int rows, Floats x, Floats t);
+Values sigmoid_cross_entropy_backward(double scale, Floats x, Floats t);
 Values pointwise_backward(Pointwise f, const PointwiseParams& p, Floats x, Floats dy);
 // Dropout given its 0/1 keep mask: y = x * mask * scale (scale = 1 / (1 - ratio)); the same
 // function is the backward pass (dx = dy * mask * scale). An empty mask keeps everything.

@@ -117,6 +117,7 @@ public:
     void inner_product(int rows, int in, int out, bool bias);
     void activation(dl::Activation kind, std::size_t n, bool in_place);
     void pointwise(dl::Pointwise f, const dl::PointwiseParams& p, std::size_t n);
+    void regression_losses(int rows, std::size_t n);
     void dropout(std::size_t n, float ratio);
     void softmax_loss(int rows, int classes, float scale);
     void accuracy(int rows, int classes, int levels);
@@ -273,6 +274,34 @@ inline void Checks::pointwise(dl::Pointwise f, const dl::PointwiseParams& p, std
     expect_near(y_d.read(), dl::ref::pointwise_forward(f, p, x), m_tol.activation, what + ": y");
     expect_near(dx_d.read(), dl::ref::pointwise_backward(f, p, x, dy), m_tol.activation,
                 what + ": dx");
+}
+
+// EuclideanLoss and SigmoidCrossEntropyLoss: the loss and the gradient the layers compute from
+// it (scaled_copy of the differences, the logistic gradient); targets in [0, 1].
+inline void Checks::regression_losses(int rows, std::size_t n) {
+    const std::string what = "losses over " + std::to_string(n) + " values";
+    const auto a = random(n, -3.0F, 3.0F);
+    const auto b = random(n, 0.0F, 1.0F);
+    const Device a_d(m_backend, a);
+    const Device b_d(m_backend, b);
+    const Device diff_d(m_backend, n, k_garbage);
+    const Device loss_d(m_backend, 1, k_garbage);
+    const Device dx_d(m_backend, n, k_garbage);
+    m_backend.euclidean_loss_forward(rows, n, a_d.get(), b_d.get(), diff_d.get(), loss_d.get());
+    expect_near(loss_d.read(), Values{dl::ref::euclidean_loss(rows, a, b)}, m_tol.channels,
+                what + ": Euclidean loss");
+    m_backend.scaled_copy(n, -0.5F, diff_d.get(), dx_d.get());
+    Values want(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        want[i] = -0.5 * (static_cast<double>(a[i]) - b[i]);
+    }
+    expect_near(dx_d.read(), want, m_tol.channels, what + ": Euclidean gradient");
+    m_backend.sigmoid_cross_entropy_forward(rows, n, a_d.get(), b_d.get(), loss_d.get());
+    expect_near(loss_d.read(), Values{dl::ref::sigmoid_cross_entropy(rows, a, b)}, m_tol.channels,
+                what + ": sigmoid cross-entropy");
+    m_backend.sigmoid_cross_entropy_backward(n, 0.25F, a_d.get(), b_d.get(), dx_d.get());
+    expect_near(dx_d.read(), dl::ref::sigmoid_cross_entropy_backward(0.25, a, b), m_tol.channels,
+                what + ": sigmoid cross-entropy gradient");
 }
 
 // The mask is the backend's own draw (its generator is not the reference's business): 0 or 1,

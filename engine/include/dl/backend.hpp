@@ -197,6 +197,18 @@ public:
                                      const float* dy, float* dx) = 0;
 
     // AbsVal, BNLL, ELU, Power (Pointwise above); backward may not run in place.
+    // EuclideanLoss: diff = a - b over n values; loss[0] = sum(diff^2) / (2 rows). Its backward
+    // is scaled_copy of diff.
+    virtual void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float* b,
+                                        float* diff, float* loss) = 0;
+    // y = scale * x.
+    virtual void scaled_copy(std::size_t n, float scale, const float* x, float* y) = 0;
+    // SigmoidCrossEntropyLoss over n logits x with targets t: loss[0] = -sum(t log s(x) + (1 - t)
+    // log(1 - s(x))) / rows, in Caffe's stable form; backward dx = scale * (s(x) - t).
+    virtual void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x,
+                                               const float* t, float* loss) = 0;
+    virtual void sigmoid_cross_entropy_backward(std::size_t n, float scale, const float* x,
+                                                const float* t, float* dx) = 0;
     virtual void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n,
                                    const float* x, float* y) = 0;
     virtual void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n,

@@ -192,6 +192,36 @@ void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n, co
     }
 }
 
+// The sums in double, in index order: one loss value whatever the thread count.
+void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float* b, float* diff,
+                            float* loss) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+        diff[i] = a[i] - b[i];
+        sum += static_cast<double>(diff[i]) * diff[i];
+    }
+    loss[0] = static_cast<float>(sum / rows / 2.0);
+}
+
+// -(t log s(x) + (1 - t) log(1 - s(x))) = -(x (t - [x >= 0]) - log(1 + e^(x - 2 x [x >= 0]))),
+// which never takes the exponential of a positive number (Caffe's form).
+void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,
+                                   float* loss) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const float positive = x[i] >= 0.0F ? 1.0F : 0.0F;
+        sum -= x[i] * (t[i] - positive) - std::log1p(std::exp(x[i] - 2.0F * x[i] * positive));
+    }
+    loss[0] = static_cast<float>(sum / rows);
+}
+
+void sigmoid_cross_entropy_backward(std::size_t n, float scale, const float* x, const float* t,
+                                    float* dx) {
+    for (std::size_t i = 0; i < n; ++i) {
+        dx[i] = scale * (1.0F / (1.0F + std::exp(-x[i])) - t[i]);
+    }
+}
+
 void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
                         float moving_average_fraction, const float* x, float* running_mean,
                         float* running_var, float* running_factor, float* inv_std, float* y) {

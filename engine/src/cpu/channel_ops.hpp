@@ -24,6 +24,12 @@ void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n, con
                        float* y);
 void pointwise_backward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
                         const float* y, const float* dy, float* dx);
+void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float* b, float* diff,
+                            float* loss);
+void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,
+                                   float* loss);
+void sigmoid_cross_entropy_backward(std::size_t n, float scale, const float* x, const float* t,
+                                    float* dx);
 void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
                         float moving_average_fraction, const float* x, float* running_mean,
                         float* running_var, float* running_factor, float* inv_std, float* y);

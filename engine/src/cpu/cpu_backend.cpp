@@ -593,6 +593,23 @@ public:
         }
     }
 
+    void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float* b,
+                                float* diff, float* loss) override {
+        cpu::euclidean_loss_forward(rows, n, a, b, diff, loss);
+    }
+    void scaled_copy(std::size_t n, float scale, const float* x, float* y) override {
+        for (std::size_t i = 0; i < n; ++i) {
+            y[i] = scale * x[i];
+        }
+    }
+    void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,
+                                       float* loss) override {
+        cpu::sigmoid_cross_entropy_forward(rows, n, x, t, loss);
+    }
+    void sigmoid_cross_entropy_backward(std::size_t n, float scale, const float* x, const float* t,
+                                        float* dx) override {
+        cpu::sigmoid_cross_entropy_backward(n, scale, x, t, dx);
+    }
     void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
                            float* y) override {
         cpu::pointwise_forward(f, p, n, x, y);

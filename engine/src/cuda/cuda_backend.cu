@@ -550,6 +550,21 @@ public:
                      float* y) override {
         kernels::lrn_forward(m_stream, g, p, x, scale, y);
     }
+    void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float* b,
+                                float* diff, float* loss) override {
+        kernels::euclidean_loss_forward(m_stream, rows, n, a, b, diff, loss);
+    }
+    void scaled_copy(std::size_t n, float scale, const float* x, float* y) override {
+        kernels::scaled_copy(m_stream, n, scale, x, y);
+    }
+    void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,
+                                       float* loss) override {
+        kernels::sigmoid_cross_entropy_forward(m_stream, rows, n, x, t, loss);
+    }
+    void sigmoid_cross_entropy_backward(std::size_t n, float scale, const float* x, const float* t,
+                                        float* dx) override {
+        kernels::sigmoid_cross_entropy_backward(m_stream, n, scale, x, t, dx);
+    }
     void pointwise_forward(Pointwise f, const PointwiseParams& p, std::size_t n, const float* x,
                            float* y) override {
         kernels::pointwise_forward(m_stream, f, p, n, x, y);

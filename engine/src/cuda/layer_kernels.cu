@@ -138,6 +138,50 @@ Square square_of(const PoolGeometry& g) {
     return Square{g.batch * g.channels, g.height, g.width, g.pad};
 }
 
+// --- EuclideanLoss and SigmoidCrossEntropyLoss: one block sums the loss in double -----------
+
+__global__ void euclidean_loss_kernel(int rows, std::size_t n, const float* a, const float* b,
+                                      float* diff, float* loss) {
+    __shared__ double shared[k_threads];
+    double sum = 0.0;
+    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float d = a[i] - b[i];
+        diff[i] = d;
+        sum += static_cast<double>(d) * d;
+    }
+    const double total = block_sum(sum, shared);
+    if (threadIdx.x == 0) {
+        loss[0] = static_cast<float>(total / rows / 2.0);
+    }
+}
+
+__global__ void sigmoid_cross_entropy_kernel(int rows, std::size_t n, const float* x,
+                                             const float* t, float* loss) {
+    __shared__ double shared[k_threads];
+    double sum = 0.0;
+    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float positive = x[i] >= 0.0F ? 1.0F : 0.0F;
+        sum -= x[i] * (t[i] - positive) - log1pf(expf(x[i] - 2.0F * x[i] * positive));
+    }
+    const double total = block_sum(sum, shared);
+    if (threadIdx.x == 0) {
+        loss[0] = static_cast<float>(total / rows);
+    }
+}
+
+__global__ void sigmoid_cross_entropy_backward_kernel(std::size_t n, float scale, const float* x,
+                                                      const float* t, float* dx) {
+    DL_LAYER_GRID_LOOP(i, n) {
+        dx[i] = scale * (1.0F / (1.0F + expf(-x[i])) - t[i]);
+    }
+}
+
+__global__ void scaled_copy_kernel(std::size_t n, float scale, const float* x, float* y) {
+    DL_LAYER_GRID_LOOP(i, n) {
+        y[i] = scale * x[i];
+    }
+}
+
 // --- AbsVal, BNLL, ELU, Power: one thread per value, the CPU's formulas ---------------------
 
 __global__ void pointwise_forward_kernel(Pointwise f, PointwiseParams p, std::size_t n,
@@ -395,6 +439,30 @@ void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnPa
     const std::size_t total = static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
     lrn_within_backward_kernel<<<blocks_for(total), k_threads, 0, stream>>>(square_of(g), p, x, y,
                                                                             scale, dy, dx);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void euclidean_loss_forward(cudaStream_t stream, int rows, std::size_t n, const float* a,
+                            const float* b, float* diff, float* loss) {
+    euclidean_loss_kernel<<<1, k_threads, 0, stream>>>(rows, n, a, b, diff, loss);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void scaled_copy(cudaStream_t stream, std::size_t n, float scale, const float* x, float* y) {
+    scaled_copy_kernel<<<blocks_for(n), k_threads, 0, stream>>>(n, scale, x, y);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void sigmoid_cross_entropy_forward(cudaStream_t stream, int rows, std::size_t n, const float* x,
+                                   const float* t, float* loss) {
+    sigmoid_cross_entropy_kernel<<<1, k_threads, 0, stream>>>(rows, n, x, t, loss);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void sigmoid_cross_entropy_backward(cudaStream_t stream, std::size_t n, float scale, const float* x,
+                                    const float* t, float* dx) {
+    sigmoid_cross_entropy_backward_kernel<<<blocks_for(n), k_threads, 0, stream>>>(n, scale, x, t,
+                                                                                   dx);
     DL_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,6 +25,14 @@ void lrn_within_forward(cudaStream_t stream, const PoolGeometry& g, const LrnPar
 void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnParams& p,
                          const float* x, const float* y, const float* scale, const float* dy,
                          float* dx);
+// CPU: cpu::euclidean_loss_forward, sigmoid_cross_entropy_forward / _backward; scaled_copy.
+void euclidean_loss_forward(cudaStream_t stream, int rows, std::size_t n, const float* a,
+                            const float* b, float* diff, float* loss);
+void scaled_copy(cudaStream_t stream, std::size_t n, float scale, const float* x, float* y);
+void sigmoid_cross_entropy_forward(cudaStream_t stream, int rows, std::size_t n, const float* x,
+                                   const float* t, float* loss);
+void sigmoid_cross_entropy_backward(cudaStream_t stream, std::size_t n, float scale, const float* x,
+                                    const float* t, float* dx);
 // CPU: cpu::pointwise_forward / pointwise_backward.
 void pointwise_forward(cudaStream_t stream, Pointwise f, const PointwiseParams& p, std::size_t n,
                        const float* x, float* y);

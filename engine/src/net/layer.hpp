@@ -47,6 +47,11 @@ public:
     virtual void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                           const Blobs& bottom) = 0;
     [[nodiscard]] virtual bool is_loss() const { return false; }
+    /// Whether a gradient flows to bottom i: not to a loss's labels or targets (bottom 1),
+    /// unless the loss says so (EuclideanLoss's two sides).
+    [[nodiscard]] virtual bool backpropagates_to(std::size_t i) const {
+        return !(is_loss() && i == 1);
+    }
     /// For a layer that indexes a row of scores by the label in bottom 1 (loss, accuracy): the
     /// number of scores per row, known after setup; a label must be below it. 0: reads no label.
     [[nodiscard]] virtual int label_classes() const { return 0; }

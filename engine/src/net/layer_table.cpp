@@ -37,6 +37,8 @@ LayerKind absval();
 LayerKind bnll();
 LayerKind elu();
 LayerKind power();
+LayerKind euclidean_loss();
+LayerKind sigmoid_cross_entropy_loss();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -67,6 +69,8 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::bnll(),
         layers::elu(),
         layers::power(),
+        layers::euclidean_loss(),
+        layers::sigmoid_cross_entropy_loss(),
     };
     return kinds;
 }

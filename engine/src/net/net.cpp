@@ -120,7 +120,7 @@ std::pair<std::vector<std::string>, bool> Net::wire_bottoms(const NetConfig& con
         entry.bottoms.push_back(m_blobs[found->second].get());
         producers.push_back(wiring.producer[found->second]);
         const bool grad = wiring.needs_grad[found->second] && layer.can_backward() &&
-                          !(layer.is_loss() && entry.bottoms.size() == 2);
+                          layer.backpropagates_to(entry.bottoms.size() - 1);
         entry.propagate_down.push_back(grad);
         any_grad = any_grad || grad;
     }

@@ -257,19 +257,28 @@ std::string progress_text(const nlohmann::json& line) {
         }
         return text;
     }
+    // null (NaN written as JSON) where the net has no Accuracy layer.
+    const auto number = [&line](const char* key) {
+        const auto found = line.find(key);
+        return found != line.end() && found->is_number() ? found->get<double>() : std::nan("");
+    };
     if (type == "test") {
-        return fmt::format("{}  test accuracy {:.4f}  loss {:.4f}", iter,
-                           line.value("accuracy", 0.0), line.value("loss", 0.0));
+        if (std::isnan(number("accuracy"))) {
+            return fmt::format("{}  test loss {:.4f}", iter, number("loss"));
+        }
+        return fmt::format("{}  test accuracy {:.4f}  loss {:.4f}", iter, number("accuracy"),
+                           number("loss"));
     }
     if (type == "final") {
         std::string text =
             fmt::format("dltrain: {} at iteration {} of {}", line.value("status", ""),
                         line.value("iter", 0), line.value("max_iter", 0));
         // NaN when there is no test net, or the run left before testing.
-        if (const double accuracy = line.value("test_accuracy", std::nan(""));
-            !std::isnan(accuracy)) {
-            text += fmt::format(": test accuracy {:.4f}, loss {:.4f}", accuracy,
-                                line.value("test_loss", 0.0));
+        if (const double accuracy = number("test_accuracy"); !std::isnan(accuracy)) {
+            text +=
+                fmt::format(": test accuracy {:.4f}, loss {:.4f}", accuracy, number("test_loss"));
+        } else if (const double loss = number("test_loss"); !std::isnan(loss)) {
+            text += fmt::format(": test loss {:.4f}", loss);
         }
         return text + fmt::format("; {:.0f} img/s, {} in all",
                                   line.value("train_images_per_s", 0.0),
@@ -388,9 +397,11 @@ std::optional<TestResult> run_test(Net& net, Source& source, const NetConfig& co
             result.accuracy += net.blob(accuracy_top)->read_scalar();
         }
         if (!loss_top.empty()) {
-            result.loss += net.blob(loss_top)->read_scalar();
+            result.loss += net.read_loss(); // every loss by its weight, as training reports it
         }
     }
+    // A net without an Accuracy layer (an autoencoder's) has no accuracy: null in the metrics.
+    result.accuracy = accuracy_top.empty() ? std::nan("") : result.accuracy;
     result.accuracy /= std::max(test_iter, 1);
     result.loss /= std::max(test_iter, 1);
     return result;

@@ -160,6 +160,11 @@ TEST_F(ReferenceCpu, AbsValBnllEluAndPower) {
     }
 }
 
+TEST_F(ReferenceCpu, EuclideanAndSigmoidCrossEntropyLosses) {
+    m_checks.regression_losses(4, 4 * 784);
+    m_checks.regression_losses(3, 7);
+}
+
 TEST_F(ReferenceCpu, ActivationsInPlaceAndNot) {
     for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
         for (const std::size_t n : {std::size_t{37}, std::size_t{1000}}) { // vector remainders

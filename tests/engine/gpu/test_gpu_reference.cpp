@@ -95,6 +95,11 @@ TEST_F(GpuReference, AbsValBnllEluAndPower) {
     m_checks->pointwise(Pointwise::power, {.power = 2.5F, .scale = 0.5F, .shift = 1.0F}, 1000);
 }
 
+TEST_F(GpuReference, EuclideanAndSigmoidCrossEntropyLosses) {
+    m_checks->regression_losses(4, 4 * 784);
+    m_checks->regression_losses(3, 7);
+}
+
 TEST_F(GpuReference, ActivationsInPlaceAndNot) {
     for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
         m_checks->activation(kind, 1000, false);

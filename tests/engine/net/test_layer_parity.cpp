@@ -39,6 +39,7 @@ LayerConfig config_of(const nlohmann::json& json, const std::string& name) {
     config.k = json.value("k", config.k);
     config.norm_region = json.value("norm_region", config.norm_region);
     config.power = json.value("power", config.power);
+    config.loss_weight = json.value("loss_weight", config.loss_weight);
     config.shift = json.value("shift", config.shift);
     if (config.type == "Power") {
         config.scale = json.value("scale", config.scale);
@@ -114,9 +115,10 @@ TEST(LayerParity, EveryCaffeLayerMatchesPyTorchForwardAndBackward) {
         }
     }
     // A regenerated fixture that lost a layer would otherwise pass quietly.
-    EXPECT_EQ(types, (std::set<std::string>{"Pooling", "Sigmoid", "TanH", "Convolution", "LRN",
-                                            "BatchNorm", "Scale", "Concat", "Eltwise", "AbsVal",
-                                            "BNLL", "ELU", "Power"}));
+    EXPECT_EQ(types,
+              (std::set<std::string>{"Pooling", "Sigmoid", "TanH", "Convolution", "LRN",
+                                     "BatchNorm", "Scale", "Concat", "Eltwise", "AbsVal", "BNLL",
+                                     "ELU", "Power", "EuclideanLoss", "SigmoidCrossEntropyLoss"}));
 }
 
 } // namespace

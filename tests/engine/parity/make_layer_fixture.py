@@ -22,6 +22,8 @@ How each Caffe layer maps to PyTorch:
     Scale            x * gamma[c] + beta[c]
     AbsVal, BNLL     torch.abs, F.softplus (threshold above the inputs: Caffe's has none)
     ELU, Power       F.elu(alpha), (shift + scale * x) ** power
+    EuclideanLoss    ((a - b) ** 2).sum() / (2 N); the gradient reaches both sides
+    SigmoidCrossEntropyLoss  F.binary_cross_entropy_with_logits(reduction="sum") / N
     Concat           torch.cat
     Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
 
@@ -45,12 +47,14 @@ def values(t):
     return [float(v) for v in t.detach().to(torch.float32).reshape(-1)]
 
 
-def case(name, layer, bottoms, params, fn, params_after=None):
-    """fn(bottoms, params) -> top, all float64 leaves with gradients."""
-    xs = [b.double().requires_grad_(True) for b in bottoms]
+def case(name, layer, bottoms, params, fn, params_after=None, constant=(), dy=None):
+    """fn(bottoms, params) -> top, all float64 leaves with gradients, except the bottoms whose
+    indices are in `constant` (a loss's targets: no gradient reaches them, zeros are written).
+    A loss's dy is its loss_weight: its backward scales by that, not by the top's gradient."""
+    xs = [b.double().requires_grad_(i not in constant) for i, b in enumerate(bottoms)]
     ps = [p.double().requires_grad_(True) for p in params]
     top = fn(xs, ps)
-    dy = rand(*top.shape)
+    dy = rand(*top.shape) if dy is None else dy
     (top * dy.double()).sum().backward()
     entry = {
         "name": name,
@@ -59,7 +63,7 @@ def case(name, layer, bottoms, params, fn, params_after=None):
         "params": [{"shape": list(p.shape), "data": values(p)} for p in params],
         "top": {"shape": list(top.shape), "data": values(top)},
         "dy": values(dy),
-        "dbottoms": [values(x.grad) for x in xs],
+        "dbottoms": [values(x.grad) if x.grad is not None else [0.0] * x.numel() for x in xs],
         "dparams": [values(p.grad) if p.grad is not None else [0.0] * p.numel() for p in ps],
     }
     if params_after is not None:
@@ -109,6 +113,16 @@ cases.append(case("elu", {"type": "ELU", "alpha": 0.7}, [x], [],
                   lambda b, p: F.elu(b[0], alpha=0.7)))
 cases.append(case("power", {"type": "Power", "power": 2.5, "scale": 0.5, "shift": 2.0}, [x], [],
                   lambda b, p: (2.0 + 0.5 * b[0]) ** 2.5))
+
+a, b = rand(4, 6), rand(4, 6)
+cases.append(case("euclidean_loss", {"type": "EuclideanLoss", "loss_weight": 0.5}, [a, b], [],
+                  lambda b_, p: ((b_[0] - b_[1]) ** 2).sum().reshape(1) / 8.0,
+                  dy=torch.tensor([0.5])))
+x, t = rand(4, 2, 3, low=-4, high=4), torch.rand(4, 2, 3)
+cases.append(case("sigmoid_cross_entropy_loss", {"type": "SigmoidCrossEntropyLoss"}, [x, t], [],
+                  lambda b_, p: F.binary_cross_entropy_with_logits(
+                      b_[0], b_[1], reduction="sum").reshape(1) / 4.0, constant=(1,),
+                  dy=torch.tensor([1.0])))
 
 x = rand(4, 3, 3, 3, low=-2, high=3)
 eps = 1e-5
