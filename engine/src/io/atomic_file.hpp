@@ -16,4 +16,24 @@ inline void write_atomically(const std::filesystem::path& path, std::string_view
     write_atomically(path, text.data(), text.size());
 }
 
+/// The same for a file written in pieces (a checkpoint of hundreds of MB is not built in memory
+/// first): write() appends to the temporary file, commit() fsyncs it and renames it into place.
+/// Destroyed without commit(), the temporary file is removed and `path` is as it was.
+class AtomicFile {
+public:
+    explicit AtomicFile(std::filesystem::path path);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+    AtomicFile(AtomicFile&&) = delete;
+    AtomicFile& operator=(AtomicFile&&) = delete;
+    void write(const void* data, std::size_t size);
+    void commit();
+
+private:
+    std::filesystem::path m_path;
+    std::filesystem::path m_tmp;
+    int m_fd = -1;
+};
+
 } // namespace dl::io

@@ -39,24 +39,58 @@ constexpr char k_magic[8] = {'D', 'L', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr std::uint32_t k_version = 1;
 namespace fs = std::filesystem;
 
+/// Streams the checkpoint to its temporary file through a small buffer, with the checksum of
+/// every byte written so far: a model of hundreds of MB is never held twice in memory.
 class Writer {
 public:
-    template <typename T> void put(const T& value) {
-        const auto* bytes = reinterpret_cast<const char*>(&value);
-        m_bytes.insert(m_bytes.end(), bytes, bytes + sizeof(T));
-    }
+    explicit Writer(io::AtomicFile& file) : m_file(file) { m_buffer.reserve(k_buffer); }
+    template <typename T> void put(const T& value) { put_bytes(&value, sizeof(T)); }
     void put_bytes(const void* data, std::size_t size) {
         const auto* bytes = static_cast<const char*>(data);
-        m_bytes.insert(m_bytes.end(), bytes, bytes + size);
+        m_sum.update(bytes, size);
+        m_size += size;
+        if (m_buffer.size() + size > k_buffer) {
+            flush();
+        }
+        if (size >= k_buffer) {
+            m_file.write(bytes, size);
+            return;
+        }
+        m_buffer.insert(m_buffer.end(), bytes, bytes + size);
     }
     void put_string(const std::string& text) {
         put(static_cast<std::uint32_t>(text.size()));
         put_bytes(text.data(), text.size());
     }
-    std::vector<char>& bytes() { return m_bytes; }
+    /// A tensor's values, from its own memory where the host can read it (no copy of a model's
+    /// hundreds of MB), else through a host copy (a GPU's).
+    void put_values(const Tensor& tensor) {
+        if (tensor.memory().host_accessible()) {
+            put_bytes(tensor.data(), tensor.count() * sizeof(float));
+            return;
+        }
+        const std::vector<float> values = tensor.read_data();
+        put_bytes(values.data(), values.size() * sizeof(float));
+    }
+    /// Writes the checksum of everything before it (itself not summed); returns it.
+    std::uint64_t finish() {
+        const std::uint64_t sum = m_sum.digest();
+        put_bytes(&sum, sizeof(sum));
+        flush();
+        return sum;
+    }
+    [[nodiscard]] std::uint64_t size() const { return m_size; }
 
 private:
-    std::vector<char> m_bytes;
+    static constexpr std::size_t k_buffer = std::size_t{1} << 20;
+    void flush() {
+        m_file.write(m_buffer.data(), m_buffer.size());
+        m_buffer.clear();
+    }
+    io::AtomicFile& m_file;
+    io::StreamingChecksum m_sum;
+    std::vector<char> m_buffer;
+    std::uint64_t m_size = 0;
 };
 
 // Every length is checked against the bytes left before anything is allocated for it: the file
@@ -148,7 +182,9 @@ std::vector<std::pair<int, fs::path>> list_checkpoints(const fs::path& dir) {
 fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const Net& net,
                           const Solver& solver, int keep) {
     fs::create_directories(dir);
-    Writer out;
+    fs::path file = dir / fmt::format("iter_{:08d}.ckpt", state.iteration);
+    io::AtomicFile stored(file);
+    Writer out(stored);
     out.put_bytes(k_magic, sizeof(k_magic));
     out.put(k_version);
     out.put(static_cast<std::int32_t>(state.iteration));
@@ -163,22 +199,17 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
         for (const int dim : shape) {
             out.put(static_cast<std::int32_t>(dim));
         }
-        // Host copies whatever the backend: a checkpoint written on a GPU loads on a CPU.
-        const std::vector<float> values = param.tensor->read_data();
-        out.put_bytes(values.data(), values.size() * sizeof(float));
+        // The host's values whatever the backend: a checkpoint written on a GPU loads on a CPU.
+        out.put_values(*param.tensor);
     }
     out.put(static_cast<std::uint32_t>(solver.history().size()));
     for (const auto& history : solver.history()) {
         out.put(static_cast<std::uint64_t>(history.count()));
-        const std::vector<float> values = history.read_data();
-        out.put_bytes(values.data(), values.size() * sizeof(float));
+        out.put_values(history);
     }
-    const std::uint64_t sum = io::checksum(out.bytes().data(), out.bytes().size());
-    out.put(sum);
-
-    fs::path file = dir / fmt::format("iter_{:08d}.ckpt", state.iteration);
-    io::write_atomically(file, out.bytes().data(), out.bytes().size());
-    const std::string marker = fmt::format("size={} xxh64={:016x}\n", out.bytes().size(), sum);
+    const std::uint64_t sum = out.finish();
+    stored.commit();
+    const std::string marker = fmt::format("size={} xxh64={:016x}\n", out.size(), sum);
     io::write_atomically(marker_for(file), marker.data(), marker.size());
 
     // Keep the newest `keep`: the marker goes first, so a half-deleted one is never trusted.
