@@ -96,6 +96,7 @@ struct LayerConfig {
     float eps = 1e-5F;
     // Scale: gamma's filler (bias_term defaults to false for Scale, and bias_filler applies)
     FillerConfig filler{"constant", 1.0F};
+    FillerConfig data_filler{}; // DummyData's: Caffe's default, constant 0
     // Concat; Flatten (from axis through end_axis, negative counting from the last)
     int axis = 1;
     int end_axis = -1;

@@ -396,11 +396,25 @@ public:
                 value.push_back(static_cast<int>(size));
             }
         }
+        // One FillerParameter; of a repeated one (DummyData's data_filler, one per top), the one.
         void filler(const Field& f, FillerConfig& value) override {
-            if (const auto at = source(f)) {
-                value = Converter::filler(dynamic_cast<const caffe::FillerParameter&>(
-                    at->message->GetReflection()->GetMessage(*at->message, at->field)));
+            const auto at = source(f);
+            if (!at) {
+                return;
             }
+            const pb::Reflection* r = at->message->GetReflection();
+            if (!at->field->is_repeated()) {
+                value = Converter::filler(dynamic_cast<const caffe::FillerParameter&>(
+                    r->GetMessage(*at->message, at->field)));
+                return;
+            }
+            if (const int fillers = r->FieldSize(*at->message, at->field); fillers != 1) {
+                m_converter.fail(line_of(*at), fmt::format("{}: {}: {} fillers; dltrain takes one "
+                                                           "(one top)",
+                                                           m_where, f.key, fillers));
+            }
+            value = Converter::filler(dynamic_cast<const caffe::FillerParameter&>(
+                r->GetRepeatedMessage(*at->message, at->field, 0)));
         }
         void caffe_requires(CaffeField where, const char* value, const char* message) override {
             const Located at = locate(where);
@@ -546,9 +560,17 @@ public:
             for (const std::string& type : layer_type_names()) {
                 supported += (supported.empty() ? "" : ", ") + type;
             }
-            fail(line, fmt::format("layer '{}': type '{}' is not supported by dltrain "
+            // The types Caffe's users meet that dltrain will not run, with why.
+            static const std::map<std::string, std::string> why = {
+                {"Python", ": a Python layer runs its module's code (python_param) inside Caffe's "
+                           "process, and dltrain runs no Python"},
+                {"WindowData", ": R-CNN's windows of images with their overlap labels are not a "
+                               "source dltrain reads"}};
+            const auto reason = why.find(p.type());
+            fail(line, fmt::format("layer '{}': type '{}' is not supported by dltrain{} "
                                    "(supported: {})",
-                                   p.name(), p.type(), supported));
+                                   p.name(), p.type(), reason != why.end() ? reason->second : "",
+                                   supported));
         }
         const CaffeFields params = caffe_fields(*kind);
         // The layer's own *_param fields only; the others of LayerParameter are common.

@@ -132,8 +132,10 @@ public:
     }
     void filler(const Field& f, FillerConfig& value) override {
         if (const auto at = target(f, false)) {
+            const pb::Reflection* r = at->message->GetReflection();
             put_filler(dynamic_cast<caffe::FillerParameter&>(
-                           *at->message->GetReflection()->MutableMessage(at->message, at->field)),
+                           at->field->is_repeated() ? *r->AddMessage(at->message, at->field)
+                                                    : *r->MutableMessage(at->message, at->field)),
                        value);
         }
     }

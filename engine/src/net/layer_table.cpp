@@ -39,6 +39,7 @@ LayerKind elu();
 LayerKind power();
 LayerKind euclidean_loss();
 LayerKind sigmoid_cross_entropy_loss();
+LayerKind dummy_data();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -71,6 +72,7 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::power(),
         layers::euclidean_loss(),
         layers::sigmoid_cross_entropy_loss(),
+        layers::dummy_data(),
     };
     return kinds;
 }
