@@ -795,7 +795,7 @@ std::filesystem::path caffe_snapshot_prefix(const std::filesystem::path& solver_
     if (!solver.has_snapshot_prefix() || solver.snapshot_prefix().empty()) {
         return std::filesystem::path(solver_file).replace_extension();
     }
-    const std::filesystem::path prefix = solver.snapshot_prefix();
+    std::filesystem::path prefix = solver.snapshot_prefix();
     std::error_code ec;
     if (std::filesystem::is_directory(prefix, ec)) {
         return prefix / solver_file.stem();
