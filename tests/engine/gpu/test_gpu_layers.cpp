@@ -162,6 +162,8 @@ TEST_F(GpuLayers, EltwiseSumProdAndMaxMatchTheCpu) {
 
 TEST_F(GpuLayers, SoftmaxMatchesTheCpu) {
     compare(layer("prob", "Softmax"), {{8, 10}});
+    compare(layer("prob", "Softmax"), {{2, 6, 4, 5}}); // every pixel of a map
+    compare(layer("prob", "Softmax"), {{2, 30, 2, 2}});
 }
 
 TEST_F(GpuLayers, AbsValBnllEluPowerAndReshapeMatchTheCpu) {

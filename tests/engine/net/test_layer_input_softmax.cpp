@@ -59,18 +59,27 @@ TEST(SoftmaxLayer, RowsBecomeProbabilitiesAndTheGradientIsTheSoftmaxJacobians) {
     }
 }
 
-TEST(SoftmaxLayer, ScoresWithSpatialAxesAreRefusedNamingTheShape) {
+TEST(SoftmaxLayer, AMapOfScoresIsASoftmaxAtEveryPixelAndOneAxisIsRefused) {
+    // 1 x 3 x 1 x 2: pixel 0 has scores (0, 1, 2), pixel 1 (5, 5, 5).
     const auto backend = make_backend("cpu", 1);
     dl_test::LayerInput input;
-    input.bottom_shapes = {{2, 3, 2, 2}};
-    input.bottoms = {std::vector<float>(24, 0.0F)};
-    input.dy = std::vector<float>(24, 0.0F);
+    input.bottom_shapes = {{1, 3, 1, 2}};
+    input.bottoms = {{0, 5, 1, 5, 2, 5}};
+    const auto run = dl_test::run_layer(softmax(), *backend, input);
+    const double total = 1.0 + std::exp(1.0) + std::exp(2.0);
+    const std::vector<double> want = {
+        1.0 / total, 1.0 / 3, std::exp(1.0) / total, 1.0 / 3, std::exp(2.0) / total, 1.0 / 3};
+    ASSERT_EQ(run.top.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_NEAR(run.top[i], want[i], 1e-6) << i;
+    }
+    input.bottom_shapes = {{6}};
     try {
         dl_test::run_layer(softmax(), *backend, input);
-        ADD_FAILURE() << "no error for 2x3x2x2 scores";
+        ADD_FAILURE() << "no error for scores of one axis";
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::config);
-        EXPECT_NE(std::string(e.what()).find("is 2x3x2x2: Softmax takes N x C scores"),
+        EXPECT_NE(std::string(e.what()).find("is 6: Softmax takes N x C scores, or N x C x H x W"),
                   std::string::npos)
             << e.what();
     }

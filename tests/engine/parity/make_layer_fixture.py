@@ -24,6 +24,7 @@ How each Caffe layer maps to PyTorch:
     ELU, Power       F.elu(alpha), (shift + scale * x) ** power
     EuclideanLoss    ((a - b) ** 2).sum() / (2 N); the gradient reaches both sides
     SigmoidCrossEntropyLoss  F.binary_cross_entropy_with_logits(reduction="sum") / N
+    Softmax          F.softmax(dim=1), rows and every pixel of a map
     Concat           torch.cat
     Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
 
@@ -123,6 +124,13 @@ cases.append(case("sigmoid_cross_entropy_loss", {"type": "SigmoidCrossEntropyLos
                   lambda b_, p: F.binary_cross_entropy_with_logits(
                       b_[0], b_[1], reduction="sum").reshape(1) / 4.0, constant=(1,),
                   dy=torch.tensor([1.0])))
+
+cases.append(case("softmax_rows", {"type": "Softmax"}, [rand(3, 5, low=-3, high=3)], [],
+                  lambda b_, p: F.softmax(b_[0], dim=1)))
+cases.append(case("softmax_pixels", {"type": "Softmax"}, [rand(2, 4, 3, 5, low=-3, high=3)], [],
+                  lambda b_, p: F.softmax(b_[0], dim=1)))
+cases.append(case("softmax_more_classes", {"type": "Softmax"}, [rand(2, 7, 2, 1, low=-3, high=3)],
+                  [], lambda b_, p: F.softmax(b_[0], dim=1)))
 
 x = rand(4, 3, 3, 3, low=-2, high=3)
 eps = 1e-5
