@@ -158,7 +158,8 @@ TEST_F(RecipeValidation, RejectsNamesWithShellCharacters) {
 }
 
 TEST_F(RecipeValidation, BuiltInRecipesAreValid) {
-    for (const char* name : {"mnist", "fashion-mnist", "pytorch-mnist"}) {
+    for (const char* name : {"mnist", "fashion-mnist", "pytorch-mnist", "cifar10-quick",
+                             "cifar10-resnet20", "googlenet-imagenet", "lenet-finetune"}) {
         auto recipe = load_recipe(source_dir / "recipes" / (std::string(name) + ".yaml"));
         EXPECT_TRUE(recipe) << name << ": " << recipe.error().message;
     }
