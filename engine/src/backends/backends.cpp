@@ -39,7 +39,7 @@ public:
         const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(block) + k_align;
         auto* aligned = reinterpret_cast<void**>(start - start % k_align);
         aligned[-1] = block;
-        return aligned;
+        return static_cast<void*>(aligned);
     }
     void release(void* pointer) noexcept override {
         if (pointer != nullptr) {
