@@ -6,7 +6,7 @@
 #   bench/resnet/run.sh [--iters N] [--threads N] [--dltrain PATH] [--data-dir DIR]
 #
 # --iters (default 100) timed iterations; dltrain's figure is its run's own train_images_per_s
-# (every step but the first), PyTorch's over the steps after 5 warm-up ones. --data-dir: CIFAR-10
+# (every training step, the first included), PyTorch's over the steps after 5 warm-up ones. --data-dir: CIFAR-10
 # binary batches, by default written by scripts/make-cifar-fashion-mnist.py from Debian's
 # dataset-fashion-mnist. By default dltrain is the one README command 1 builds (build/).
 set -eu
