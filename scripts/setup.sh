@@ -31,6 +31,8 @@ test_packages=(
     python3-numpy python3-protobuf
     # Caffe's LMDBs written as convert_imageset does (tests/integration/data_pack_train.sh).
     python3-lmdb
+    # LevelDBs of Datums for the siamese net (tests/engine/bvlc_train.py).
+    python3-plyvel
     # The release (scripts/make-release.sh, tests/release/): its Debian 11 roots, and the
     # certificates of its HTTPS check.
     debootstrap openssl

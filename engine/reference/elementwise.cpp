@@ -135,6 +135,53 @@ double euclidean_loss(int rows, Floats a, Floats b) {
     return sum / rows / 2.0;
 }
 
+namespace {
+double squared_distance(std::size_t row, std::size_t dim, Floats a, Floats b) {
+    double sum = 0.0;
+    for (std::size_t j = 0; j < dim; ++j) {
+        const double d = static_cast<double>(a[row * dim + j]) - b[row * dim + j];
+        sum += d * d;
+    }
+    return sum;
+}
+} // namespace
+
+double contrastive_loss(int rows, double margin, bool legacy, Floats a, Floats b, Floats y) {
+    const std::size_t dim = a.size() / static_cast<std::size_t>(rows);
+    double sum = 0.0;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+        const double squared = squared_distance(r, dim, a, b);
+        if (static_cast<int>(y[r]) != 0) {
+            sum += squared;
+        } else if (legacy) {
+            sum += std::max(margin - squared, 0.0);
+        } else {
+            const double gap = std::max(margin - std::sqrt(squared), 0.0);
+            sum += gap * gap;
+        }
+    }
+    return sum / rows / 2.0;
+}
+
+Values contrastive_loss_backward(int rows, double margin, bool legacy, double scale, Floats a,
+                                 Floats b, Floats y) {
+    const std::size_t dim = a.size() / static_cast<std::size_t>(rows);
+    Values dx(a.size());
+    for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+        const double squared = squared_distance(r, dim, a, b);
+        const double distance = std::sqrt(squared);
+        const double gap = legacy ? margin - squared : margin - distance;
+        double factor = scale;
+        if (static_cast<int>(y[r]) == 0) {
+            factor = gap <= 0.0 ? 0.0 : legacy ? -scale : -scale * gap / (distance + 1e-4);
+        }
+        for (std::size_t j = 0; j < dim; ++j) {
+            dx[r * dim + j] = factor * (static_cast<double>(a[r * dim + j]) - b[r * dim + j]);
+        }
+    }
+    return dx;
+}
+
 double sigmoid_cross_entropy(int rows, Floats x, Floats t) {
     double sum = 0.0;
     for (std::size_t i = 0; i < x.size(); ++i) {

@@ -77,6 +77,13 @@ Values pointwise_forward(Pointwise f, const PointwiseParams& p, Floats x);
 double euclidean_loss(int rows, Floats a, Floats b);
 double sigmoid_cross_entropy(int rows, Floats x, Floats t);
 Values sigmoid_cross_entropy_backward(double scale, Floats x, Floats t);
+/// ContrastiveLoss over `rows` pairs of a, b with similarity y (non-zero: alike), d the pair's
+/// distance: sum(y ? d^2 : max(margin - d, 0)^2) / (2 rows), legacy max(margin - d^2, 0); and
+/// the gradient of a times `scale` (b's is its negative), Caffe's: d + 1e-4 in the
+/// denominator.
+double contrastive_loss(int rows, double margin, bool legacy, Floats a, Floats b, Floats y);
+Values contrastive_loss_backward(int rows, double margin, bool legacy, double scale, Floats a,
+                                 Floats b, Floats y);
 Values pointwise_backward(Pointwise f, const PointwiseParams& p, Floats x, Floats dy);
 // Dropout given its 0/1 keep mask: y = x * mask * scale (scale = 1 / (1 - ratio)); the same
 // function is the backward pass (dx = dy * mask * scale). An empty mask keeps everything.

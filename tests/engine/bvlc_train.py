@@ -6,11 +6,14 @@ shape, from a copy of Caffe's tree, as Caffe's users run them (`dltrain train -s
 
 The nets are the unmodified files of tests/fixtures/bvlc-caffe/. Their data is generated where
 they name it: LMDBs of raw Datums (MNIST 1x28x28, CIFAR-10 3x32x32, ImageNet 3x256x256 with
-labels up to 999), Caffe's mean.binaryproto files of those shapes, and for the Flickr style
-fine-tuning net an image list of PPM files of several sizes (ImageData resizes them to 256x256).
-Each solver runs with --solver max_iter=10, batch_size=2 (the train nets'), test_iter=1 and a test
-every 5 iterations, on the CPU (the ImageNet-sized nets: see train()). Needs Debian's
-python3-lmdb (scripts/setup.sh installs it).
+labels up to 999), LevelDBs of the siamese net's 2x28x28 pairs (similarity 0 or 1), Caffe's
+mean.binaryproto files of those shapes, and for the Flickr style fine-tuning net an image list of
+PPM files of several sizes (ImageData resizes them to 256x256). lenet_auto_solver's two nets are
+not in Caffe's tree: its LeNet notebook writes them (lenet() below, the notebook's own), and it
+runs from examples/ as the notebook does. Each solver runs with --solver max_iter=10,
+batch_size=2 (the train nets'), test_iter=1 (every test net's) and a test every 5 iterations, on
+the CPU (the ImageNet-sized nets: see train()). Needs Debian's
+python3-lmdb and python3-plyvel (scripts/setup.sh installs them).
 """
 import os
 import random
@@ -22,6 +25,7 @@ import tempfile
 import time
 
 import lmdb
+import plyvel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "fixtures", "bvlc-caffe")
@@ -35,6 +39,13 @@ SOLVERS = [
     "examples/mnist/lenet_solver_rmsprop.prototxt",
     "examples/mnist/lenet_adadelta_solver.prototxt",
     "examples/mnist/lenet_multistep_solver.prototxt",
+    "examples/mnist/lenet_consolidated_solver.prototxt",  # V1 layers inline, two test nets
+    "examples/mnist/lenet_auto_solver.prototxt",  # train_net and test_net files
+    "examples/mnist/mnist_autoencoder_solver.prototxt",  # two test nets by stage
+    "examples/mnist/mnist_autoencoder_solver_adadelta.prototxt",
+    "examples/mnist/mnist_autoencoder_solver_adagrad.prototxt",
+    "examples/mnist/mnist_autoencoder_solver_nesterov.prototxt",
+    "examples/siamese/mnist_siamese_solver.prototxt",  # shared weights, ContrastiveLoss
     "examples/cifar10/cifar10_quick_solver.prototxt",
     "examples/cifar10/cifar10_quick_solver_lr1.prototxt",
     "examples/cifar10/cifar10_full_solver.prototxt",
@@ -57,6 +68,12 @@ LMDBS = {
     "examples/imagenet/ilsvrc12_train_lmdb": (3, 256, 256, 1000),
     "examples/imagenet/ilsvrc12_val_lmdb": (3, 256, 256, 1000),
 }
+LEVELDBS = {
+    "examples/siamese/mnist_siamese_train_leveldb": (2, 28, 28, 2),
+    "examples/siamese/mnist_siamese_test_leveldb": (2, 28, 28, 2),
+}
+# The solvers that run from another folder than Caffe's root, as their notebook does.
+FOLDERS = {"examples/mnist/lenet_auto_solver.prototxt": "examples"}
 MEANS = {
     "examples/cifar10/mean.binaryproto": (3, 32, 32),
     "data/ilsvrc12/imagenet_mean.binaryproto": (3, 256, 256),
@@ -99,6 +116,44 @@ def write_lmdb(path, shape, rng):
     env.close()
 
 
+def write_leveldb(path, shape, rng):
+    channels, height, width, classes = shape
+    db = plyvel.DB(path, create_if_missing=True, error_if_exists=True)
+    for i in range(RECORDS):
+        pixels = rng.randbytes(channels * height * width)
+        db.put(b"%08d" % i, datum(channels, height, width, pixels, i % classes))
+    db.close()
+
+
+def layer(name, kind, bottoms, body=""):
+    """One layer as pycaffe's NetSpec prints it (protobuf's text format)."""
+    text = 'layer {\n  name: "%s"\n  type: "%s"\n' % (name, kind)
+    text += "".join('  bottom: "%s"\n' % bottom for bottom in bottoms)
+    return text + '  top: "%s"\n%s}\n' % (name, body)
+
+
+def lenet(source, batch_size):
+    """The LeNet notebook's lenet() (examples/01-learning-lenet.ipynb): its net, as it writes
+    it to mnist/lenet_auto_{train,test}.prototxt."""
+    xavier = "    weight_filler {\n      type: \"xavier\"\n    }\n"
+    conv = "  convolution_param {\n    num_output: %d\n    kernel_size: 5\n" + xavier + "  }\n"
+    pool = "  pooling_param {\n    pool: MAX\n    kernel_size: 2\n    stride: 2\n  }\n"
+    ip = "  inner_product_param {\n    num_output: %d\n" + xavier + "  }\n"
+    data = ('layer {\n  name: "data"\n  type: "Data"\n  top: "data"\n  top: "label"\n'
+            "  transform_param {\n    scale: 0.00392156862745\n  }\n"
+            '  data_param {\n    source: "%s"\n    batch_size: %d\n    backend: LMDB\n  }\n}\n'
+            % (source, batch_size))
+    return (data + layer("conv1", "Convolution", ["data"], conv % 20) +
+            layer("pool1", "Pooling", ["conv1"], pool) +
+            layer("conv2", "Convolution", ["pool1"], conv % 50) +
+            layer("pool2", "Pooling", ["conv2"], pool) +
+            layer("fc1", "InnerProduct", ["pool2"], ip % 500) +
+            'layer {\n  name: "relu1"\n  type: "ReLU"\n  bottom: "fc1"\n  top: "fc1"\n}\n' +
+            layer("score", "InnerProduct", ["fc1"], ip % 10) +
+            'layer {\n  name: "loss"\n  type: "SoftmaxWithLoss"\n  bottom: "score"\n'
+            '  bottom: "label"\n  top: "loss"\n}\n')
+
+
 def write_mean(path, shape, rng):
     """caffe.BlobProto as compute_image_mean writes it: num, channels, height, width, data."""
     channels, height, width = shape
@@ -134,8 +189,16 @@ def caffe_root():
     rng = random.Random(20261130)
     for path, shape in LMDBS.items():
         write_lmdb(os.path.join(root, path), shape, rng)
+    for path, shape in LEVELDBS.items():
+        write_leveldb(os.path.join(root, path), shape, rng)
     for path, shape in MEANS.items():
         write_mean(os.path.join(root, path), shape, rng)
+    # What the LeNet notebook writes, from examples/ (its working directory).
+    for name, source, batch in (("train", "mnist/mnist_train_lmdb", 64),
+                                ("test", "mnist/mnist_test_lmdb", 100)):
+        with open(os.path.join(root, "examples", "mnist", "lenet_auto_%s.prototxt" % name), "w",
+                  encoding="utf-8") as out:
+            out.write(lenet(source, batch))
     write_image_list(root, "data/flickr_style/train.txt", 4, 20, rng)
     write_image_list(root, "data/flickr_style/test.txt", 2, 20, rng)
     return root
@@ -151,16 +214,17 @@ def train(dltrain, root, runs, solver):
     settings = (["max_iter=10", "display=5", "snapshot=0"] +
                 (["batch_size=1", "test_iter=0"] if large else
                  ["batch_size=2", "test_iter=1", "test_interval=5"]))
-    command = [dltrain, "train", "-solver", solver, "--run-dir", run_dir, "--device", "cpu",
-               "--deadline", "none"]
+    folder = FOLDERS.get(solver, "")
+    command = [dltrain, "train", "-solver", os.path.relpath(solver, folder or "."), "--run-dir",
+               run_dir, "--device", "cpu", "--deadline", "none"]
     for setting in settings:
         command += ["--solver", setting]
     if large:
         command += ["--solver", "base_lr=%g" % (base_lr(os.path.join(root, solver)) / 10)]
     started = time.monotonic()
     try:
-        run = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600,
-                             check=False)
+        run = subprocess.run(command, cwd=os.path.join(root, folder), capture_output=True,
+                             text=True, timeout=600, check=False)
     except subprocess.TimeoutExpired:
         return False, "no answer in 600 s", 600.0
     seconds = time.monotonic() - started

@@ -118,6 +118,7 @@ public:
     void activation(dl::Activation kind, std::size_t n, bool in_place);
     void pointwise(dl::Pointwise f, const dl::PointwiseParams& p, std::size_t n);
     void regression_losses(int rows, std::size_t n);
+    void contrastive_loss(int rows, int dim, float margin, bool legacy);
     void dropout(std::size_t n, float ratio);
     void softmax_loss(int rows, int classes, float scale);
     void accuracy(int rows, int classes, int levels);
@@ -302,6 +303,37 @@ inline void Checks::regression_losses(int rows, std::size_t n) {
     m_backend.sigmoid_cross_entropy_backward(n, 0.25F, a_d.get(), b_d.get(), dx_d.get());
     expect_near(dx_d.read(), dl::ref::sigmoid_cross_entropy_backward(0.25, a, b), m_tol.channels,
                 what + ": sigmoid cross-entropy gradient");
+}
+
+// ContrastiveLoss: the loss and both features' gradients, half the pairs alike.
+inline void Checks::contrastive_loss(int rows, int dim, float margin, bool legacy) {
+    const std::string what = "contrastive loss over " + std::to_string(rows) + " pairs of " +
+                             std::to_string(dim) + (legacy ? " (legacy)" : "");
+    const std::size_t n = static_cast<std::size_t>(rows) * dim;
+    const auto a = random(n, -1.0F, 1.0F);
+    const auto b = random(n, -1.0F, 1.0F);
+    std::vector<float> y(static_cast<std::size_t>(rows));
+    for (std::size_t r = 0; r < y.size(); ++r) {
+        y[r] = r % 2 == 0 ? 1.0F : 0.0F;
+    }
+    const Device a_d(m_backend, a);
+    const Device b_d(m_backend, b);
+    const Device y_d(m_backend, y);
+    const Device diff_d(m_backend, n, k_garbage);
+    const Device dist_d(m_backend, static_cast<std::size_t>(rows), k_garbage);
+    const Device loss_d(m_backend, 1, k_garbage);
+    const Device dx_d(m_backend, n, k_garbage);
+    m_backend.contrastive_loss_forward(rows, dim, margin, legacy, a_d.get(), b_d.get(), y_d.get(),
+                                       diff_d.get(), dist_d.get(), loss_d.get());
+    expect_near(loss_d.read(), Values{dl::ref::contrastive_loss(rows, margin, legacy, a, b, y)},
+                m_tol.channels, what + ": loss");
+    for (const float scale : {0.25F, -0.25F}) {
+        m_backend.contrastive_loss_backward(rows, dim, margin, legacy, scale, y_d.get(),
+                                            diff_d.get(), dist_d.get(), dx_d.get());
+        expect_near(dx_d.read(),
+                    dl::ref::contrastive_loss_backward(rows, margin, legacy, scale, a, b, y),
+                    m_tol.channels, what + ": gradient");
+    }
 }
 
 // The mask is the backend's own draw (its generator is not the reference's business): 0 or 1,

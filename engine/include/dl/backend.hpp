@@ -203,6 +203,16 @@ public:
                                         float* diff, float* loss) = 0;
     // y = scale * x.
     virtual void scaled_copy(std::size_t n, float scale, const float* x, float* y) = 0;
+    // ContrastiveLoss (Caffe's) over `rows` pairs of `dim` values a, b with similarity y
+    // (non-zero: similar): diff = a - b, dist_sq[r] = |diff_r|^2, loss[0] = sum over rows of
+    // (y ? dist_sq : max(margin - dist, 0)^2) / (2 rows); `legacy`: max(margin - dist_sq, 0).
+    virtual void contrastive_loss_forward(int rows, int dim, float margin, bool legacy,
+                                          const float* a, const float* b, const float* y,
+                                          float* diff, float* dist_sq, float* loss) = 0;
+    // The gradient of a (scale = loss_weight / rows) or of b (its negative).
+    virtual void contrastive_loss_backward(int rows, int dim, float margin, bool legacy,
+                                           float scale, const float* y, const float* diff,
+                                           const float* dist_sq, float* dx) = 0;
     // SigmoidCrossEntropyLoss over n logits x with targets t: loss[0] = -sum(t log s(x) + (1 - t)
     // log(1 - s(x))) / rows, in Caffe's stable form; backward dx = scale * (s(x) - t).
     virtual void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x,

@@ -19,7 +19,7 @@ struct TrainingState {
     // Stream positions (over all epochs, not wrapped: a shuffled epoch's order follows from it)
     // of the next image each net will see.
     std::uint64_t train_cursor = 0;
-    std::uint64_t test_cursor = 0;
+    std::vector<std::uint64_t> test_cursors; // one per test net, in the solver's order
     std::string rng_state; // the net's std::mt19937, as its stream operator writes it
 };
 

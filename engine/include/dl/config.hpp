@@ -12,6 +12,25 @@ namespace dl {
 
 enum class Phase { train, test };
 
+/// Which net is being built: Caffe's NetState. The train net is {train}; the solver's test
+/// nets are {test} or, with Caffe's test_state, {test, level, stages}.
+struct NetState {
+    explicit NetState(Phase net_phase = Phase::train) : phase(net_phase) {}
+    Phase phase;
+    int level = 0;
+    std::vector<std::string> stages;
+};
+
+/// Caffe's NetStateRule: every condition given must hold for the rule to match.
+struct NetStateRule {
+    std::optional<Phase> phase;
+    std::optional<int> min_level;
+    std::optional<int> max_level;
+    std::vector<std::string> stages;     // each must be among the net's
+    std::vector<std::string> not_stages; // none may be
+    [[nodiscard]] bool matches(const NetState& state) const;
+};
+
 /// Where a config value was given, for messages: its line and column in the file (1-based; 0
 /// when not known), or the command-line override it came from (`--solver max_iter=5`).
 struct SourceMark {
@@ -31,11 +50,15 @@ struct FillerConfig {
     float mean = 0.0F; // gaussian
     float std = 1.0F;
     std::string variance_norm = "fan_in"; // xavier, msra: fan_in, fan_out, average
+    int sparse = -1; // gaussian: each weight kept with probability sparse / shape[0] (Caffe's)
 };
 
 struct ParamSpec {
     float lr_mult = 1.0F;
     float decay_mult = 1.0F;
+    // Caffe's shared weights: every layer's parameter of this name is one parameter (the
+    // first layer's), as the siamese net's two towers are. Empty: the layer's own.
+    std::string name;
 };
 
 struct LayerConfig {
@@ -44,6 +67,10 @@ struct LayerConfig {
     std::vector<std::string> bottoms;
     std::vector<std::string> tops;
     std::optional<Phase> phase; // unset: the layer is in both nets
+    // Caffe's rules past a plain phase (stages, levels, several rules): with any include
+    // rule the layer is in the nets one of them matches, else in those no exclude rule matches.
+    std::vector<NetStateRule> include;
+    std::vector<NetStateRule> exclude;
     std::vector<ParamSpec> params;
     int line = 0; // 1-based line of the layer in the config file, for messages
     SourceMarks marks;
@@ -112,7 +139,20 @@ struct LayerConfig {
     int top_k = 1;
     // SoftmaxWithLoss
     float loss_weight = 1.0F;
+    // ContrastiveLoss: dissimilar pairs are pushed to this distance (legacy_version: this
+    // squared distance, Caffe's first form)
+    float margin = 1.0F;
+    bool legacy_version = false;
 };
+
+/// Whether the layer is in the net of `state`: its phase and its rules, by Caffe's
+/// Net::FilterNet.
+bool in_net(const LayerConfig& layer, const NetState& state);
+
+struct SolverConfig;
+/// The states of the nets a solver builds: the train net's, then each test net's (one {test}
+/// without Caffe's test_state).
+std::vector<NetState> net_states(const SolverConfig& solver);
 
 /// The C x H x W a Data layer hands the net: its images' `shape`, cut to crop_size x crop_size
 /// when it crops. Empty while the images' shape is unknown.
@@ -139,6 +179,13 @@ struct SolverConfig {
     int max_iter = 0;
     int test_interval = 0;
     int test_iter = 0;
+    // Caffe's test_state: one test net per entry, each with its own test_iter (test_iter
+    // above is the first one's). Empty: one test net, {test}.
+    struct TestNet {
+        NetState state{Phase::test};
+        int test_iter = 0;
+    };
+    std::vector<TestNet> test_nets;
     bool test_initialization = true;
     int display = 0;
     int snapshot = 0;

@@ -51,12 +51,19 @@ struct LayerTiming {
     double backward_cpu_ms = 0.0;
 };
 
+/// How a net's own parameters start: drawn from their fillers, or left at zero where only
+/// shapes matter (`dltrain check`: AlexNet's 61 million Gaussian draws were most of its time).
+enum class ParamValues { drawn, zero };
+
 class Net {
 public:
     /// Builds and shapes every layer; throws dl::Error(config) naming both layers when shapes
     /// do not fit. `shared` (the train net) lends its parameters to a test net.
+    Net(const NetConfig& config, const NetState& state, Backend& backend, std::uint32_t seed,
+        const Net* shared = nullptr, ParamValues values = ParamValues::drawn);
     Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t seed,
-        const Net* shared = nullptr);
+        const Net* shared = nullptr)
+        : Net(config, NetState{phase}, backend, seed, shared) {}
     ~Net();
     Net(const Net&) = delete;
     Net& operator=(const Net&) = delete;
@@ -107,10 +114,13 @@ private:
                             const std::vector<std::string>& producers);
     // Returns how many parameters the layer has.
     std::size_t add_params(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
-                           const Wiring& wiring);
+                           Wiring& wiring);
+    // Adds the gradients of the layers sharing `entry`'s parameters by name into them.
+    void add_shared_gradients(const Entry& entry);
     void mark_gradients(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
                         Wiring& wiring);
     Phase m_phase;
+    ParamValues m_values;
     Backend& m_backend;
     std::mt19937 m_rng;
     std::deque<LayerConfig>

@@ -7,6 +7,7 @@
 #include <dl/memory.hpp>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,18 @@ public:
         }
         m_data = Buffer(memory(), m_count * sizeof(float));
         m_diff = m_has_diff ? Buffer(memory(), m_count * sizeof(float)) : Buffer();
+    }
+
+    /// A parameter shared by name (Caffe's ParamSpec `name`): it computes with `owner`'s values
+    /// (no storage of its own for them) and keeps a gradient of its own, which the net adds into
+    /// the owner's after the backward pass.
+    static std::shared_ptr<Tensor> sharing_values_of(const std::shared_ptr<Tensor>& owner) {
+        auto shared = std::make_shared<Tensor>(owner->m_memory);
+        shared->m_shape = owner->m_shape;
+        shared->m_count = owner->m_count;
+        shared->m_diff = Buffer(owner->memory(), owner->m_count * sizeof(float));
+        shared->m_values_from = owner;
+        return shared;
     }
 
     /// A tensor that is only ever computed forward (the test net's activations) keeps no
@@ -62,25 +75,29 @@ public:
         return text;
     }
 
-    float* data() { return m_data.as<float>(); }
-    [[nodiscard]] const float* data() const { return m_data.as<float>(); }
+    float* data() { return m_values_from ? m_values_from->data() : m_data.as<float>(); }
+    [[nodiscard]] const float* data() const {
+        return m_values_from ? m_values_from->data() : m_data.as<float>();
+    }
     float* diff() { return m_diff.as<float>(); }
     [[nodiscard]] const float* diff() const { return m_diff.as<float>(); }
 
     /// Host copies (count() values), whatever the memory.
-    [[nodiscard]] std::vector<float> read_data() const { return read(m_data); }
+    [[nodiscard]] std::vector<float> read_data() const {
+        return m_values_from ? m_values_from->read_data() : read(m_data);
+    }
     [[nodiscard]] std::vector<float> read_diff() const { return read(m_diff); }
     /// The first value of data (a loss or an accuracy).
     [[nodiscard]] float read_scalar() const {
         float value = 0.0F;
         if (m_count > 0) {
-            memory().download(&value, m_data.get(), sizeof(float));
+            memory().download(&value, data(), sizeof(float));
         }
         return value;
     }
     /// Overwrites data (diff) with count() values from the host.
     void write_data(const float* values) {
-        memory().upload(m_data.get(), values, m_count * sizeof(float));
+        memory().upload(data(), values, m_count * sizeof(float));
     }
     void write_diff(const float* values) {
         memory().upload(m_diff.get(), values, m_count * sizeof(float));
@@ -101,6 +118,7 @@ private:
     Buffer m_data;
     Buffer m_diff;
     bool m_has_diff = true;
+    std::shared_ptr<Tensor> m_values_from; // set for a parameter shared by name
 };
 
 } // namespace dl

@@ -112,8 +112,7 @@ void set_batch_size(NetConfig& config, const std::string& assignment, const std:
     }
     bool found = false;
     for (LayerConfig& layer : config.layers) {
-        const bool test_only = layer.phase && *layer.phase == Phase::test;
-        if (has_role(layer, LayerRole::input) && !test_only) {
+        if (has_role(layer, LayerRole::input) && in_net(layer, NetState{Phase::train})) {
             layer.batch_size = *parsed;
             layer.marks["batch_size"] = SourceMark{0, 0, assignment};
             found = true;
@@ -150,6 +149,12 @@ void apply_overrides(NetConfig& config, const std::vector<std::string>& override
             set_batch_size(config, assignment, value);
         } else {
             set_solver_key(config, assignment, key, value);
+        }
+        // One test_iter on the command line is every test net's (Caffe's test_state nets).
+        if (key == "test_iter") {
+            for (auto& net : config.solver.test_nets) {
+                net.test_iter = config.solver.test_iter;
+            }
         }
     }
 }

@@ -148,6 +148,12 @@ private:
         }
         // Caffe refuses these too (CHECK_LE(a, b), CHECK_GT(sigma, 0)), at the first draw;
         // Boost's uniform_real loops forever on min > max.
+        if (filler.sparse < -1 || (filler.sparse != -1 && filler.type != "gaussian")) {
+            in_filler("sparse", fmt::format("expected -1 (dense) or, for a gaussian filler, a "
+                                            "number of inputs kept per output >= 0 (got {}, "
+                                            "type {})",
+                                            filler.sparse, filler.type));
+        }
         if (filler.type == "uniform" && !(filler.min <= filler.max)) {
             in_filler("max", fmt::format("expected max >= min (got min {}, max {})", filler.min,
                                          filler.max));
@@ -229,22 +235,38 @@ private:
         }
     }
 
-    // A name may repeat only across phases (Caffe's train and test Data layers): the test net
-    // borrows the train net's parameters by layer name.
+    // A name may repeat only across nets (Caffe's train and test Data layers), or among layers
+    // without parameters (the autoencoder's two losses): the test nets borrow the train net's
+    // parameters, and checkpoints store them, by layer name.
     void check_names() const {
-        std::set<std::pair<std::string, int>> names; // (name, phase or -1 for both)
-        for (const LayerConfig& layer : m_config.layers) {
-            const auto taken = [&](int phase) { return names.count({layer.name, phase}) != 0; };
-            const bool clash = layer.phase ? taken(static_cast<int>(*layer.phase)) || taken(-1)
-                                           : taken(0) || taken(1) || taken(-1);
-            if (clash) {
-                fail(layer, "name",
-                     fmt::format("key 'name': layer name '{}' is used twice (a name may repeat "
-                                 "only across phases)",
-                                 layer.name));
+        const auto holds_params = [](const LayerConfig& layer) {
+            const LayerKind* kind = find_layer_kind(layer.type);
+            return kind != nullptr && kind->has_params;
+        };
+        for (const NetState& state : net_states(m_config.solver)) {
+            std::map<std::string, const LayerConfig*> first;
+            for (const LayerConfig& layer : m_config.layers) {
+                if (!in_net(layer, state)) {
+                    continue;
+                }
+                const auto [seen, added] = first.emplace(layer.name, &layer);
+                if (!added && (holds_params(layer) || holds_params(*seen->second))) {
+                    fail(layer, "name",
+                         fmt::format("key 'name': layer name '{}' is used twice in the {} net "
+                                     "(a name may repeat only across nets, or among layers "
+                                     "without parameters)",
+                                     layer.name, describe(state)));
+                }
             }
-            names.insert({layer.name, layer.phase ? static_cast<int>(*layer.phase) : -1});
         }
+    }
+
+    static std::string describe(const NetState& state) {
+        std::string text = state.phase == Phase::train ? "train" : "test";
+        if (!state.stages.empty()) {
+            text += fmt::format(" (stage {})", join_list(state.stages));
+        }
+        return text;
     }
 
     // An integer key: at least its rule's minimum (the types bound the maximum).
@@ -309,6 +331,13 @@ private:
         }
         for (const int step : solver.stepvalues) {
             solver_integer("stepvalue", step);
+        }
+        for (const auto& net : solver.test_nets) {
+            if (net.test_iter < 0) {
+                fail_solver("test_iter", fmt::format("solver: a test net's test_iter must be at "
+                                                     "least 0 (got {})",
+                                                     net.test_iter));
+            }
         }
         // Caffe's own checks (AdaGradSolver, RMSPropSolver): their steps have no momentum.
         if ((solver.type == "AdaGrad" || solver.type == "RMSProp") && solver.momentum != 0.0F) {

@@ -9,6 +9,7 @@
 
 #include "caffe.pb.h"
 #include "config/config_readers.hpp"
+#include "config/prototxt_upgrade.hpp"
 #include "io/regular_file.hpp"
 #include "net/layer_kind.hpp"
 
@@ -76,17 +77,24 @@ Parsed parse(const std::string& text, pb::Message& message) {
 // sets is refused. A layer's *_param messages are its kind's (net/layers/, caffe_fields below).
 const std::map<std::string, std::set<std::string>>& allowed_fields() {
     static const std::map<std::string, std::set<std::string>> fields = {
-        {"caffe.NetParameter", {"name", "layer", "input", "input_shape", "input_dim"}},
+        {"caffe.NetParameter", {"name", "layer", "layers", "input", "input_shape", "input_dim"}},
         {"caffe.LayerParameter",
          {"name", "type", "bottom", "top", "loss_weight", "param", "include", "exclude"}},
-        {"caffe.NetStateRule", {"phase"}},
-        {"caffe.ParamSpec", {"lr_mult", "decay_mult"}},
+        {"caffe.NetStateRule", {"phase", "min_level", "max_level", "stage", "not_stage"}},
+        {"caffe.NetState", {"phase", "level", "stage"}}, // a solver's test_state
+        {"caffe.ParamSpec", {"lr_mult", "decay_mult", "name"}},
         {"caffe.BlobShape", {"dim"}}, // Input's input_param.shape
-        {"caffe.FillerParameter", {"type", "value", "min", "max", "mean", "std", "variance_norm"}},
+        {"caffe.FillerParameter",
+         {"type", "value", "min", "max", "mean", "std", "variance_norm", "sparse"}},
         {"caffe.SolverParameter",
          {"net",
+          "net_param",
           "train_net",
+          "train_net_param",
+          "test_net",
+          "test_net_param",
           "test_iter",
+          "test_state",
           "test_interval",
           "test_initialization",
           "test_compute_loss", // accepted: dltrain's test pass always reports the loss
@@ -189,11 +197,6 @@ public:
                 is_param || (allow != nullptr ? allow->count(field->name()) != 0
                                               : found != allowed_fields().end() &&
                                                     found->second.count(field->name()) != 0);
-            if (!ok && field->name() == "layers" &&
-                message.GetDescriptor()->name() == "NetParameter") {
-                fail(field_line, "a legacy V1 net ('layers' entries): upgrade it with Caffe's "
-                                 "upgrade_net_proto_text, then give dltrain the upgraded file");
-            }
             if (!ok) {
                 fail(field_line, fmt::format("field '{}' of {} is not supported by dltrain",
                                              field->name(), message.GetDescriptor()->name()));
@@ -291,6 +294,7 @@ public:
         f.max = p.max();
         f.mean = p.mean();
         f.std = p.std();
+        f.sparse = p.sparse();
         f.variance_norm = p.variance_norm() == caffe::FillerParameter::FAN_OUT   ? "fan_out"
                           : p.variance_norm() == caffe::FillerParameter::AVERAGE ? "average"
                                                                                  : "fan_in";
@@ -548,6 +552,22 @@ public:
         std::string m_where;
     };
 
+    static NetStateRule state_rule(const caffe::NetStateRule& r) {
+        NetStateRule rule;
+        if (r.has_phase()) {
+            rule.phase = r.phase() == caffe::TRAIN ? Phase::train : Phase::test;
+        }
+        if (r.has_min_level()) {
+            rule.min_level = r.min_level();
+        }
+        if (r.has_max_level()) {
+            rule.max_level = r.max_level();
+        }
+        rule.stages.assign(r.stage().begin(), r.stage().end());
+        rule.not_stages.assign(r.not_stage().begin(), r.not_stage().end());
+        return rule;
+    }
+
     LayerConfig layer(const caffe::LayerParameter& p, const Tree* tree, int line) const {
         LayerConfig l;
         l.name = p.name();
@@ -590,17 +610,26 @@ public:
         l.bottoms.assign(p.bottom().begin(), p.bottom().end());
         l.tops.assign(p.top().begin(), p.top().end());
         for (const auto& spec : p.param()) {
-            l.params.push_back(ParamSpec{spec.lr_mult(), spec.decay_mult()});
+            l.params.push_back(ParamSpec{spec.lr_mult(), spec.decay_mult(), spec.name()});
         }
-        // Phase rules: include { phase: X } keeps the layer in X only, exclude the other.
-        if (p.include_size() + p.exclude_size() > 1) {
-            fail(line, fmt::format("{}: more than one include/exclude rule", where));
-        }
-        if (p.include_size() == 1 && p.include(0).has_phase()) {
+        // One rule that names only a phase is the config's `phase`; anything more is kept as
+        // Caffe's rules.
+        const bool plain =
+            p.include_size() + p.exclude_size() == 1 && [](const caffe::NetStateRule& r) {
+                return r.has_phase() && !r.has_min_level() && !r.has_max_level() &&
+                       r.stage_size() == 0 && r.not_stage_size() == 0;
+            }(p.include_size() == 1 ? p.include(0) : p.exclude(0));
+        if (plain && p.include_size() == 1) {
             l.phase = p.include(0).phase() == caffe::TRAIN ? Phase::train : Phase::test;
-        }
-        if (p.exclude_size() == 1 && p.exclude(0).has_phase()) {
+        } else if (plain) {
             l.phase = p.exclude(0).phase() == caffe::TRAIN ? Phase::test : Phase::train;
+        } else {
+            for (const auto& rule : p.include()) {
+                l.include.push_back(state_rule(rule));
+            }
+            for (const auto& rule : p.exclude()) {
+                l.exclude.push_back(state_rule(rule));
+            }
         }
         if (p.loss_weight_size() > 1) {
             fail(line, fmt::format("{}: one loss_weight per top is supported, for one top", where));
@@ -618,12 +647,27 @@ public:
 
     std::vector<LayerConfig> net(const caffe::NetParameter& net, const Tree& tree) const {
         check_fields(net, &tree, 1);
-        if (net.layer_size() == 0) {
-            fail(1, "the net has no 'layer' entries (legacy V1 'layers' files are not supported: "
-                    "upgrade them with Caffe's upgrade_net_proto_text)");
+        if (net.layer_size() == 0 && net.layers_size() == 0) {
+            fail(1, "the net has no 'layer' entries");
+        }
+        const pb::FieldDescriptor* v1_field = net.GetDescriptor()->FindFieldByName("layers");
+        if (net.layer_size() != 0 && net.layers_size() != 0) {
+            fail(line_of(&tree, v1_field, 0, 1),
+                 "the net mixes 'layer' entries with legacy V1 'layers' ones (Caffe refuses "
+                 "that too)");
+        }
+        std::vector<LayerConfig> layers = net_inputs(net, tree);
+        // A V1 net is upgraded as Caffe reads it; its messages name the V1 layer's line.
+        for (int i = 0; i < net.layers_size(); ++i) {
+            const int line = line_of(&tree, v1_field, i, 1);
+            std::string why;
+            const caffe::LayerParameter upgraded = upgrade_v1_layer(net.layers(i), why);
+            if (!why.empty()) {
+                fail(line, fmt::format("V1 layer '{}': {}", net.layers(i).name(), why));
+            }
+            layers.push_back(layer(upgraded, nullptr, line));
         }
         const pb::FieldDescriptor* field = net.GetDescriptor()->FindFieldByName("layer");
-        std::vector<LayerConfig> layers = net_inputs(net, tree);
         for (int i = 0; i < net.layer_size(); ++i) {
             const int line = line_of(&tree, field, i, 1);
             layers.push_back(layer(net.layer(i), tree.GetTreeForNested(field, i), line));
@@ -708,10 +752,29 @@ public:
                              s.regularization_type()));
         }
         c.lr_policy = s.has_lr_policy() ? s.lr_policy() : "fixed";
-        if (s.test_iter_size() > 1) {
-            // The second one's line: the file gives one per test net, and dltrain has one.
-            fail(line_of(&tree, s.GetDescriptor()->FindFieldByName("test_iter"), 1, 1),
-                 "a second test_iter: one test_iter (one test net) is supported");
+        if (s.test_state_size() != 0 && s.test_state_size() != s.test_iter_size()) {
+            fail(line_of(&tree, s.GetDescriptor()->FindFieldByName("test_state"), 0, 1),
+                 fmt::format("{} test_state entries and {} test_iter: Caffe "
+                             "takes one test_state per test net, each with "
+                             "its test_iter",
+                             s.test_state_size(), s.test_iter_size()));
+        }
+        if (s.test_iter_size() > 1 || s.test_state_size() != 0) {
+            for (int i = 0; i < s.test_iter_size(); ++i) {
+                SolverConfig::TestNet test;
+                test.test_iter = s.test_iter(i);
+                if (i < s.test_state_size()) {
+                    const caffe::NetState& state = s.test_state(i);
+                    if (state.has_phase() && state.phase() != caffe::TEST) {
+                        fail(line_of(&tree, s.GetDescriptor()->FindFieldByName("test_state"), 0, 1),
+                             "a test_state in the TRAIN phase: a test net "
+                             "runs in the TEST phase");
+                    }
+                    test.state.level = state.level();
+                    test.state.stages.assign(state.stage().begin(), state.stage().end());
+                }
+                c.test_nets.push_back(std::move(test));
+            }
         }
         c.base_lr = s.base_lr();
         c.momentum = s.momentum();
@@ -725,7 +788,7 @@ public:
         c.stepvalues.assign(s.stepvalue().begin(), s.stepvalue().end());
         c.max_iter = s.max_iter();
         c.test_interval = s.test_interval();
-        c.test_iter = s.test_iter_size() == 1 ? s.test_iter(0) : 0;
+        c.test_iter = s.test_iter_size() != 0 ? s.test_iter(0) : 0;
         c.test_initialization = s.test_initialization();
         c.display = s.display();
         c.snapshot = s.snapshot();
@@ -767,6 +830,11 @@ NetConfig net_from(const std::filesystem::path& file, const std::string& text) {
     return config;
 }
 
+bool names_net(const caffe::SolverParameter& solver) {
+    return solver.has_net() || solver.has_train_net() || solver.has_net_param() ||
+           solver.has_train_net_param();
+}
+
 /// Caffe resolves a solver's net path against the directory it runs in (its examples name
 /// paths from the Caffe root); here the path as given, else next to the solver file.
 std::filesystem::path net_path(const std::filesystem::path& solver, const std::string& net) {
@@ -786,7 +854,7 @@ std::filesystem::path net_path(const std::filesystem::path& solver, const std::s
 
 bool is_solver_prototxt(const std::filesystem::path& file) {
     caffe::SolverParameter solver;
-    return parse(read_text(file), solver).ok && (solver.has_net() || solver.has_train_net());
+    return parse(read_text(file), solver).ok && names_net(solver);
 }
 
 std::filesystem::path caffe_snapshot_prefix(const std::filesystem::path& solver_file) {
@@ -803,28 +871,119 @@ std::filesystem::path caffe_snapshot_prefix(const std::filesystem::path& solver_
     return prefix;
 }
 
+namespace {
+
+/// The nets a solver names, by file or inline, as one config. `net`/`net_param`: one net for
+/// every phase. `train_net`/`train_net_param` with at most one `test_net`/`test_net_param`: the
+/// train file's layers of the TRAIN state and the test file's of the TEST state, each marked
+/// with its phase (Caffe builds each net from its own file; the test net borrows the train
+/// net's weights by layer name, as here).
+class SolverNets {
+public:
+    SolverNets(const std::filesystem::path& file, const caffe::SolverParameter& solver,
+               const Tree& tree)
+        : m_file(file), m_solver(solver), m_tree(tree), m_converter(file) {}
+
+    NetConfig read() const {
+        const bool generic = m_solver.has_net() || m_solver.has_net_param();
+        const int tests = m_solver.test_net_size() + m_solver.test_net_param_size();
+        if (generic && (m_solver.has_train_net() || m_solver.has_train_net_param())) {
+            fail_at("train_net", "give net or train_net, not both (Caffe's rule)");
+        }
+        if (generic && tests != 0) {
+            fail_at(m_solver.test_net_size() != 0 ? "test_net" : "test_net_param",
+                    "test nets beside a net that holds its own test phase: dltrain builds the "
+                    "test net from one or the other");
+        }
+        if (tests > 1) {
+            fail_at(m_solver.test_net_size() != 0 ? "test_net" : "test_net_param",
+                    fmt::format("{} test nets by file: dltrain takes one (several test nets "
+                                "come from one net's test_state stages)",
+                                tests));
+        }
+        if (tests != 0 && m_solver.test_state_size() != 0) {
+            fail_at("test_state", "test_state with a test net file: give the stages in one net");
+        }
+        if (generic) {
+            return net(m_solver.has_net_param() ? "net_param" : "net", m_solver.net());
+        }
+        NetConfig config = net(m_solver.has_train_net_param() ? "train_net_param" : "train_net",
+                               m_solver.train_net());
+        keep_phase(config, Phase::train);
+        if (tests == 1) {
+            NetConfig test = net(m_solver.test_net_size() != 0 ? "test_net" : "test_net_param",
+                                 m_solver.test_net_size() != 0 ? m_solver.test_net(0) : "");
+            keep_phase(test, Phase::test);
+            config.layers.insert(config.layers.end(), test.layers.begin(), test.layers.end());
+        }
+        return config;
+    }
+
+private:
+    [[noreturn]] void fail_at(const char* field, const std::string& message) const {
+        m_converter.fail(line(field), message);
+    }
+    [[nodiscard]] int line(const char* field) const {
+        const pb::FieldDescriptor* descriptor = m_solver.GetDescriptor()->FindFieldByName(field);
+        return Converter::line_of(&m_tree, descriptor, descriptor->is_repeated() ? 0 : -1, 1);
+    }
+
+    // The net of `field`: a file named (`net`, `train_net`, `test_net`) or inline (*_param).
+    NetConfig net(const char* field, const std::string& name) const {
+        const pb::FieldDescriptor* descriptor = m_solver.GetDescriptor()->FindFieldByName(field);
+        if (descriptor->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+            const int index = descriptor->is_repeated() ? 0 : -1;
+            const pb::Reflection* reflection = m_solver.GetReflection();
+            const auto& inline_net = dynamic_cast<const caffe::NetParameter&>(
+                index < 0 ? reflection->GetMessage(m_solver, descriptor)
+                          : reflection->GetRepeatedMessage(m_solver, descriptor, index));
+            const Tree* nested = m_tree.GetTreeForNested(descriptor, index);
+            const Tree empty;
+            NetConfig config;
+            config.file = m_file;
+            config.name = inline_net.name();
+            config.layers = m_converter.net(inline_net, nested != nullptr ? *nested : empty);
+            return config;
+        }
+        const std::filesystem::path net_file = net_path(m_file, name);
+        std::error_code ec;
+        if (!std::filesystem::exists(net_file, ec)) {
+            fail_at(field, fmt::format("net '{}' not found (looked as given and next to the "
+                                       "solver: {})",
+                                       name, net_file.string()));
+        }
+        return net_from(net_file, read_text(net_file));
+    }
+
+    static void keep_phase(NetConfig& config, Phase phase) {
+        std::erase_if(config.layers, [phase](const LayerConfig& layer) {
+            return !in_net(layer, NetState{phase});
+        });
+        for (LayerConfig& layer : config.layers) {
+            layer.phase = phase;
+            layer.include.clear();
+            layer.exclude.clear();
+        }
+    }
+
+    const std::filesystem::path& m_file;
+    const caffe::SolverParameter& m_solver;
+    const Tree& m_tree;
+    Converter m_converter;
+};
+
+} // namespace
+
 NetConfig read_prototxt(const std::filesystem::path& file) {
     const std::string text = read_text(file);
-    // A solver names its net; a net file does not parse as a solver (or names none).
+    // A solver names its net or holds it; a net file does not parse as a solver (or names none).
     caffe::SolverParameter solver;
     const Parsed as_solver = parse(text, solver);
-    const bool names_net = solver.has_net() || solver.has_train_net();
-    if (as_solver.ok && names_net) {
+    if (as_solver.ok && names_net(solver)) {
         const Converter converter(file);
         SourceMarks solver_marks;
         const SolverConfig solver_config = converter.solver(solver, *as_solver.tree, solver_marks);
-        const std::string net_name = solver.has_net() ? solver.net() : solver.train_net();
-        const std::filesystem::path net_file = net_path(file, net_name);
-        std::error_code ec;
-        if (!std::filesystem::exists(net_file, ec)) {
-            const auto field =
-                solver.GetDescriptor()->FindFieldByName(solver.has_net() ? "net" : "train_net");
-            converter.fail(Converter::line_of(as_solver.tree.get(), field, -1, 1),
-                           fmt::format("net '{}' not found (looked as given and next to the "
-                                       "solver: {})",
-                                       net_name, net_file.string()));
-        }
-        NetConfig config = net_from(net_file, read_text(net_file));
+        NetConfig config = SolverNets(file, solver, *as_solver.tree).read();
         config.solver = solver_config;
         config.solver_file = file;
         config.solver_line = 1;

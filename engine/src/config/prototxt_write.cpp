@@ -35,6 +35,9 @@ void put_filler(caffe::FillerParameter& out, const FillerConfig& in) {
     out.set_max(in.max);
     out.set_mean(in.mean);
     out.set_std(in.std);
+    if (in.sparse >= 0) {
+        out.set_sparse(in.sparse);
+    }
     out.set_variance_norm(in.variance_norm == "fan_out"   ? caffe::FillerParameter::FAN_OUT
                           : in.variance_norm == "average" ? caffe::FillerParameter::AVERAGE
                                                           : caffe::FillerParameter::FAN_IN);
@@ -181,10 +184,35 @@ caffe::NetParameter net_message(const NetConfig& config, std::vector<std::string
         if (in.phase) {
             layer.add_include()->set_phase(*in.phase == Phase::train ? caffe::TRAIN : caffe::TEST);
         }
+        for (const auto& [rules, add] :
+             {std::pair{&in.include, &caffe::LayerParameter::add_include},
+              std::pair{&in.exclude, &caffe::LayerParameter::add_exclude}}) {
+            for (const NetStateRule& rule : *rules) {
+                caffe::NetStateRule& out = *(layer.*add)();
+                if (rule.phase) {
+                    out.set_phase(*rule.phase == Phase::train ? caffe::TRAIN : caffe::TEST);
+                }
+                if (rule.min_level) {
+                    out.set_min_level(*rule.min_level);
+                }
+                if (rule.max_level) {
+                    out.set_max_level(*rule.max_level);
+                }
+                for (const auto& stage : rule.stages) {
+                    out.add_stage(stage);
+                }
+                for (const auto& stage : rule.not_stages) {
+                    out.add_not_stage(stage);
+                }
+            }
+        }
         for (const ParamSpec& spec : in.params) {
             caffe::ParamSpec& param = *layer.add_param();
             param.set_lr_mult(spec.lr_mult);
             param.set_decay_mult(spec.decay_mult);
+            if (!spec.name.empty()) {
+                param.set_name(spec.name);
+            }
         }
         const LayerKind& kind = layer_kind(in.type);
         LayerConfig copy = in; // the fields are visited through a mutable config
@@ -217,7 +245,16 @@ caffe::SolverParameter solver_message(const SolverConfig& s, const std::string& 
     }
     solver.set_max_iter(s.max_iter);
     solver.set_test_interval(s.test_interval);
-    if (s.test_iter > 0) {
+    if (!s.test_nets.empty()) {
+        for (const auto& net : s.test_nets) {
+            solver.add_test_iter(net.test_iter);
+            caffe::NetState& state = *solver.add_test_state();
+            state.set_level(net.state.level);
+            for (const auto& stage : net.state.stages) {
+                state.add_stage(stage);
+            }
+        }
+    } else if (s.test_iter > 0) {
         solver.add_test_iter(s.test_iter);
     }
     solver.set_test_initialization(s.test_initialization);

@@ -26,8 +26,8 @@ namespace {
 
 // Function-local statics: built on first use, not before main (cert-err58-cpp).
 const std::vector<std::string>& common_keys() {
-    static const std::vector<std::string> values = {"name", "type",  "bottom",
-                                                    "top",  "phase", "param"};
+    static const std::vector<std::string> values = {"name",  "type",    "bottom",  "top",
+                                                    "phase", "include", "exclude", "param"};
     return values;
 }
 // The solver's keys are the rule table's (batch_size is the Data layers').
@@ -44,8 +44,8 @@ const std::vector<std::string>& solver_keys() {
     return values;
 }
 const std::vector<std::string>& filler_keys() {
-    static const std::vector<std::string> values = {"type", "value", "min",          "max",
-                                                    "mean", "std",   "variance_norm"};
+    static const std::vector<std::string> values = {"type", "value", "min",           "max",
+                                                    "mean", "std",   "variance_norm", "sparse"};
     return values;
 }
 
@@ -273,6 +273,7 @@ public:
         read(node, "mean", filler.mean, here);
         read(node, "std", filler.std, here);
         read(node, "variance_norm", filler.variance_norm, here);
+        read(node, "sparse", filler.sparse, here);
         return filler;
     }
 
@@ -312,6 +313,46 @@ void record_marks(const YAML::Node& map, SourceMarks& marks) {
 }
 
 // `param: [{lr_mult, decay_mult}, ...]`, one per parameter blob.
+// Caffe's NetStateRules, as a list of maps: {phase, min_level, max_level, stage, not_stage}.
+std::vector<NetStateRule> read_rules(const Reader& reader, const YAML::Node& node,
+                                     const std::string& key, const std::string& where) {
+    std::vector<NetStateRule> rules;
+    const YAML::Node list = node[key];
+    if (!list) {
+        return rules;
+    }
+    if (!list.IsSequence()) {
+        reader.fail(list, fmt::format("key '{}' in {} must be a list of rules ({{phase, "
+                                      "min_level, max_level, stage, not_stage}})",
+                                      key, where));
+    }
+    for (const auto& item : list) {
+        const std::string here = fmt::format("a rule of {} in {}", key, where);
+        if (!item.IsMap()) {
+            reader.fail(item, here + " must be a map");
+        }
+        reader.check_keys(item, {"phase", "min_level", "max_level", "stage", "not_stage"}, here);
+        NetStateRule rule;
+        if (item["phase"]) {
+            std::string phase;
+            reader.read_choice(item, "phase", phase, {"train", "test"}, here);
+            rule.phase = phase == "train" ? Phase::train : Phase::test;
+        }
+        for (const auto& [name, level] :
+             {std::pair{"min_level", &rule.min_level}, std::pair{"max_level", &rule.max_level}}) {
+            if (item[name]) {
+                int value = 0;
+                reader.read(item, name, value, here);
+                *level = value;
+            }
+        }
+        rule.stages = reader.read_names(item, "stage", here);
+        rule.not_stages = reader.read_names(item, "not_stage", here);
+        rules.push_back(std::move(rule));
+    }
+    return rules;
+}
+
 std::vector<ParamSpec> read_param_specs(const Reader& reader, const YAML::Node& node,
                                         const std::string& where) {
     std::vector<ParamSpec> specs;
@@ -323,9 +364,10 @@ std::vector<ParamSpec> read_param_specs(const Reader& reader, const YAML::Node& 
         }
         for (const auto& item : params) {
             ParamSpec spec;
-            reader.check_keys(item, {"lr_mult", "decay_mult"}, "param of " + where);
+            reader.check_keys(item, {"lr_mult", "decay_mult", "name"}, "param of " + where);
             reader.read(item, "lr_mult", spec.lr_mult, where);
             reader.read(item, "decay_mult", spec.decay_mult, where);
+            reader.read(item, "name", spec.name, where);
             specs.push_back(spec);
         }
     }
@@ -425,6 +467,8 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
         reader.read_choice(node, "phase", phase, {"train", "test"}, where);
         layer.phase = phase == "train" ? Phase::train : Phase::test;
     }
+    layer.include = read_rules(reader, node, "include", where);
+    layer.exclude = read_rules(reader, node, "exclude", where);
     layer.params = read_param_specs(reader, node, where);
     if (kind->defaults != nullptr) {
         kind->defaults(layer);
@@ -434,14 +478,43 @@ LayerConfig read_layer(const Reader& reader, const YAML::Node& node, std::size_t
     return layer;
 }
 
+// Caffe's test_state with its test_iter: a list of maps {test_iter, level, stage}.
+std::vector<SolverConfig::TestNet> read_test_nets(const Reader& reader, const YAML::Node& node) {
+    std::vector<SolverConfig::TestNet> nets;
+    const YAML::Node list = node["test_state"];
+    if (!list) {
+        return nets;
+    }
+    if (!list.IsSequence() || list.size() == 0) {
+        reader.fail(list, "key 'test_state' in solver must be a list of test nets ({test_iter, "
+                          "level, stage})");
+    }
+    for (const auto& item : list) {
+        const std::string here = "a test_state of solver";
+        if (!item.IsMap() || !item["test_iter"]) {
+            reader.fail(item, here + " must be a map with a 'test_iter'");
+        }
+        reader.check_keys(item, {"test_iter", "level", "stage"}, here);
+        SolverConfig::TestNet net;
+        reader.read(item, "test_iter", net.test_iter, here);
+        reader.read(item, "level", net.state.level, here);
+        net.state.stages = reader.read_names(item, "stage", here);
+        nets.push_back(std::move(net));
+    }
+    return nets;
+}
+
 SolverConfig read_solver(const Reader& reader, const YAML::Node& node, SourceMarks& marks) {
     SolverConfig solver;
     const std::string where = "solver";
     if (!node.IsMap()) {
         reader.fail(node, "'solver' must be a map");
     }
-    reader.check_keys(node, solver_keys(), where);
+    std::vector<std::string> keys = solver_keys();
+    keys.emplace_back("test_state");
+    reader.check_keys(node, keys, where);
     record_marks(node, marks);
+    solver.test_nets = read_test_nets(reader, node);
     for (const SolverKeyRule& rule : solver_key_rules()) {
         if (!node[rule.key]) {
             continue;
@@ -466,12 +539,16 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node, SourceMar
             },
             solver_member(rule.key));
     }
+    if (!solver.test_nets.empty()) {
+        if (node["test_iter"]) {
+            reader.fail(node["test_iter"], "give test_iter in each test_state, not beside them");
+        }
+        solver.test_iter = solver.test_nets.front().test_iter;
+    }
     return solver;
 }
 
 } // namespace
-
-namespace {} // namespace
 
 NetConfig read_yaml_config(const std::string& text,
                            const std::filesystem::path& file_for_messages) {
@@ -561,6 +638,9 @@ void emit_filler(YAML::Emitter& out, const char* key, const FillerConfig& filler
     } else if (filler.type == "gaussian") {
         out << YAML::Key << "mean" << YAML::Value << filler.mean << YAML::Key << "std"
             << YAML::Value << filler.std;
+        if (filler.sparse >= 0) {
+            out << YAML::Key << "sparse" << YAML::Value << filler.sparse;
+        }
     } else {
         out << YAML::Key << "variance_norm" << YAML::Value << filler.variance_norm;
     }
@@ -575,7 +655,11 @@ void emit_param_specs(YAML::Emitter& out, const std::vector<ParamSpec>& params) 
     out << YAML::Key << "param" << YAML::Value << YAML::BeginSeq;
     for (const auto& spec : params) {
         out << YAML::Flow << YAML::BeginMap << YAML::Key << "lr_mult" << YAML::Value << spec.lr_mult
-            << YAML::Key << "decay_mult" << YAML::Value << spec.decay_mult << YAML::EndMap;
+            << YAML::Key << "decay_mult" << YAML::Value << spec.decay_mult;
+        if (!spec.name.empty()) {
+            out << YAML::Key << "name" << YAML::Value << spec.name;
+        }
+        out << YAML::EndMap;
     }
     out << YAML::EndSeq;
 }
@@ -616,6 +700,34 @@ private:
     YAML::Emitter& m_out;
 };
 
+void emit_rules(YAML::Emitter& out, const char* key, const std::vector<NetStateRule>& rules) {
+    if (rules.empty()) {
+        return;
+    }
+    out << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+    for (const NetStateRule& rule : rules) {
+        out << YAML::Flow << YAML::BeginMap;
+        if (rule.phase) {
+            out << YAML::Key << "phase" << YAML::Value
+                << (*rule.phase == Phase::train ? "train" : "test");
+        }
+        if (rule.min_level) {
+            out << YAML::Key << "min_level" << YAML::Value << *rule.min_level;
+        }
+        if (rule.max_level) {
+            out << YAML::Key << "max_level" << YAML::Value << *rule.max_level;
+        }
+        if (!rule.stages.empty()) {
+            out << YAML::Key << "stage" << YAML::Value << YAML::Flow << rule.stages;
+        }
+        if (!rule.not_stages.empty()) {
+            out << YAML::Key << "not_stage" << YAML::Value << YAML::Flow << rule.not_stages;
+        }
+        out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+}
+
 void emit_solver(YAML::Emitter& out, const SolverConfig& s) {
     out << YAML::Key << "solver" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "type" << YAML::Value << s.type;
@@ -642,7 +754,18 @@ void emit_solver(YAML::Emitter& out, const SolverConfig& s) {
     }
     out << YAML::Key << "max_iter" << YAML::Value << s.max_iter;
     out << YAML::Key << "test_interval" << YAML::Value << s.test_interval;
-    out << YAML::Key << "test_iter" << YAML::Value << s.test_iter;
+    if (s.test_nets.empty()) {
+        out << YAML::Key << "test_iter" << YAML::Value << s.test_iter;
+    } else {
+        out << YAML::Key << "test_state" << YAML::Value << YAML::BeginSeq;
+        for (const auto& net : s.test_nets) {
+            out << YAML::Flow << YAML::BeginMap << YAML::Key << "test_iter" << YAML::Value
+                << net.test_iter << YAML::Key << "level" << YAML::Value << net.state.level
+                << YAML::Key << "stage" << YAML::Value << YAML::Flow << net.state.stages
+                << YAML::EndMap;
+        }
+        out << YAML::EndSeq;
+    }
     out << YAML::Key << "test_initialization" << YAML::Value << s.test_initialization;
     out << YAML::Key << "display" << YAML::Value << s.display;
     out << YAML::Key << "snapshot" << YAML::Value << s.snapshot;
@@ -670,6 +793,8 @@ std::string to_yaml(const NetConfig& config) {
             out << YAML::Key << "phase" << YAML::Value
                 << (*layer.phase == Phase::train ? "train" : "test");
         }
+        emit_rules(out, "include", layer.include);
+        emit_rules(out, "exclude", layer.exclude);
         YamlEmit fields(out);
         LayerConfig copy = layer; // the fields are visited through a mutable config
         layer_kind(layer.type).fields(fields, copy);

@@ -203,6 +203,49 @@ void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float
     loss[0] = static_cast<float>(sum / rows / 2.0);
 }
 
+// Caffe's ContrastiveLossLayer: a similar pair is pulled together by its squared distance, a
+// dissimilar one pushed apart until `margin` (of the distance; legacy: of its square).
+void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
+                              const float* b, const float* y, float* diff, float* dist_sq,
+                              float* loss) {
+    double sum = 0.0;
+    for (int r = 0; r < rows; ++r) {
+        double squares = 0.0;
+        for (int j = 0; j < dim; ++j) {
+            const std::size_t i = static_cast<std::size_t>(r) * dim + j;
+            diff[i] = a[i] - b[i];
+            squares += static_cast<double>(diff[i]) * diff[i];
+        }
+        dist_sq[r] = static_cast<float>(squares);
+        if (static_cast<int>(y[r]) != 0) {
+            sum += dist_sq[r];
+        } else if (legacy) {
+            sum += std::max(margin - dist_sq[r], 0.0F);
+        } else {
+            const float gap = std::max(margin - std::sqrt(dist_sq[r]), 0.0F);
+            sum += static_cast<double>(gap) * gap;
+        }
+    }
+    loss[0] = static_cast<float>(sum / rows / 2.0);
+}
+
+void contrastive_loss_backward(int rows, int dim, float margin, bool legacy, float scale,
+                               const float* y, const float* diff, const float* dist_sq, float* dx) {
+    for (int r = 0; r < rows; ++r) {
+        float factor = scale;
+        if (static_cast<int>(y[r]) == 0) {
+            // Caffe adds 1e-4 to the distance: a pair at distance 0 gets a finite push.
+            const float dist = std::sqrt(dist_sq[r]);
+            const float gap = legacy ? margin - dist_sq[r] : margin - dist;
+            factor = gap <= 0.0F ? 0.0F : legacy ? -scale : -scale * gap / (dist + 1e-4F);
+        }
+        for (int j = 0; j < dim; ++j) {
+            const std::size_t i = static_cast<std::size_t>(r) * dim + j;
+            dx[i] = factor * diff[i];
+        }
+    }
+}
+
 // -(t log s(x) + (1 - t) log(1 - s(x))) = -(x (t - [x >= 0]) - log(1 + e^(x - 2 x [x >= 0]))),
 // which never takes the exponential of a positive number (Caffe's form).
 void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,

@@ -28,6 +28,11 @@ void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float
                             float* loss);
 void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,
                                    float* loss);
+void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
+                              const float* b, const float* y, float* diff, float* dist_sq,
+                              float* loss);
+void contrastive_loss_backward(int rows, int dim, float margin, bool legacy, float scale,
+                               const float* y, const float* diff, const float* dist_sq, float* dx);
 void sigmoid_cross_entropy_backward(std::size_t n, float scale, const float* x, const float* t,
                                     float* dx);
 void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,

@@ -597,6 +597,16 @@ public:
                                 float* diff, float* loss) override {
         cpu::euclidean_loss_forward(rows, n, a, b, diff, loss);
     }
+    void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
+                                  const float* b, const float* y, float* diff, float* dist_sq,
+                                  float* loss) override {
+        cpu::contrastive_loss_forward(rows, dim, margin, legacy, a, b, y, diff, dist_sq, loss);
+    }
+    void contrastive_loss_backward(int rows, int dim, float margin, bool legacy, float scale,
+                                   const float* y, const float* diff, const float* dist_sq,
+                                   float* dx) override {
+        cpu::contrastive_loss_backward(rows, dim, margin, legacy, scale, y, diff, dist_sq, dx);
+    }
     void scaled_copy(std::size_t n, float scale, const float* x, float* y) override {
         for (std::size_t i = 0; i < n; ++i) {
             y[i] = scale * x[i];

@@ -557,6 +557,18 @@ public:
     void scaled_copy(std::size_t n, float scale, const float* x, float* y) override {
         kernels::scaled_copy(m_stream, n, scale, x, y);
     }
+    void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
+                                  const float* b, const float* y, float* diff, float* dist_sq,
+                                  float* loss) override {
+        kernels::contrastive_loss_forward(m_stream, rows, dim, margin, legacy, a, b, y, diff,
+                                          dist_sq, loss);
+    }
+    void contrastive_loss_backward(int rows, int dim, float margin, bool legacy, float scale,
+                                   const float* y, const float* diff, const float* dist_sq,
+                                   float* dx) override {
+        kernels::contrastive_loss_backward(m_stream, rows, dim, margin, legacy, scale, y, diff,
+                                           dist_sq, dx);
+    }
     void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,
                                        float* loss) override {
         kernels::sigmoid_cross_entropy_forward(m_stream, rows, n, x, t, loss);

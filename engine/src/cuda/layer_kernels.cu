@@ -155,6 +155,61 @@ __global__ void euclidean_loss_kernel(int rows, std::size_t n, const float* a, c
     }
 }
 
+// One block per pair for its squared distance, then one block for the loss over the pairs.
+__global__ void contrastive_distance_kernel(int dim, const float* a, const float* b, float* diff,
+                                            float* dist_sq) {
+    __shared__ double shared[k_threads];
+    const std::size_t row = blockIdx.x;
+    double sum = 0.0;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+        const std::size_t i = row * dim + j;
+        const float d = a[i] - b[i];
+        diff[i] = d;
+        sum += static_cast<double>(d) * d;
+    }
+    const double total = block_sum(sum, shared);
+    if (threadIdx.x == 0) {
+        dist_sq[row] = static_cast<float>(total);
+    }
+}
+
+__global__ void contrastive_loss_kernel(int rows, float margin, bool legacy, const float* y,
+                                        const float* dist_sq, float* loss) {
+    __shared__ double shared[k_threads];
+    double sum = 0.0;
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+        if (static_cast<int>(y[r]) != 0) {
+            sum += dist_sq[r];
+        } else if (legacy) {
+            sum += fmaxf(margin - dist_sq[r], 0.0F);
+        } else {
+            const float gap = fmaxf(margin - sqrtf(dist_sq[r]), 0.0F);
+            sum += static_cast<double>(gap) * gap;
+        }
+    }
+    const double total = block_sum(sum, shared);
+    if (threadIdx.x == 0) {
+        loss[0] = static_cast<float>(total / rows / 2.0);
+    }
+}
+
+__global__ void contrastive_backward_kernel(std::size_t n, int dim, float margin, bool legacy,
+                                            float scale, const float* y, const float* diff,
+                                            const float* dist_sq, float* dx) {
+    const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    const std::size_t r = i / dim;
+    float factor = scale;
+    if (static_cast<int>(y[r]) == 0) {
+        const float dist = sqrtf(dist_sq[r]);
+        const float gap = legacy ? margin - dist_sq[r] : margin - dist;
+        factor = gap <= 0.0F ? 0.0F : legacy ? -scale : -scale * gap / (dist + 1e-4F);
+    }
+    dx[i] = factor * diff[i];
+}
+
 __global__ void sigmoid_cross_entropy_kernel(int rows, std::size_t n, const float* x,
                                              const float* t, float* loss) {
     __shared__ double shared[k_threads];
@@ -445,6 +500,24 @@ void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnPa
 void euclidean_loss_forward(cudaStream_t stream, int rows, std::size_t n, const float* a,
                             const float* b, float* diff, float* loss) {
     euclidean_loss_kernel<<<1, k_threads, 0, stream>>>(rows, n, a, b, diff, loss);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void contrastive_loss_forward(cudaStream_t stream, int rows, int dim, float margin, bool legacy,
+                              const float* a, const float* b, const float* y, float* diff,
+                              float* dist_sq, float* loss) {
+    contrastive_distance_kernel<<<rows, k_threads, 0, stream>>>(dim, a, b, diff, dist_sq);
+    DL_CUDA_CHECK_LAUNCH();
+    contrastive_loss_kernel<<<1, k_threads, 0, stream>>>(rows, margin, legacy, y, dist_sq, loss);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void contrastive_loss_backward(cudaStream_t stream, int rows, int dim, float margin, bool legacy,
+                               float scale, const float* y, const float* diff, const float* dist_sq,
+                               float* dx) {
+    const std::size_t n = static_cast<std::size_t>(rows) * dim;
+    contrastive_backward_kernel<<<blocks_for(n), k_threads, 0, stream>>>(
+        n, dim, margin, legacy, scale, y, diff, dist_sq, dx);
     DL_CUDA_CHECK_LAUNCH();
 }
 

@@ -29,6 +29,13 @@ void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnPa
 void euclidean_loss_forward(cudaStream_t stream, int rows, std::size_t n, const float* a,
                             const float* b, float* diff, float* loss);
 void scaled_copy(cudaStream_t stream, std::size_t n, float scale, const float* x, float* y);
+// CPU: cpu::contrastive_loss_forward / _backward.
+void contrastive_loss_forward(cudaStream_t stream, int rows, int dim, float margin, bool legacy,
+                              const float* a, const float* b, const float* y, float* diff,
+                              float* dist_sq, float* loss);
+void contrastive_loss_backward(cudaStream_t stream, int rows, int dim, float margin, bool legacy,
+                               float scale, const float* y, const float* diff, const float* dist_sq,
+                               float* dx);
 void sigmoid_cross_entropy_forward(cudaStream_t stream, int rows, std::size_t n, const float* x,
                                    const float* t, float* loss);
 void sigmoid_cross_entropy_backward(cudaStream_t stream, std::size_t n, float scale, const float* x,

@@ -1,5 +1,6 @@
 // Checkpoint files. Layout (little-endian), iter_<N>.ckpt:
-//   "DLCKPT01", u32 version, i32 iteration, u64 train cursor, u64 test cursor,
+//   "DLCKPT01", u32 version, i32 iteration, u64 train cursor, u32 test-net count and a u64
+//   cursor per test net (version 1: one u64 test cursor),
 //   u32 length + RNG state text, u32 parameter count, per parameter (u32 name length, name,
 //   u32 rank, i32 dims, f32 values), u32 history count, per history (u64 count, f32 values),
 //   u64 XXH64 of every byte before it.
@@ -36,7 +37,9 @@ namespace dl {
 namespace {
 
 constexpr char k_magic[8] = {'D', 'L', 'C', 'K', 'P', 'T', '0', '1'};
-constexpr std::uint32_t k_version = 1;
+constexpr std::uint32_t k_version = 2;
+// Caffe's solvers have a test net per test_state; more than this is no file dltrain wrote.
+constexpr std::uint32_t k_max_test_nets = 1024;
 namespace fs = std::filesystem;
 
 /// Streams the checkpoint to its temporary file through a small buffer, with the checksum of
@@ -189,7 +192,10 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
     out.put(k_version);
     out.put(static_cast<std::int32_t>(state.iteration));
     out.put(state.train_cursor);
-    out.put(state.test_cursor);
+    out.put(static_cast<std::uint32_t>(state.test_cursors.size()));
+    for (const std::uint64_t cursor : state.test_cursors) {
+        out.put(cursor);
+    }
     out.put_string(state.rng_state);
     out.put(static_cast<std::uint32_t>(net.params().size()));
     for (const auto& param : net.params()) {
@@ -266,14 +272,22 @@ std::optional<std::size_t> value_bytes(std::uint64_t count) {
 /// Walks the whole layout (docs/engine.md, "Checkpoint format") without allocating more than the
 /// file holds; throws dl::Error(config) saying what is wrong and where.
 // The iteration, the data cursors and the RNG state, after the magic and version.
-TrainingState read_state(Reader& in) {
+TrainingState read_state(Reader& in, std::uint32_t version) {
     TrainingState state;
     state.iteration = in.get<std::int32_t>("the iteration");
     if (state.iteration < 0) {
         in.fail(fmt::format("iteration {} is negative", state.iteration));
     }
     state.train_cursor = in.get<std::uint64_t>("the train cursor");
-    state.test_cursor = in.get<std::uint64_t>("the test cursor");
+    const std::uint32_t test_nets =
+        version == 1 ? 1 : in.get<std::uint32_t>("the number of test cursors");
+    if (test_nets > k_max_test_nets || test_nets > in.left() / sizeof(std::uint64_t)) {
+        in.fail(fmt::format("{} test cursors (at most {}, and 8 bytes each must remain)", test_nets,
+                            k_max_test_nets));
+    }
+    for (std::uint32_t i = 0; i < test_nets; ++i) {
+        state.test_cursors.push_back(in.get<std::uint64_t>("a test cursor"));
+    }
     state.rng_state = in.get_string("the RNG state");
     {
         std::istringstream text(state.rng_state);
@@ -339,11 +353,12 @@ Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
     Reader in(bytes, bytes.size() - sizeof(std::uint64_t), file);
     Layout layout;
     in.skip(sizeof(k_magic), "the magic");
-    if (const auto version = in.get<std::uint32_t>("the version"); version != k_version) {
-        in.fail(
-            fmt::format("unknown version {} (this dltrain reads version {})", version, k_version));
+    const auto version = in.get<std::uint32_t>("the version");
+    if (version != 1 && version != k_version) {
+        in.fail(fmt::format("unknown version {} (this dltrain reads versions 1 to {})", version,
+                            k_version));
     }
-    layout.state = read_state(in);
+    layout.state = read_state(in, version);
     // The smallest entry is a name length and a rank (8 bytes): a count the rest of the file
     // cannot hold is refused before anything is reserved for it.
     const auto param_count = in.get<std::uint32_t>("the parameter count");

@@ -3,6 +3,7 @@
 
 #include "net/caffe_random.hpp"
 
+#include <boost/random/bernoulli_distribution.hpp>
 #include <boost/random/normal_distribution.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
 
@@ -24,6 +25,13 @@ void caffe_gaussian(std::mt19937& rng, float mean, float stddev, float* out, std
     boost::random::normal_distribution<float> normal(mean, stddev);
     for (std::size_t i = 0; i < n; ++i) {
         out[i] = normal(rng);
+    }
+}
+
+void caffe_bernoulli_mask(std::mt19937& rng, float p, float* values, std::size_t n) {
+    boost::random::bernoulli_distribution<float> keep(p);
+    for (std::size_t i = 0; i < n; ++i) {
+        values[i] *= keep(rng) ? 1.0F : 0.0F;
     }
 }
 

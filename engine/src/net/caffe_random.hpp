@@ -15,4 +15,7 @@ void caffe_uniform(std::mt19937& rng, float low, float high, float* out, std::si
 // caffe_rng_gaussian(n, mean, stddev): Boost's normal_distribution (a ziggurat).
 void caffe_gaussian(std::mt19937& rng, float mean, float stddev, float* out, std::size_t n);
 
+// GaussianFiller's sparse mask: caffe_rng_bernoulli(n, p) drawn, each value kept where it is 1.
+void caffe_bernoulli_mask(std::mt19937& rng, float p, float* values, std::size_t n);
+
 } // namespace dl

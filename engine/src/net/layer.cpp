@@ -126,6 +126,12 @@ void fill(const FillerConfig& filler, Tensor& tensor, std::mt19937& rng) {
         const float mean = filler.type == "msra" ? 0.0F : filler.mean;
         const float stddev = filler.type == "msra" ? std::sqrt(2.0F / n) : filler.std;
         caffe_gaussian(rng, mean, stddev, w, count);
+        if (filler.type == "gaussian" && filler.sparse >= 0) {
+            // Caffe's rule: shape[0] (the outputs) stands for the number of inputs per unit.
+            const float keep =
+                static_cast<float>(filler.sparse) / static_cast<float>(tensor.dim(0));
+            caffe_bernoulli_mask(rng, keep, w, count);
+        }
     }
     tensor.write_data(values.data());
 }

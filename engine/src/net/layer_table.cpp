@@ -40,6 +40,7 @@ LayerKind power();
 LayerKind euclidean_loss();
 LayerKind sigmoid_cross_entropy_loss();
 LayerKind dummy_data();
+LayerKind contrastive_loss();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -73,6 +74,7 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::euclidean_loss(),
         layers::sigmoid_cross_entropy_loss(),
         layers::dummy_data(),
+        layers::contrastive_loss(),
     };
     return kinds;
 }

@@ -87,11 +87,11 @@ class Plan {
 public:
     Plan(const NetConfig& config, const MemoryLimit& limit) : m_config(config), m_limit(limit) {}
 
-    void walk(Phase phase) {
+    void walk(const NetState& state) {
         std::map<std::string, Shape> blobs;
         std::deque<LayerConfig> made;
-        for (const LayerConfig* layer : phase_layers(m_config, phase, made)) {
-            if (!add_layer(*layer, phase, blobs)) {
+        for (const LayerConfig* layer : phase_layers(m_config, state, made)) {
+            if (!add_layer(*layer, state.phase, blobs)) {
                 return; // a missing blob or a shape that does not fit: the net says how
             }
         }
@@ -309,9 +309,10 @@ MemoryLimit memory_limit(const std::string& spec) {
 
 std::uint64_t check_memory(const NetConfig& config, bool with_test, const MemoryLimit& limit) {
     Plan plan(config, limit);
-    plan.walk(Phase::train);
-    if (with_test) {
-        plan.walk(Phase::test);
+    for (const NetState& state : net_states(config.solver)) {
+        if (state.phase == Phase::train || with_test) {
+            plan.walk(state);
+        }
     }
     return plan.total();
 }

@@ -23,6 +23,9 @@ struct Net::Entry {
     Blobs tops;
     std::vector<bool> propagate_down;
     bool backward = false;
+    // Parameters of this layer that later layers share by name: after this layer's backward,
+    // each sharer's gradient is added into the owner's (Caffe accumulates them in one diff).
+    std::vector<std::pair<Tensor*, const Tensor*>> shared_gradients;
 };
 
 struct Net::Wiring {
@@ -31,6 +34,13 @@ struct Net::Wiring {
     std::vector<bool> needs_grad;
     std::vector<int> grad_consumers;
     std::map<std::string, const Net::Entry*> shared_layers;
+    // Parameters named in a ParamSpec: the first layer's tensor, that layer's index and name.
+    struct Named {
+        std::shared_ptr<Tensor> tensor;
+        std::size_t layer = 0;
+        std::string layer_name;
+    };
+    std::map<std::string, Named> named_params;
 };
 
 namespace {
@@ -47,16 +57,18 @@ std::string where(const NetConfig& config, const LayerConfig& layer) {
 
 } // namespace
 
-Net::Net(const NetConfig& config, Phase phase, Backend& backend, std::uint32_t seed,
-         const Net* shared)
-    : m_phase(phase), m_backend(backend), m_rng(seed) {
+Net::Net(const NetConfig& config, const NetState& state, Backend& backend, std::uint32_t seed,
+         const Net* shared, ParamValues values)
+    : m_phase(state.phase), m_values(values), m_backend(backend), m_rng(seed) {
     Wiring wiring;
     if (shared != nullptr) {
         for (const auto& entry : shared->m_layers) {
-            wiring.shared_layers[entry->layer->config().name] = entry.get();
+            if (!entry->layer->params().empty()) {
+                wiring.shared_layers[entry->layer->config().name] = entry.get();
+            }
         }
     }
-    for (const LayerConfig* layer_config : phase_layers(config, phase, m_made)) {
+    for (const LayerConfig* layer_config : phase_layers(config, state, m_made)) {
         add_layer(config, *layer_config, wiring);
     }
 }
@@ -208,7 +220,7 @@ void Net::note_label_classes(const LayerConfig& layer_config, const Entry& entry
 
 // Parameters: borrowed from the train net, or created and filled.
 std::size_t Net::add_params(const NetConfig& config, const LayerConfig& layer_config, Entry& entry,
-                            const Wiring& wiring) {
+                            Wiring& wiring) {
     Layer& layer = *entry.layer;
     const auto shapes = layer.param_shapes();
     if (layer_config.params.size() > shapes.size()) {
@@ -219,6 +231,30 @@ std::size_t Net::add_params(const NetConfig& config, const LayerConfig& layer_co
     const auto borrowed = wiring.shared_layers.find(layer_config.name);
     for (std::size_t i = 0; i < shapes.size(); ++i) {
         std::shared_ptr<Tensor> tensor;
+        const std::string& shared_name =
+            i < layer_config.params.size() ? layer_config.params[i].name : std::string();
+        const auto named =
+            shared_name.empty() ? wiring.named_params.end() : wiring.named_params.find(shared_name);
+        if (borrowed == wiring.shared_layers.end() && named != wiring.named_params.end()) {
+            // A later user of a named parameter: the first layer's values, its own gradient
+            // (added into the first's), and no entry in params(): the solver updates it once.
+            const Wiring::Named& first = named->second;
+            if (first.tensor->shape() != shapes[i]) {
+                fail_layer(config, layer_config,
+                           fmt::format("parameter '{}' is {} here but {} in layer '{}', which "
+                                       "shares it (Caffe's STRICT rule: the same shape)",
+                                       shared_name, fmt::join(shapes[i], "x"),
+                                       first.tensor->shape_string(), first.layer_name));
+            }
+            tensor =
+                m_phase == Phase::test ? first.tensor : Tensor::sharing_values_of(first.tensor);
+            if (m_phase != Phase::test) {
+                m_layers[first.layer]->shared_gradients.emplace_back(first.tensor.get(),
+                                                                     tensor.get());
+            }
+            layer.params().push_back(tensor);
+            continue;
+        }
         if (borrowed != wiring.shared_layers.end()) {
             tensor = borrowed->second->layer->params().at(i);
             if (tensor->shape() != shapes[i]) {
@@ -228,15 +264,21 @@ std::size_t Net::add_params(const NetConfig& config, const LayerConfig& layer_co
             }
         } else {
             tensor = std::make_shared<Tensor>(shapes[i], &m_backend);
-            fill(layer.param_filler(i), *tensor, m_rng);
+            if (m_values == ParamValues::drawn) {
+                fill(layer.param_filler(i), *tensor, m_rng);
+            }
         }
         layer.params().push_back(tensor);
         ParamSpec spec = i < layer_config.params.size() ? layer_config.params[i] : ParamSpec{};
         if (!layer.learnable(i)) {
-            spec = ParamSpec{0.0F, 0.0F};
+            spec.lr_mult = 0.0F;
+            spec.decay_mult = 0.0F;
         }
         m_params.push_back(
             Param{fmt::format("{}.{}", layer_config.name, i), tensor, spec, m_layers.size()});
+        if (!shared_name.empty()) {
+            wiring.named_params[shared_name] = {tensor, m_layers.size(), layer_config.name};
+        }
     }
     return shapes.size();
 }
@@ -292,10 +334,18 @@ void Net::backward(const std::function<void(std::size_t layer)>& after_layer) {
         Entry& entry = *m_layers[i];
         if (entry.backward) {
             entry.layer->backward(entry.tops, entry.propagate_down, entry.bottoms);
+            add_shared_gradients(entry);
             if (after_layer) {
                 after_layer(i);
             }
         }
+    }
+}
+
+void Net::add_shared_gradients(const Entry& entry) {
+    for (const auto& [owner, sharer] : entry.shared_gradients) {
+        m_backend.eltwise_forward(EltwiseOp::sum, owner->count(), {owner->diff(), sharer->diff()},
+                                  {1.0F, 1.0F}, owner->diff(), nullptr);
     }
 }
 
@@ -342,6 +392,7 @@ void Net::backward_timed(std::vector<LayerTiming>& timings) {
             const auto start = std::chrono::steady_clock::now();
             const double cpu_start = process_cpu_ms();
             entry.layer->backward(entry.tops, entry.propagate_down, entry.bottoms);
+            add_shared_gradients(entry);
             m_backend.synchronize();
             timings[i].backward_ms += elapsed_ms(start);
             timings[i].backward_cpu_ms += process_cpu_ms() - cpu_start;

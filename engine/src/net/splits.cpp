@@ -62,11 +62,11 @@ std::string split_top(const LayerConfig& producer, std::size_t top, std::size_t 
 
 } // namespace
 
-std::vector<const LayerConfig*> phase_layers(const NetConfig& config, Phase phase,
+std::vector<const LayerConfig*> phase_layers(const NetConfig& config, const NetState& state,
                                              std::deque<LayerConfig>& made) {
     std::vector<const LayerConfig*> layers;
     for (const LayerConfig& layer : config.layers) {
-        if (!layer.phase || *layer.phase == phase) {
+        if (in_net(layer, state)) {
             layers.push_back(&layer);
         }
     }

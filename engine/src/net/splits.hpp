@@ -11,9 +11,10 @@
 
 namespace dl {
 
-/// The layers of `phase` in order, Splits inserted. Layers rewired or inserted are copies kept in
-/// `made` (a deque: its elements stay where they are); the others point into `config`.
-std::vector<const LayerConfig*> phase_layers(const NetConfig& config, Phase phase,
+/// The layers of the net of `state` in order, Splits inserted. Layers rewired or inserted are
+/// copies kept in `made` (a deque: its elements stay where they are); the others point into
+/// `config`.
+std::vector<const LayerConfig*> phase_layers(const NetConfig& config, const NetState& state,
                                              std::deque<LayerConfig>& made);
 
 } // namespace dl

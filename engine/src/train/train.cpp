@@ -189,13 +189,9 @@ std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
     return source;
 }
 
-bool in_phase(const LayerConfig& layer, Phase phase) {
-    return !layer.phase || *layer.phase == phase;
-}
-
-std::string find_top(const NetConfig& config, Phase phase, LayerRole role) {
+std::string find_top(const NetConfig& config, const NetState& state, LayerRole role) {
     for (const auto& layer : config.layers) {
-        if (in_phase(layer, phase) && has_role(layer, role) && !layer.tops.empty()) {
+        if (in_net(layer, state) && has_role(layer, role) && !layer.tops.empty()) {
             return layer.tops[0];
         }
     }
@@ -263,11 +259,20 @@ std::string progress_text(const nlohmann::json& line) {
         return found != line.end() && found->is_number() ? found->get<double>() : std::nan("");
     };
     if (type == "test") {
-        if (std::isnan(number("accuracy"))) {
-            return fmt::format("{}  test loss {:.4f}", iter, number("loss"));
+        // Several test nets (Caffe's test_state): each line says which, as Caffe's "Test net
+        // output #N".
+        std::string which;
+        if (line.contains("net")) {
+            which = fmt::format(" #{}", line.value("net", 0));
+            if (line.contains("stages") && line["stages"].is_array() && !line["stages"].empty()) {
+                which += fmt::format(" ({})", line["stages"].dump());
+            }
         }
-        return fmt::format("{}  test accuracy {:.4f}  loss {:.4f}", iter, number("accuracy"),
-                           number("loss"));
+        if (std::isnan(number("accuracy"))) {
+            return fmt::format("{}  test{} loss {:.4f}", iter, which, number("loss"));
+        }
+        return fmt::format("{}  test{} accuracy {:.4f}  loss {:.4f}", iter, which,
+                           number("accuracy"), number("loss"));
     }
     if (type == "final") {
         std::string text =
@@ -352,10 +357,11 @@ struct TestPass {
 // `leave` is asked before every batch: a test pass can take minutes (test_iter: 3000), longer
 // than a scheduler waits after its warning signal (Torque 2 s), so it is abandoned, unscored
 // (nothing), when the run has to leave.
-std::optional<TestResult> run_test(Net& net, Source& source, const NetConfig& config, int test_iter,
-                                   TestPass& pass, const std::function<bool()>& leave) {
-    const std::string accuracy_top = find_top(config, Phase::test, LayerRole::metric);
-    const std::string loss_top = find_top(config, Phase::test, LayerRole::loss);
+std::optional<TestResult> run_test(Net& net, Source& source, const NetConfig& config,
+                                   const NetState& state, int test_iter, TestPass& pass,
+                                   const std::function<bool()>& leave) {
+    const std::string accuracy_top = find_top(config, state, LayerRole::metric);
+    const std::string loss_top = find_top(config, state, LayerRole::loss);
     NetInput& input = net.inputs().front();
     Backend& backend = net.backend();
     if (!pass.stage) {
@@ -407,24 +413,46 @@ std::optional<TestResult> run_test(Net& net, Source& source, const NetConfig& co
     return result;
 }
 
-struct Nets {
-    NetConfig config;
-    std::unique_ptr<Backend> backend;
-    std::map<Phase, std::unique_ptr<Source>> sources;
+/// One of the solver's test nets (one per Caffe test_state): its data, its net, the pass kept
+/// from one test to the next and its last result.
+struct TestNet {
+    NetState state;
+    int test_iter = 0;
+    std::unique_ptr<Source> source;
+    std::unique_ptr<Net> net;
+    TestPass pass;
+    // The cursor where an abandoned test pass began: the checkpoint records it, so the resumed
+    // run repeats that whole test and reads what an unbroken run would have.
+    std::optional<std::uint64_t> abandoned_cursor;
+    TestResult last{std::nan(""), std::nan("")};
 };
 
-// Loads every Data layer of `phases` (one per phase) and fixes their shapes in the config.
-void load_sources(Nets& nets, const fs::path& base, std::initializer_list<Phase> phases,
-                  const MemoryLimit& memory) {
-    const data::DataBudget budget = data_budget(memory);
-    for (const Phase phase : phases) {
-        for (auto& layer : nets.config.layers) {
-            if (has_role(layer, LayerRole::input) && in_phase(layer, phase) &&
-                nets.sources.count(phase) == 0) {
-                nets.sources[phase] = load_source(layer, base, nets.config.file, budget);
-            }
+/// The test nets a solver asks for: Caffe's test_state entries, else one {test} net.
+std::vector<TestNet> test_nets_of(const SolverConfig& solver) {
+    std::vector<TestNet> nets;
+    if (solver.test_nets.empty()) {
+        nets.emplace_back();
+        nets.back().state = NetState{Phase::test};
+        nets.back().test_iter = solver.test_iter;
+    }
+    for (const auto& spec : solver.test_nets) {
+        nets.emplace_back();
+        nets.back().state = spec.state;
+        nets.back().test_iter = spec.test_iter;
+    }
+    return nets;
+}
+
+/// The Data layer of the net of `state`, loaded, its shape fixed in the config; null when the
+/// net has none.
+std::unique_ptr<Source> load_net_source(NetConfig& config, const NetState& state,
+                                        const fs::path& base, const MemoryLimit& memory) {
+    for (auto& layer : config.layers) {
+        if (has_role(layer, LayerRole::input) && in_net(layer, state)) {
+            return load_source(layer, base, config.file, data_budget(memory));
         }
     }
+    return nullptr;
 }
 
 /// A Data layer without `shape` takes its images' C x H x W from the file's header; a bad
@@ -702,8 +730,7 @@ private:
 
     const TrainOptions& m_options;
     const Clock::time_point m_wall_start = Clock::now();
-    Nets m_nets;
-    NetConfig& m_config = m_nets.config;
+    NetConfig m_config;
     std::string m_config_text;
     std::optional<double> m_deadline;
     MemoryLimit m_memory;
@@ -716,10 +743,11 @@ private:
     bool m_distributed = false;
     std::unique_ptr<RunDirLock> m_lock;
     std::string m_lock_error;
+    std::unique_ptr<Backend> m_backend_owner;
     Backend* m_backend = nullptr;
+    std::unique_ptr<Source> m_train_source;
     std::unique_ptr<Net> m_net;
-    bool m_has_test = false;
-    std::unique_ptr<Net> m_test_net;
+    std::vector<TestNet> m_tests; // those with data and test_iter > 0
     std::unique_ptr<Solver> m_solver;
     fs::path m_checkpoint_dir;
     TrainingState m_state;
@@ -732,12 +760,7 @@ private:
     // The reader has handed out a batch that no step has used yet, which a checkpoint must not
     // count as seen.
     bool m_staged = false;
-    // The test cursor where an abandoned test pass began: the checkpoint records it, so the
-    // resumed run repeats that whole test and reads what an unbroken run would have.
-    std::optional<std::uint64_t> m_abandoned_test_cursor;
     int m_last_checkpoint = -1;
-    TestResult m_last_test{std::nan(""), std::nan("")};
-    TestPass m_test_pass;
     bool m_overlap = false;
     bool m_device_dropout_keys = false;
     std::unique_ptr<Recording> m_recording;
@@ -814,19 +837,26 @@ void TrainingRun::leave_if_asked(const char* during) const {
 
 void TrainingRun::load_data_and_nets() {
     const fs::path base = data_base(m_options.data_dir, m_options.config);
-    load_sources(m_nets, base, {Phase::train, Phase::test}, m_memory);
-    if (m_nets.sources.count(Phase::train) == 0) {
+    m_train_source = load_net_source(m_config, NetState{Phase::train}, base, m_memory);
+    if (!m_train_source) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the train phase", m_config.file.string()));
     }
+    for (TestNet& test : test_nets_of(m_config.solver)) {
+        if (test.test_iter > 0) {
+            test.source = load_net_source(m_config, test.state, base, m_memory);
+        }
+        if (test.source) {
+            m_tests.push_back(std::move(test));
+        }
+    }
     leave_if_asked("while the data loaded");
-    m_has_test = m_nets.sources.count(Phase::test) != 0 && m_config.solver.test_iter > 0;
     // Before any tensor exists: a net too large is refused naming its layer, not a bad_alloc.
-    check_memory(m_config, m_has_test, m_memory);
+    check_memory(m_config, !m_tests.empty(), m_memory);
     // The device before anything is written: a bad --device leaves no run directory behind.
-    m_nets.backend =
+    m_backend_owner =
         make_backend(rank_device(m_options.device, m_rank_env, m_ranks), m_options.threads);
-    m_backend = m_nets.backend.get();
+    m_backend = m_backend_owner.get();
     if (m_comm_kind == "nccl" && m_backend->host_accessible()) {
         throw Error(ErrorKind::usage,
                     fmt::format("DLTRAIN_COMM=nccl sums GPU memory, and this run is on {}: train "
@@ -835,12 +865,10 @@ void TrainingRun::load_data_and_nets() {
     }
     const std::uint32_t seed = m_config.solver.random_seed;
     m_net = std::make_unique<Net>(m_config, Phase::train, *m_backend, seed);
-    if (m_has_test) {
-        m_test_net = std::make_unique<Net>(m_config, Phase::test, *m_backend, seed, m_net.get());
-    }
-    check_labels(*m_nets.sources[Phase::train], m_net->inputs().front(), m_config.file);
-    if (m_has_test) {
-        check_labels(*m_nets.sources[Phase::test], m_test_net->inputs().front(), m_config.file);
+    check_labels(*m_train_source, m_net->inputs().front(), m_config.file);
+    for (TestNet& test : m_tests) {
+        test.net = std::make_unique<Net>(m_config, test.state, *m_backend, seed, m_net.get());
+        check_labels(*test.source, test.net->inputs().front(), m_config.file);
     }
     m_solver = std::make_unique<Solver>(m_config.solver, *m_net, *m_backend);
 }
@@ -954,14 +982,15 @@ void TrainingRun::prepare_exchange_and_readers() {
         std::ofstream resolved(m_options.run_dir / "config.resolved.yaml");
         resolved << to_yaml(m_config);
     }
-    Source& train_source = *m_nets.sources[Phase::train];
-    train_source.reader =
-        make_reader(train_source, m_net->inputs().front(), Phase::train, m_config.solver,
+    m_train_source->reader =
+        make_reader(*m_train_source, m_net->inputs().front(), Phase::train, m_config.solver,
                     m_state.train_cursor, m_config.file, m_comm->rank(), m_ranks);
-    if (m_has_test) {
-        Source& test_source = *m_nets.sources[Phase::test];
-        test_source.reader = make_reader(test_source, m_test_net->inputs().front(), Phase::test,
-                                         m_config.solver, m_state.test_cursor, m_config.file);
+    for (std::size_t i = 0; i < m_tests.size(); ++i) {
+        TestNet& test = m_tests[i];
+        // A checkpoint of a solver with fewer test nets starts the others at their beginning.
+        const std::uint64_t cursor = i < m_state.test_cursors.size() ? m_state.test_cursors[i] : 0;
+        test.source->reader = make_reader(*test.source, test.net->inputs().front(), Phase::test,
+                                          m_config.solver, cursor, m_config.file);
     }
     // Rank 0 alone writes metrics, test results and checkpoints: the weights are the same on
     // every rank after every step.
@@ -1001,7 +1030,7 @@ void TrainingRun::write_start_line() {
 
 double TrainingRun::read_batch(int slot) {
     const NetInput& input = m_net->inputs().front();
-    const double waited = m_nets.sources[Phase::train]->reader->next(
+    const double waited = m_train_source->reader->next(
         m_stage->host(slot, 0), input.labels != nullptr ? m_stage->host(slot, 1) : nullptr);
     m_stage->upload(slot);
     return waited;
@@ -1010,12 +1039,13 @@ double TrainingRun::read_batch(int slot) {
 TrainingState TrainingRun::current_state() const {
     TrainingState now;
     now.iteration = m_solver->iteration();
-    const data::BatchReader& reader = *m_nets.sources.at(Phase::train)->reader;
+    const data::BatchReader& reader = *m_train_source->reader;
     const std::uint64_t cursor = reader.cursor();
     now.train_cursor = m_staged ? cursor - reader.stride() : cursor;
-    now.test_cursor = !m_has_test               ? 0
-                      : m_abandoned_test_cursor ? *m_abandoned_test_cursor
-                                                : m_nets.sources.at(Phase::test)->reader->cursor();
+    for (const TestNet& test : m_tests) {
+        now.test_cursors.push_back(test.abandoned_cursor ? *test.abandoned_cursor
+                                                         : test.source->reader->cursor());
+    }
     std::ostringstream rng;
     rng << m_net->rng();
     now.rng_state = rng.str();
@@ -1036,28 +1066,44 @@ void TrainingRun::checkpoint() {
     }
 }
 
-// False when the pass was abandoned because the run must leave.
+// Every test net in turn, as Caffe's TestAll; false when a pass was abandoned because the run
+// must leave (the checkpoint then keeps every net's cursor from before this round, and the
+// resumed run takes the whole round again).
 bool TrainingRun::test_now() {
-    Source& test_source = *m_nets.sources[Phase::test];
-    const std::uint64_t cursor = test_source.reader->cursor();
-    // Every rank tests (the same weights, the same batches: the same answer) so that all stay
-    // in step; only together, at a step's agreement, may they leave, so a test pass with
-    // several ranks is never abandoned halfway.
-    const auto never = [] { return false; };
-    const auto leave = [this] { return must_leave(); };
-    const auto result =
-        run_test(*m_test_net, test_source, m_config, m_config.solver.test_iter, m_test_pass,
-                 m_distributed ? std::function<bool()>(never) : std::function<bool()>(leave));
-    if (!result) {
-        m_abandoned_test_cursor = cursor;
-        return false;
+    std::vector<std::uint64_t> started;
+    started.reserve(m_tests.size());
+    for (const TestNet& test : m_tests) {
+        started.push_back(test.source->reader->cursor());
     }
-    m_last_test = *result;
-    log({{"type", "test"},
-         {"iter", m_solver->iteration()},
-         {"max_iter", m_config.solver.max_iter},
-         {"accuracy", m_last_test.accuracy},
-         {"loss", m_last_test.loss}});
+    for (std::size_t i = 0; i < m_tests.size(); ++i) {
+        TestNet& test = m_tests[i];
+        // Every rank tests (the same weights, the same batches: the same answer) so that all
+        // stay in step; only together, at a step's agreement, may they leave, so a test pass
+        // with several ranks is never abandoned halfway.
+        const auto never = [] { return false; };
+        const auto leave = [this] { return must_leave(); };
+        const auto result =
+            run_test(*test.net, *test.source, m_config, test.state, test.test_iter, test.pass,
+                     m_distributed ? std::function<bool()>(never) : std::function<bool()>(leave));
+        if (!result) {
+            // The resumed run takes this whole round of tests again, from where it began.
+            for (std::size_t j = 0; j < m_tests.size(); ++j) {
+                m_tests[j].abandoned_cursor = started[j];
+            }
+            return false;
+        }
+        test.last = *result;
+        nlohmann::json line = {{"type", "test"},
+                               {"iter", m_solver->iteration()},
+                               {"max_iter", m_config.solver.max_iter},
+                               {"accuracy", test.last.accuracy},
+                               {"loss", test.last.loss}};
+        if (m_tests.size() > 1) {
+            line["net"] = i;
+            line["stages"] = test.state.stages;
+        }
+        log(line);
+    }
     return true;
 }
 
@@ -1103,7 +1149,7 @@ void TrainingRun::train_steps() {
 bool TrainingRun::step() {
     const SolverConfig& s = m_config.solver;
     const int iter = m_solver->iteration();
-    if (m_has_test && s.test_interval > 0 && iter % s.test_interval == 0 &&
+    if (!m_tests.empty() && s.test_interval > 0 && iter % s.test_interval == 0 &&
         (iter > 0 || s.test_initialization) && !test_now()) {
         m_leaving = true;
         return false;
@@ -1141,7 +1187,7 @@ bool TrainingRun::step() {
     const float loss = step_loss(iter, summed ? std::optional<float>(summed->loss) : std::nullopt,
                                  display_now || snapshot_now);
     // Steps still queued on a device belong to training time, not to the test that follows.
-    if (m_has_test && s.test_interval > 0 && m_solver->iteration() % s.test_interval == 0) {
+    if (!m_tests.empty() && s.test_interval > 0 && m_solver->iteration() % s.test_interval == 0) {
         m_backend->synchronize();
     }
     // Images of the global batch: the throughput of the whole set of ranks.
@@ -1223,7 +1269,7 @@ void TrainingRun::display(int iter, float loss, float rate) {
 int TrainingRun::finish() {
     // Saved before the final test: a run stopped during that test resumes only to take it.
     checkpoint();
-    if (!m_leaving && m_has_test && !test_now()) {
+    if (!m_leaving && !m_tests.empty() && !test_now()) {
         m_leaving = true;
     }
     const Throughput& t = m_throughput;
@@ -1232,8 +1278,9 @@ int TrainingRun::finish() {
         {"iter", m_solver->iteration()},
         {"max_iter", m_config.solver.max_iter},
         {"status", m_leaving ? "checkpointed" : "completed"},
-        {"test_accuracy", m_last_test.accuracy},
-        {"test_loss", m_last_test.loss},
+        // The first test net's, as Caffe's "Test net output #0".
+        {"test_accuracy", m_tests.empty() ? std::nan("") : m_tests.front().last.accuracy},
+        {"test_loss", m_tests.empty() ? std::nan("") : m_tests.front().last.loss},
         {"train_images_per_s",
          t.total_s > 0 ? static_cast<double>(t.total_images) / t.total_s : 0.0},
         {"wall_s", seconds_since(m_wall_start)}};
@@ -1279,32 +1326,35 @@ int train(const TrainOptions& options) {
 }
 
 int test(const TestOptions& options) {
-    Nets nets;
-    nets.config = load_config(options.config);
+    NetConfig config = load_config(options.config);
     const fs::path base = data_base(options.data_dir, options.config);
     const MemoryLimit memory = memory_limit(options.max_memory);
-    load_sources(nets, base, {Phase::test}, memory);
-    if (nets.sources.count(Phase::test) == 0) {
+    // The solver's first test net (with Caffe's test_state, the first state's).
+    const NetState net_state = test_nets_of(config.solver).front().state;
+    const std::unique_ptr<Source> loaded = load_net_source(config, net_state, base, memory);
+    if (!loaded) {
         throw Error(ErrorKind::config,
-                    fmt::format("{}: no Data layer in the test phase", nets.config.file.string()));
+                    fmt::format("{}: no Data layer in the test phase", config.file.string()));
     }
+    Source& source = *loaded;
     {
-        // Only the test net is built, with parameters of its own: the walk sees every layer as
-        // a test-only one.
-        NetConfig test_only = nets.config;
-        std::erase_if(test_only.layers, [](const LayerConfig& layer) {
-            return layer.phase && *layer.phase == Phase::train;
-        });
+        // Only the test net is built, with parameters of its own: the walk sees its layers as
+        // the one test net's.
+        NetConfig test_only = config;
+        std::erase_if(test_only.layers,
+                      [&net_state](const LayerConfig& layer) { return !in_net(layer, net_state); });
         for (auto& layer : test_only.layers) {
             layer.phase = Phase::test;
+            layer.include.clear();
+            layer.exclude.clear();
         }
+        test_only.solver.test_nets.clear();
         check_memory(test_only, true, memory);
     }
-    nets.backend =
+    const std::unique_ptr<Backend> backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
-    Net net(nets.config, Phase::test, *nets.backend, nets.config.solver.random_seed);
-    Source& source = *nets.sources[Phase::test];
-    check_labels(source, net.inputs().front(), nets.config.file);
+    Net net(config, net_state, *backend, config.solver.random_seed);
+    check_labels(source, net.inputs().front(), config.file);
     TrainingState state;
     if (io::is_caffemodel(options.weights)) {
         // Testing needs every weight: a parameter left at its filler would test nothing.
@@ -1320,18 +1370,18 @@ int test(const TestOptions& options) {
         state = read_checkpoint(options.weights, net, nullptr);
     }
     const LayerConfig& layer = *net.inputs().front().layer;
-    source.reader = make_reader(source, net.inputs().front(), Phase::test, nets.config.solver, 0,
-                                nets.config.file);
+    source.reader =
+        make_reader(source, net.inputs().front(), Phase::test, config.solver, 0, config.file);
     // Caffe's `caffe test -iterations N`; without it, the solver's test_iter or the whole set.
     const int test_iter =
         options.iterations > 0 ? options.iterations
-        : nets.config.solver.test_iter > 0
-            ? nets.config.solver.test_iter
+        : config.solver.test_iter > 0
+            ? config.solver.test_iter
             : static_cast<int>((source.set.count + layer.batch_size - 1) / layer.batch_size);
     TestPass pass;
     // dltrain test installs no stop signal: SIGTERM ends it at once, as it has nothing to save.
     const TestResult result =
-        *run_test(net, source, nets.config, test_iter, pass, [] { return false; });
+        *run_test(net, source, config, net_state, test_iter, pass, [] { return false; });
     const nlohmann::json line = {{"type", "test"},
                                  {"iter", state.iteration},
                                  {"accuracy", result.accuracy},
@@ -1414,11 +1464,17 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
         }
     }
     auto backend = make_backend("cpu", 1);
-    Net train_net(config, Phase::train, *backend, config.solver.random_seed);
-    Net test_net(config, Phase::test, *backend, config.solver.random_seed);
+    // Every net the solver builds, the test nets borrowing the train net's parameters as in
+    // train (which checks their shapes agree, and draws the weights once).
+    std::vector<std::unique_ptr<Net>> nets;
+    for (const NetState& state : net_states(config.solver)) {
+        nets.push_back(std::make_unique<Net>(config, state, *backend, config.solver.random_seed,
+                                             nets.empty() ? nullptr : nets.front().get(),
+                                             ParamValues::zero));
+    }
     // Every label against the classifier, as train does before its first step, where reading
     // the data is quick enough for a login node; larger sets are read by train.
-    for (Net* net : {&train_net, &test_net}) {
+    for (const auto& net : nets) {
         if (net->inputs().empty()) {
             continue;
         }

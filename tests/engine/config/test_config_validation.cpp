@@ -128,8 +128,15 @@ TEST_F(ConfigValidation, NanAndOutOfRangeRatiosAndMultipliersAreRefused) {
 
 TEST_F(ConfigValidation, DuplicateLayerNamesAreAConfigErrorNotAnAbort) {
     expect_error("layer {\n  name: \"a\"\n  type: \"ReLU\"\n}\n"
-                 "layer {\n  name: \"a\"\n  type: \"ReLU\"\n}\n",
+                 "layer {\n  name: \"a\"\n  type: \"InnerProduct\"\n"
+                 "  inner_product_param { num_output: 2 }\n}\n",
                  "bad.prototxt:6:", "key 'name': layer name 'a' is used twice");
+    // Layers without parameters may share a name, as Caffe allows (the MNIST autoencoder's two
+    // losses are both 'loss').
+    const fs::path losses = m_dir.path() / "losses.prototxt";
+    std::ofstream(losses) << "layer { name: \"a\" type: \"ReLU\" }\n"
+                             "layer { name: \"a\" type: \"Sigmoid\" }\n";
+    EXPECT_NO_THROW(load_config(losses));
     // Across phases, as Caffe's train and test Data layers, a name may repeat.
     const fs::path fine = m_dir.path() / "fine.prototxt";
     std::ofstream(fine) << "layer { name: \"d\" type: \"Data\" top: \"data\" include { phase: "
@@ -142,9 +149,10 @@ TEST_F(ConfigValidation, DuplicateLayerNamesAreAConfigErrorNotAnAbort) {
 TEST_F(ConfigValidation, SolverValuesAreCheckedInTheSolverFile) {
     std::ofstream(m_dir.path() / "net.prototxt") << one_layer("ReLU", "");
     const std::string head = "net: \"net.prototxt\"\nbase_lr: 0.01\n";
-    std::string message = error_of("solver.prototxt", head + "test_iter: 2\ntest_iter: 3\n");
-    EXPECT_EQ(message.rfind("solver.prototxt:4: ", 0), 0U) << message;
-    EXPECT_NE(message.find("one test_iter (one test net) is supported"), std::string::npos)
+    // Two test nets (Caffe's rule for two test_iter), the second one's count negative.
+    std::string message = error_of("solver.prototxt", head + "test_iter: 2\ntest_iter: -3\n");
+    EXPECT_EQ(message.rfind("solver.prototxt:3:", 0), 0U) << message;
+    EXPECT_NE(message.find("a test net's test_iter must be at least 0 (got -3)"), std::string::npos)
         << message;
     message = error_of("solver.prototxt", head + "lr_policy: \"step\"\nstepsize: -5\n");
     EXPECT_EQ(message.rfind("solver.prototxt:4:1: key 'stepsize' in solver must be at least 0 "

@@ -166,6 +166,125 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
     EXPECT_EQ(shapes[0], (std::vector<int>{8, 2, 3, 3})); // grouped: 4 input channels / 2
 }
 
+// Caffe's V1 layers (`layers { type: CONVOLUTION blobs_lr … }`) read as UpgradeV1Net makes them:
+// the same NetConfig as today's spelling of the same net.
+TEST(Prototxt, LegacyV1LayersReadAsCaffeUpgradesThem) {
+    dl_test::TempDir dir;
+    std::ofstream(dir.path() / "v1.prototxt") << R"(name: "old"
+layers { name: "mnist" type: DATA top: "data" top: "label"
+         data_param { source: "db" batch_size: 4 backend: LMDB }
+         transform_param { scale: 0.5 } include: { phase: TRAIN } }
+layers { name: "conv" type: CONVOLUTION bottom: "data" top: "conv"
+         blobs_lr: 1 blobs_lr: 2 weight_decay: 1 weight_decay: 0
+         convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+layers { name: "relu" type: RELU bottom: "conv" top: "conv" }
+layers { name: "ip" type: INNER_PRODUCT bottom: "conv" top: "ip"
+         inner_product_param { num_output: 3 } }
+layers { name: "loss" type: SOFTMAX_LOSS bottom: "ip" bottom: "label" top: "loss"
+         loss_weight: 2 }
+)";
+    std::ofstream(dir.path() / "new.prototxt") << R"(name: "old"
+layer { name: "mnist" type: "Data" top: "data" top: "label"
+        data_param { source: "db" batch_size: 4 backend: LMDB }
+        transform_param { scale: 0.5 } include: { phase: TRAIN } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+        convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" }
+layer { name: "ip" type: "InnerProduct" bottom: "conv" top: "ip"
+        inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss"
+        loss_weight: 2 }
+)";
+    const NetConfig v1 = load_config(dir.path() / "v1.prototxt");
+    const NetConfig today = load_config(dir.path() / "new.prototxt");
+    expect_same_net(v1, today);
+    EXPECT_EQ(v1.layers[0].phase, std::optional<Phase>(Phase::train));
+    EXPECT_FLOAT_EQ(v1.layers[0].scale, 0.5F);
+    EXPECT_FLOAT_EQ(v1.layers[1].params[1].lr_mult, 2.0F);
+    EXPECT_FLOAT_EQ(v1.layers[1].params[1].decay_mult, 0.0F);
+    EXPECT_FLOAT_EQ(v1.layers[4].loss_weight, 2.0F);
+}
+
+std::vector<std::string> layers_of(const NetConfig& config, const NetState& state) {
+    std::vector<std::string> names;
+    for (const LayerConfig& layer : config.layers) {
+        if (in_net(layer, state)) {
+            names.push_back(layer.name + (layer.type == "Data" ? ":" + layer.source : ""));
+        }
+    }
+    return names;
+}
+
+// Caffe's several test nets: a solver's test_state entries (each with its test_iter) pick layers
+// by their NetStateRules' stages and levels, as the MNIST autoencoder's do.
+TEST(Prototxt, TestStatesPickLayersByStage) {
+    dl_test::TempDir dir;
+    std::ofstream(dir.path() / "net.prototxt") << R"(name: "staged"
+layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+        data_param { source: "train_db" batch_size: 4 } }
+layer { name: "data" type: "Data" top: "data" top: "label"
+        include { phase: TEST stage: "on-train" }
+        data_param { source: "train_db" batch_size: 2 } }
+layer { name: "data" type: "Data" top: "data" top: "label"
+        include { phase: TEST stage: "on-test" }
+        data_param { source: "test_db" batch_size: 3 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 3 } }
+layer { name: "deep" type: "ReLU" bottom: "ip" top: "ip" include { min_level: 1 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss"
+        exclude { stage: "on-test" } }
+)";
+    std::ofstream(dir.path() / "solver.prototxt") << R"(net: "net.prototxt"
+test_state: { stage: "on-train" }
+test_iter: 5
+test_state: { stage: "on-test" level: 2 }
+test_iter: 7
+test_interval: 10
+base_lr: 0.1
+max_iter: 20
+)";
+    const NetConfig config = load_config(dir.path() / "solver.prototxt");
+    ASSERT_EQ(config.solver.test_nets.size(), 2U);
+    EXPECT_EQ(config.solver.test_iter, 5);
+    EXPECT_EQ(config.solver.test_nets[1].test_iter, 7);
+    EXPECT_EQ(config.solver.test_nets[1].state.level, 2);
+    EXPECT_EQ(config.solver.test_nets[1].state.stages, std::vector<std::string>{"on-test"});
+    const std::vector<NetState> states = net_states(config.solver);
+    ASSERT_EQ(states.size(), 3U);
+    EXPECT_EQ(layers_of(config, states[0]),
+              (std::vector<std::string>{"data:train_db", "ip", "loss"}));
+    EXPECT_EQ(layers_of(config, states[1]),
+              (std::vector<std::string>{"data:train_db", "ip", "loss"}));
+    EXPECT_EQ(layers_of(config, states[2]),
+              (std::vector<std::string>{"data:test_db", "ip", "deep"}));
+    // The YAML the run directory keeps says the same: rules, states, each test_iter.
+    const NetConfig again = parse_config(to_yaml(config), dir.path() / "again.yaml");
+    ASSERT_EQ(again.solver.test_nets.size(), 2U);
+    EXPECT_EQ(again.solver.test_nets[1].state.stages, std::vector<std::string>{"on-test"});
+    EXPECT_EQ(again.solver.test_nets[1].state.level, 2);
+    EXPECT_EQ(again.solver.test_nets[0].test_iter, 5);
+    for (const NetState& state : states) {
+        EXPECT_EQ(layers_of(again, state), layers_of(config, state));
+    }
+    // One test_state short of the test_iter entries: Caffe's rule, refused at the field.
+    std::ofstream(dir.path() / "short.prototxt") << R"(net: "net.prototxt"
+test_state: { stage: "on-train" }
+test_iter: 5
+test_iter: 7
+base_lr: 0.1
+)";
+    try {
+        load_config(dir.path() / "short.prototxt");
+        ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("short.prototxt:2: 1 test_state entries and 2 "
+                                             "test_iter"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 std::string prototxt_error(const std::string& text) {
     dl_test::TempDir dir;
     const fs::path file = dir.path() / "bad.prototxt";
@@ -215,11 +334,12 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
                            "(supported: Data, ImageData, "),
               std::string::npos)
         << message;
-    // A legacy V1 net: named as such, with the tool that upgrades it.
-    message = prototxt_error("name: \"x\"\nlayers {\n  name: \"data\"\n  type: DATA\n}\n");
+    // A legacy V1 layer holding weights: refused at its line, saying where weights go.
+    message = prototxt_error("name: \"x\"\nlayers {\n  name: \"c\"\n  type: CONVOLUTION\n"
+                             "  blobs { data: 1 }\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
-    EXPECT_NE(message.find("legacy V1 net"), std::string::npos) << message;
-    EXPECT_NE(message.find("upgrade_net_proto_text"), std::string::npos) << message;
+    EXPECT_NE(message.find("V1 layer 'c': weights (blobs) inside a prototxt"), std::string::npos)
+        << message;
     // A value dltrain does not support, at the line of its field.
     message = prototxt_error("layer {\n  name: \"p\"\n  type: \"Pooling\"\n"
                              "  pooling_param { pool: STOCHASTIC kernel_size: 2 }\n}\n");

@@ -165,6 +165,13 @@ TEST_F(ReferenceCpu, EuclideanAndSigmoidCrossEntropyLosses) {
     m_checks.regression_losses(3, 7);
 }
 
+TEST_F(ReferenceCpu, ContrastiveLoss) {
+    for (const bool legacy : {false, true}) {
+        m_checks.contrastive_loss(64, 10, legacy ? 4.0F : 2.0F, legacy); // the siamese net's
+        m_checks.contrastive_loss(5, 3, 0.5F, legacy);                   // none pushed (legacy)
+    }
+}
+
 TEST_F(ReferenceCpu, ActivationsInPlaceAndNot) {
     for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
         for (const std::size_t n : {std::size_t{37}, std::size_t{1000}}) { // vector remainders

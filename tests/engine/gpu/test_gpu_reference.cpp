@@ -100,6 +100,13 @@ TEST_F(GpuReference, EuclideanAndSigmoidCrossEntropyLosses) {
     m_checks->regression_losses(3, 7);
 }
 
+TEST_F(GpuReference, ContrastiveLoss) {
+    for (const bool legacy : {false, true}) {
+        m_checks->contrastive_loss(64, 10, legacy ? 4.0F : 2.0F, legacy);
+        m_checks->contrastive_loss(5, 300, 0.5F, legacy); // rows of more values than a block
+    }
+}
+
 TEST_F(GpuReference, ActivationsInPlaceAndNot) {
     for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
         m_checks->activation(kind, 1000, false);

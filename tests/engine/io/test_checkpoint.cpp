@@ -50,6 +50,9 @@ protected:
         TrainingState state;
         state.iteration = iteration;
         state.train_cursor = static_cast<std::uint64_t>(iteration) * 8;
+        // Two test nets (Caffe's test_state), each with its cursor.
+        state.test_cursors = {static_cast<std::uint64_t>(iteration) * 2,
+                              static_cast<std::uint64_t>(iteration) * 3};
         std::ostringstream rng;
         rng << m_net.rng();
         state.rng_state = rng.str(); // as dltrain writes it: a checkpoint without one is refused
@@ -72,6 +75,7 @@ TEST_F(Checkpoints, RoundTripRestoresWeightsHistoryAndState) {
     const TrainingState state = read_checkpoint(file, m_net, &m_solver);
     EXPECT_EQ(state.iteration, 40);
     EXPECT_EQ(state.train_cursor, 320U);
+    EXPECT_EQ(state.test_cursors, (std::vector<std::uint64_t>{80U, 120U}));
     EXPECT_EQ(m_solver.iteration(), 40);
     EXPECT_EQ(m_net.params()[0].tensor->data()[0], 40.0F);
     EXPECT_EQ(m_solver.history()[0].data()[0], 20.0F);
@@ -221,8 +225,9 @@ TEST_F(Checkpoints, WeightsSharingNoParameterNameAreRefused) {
 /// Byte offsets of a checkpoint's fields, found by walking it as docs/engine.md lays it out.
 struct Offsets {
     std::size_t iteration = 12;
-    std::size_t rng_length = 32;
-    std::size_t rng_text = 36;
+    std::size_t test_count = 24; // then two u64 cursors
+    std::size_t rng_length = 44;
+    std::size_t rng_text = 48;
     std::size_t param_count = 0;
     std::size_t first_name_length = 0;
     std::size_t first_rank = 0;
@@ -278,6 +283,29 @@ void rewrite(const fs::path& file, std::string body) {
         << fmt::format("size={} xxh64={:016x}\n", body.size(), sum);
 }
 
+// A version 1 checkpoint (one u64 test cursor, no count), as dltrain wrote before Caffe's
+// several test nets, still resumes.
+TEST_F(Checkpoints, VersionOneWithItsSingleTestCursorStillReads) {
+    const fs::path file = save(30);
+    const std::string original = dl_test::read_file(file);
+    std::string body = original.substr(0, original.size() - sizeof(std::uint64_t));
+    const Offsets at;
+    ASSERT_EQ(get_at<std::uint32_t>(body, 8), 2U);
+    ASSERT_EQ(get_at<std::uint32_t>(body, at.test_count), 2U);
+    put_at<std::uint32_t>(body, 8, 1U);
+    // u32 count + two u64 cursors become one u64 cursor.
+    std::string cursor(sizeof(std::uint64_t), '\0');
+    put_at<std::uint64_t>(cursor, 0, 77U);
+    body.replace(at.test_count, 4 + 2 * sizeof(std::uint64_t), cursor);
+    rewrite(file, body);
+    m_net.params()[0].tensor->data()[0] = -1.0F;
+    const TrainingState state = read_checkpoint(file, m_net, &m_solver);
+    EXPECT_EQ(state.iteration, 30);
+    EXPECT_EQ(state.train_cursor, 240U);
+    EXPECT_EQ(state.test_cursors, std::vector<std::uint64_t>{77U});
+    EXPECT_EQ(m_net.params()[0].tensor->data()[0], 30.0F);
+}
+
 TEST_F(Checkpoints, CraftedLengthsAreRefusedBeforeAnythingIsAllocated) {
     save(10);
     const fs::path newest = save(20);
@@ -330,6 +358,9 @@ TEST_F(Checkpoints, CraftedLengthsAreRefusedBeforeAnythingIsAllocated) {
         {"RNG state text", [&](std::string& b) { b[at.rng_text] = 'x'; },
          "not a std::mt19937 state"},
         {"version", [&](std::string& b) { put_at<std::uint32_t>(b, 8, 7U); }, "unknown version 7"},
+        {"test cursor count 0xffffffff",
+         [&](std::string& b) { put_at<std::uint32_t>(b, at.test_count, 0xffffffffU); },
+         "4294967295 test cursors"},
     };
     for (const Craft& craft : crafts) {
         std::string crafted = body;

@@ -254,5 +254,20 @@ TEST_F(GradientCheck, SoftmaxWithLossMatchesNumericGradient) {
     check({loss, {{5, 7}, {5}}, 7});
 }
 
+TEST_F(GradientCheck, ContrastiveLossMatchesNumericGradient) {
+    // Pairs of 4 values in [-1.05, 1.05]: distances around 1.6, so a margin of 2 pushes most
+    // dissimilar pairs and 0.5 (legacy: of the squared distance) none; both are checked.
+    for (const bool legacy : {false, true}) {
+        for (const float margin : {2.0F, 0.5F}) {
+            LayerConfig loss = layer("ContrastiveLoss");
+            loss.margin = margin;
+            loss.legacy_version = legacy;
+            loss.loss_weight = 0.7F;
+            // Caffe's backward divides by d + 1e-4: 1e-4 of d, within the tolerance.
+            check({loss, {{6, 4}, {6, 4}, {6}}, 2}, 1e-3F);
+        }
+    }
+}
+
 } // namespace
 } // namespace dl

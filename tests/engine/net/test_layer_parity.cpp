@@ -41,6 +41,8 @@ LayerConfig config_of(const nlohmann::json& json, const std::string& name) {
     config.power = json.value("power", config.power);
     config.loss_weight = json.value("loss_weight", config.loss_weight);
     config.shift = json.value("shift", config.shift);
+    config.margin = json.value("margin", config.margin);
+    config.legacy_version = json.value("legacy_version", config.legacy_version);
     if (config.type == "Power") {
         config.scale = json.value("scale", config.scale);
     }
@@ -115,10 +117,10 @@ TEST(LayerParity, EveryCaffeLayerMatchesPyTorchForwardAndBackward) {
         }
     }
     // A regenerated fixture that lost a layer would otherwise pass quietly.
-    EXPECT_EQ(types, (std::set<std::string>{"Pooling", "Sigmoid", "TanH", "Convolution", "LRN",
-                                            "BatchNorm", "Scale", "Concat", "Eltwise", "AbsVal",
-                                            "BNLL", "ELU", "Power", "EuclideanLoss",
-                                            "SigmoidCrossEntropyLoss", "Softmax"}));
+    EXPECT_EQ(types, (std::set<std::string>{
+                         "Pooling", "Sigmoid", "TanH", "Convolution", "LRN", "BatchNorm", "Scale",
+                         "Concat", "Eltwise", "AbsVal", "BNLL", "ELU", "Power", "EuclideanLoss",
+                         "SigmoidCrossEntropyLoss", "Softmax", "ContrastiveLoss"}));
 }
 
 } // namespace

@@ -27,6 +27,9 @@ How each Caffe layer maps to PyTorch:
     Softmax          F.softmax(dim=1), rows and every pixel of a map
     Concat           torch.cat
     Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
+    ContrastiveLoss  (y d^2 + (1 - y) max(margin - d, 0)^2).sum() / (2 N), d the pair's distance
+                     (legacy: max(margin - d^2, 0)); Caffe's gradient divides by d + 1e-4, not
+                     d, which the distance's straight-through term below reproduces
 
 Output (next to this script): layers.json
 """
@@ -169,6 +172,35 @@ cases.append(case("eltwise_prod", {"type": "Eltwise", "operation": "prod"}, [a, 
                   lambda b, p: b[0] * b[1] * b[2]))
 cases.append(case("eltwise_max", {"type": "Eltwise", "operation": "max"}, [a, c, d], [],
                   lambda b, p: torch.maximum(torch.maximum(b[0], b[1]), b[2])))
+
+
+
+def contrastive(b_, margin, legacy):
+    """Caffe's ContrastiveLoss over b_ = [a, b, y]."""
+    squared = ((b_[0] - b_[1]) ** 2).sum(dim=1)
+    if legacy:
+        far = torch.clamp(margin - squared, min=0)
+    else:
+        root = squared.detach().sqrt()
+        # The value of sqrt(d^2), the derivative 1 / (2 (d + 1e-4)): Caffe's backward.
+        distance = root + (squared - squared.detach()) / (2 * (root + 1e-4))
+        far = torch.clamp(margin - distance, min=0) ** 2
+    y = b_[2].reshape(-1)
+    return (y * squared + (1 - y) * far).sum().reshape(1) / (2.0 * squared.shape[0])
+
+
+# Six pairs of 5 values (distances about 1.5), half alike; margins where some of the others are
+# pushed and some are past it.
+a, b = rand(6, 5), rand(6, 5)
+y = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0])
+cases.append(case("contrastive_loss", {"type": "ContrastiveLoss", "margin": 1.8,
+                                       "loss_weight": 0.5}, [a, b, y], [],
+                  lambda b_, p: contrastive(b_, 1.8, False), constant=(2,),
+                  dy=torch.tensor([0.5])))
+cases.append(case("contrastive_loss_legacy", {"type": "ContrastiveLoss", "margin": 2.5,
+                                              "legacy_version": True}, [a, b, y], [],
+                  lambda b_, p: contrastive(b_, 2.5, True), constant=(2,),
+                  dy=torch.tensor([1.0])))
 
 with open(os.path.join(HERE, "layers.json"), "w") as out:
     json.dump({"generator": "tests/engine/parity/make_layer_fixture.py",

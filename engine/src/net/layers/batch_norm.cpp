@@ -99,7 +99,8 @@ std::optional<Planned> plan(const LayerConfig& /*l*/, const std::vector<const Sh
 void from_caffe(LayerConfig& l) {
     // Caffe sets these parameters' lr_mult to 0 itself; old prototxts say so explicitly.
     for (auto& spec : l.params) {
-        spec = ParamSpec{0.0F, 0.0F};
+        spec.lr_mult = 0.0F;
+        spec.decay_mult = 0.0F;
     }
 }
 
