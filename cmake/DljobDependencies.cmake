@@ -59,6 +59,36 @@ function(dljob_leveldb_sources)
     set_source_files_properties(${ARGN} PROPERTIES COMPILE_DEFINITIONS
                                                    DLJOB_HAVE_LEVELDB=${DLJOB_HAVE_LEVELDB})
 endfunction()
+# HDF5: Caffe's HDF5Data files (engine/src/data/hdf5_dataset.cpp), through Debian's libhdf5
+# (serial). Optional: a build without it (the release, whose Debian 11 root does not install
+# it yet) refuses an HDF5Data source saying so.
+set(DLJOB_HDF5 "AUTO" CACHE STRING "Read Caffe's HDF5Data files (libhdf5): AUTO, ON or OFF")
+set_property(CACHE DLJOB_HDF5 PROPERTY STRINGS AUTO ON OFF)
+string(TOUPPER "${DLJOB_HDF5}" _dljob_hdf5)
+if(NOT _dljob_hdf5 MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "DLJOB_HDF5='${DLJOB_HDF5}': expected AUTO, ON or OFF")
+endif()
+set(DLJOB_HDF5_ENABLED OFF)
+add_library(dljob::hdf5 INTERFACE IMPORTED)
+if(NOT _dljob_hdf5 STREQUAL "OFF")
+    pkg_check_modules(HDF5_SERIAL IMPORTED_TARGET GLOBAL hdf5-serial)
+    if(HDF5_SERIAL_FOUND)
+        set(DLJOB_HDF5_ENABLED ON)
+        target_link_libraries(dljob::hdf5 INTERFACE PkgConfig::HDF5_SERIAL)
+    elseif(_dljob_hdf5 STREQUAL "ON")
+        message(FATAL_ERROR "DLJOB_HDF5=ON but libhdf5 was not found: install libhdf5-dev "
+                            "(scripts/setup.sh) or configure with -DDLJOB_HDF5=OFF")
+    endif()
+endif()
+if(DLJOB_HDF5_ENABLED)
+    set(DLJOB_HAVE_HDF5 1)
+else()
+    set(DLJOB_HAVE_HDF5 0)
+endif()
+function(dljob_hdf5_sources)
+    set_source_files_properties(${ARGN} PROPERTIES COMPILE_DEFINITIONS
+                                                   DLJOB_HAVE_HDF5=${DLJOB_HAVE_HDF5})
+endfunction()
 # protobuf: Caffe's prototxt files, parsed against engine/proto/caffe.proto (CMake's own
 # FindProtobuf: Debian ships no protobuf CMake config).
 find_package(Protobuf REQUIRED)

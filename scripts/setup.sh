@@ -15,8 +15,9 @@ build_packages=(
     libsqlite3-dev libboost-dev libboost-filesystem-dev libarchive-dev libxxhash-dev libzstd-dev
     libkainjow-mustache-dev libopenblas-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev nettle-dev
     liblmdb-dev libprotobuf-dev protobuf-compiler
-    # Optional in the build (DLJOB_LEVELDB=AUTO): Caffe's older LevelDB datasets.
-    libleveldb-dev
+    # Optional in the build (DLJOB_LEVELDB=AUTO, DLJOB_HDF5=AUTO): Caffe's older LevelDB
+    # datasets, and its HDF5Data files.
+    libleveldb-dev libhdf5-dev
 )
 test_packages=(
     libgtest-dev clang-format clang-tidy-22 shellcheck tmux munge slurmctld slurmd slurm-client slurm-wlm-torque lmod
@@ -31,8 +32,9 @@ test_packages=(
     python3-numpy python3-protobuf
     # Caffe's LMDBs written as convert_imageset does (tests/integration/data_pack_train.sh).
     python3-lmdb
-    # LevelDBs of Datums for the siamese net (tests/engine/bvlc_train.py).
-    python3-plyvel
+    # LevelDBs of Datums for the siamese net, HDF5 files for Caffe's HDF5Data
+    # (tests/engine/bvlc_train.py, tests/engine/hdf5_files.py).
+    python3-plyvel python3-h5py
     # The release (scripts/make-release.sh, tests/release/): its Debian 11 roots, and the
     # certificates of its HTTPS check.
     debootstrap openssl

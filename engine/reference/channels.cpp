@@ -256,4 +256,26 @@ ScaleGradients scale_backward(const ChannelGeometry& g, Floats x, Floats gamma, 
     return r;
 }
 
+Values prelu_forward(const ChannelGeometry& g, bool shared, Floats x, Floats slope) {
+    Values y(g.count());
+    for (std::size_t k = 0; k < y.size(); ++k) {
+        const std::size_t c = shared ? 0 : k / static_cast<std::size_t>(g.spatial) % g.channels;
+        y[k] = x[k] > 0.0F ? static_cast<double>(x[k]) : static_cast<double>(slope[c]) * x[k];
+    }
+    return y;
+}
+
+PReluGradients prelu_backward(const ChannelGeometry& g, bool shared, Floats x, Floats slope,
+                              Floats dy) {
+    PReluGradients r{Values(g.count()), Values(shared ? 1 : static_cast<std::size_t>(g.channels))};
+    for (std::size_t k = 0; k < r.dx.size(); ++k) {
+        const std::size_t c = shared ? 0 : k / static_cast<std::size_t>(g.spatial) % g.channels;
+        r.dx[k] = x[k] > 0.0F ? static_cast<double>(dy[k]) : static_cast<double>(dy[k]) * slope[c];
+        if (x[k] <= 0.0F) {
+            r.dslope[c] += static_cast<double>(dy[k]) * x[k];
+        }
+    }
+    return r;
+}
+
 } // namespace dl::ref

@@ -136,6 +136,37 @@ double euclidean_loss(int rows, Floats a, Floats b) {
 }
 
 namespace {
+double hinge(std::size_t i, int classes, Floats scores, Floats labels) {
+    const bool own = static_cast<int>(i % static_cast<std::size_t>(classes)) ==
+                     static_cast<int>(labels[i / static_cast<std::size_t>(classes)]);
+    return std::max(0.0, 1.0 + (own ? -1.0 : 1.0) * scores[i]);
+}
+} // namespace
+
+double hinge_loss(int rows, int classes, bool l2, Floats scores, Floats labels) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        const double h = hinge(i, classes, scores, labels);
+        sum += l2 ? h * h : h;
+    }
+    return sum / rows;
+}
+
+Values hinge_loss_backward(int rows, int classes, bool l2, double scale, Floats scores,
+                           Floats labels) {
+    (void)rows;
+    Values dx(scores.size());
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        const double h = hinge(i, classes, scores, labels);
+        const bool own = static_cast<int>(i % static_cast<std::size_t>(classes)) ==
+                         static_cast<int>(labels[i / static_cast<std::size_t>(classes)]);
+        const double g = l2 ? 2.0 * h : (h > 0.0 ? 1.0 : 0.0);
+        dx[i] = scale * (own ? -g : g);
+    }
+    return dx;
+}
+
+namespace {
 double squared_distance(std::size_t row, std::size_t dim, Floats a, Floats b) {
     double sum = 0.0;
     for (std::size_t j = 0; j < dim; ++j) {

@@ -77,6 +77,11 @@ Values pointwise_forward(Pointwise f, const PointwiseParams& p, Floats x);
 double euclidean_loss(int rows, Floats a, Floats b);
 double sigmoid_cross_entropy(int rows, Floats x, Floats t);
 Values sigmoid_cross_entropy_backward(double scale, Floats x, Floats t);
+/// HingeLoss: sum over rows and classes of h = max(0, 1 + s * (j == label ? -1 : 1)) (L2: h^2),
+/// divided by rows; its gradient times `scale`: L1 the sign of h, L2 2h, negated at the label.
+double hinge_loss(int rows, int classes, bool l2, Floats scores, Floats labels);
+Values hinge_loss_backward(int rows, int classes, bool l2, double scale, Floats scores,
+                           Floats labels);
 /// ContrastiveLoss over `rows` pairs of a, b with similarity y (non-zero: alike), d the pair's
 /// distance: sum(y ? d^2 : max(margin - d, 0)^2) / (2 rows), legacy max(margin - d^2, 0); and
 /// the gradient of a times `scale` (b's is its negative), Caffe's: d + 1e-4 in the
@@ -143,6 +148,16 @@ struct ScaleGradients {
     Values dbeta;  // C
 };
 ScaleGradients scale_backward(const ChannelGeometry& g, Floats x, Floats gamma, Floats dy);
+
+// PReLU: y = x > 0 ? x : slope[c] * x (slope[0] for all when `shared`); backward: dslope as the
+// sum of dy * x where x <= 0 (one value when shared), dx = dy where x > 0, else dy * slope.
+Values prelu_forward(const ChannelGeometry& g, bool shared, Floats x, Floats slope);
+struct PReluGradients {
+    Values dx;
+    Values dslope;
+};
+PReluGradients prelu_backward(const ChannelGeometry& g, bool shared, Floats x, Floats slope,
+                              Floats dy);
 
 // --- Concat and Eltwise -----------------------------------------------------------------------
 // Concat: every input is `rows` rows (the product of the axes before the concat axis) of its own

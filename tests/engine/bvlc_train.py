@@ -13,7 +13,9 @@ not in Caffe's tree: its LeNet notebook writes them (lenet() below, the notebook
 runs from examples/ as the notebook does. Each solver runs with --solver max_iter=10,
 batch_size=2 (the train nets'), test_iter=1 (every test net's) and a test every 5 iterations, on
 the CPU (the ImageNet-sized nets: see train()). Needs Debian's
-python3-lmdb and python3-plyvel (scripts/setup.sh installs them).
+python3-lmdb, python3-plyvel and python3-h5py (scripts/setup.sh installs them). The HDF5
+classification nets have no solver file (their notebook writes one): each net file trains as
+`dltrain train --config NET` with the same settings and base_lr 0.01.
 """
 import os
 import random
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import time
 
+import h5py
 import lmdb
 import plyvel
 
@@ -57,6 +60,14 @@ SOLVERS = [
     "models/bvlc_reference_caffenet/solver.prototxt",
     "models/bvlc_googlenet/solver.prototxt",
     "models/finetune_flickr_style/solver.prototxt",
+]
+
+# Nets without a solver file: trained with --config and base_lr 0.01.
+NETS = [
+    "examples/hdf5_classification/train_val.prototxt",
+    "examples/hdf5_classification/nonlinear_train_val.prototxt",
+    "examples/hdf5_classification/nonlinear_auto_train.prototxt",
+    "examples/hdf5_classification/nonlinear_auto_test.prototxt",
 ]
 
 # Where the nets read, and what: (channels, height, width, classes).
@@ -104,12 +115,12 @@ def datum(channels, height, width, pixels, label):
             field(4, 2, pixels) + field(5, 0, label))
 
 
-def write_lmdb(path, shape, rng):
+def write_lmdb(path, shape, rng, records=RECORDS):
     channels, height, width, classes = shape
     os.makedirs(path)
     env = lmdb.open(path, map_size=1 << 30)
     with env.begin(write=True) as txn:
-        for i in range(RECORDS):
+        for i in range(records):
             pixels = rng.randbytes(channels * height * width)
             label = rng.randrange(classes) if i else classes - 1  # the largest label too
             txn.put(b"%08d" % i, datum(channels, height, width, pixels, label))
@@ -152,6 +163,20 @@ def lenet(source, batch_size):
             layer("score", "InnerProduct", ["fc1"], ip % 10) +
             'layer {\n  name: "loss"\n  type: "SoftmaxWithLoss"\n  bottom: "score"\n'
             '  bottom: "label"\n  top: "loss"\n}\n')
+
+
+def write_hdf5_list(root, listed, files, rows, rng):
+    """Caffe's HDF5Data list and its files, as the classification notebook writes them: 4
+    features of float32 per row and a 0/1 label each, in datasets named as the layers' tops."""
+    lines = []
+    for i in range(files):
+        name = "%s_%d.h5" % (os.path.splitext(listed)[0], i)
+        with h5py.File(os.path.join(root, name), "w") as out:
+            out["data"] = [[rng.uniform(-2, 2) for _ in range(4)] for _ in range(rows)]
+            out["label"] = [[float(rng.randrange(2))] for _ in range(rows)]
+        lines.append(name + "\n")
+    with open(os.path.join(root, listed), "w", encoding="utf-8") as out:
+        out.writelines(lines)
 
 
 def write_mean(path, shape, rng):
@@ -199,6 +224,9 @@ def caffe_root():
         with open(os.path.join(root, "examples", "mnist", "lenet_auto_%s.prototxt" % name), "w",
                   encoding="utf-8") as out:
             out.write(lenet(source, batch))
+    os.makedirs(os.path.join(root, "examples", "hdf5_classification", "data"))
+    write_hdf5_list(root, "examples/hdf5_classification/data/train.txt", 2, 5, rng)
+    write_hdf5_list(root, "examples/hdf5_classification/data/test.txt", 1, 4, rng)
     write_image_list(root, "data/flickr_style/train.txt", 4, 20, rng)
     write_image_list(root, "data/flickr_style/test.txt", 2, 20, rng)
     return root
@@ -215,8 +243,12 @@ def train(dltrain, root, runs, solver):
                 (["batch_size=1", "test_iter=0"] if large else
                  ["batch_size=2", "test_iter=1", "test_interval=5"]))
     folder = FOLDERS.get(solver, "")
-    command = [dltrain, "train", "-solver", os.path.relpath(solver, folder or "."), "--run-dir",
-               run_dir, "--device", "cpu", "--deadline", "none"]
+    given = ["--config", solver] if solver in NETS else ["-solver",
+                                                         os.path.relpath(solver, folder or ".")]
+    command = [dltrain, "train"] + given + ["--run-dir", run_dir, "--device", "cpu",
+                                            "--deadline", "none"]
+    if solver in NETS:
+        settings.append("base_lr=0.01")
     for setting in settings:
         command += ["--solver", setting]
     if large:
@@ -248,7 +280,8 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     dltrain = os.path.abspath(sys.argv[1])
-    chosen = [s for s in SOLVERS if len(sys.argv) == 2 or any(n in s for n in sys.argv[2:])]
+    chosen = [s for s in SOLVERS + NETS
+              if len(sys.argv) == 2 or any(n in s for n in sys.argv[2:])]
     root = caffe_root()
     # The run directories on a RAM disk where there is one: the checkpoints are written and
     # deleted at once, and a disk's fsync of them is not what this test measures.
@@ -266,8 +299,8 @@ def main():
     finally:
         shutil.rmtree(runs, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
-    print("bvlc train: %d of %d solver files train 10 iterations" % (len(chosen) - failed,
-                                                                    len(chosen)))
+    print("bvlc train: %d of %d solver and net files train 10 iterations"
+          % (len(chosen) - failed, len(chosen)))
     return 1 if failed else 0
 
 

@@ -119,6 +119,7 @@ public:
     void pointwise(dl::Pointwise f, const dl::PointwiseParams& p, std::size_t n);
     void regression_losses(int rows, std::size_t n);
     void contrastive_loss(int rows, int dim, float margin, bool legacy);
+    void hinge_loss(int rows, int classes, bool l2);
     void dropout(std::size_t n, float ratio);
     void softmax_loss(int rows, int classes, float scale);
     void accuracy(int rows, int classes, int levels);
@@ -127,6 +128,7 @@ public:
     void batch_norm(const dl::ChannelGeometry& g, bool use_global, bool in_place);
     void scale(const dl::ChannelGeometry& g, bool bias, bool in_place);
     void concat(int rows, const std::vector<std::size_t>& row_lengths);
+    void prelu(const dl::ChannelGeometry& g, bool shared, bool in_place);
     void eltwise(dl::EltwiseOp op, std::size_t n, int inputs, int levels);
     void solver(const std::string& rule, const std::vector<int>& sizes, bool all_at_once);
 
@@ -303,6 +305,31 @@ inline void Checks::regression_losses(int rows, std::size_t n) {
     m_backend.sigmoid_cross_entropy_backward(n, 0.25F, a_d.get(), b_d.get(), dx_d.get());
     expect_near(dx_d.read(), dl::ref::sigmoid_cross_entropy_backward(0.25, a, b), m_tol.channels,
                 what + ": sigmoid cross-entropy gradient");
+}
+
+// HingeLoss: the loss and the scores' gradient, labels in range.
+inline void Checks::hinge_loss(int rows, int classes, bool l2) {
+    const std::string what = "hinge loss " + std::string(l2 ? "L2" : "L1") + " over " +
+                             std::to_string(rows) + " x " + std::to_string(classes);
+    const std::size_t n = static_cast<std::size_t>(rows) * classes;
+    const auto scores = random(n, -2.0F, 2.0F);
+    std::vector<float> labels(static_cast<std::size_t>(rows));
+    for (std::size_t r = 0; r < labels.size(); ++r) {
+        labels[r] = static_cast<float>(m_rng() % static_cast<unsigned>(classes));
+    }
+    const Device scores_d(m_backend, scores);
+    const Device labels_d(m_backend, labels);
+    const Device diff_d(m_backend, n, k_garbage);
+    const Device loss_d(m_backend, 1, k_garbage);
+    const Device dx_d(m_backend, n, k_garbage);
+    m_backend.hinge_loss_forward(rows, classes, l2, scores_d.get(), labels_d.get(), diff_d.get(),
+                                 loss_d.get());
+    expect_near(loss_d.read(), Values{dl::ref::hinge_loss(rows, classes, l2, scores, labels)},
+                m_tol.channels, what + ": loss");
+    m_backend.hinge_loss_backward(rows, classes, l2, 0.5F, labels_d.get(), diff_d.get(),
+                                  dx_d.get());
+    expect_near(dx_d.read(), dl::ref::hinge_loss_backward(rows, classes, l2, 0.5, scores, labels),
+                m_tol.channels, what + ": gradient");
 }
 
 // ContrastiveLoss: the loss and both features' gradients, half the pairs alike.
@@ -522,6 +549,34 @@ inline void Checks::scale(const dl::ChannelGeometry& g, bool bias, bool in_place
     if (bias) {
         expect_near(dbeta_d.read(), want.dbeta, m_tol.channels, what + ": dbeta");
     }
+}
+
+// PReLU as the layer calls it: in place, backward reads the layer's copy of x and writes dx over
+// dy.
+inline void Checks::prelu(const dl::ChannelGeometry& g, bool shared, bool in_place) {
+    const std::string what =
+        std::string("PReLU") + (shared ? " shared" : "") + (in_place ? ", in place" : "");
+    const std::size_t slopes = shared ? 1 : static_cast<std::size_t>(g.channels);
+    const auto x = random(g.count());
+    const auto slope = random(slopes, -0.5F, 0.5F);
+    const auto dy = random(g.count());
+    const Device x_d(m_backend, x);
+    const Device x_kept(m_backend, x);
+    const Device slope_d(m_backend, slope);
+    const Device y_d(m_backend, g.count(), k_garbage);
+    const Device dy_d(m_backend, dy);
+    const Device dx_d(m_backend, g.count(), k_garbage);
+    const Device dslope_d(m_backend, slopes, k_garbage);
+    const Device& y_out = in_place ? x_d : y_d;
+    const Device& dx_out = in_place ? dy_d : dx_d;
+    m_backend.prelu_forward(g, shared, x_d.get(), slope_d.get(), y_out.get());
+    m_backend.prelu_backward(g, shared, x_kept.get(), slope_d.get(), dy_d.get(), dx_out.get(),
+                             dslope_d.get());
+    const dl::ref::PReluGradients want = dl::ref::prelu_backward(g, shared, x, slope, dy);
+    expect_near(y_out.read(), dl::ref::prelu_forward(g, shared, x, slope), m_tol.channels,
+                what + ": y");
+    expect_near(dx_out.read(), want.dx, m_tol.channels, what + ": dx");
+    expect_near(dslope_d.read(), want.dslope, m_tol.channels, what + ": dslope");
 }
 
 // copy_blocks called as the Concat layer calls it: each input into its columns of the output

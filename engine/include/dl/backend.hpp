@@ -236,6 +236,14 @@ public:
     virtual void masked_scale(std::size_t n, const float* x, const float* mask, float scale,
                               float* y) = 0;
 
+    // HingeLoss (Caffe's one-vs-all): diff[r][j] = max(0, 1 + s[r][j] * (j == label ? -1 : 1));
+    // loss[0] = sum(diff) / rows (L1) or sum(diff^2) / rows (`l2`). A label outside
+    // [0, classes) counts every score as another class's. Backward: dx = scale * (L1: the sign
+    // of diff, L2: 2 diff), negated at the label.
+    virtual void hinge_loss_forward(int rows, int classes, bool l2, const float* scores,
+                                    const float* labels, float* diff, float* loss) = 0;
+    virtual void hinge_loss_backward(int rows, int classes, bool l2, float scale,
+                                     const float* labels, const float* diff, float* dx) = 0;
     // Softmax over `classes` per row; loss[0] = the mean cross-entropy over rows.
     virtual void softmax_loss_forward(int rows, int classes, const float* logits,
                                       const float* labels, float* prob, float* loss) = 0;
@@ -279,6 +287,13 @@ public:
     // dgamma, dbeta (nullable) and dx (nullable); dy may equal dx (in place).
     virtual void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma,
                                 const float* dy, float* dx, float* dgamma, float* dbeta) = 0;
+    // PReLU (Caffe's): y = max(x, 0) + slope[c] * min(x, 0), slope[0] for every channel when
+    // `shared`. Backward: dslope[c] = sum of dy * x where x <= 0 (over everything when shared),
+    // then, where dx is given, dx = dy * (x > 0 ? 1 : slope[c]).
+    virtual void prelu_forward(const ChannelGeometry& g, bool shared, const float* x,
+                               const float* slope, float* y) = 0;
+    virtual void prelu_backward(const ChannelGeometry& g, bool shared, const float* x,
+                                const float* slope, const float* dy, float* dx, float* dslope) = 0;
     // Concat's copies: dst[r * dst_stride + i] = src[r * src_stride + i] for i < block.
     virtual void copy_blocks(int rows, std::size_t block, const float* src, std::size_t src_stride,
                              float* dst, std::size_t dst_stride) = 0;

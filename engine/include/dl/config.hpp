@@ -124,6 +124,9 @@ struct LayerConfig {
     // Scale: gamma's filler (bias_term defaults to false for Scale, and bias_filler applies)
     FillerConfig filler{"constant", 1.0F};
     FillerConfig data_filler{}; // DummyData's: Caffe's default, constant 0
+    // PReLU: the slopes' filler (Caffe's default, constant 0.25) and one slope for all channels
+    FillerConfig slope_filler{"constant", 0.25F};
+    bool channel_shared = false;
     // Concat; Flatten (from axis through end_axis, negative counting from the last)
     int axis = 1;
     int end_axis = -1;
@@ -143,6 +146,7 @@ struct LayerConfig {
     // squared distance, Caffe's first form)
     float margin = 1.0F;
     bool legacy_version = false;
+    std::string norm = "l1"; // HingeLoss: l1 or l2 (Caffe's enum)
 };
 
 /// Whether the layer is in the net of `state`: its phase and its rules, by Caffe's

@@ -585,7 +585,10 @@ public:
                 {"Python", ": a Python layer runs its module's code (python_param) inside Caffe's "
                            "process, and dltrain runs no Python"},
                 {"WindowData", ": R-CNN's windows of images with their overlap labels are not a "
-                               "source dltrain reads"}};
+                               "source dltrain reads"},
+                {"MemoryData", ": its arrays are handed over by a program that runs the net "
+                               "(pycaffe's set_input_arrays), and dltrain runs no such program: "
+                               "write them to an HDF5 file (HDF5Data) or an LMDB (Data)"}};
             const auto reason = why.find(p.type());
             fail(line, fmt::format("layer '{}': type '{}' is not supported by dltrain{} "
                                    "(supported: {})",

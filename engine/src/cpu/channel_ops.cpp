@@ -203,6 +203,33 @@ void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float
     loss[0] = static_cast<float>(sum / rows / 2.0);
 }
 
+// Caffe's HingeLossLayer: every score is pushed below -1, the label's above 1.
+void hinge_loss_forward(int rows, int classes, bool l2, const float* scores, const float* labels,
+                        float* diff, float* loss) {
+    double sum = 0.0;
+    for (int r = 0; r < rows; ++r) {
+        const auto label = static_cast<int>(labels[r]);
+        for (int j = 0; j < classes; ++j) {
+            const std::size_t i = static_cast<std::size_t>(r) * classes + j;
+            diff[i] = std::max(0.0F, 1.0F + (j == label ? -scores[i] : scores[i]));
+            sum += l2 ? static_cast<double>(diff[i]) * diff[i] : diff[i];
+        }
+    }
+    loss[0] = static_cast<float>(sum / rows);
+}
+
+void hinge_loss_backward(int rows, int classes, bool l2, float scale, const float* labels,
+                         const float* diff, float* dx) {
+    for (int r = 0; r < rows; ++r) {
+        const auto label = static_cast<int>(labels[r]);
+        for (int j = 0; j < classes; ++j) {
+            const std::size_t i = static_cast<std::size_t>(r) * classes + j;
+            const float g = l2 ? 2.0F * diff[i] : (diff[i] > 0.0F ? 1.0F : 0.0F);
+            dx[i] = scale * (j == label ? -g : g);
+        }
+    }
+}
+
 // Caffe's ContrastiveLossLayer: a similar pair is pulled together by its squared distance, a
 // dissimilar one pushed apart until `margin` (of the distance; legacy: of its square).
 void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
@@ -337,6 +364,56 @@ void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float*
             const std::ptrdiff_t o = at(g, n, c);
             for (int i = 0; i < g.spatial; ++i) {
                 dx[o + i] = (dy[o + i] - mean_dy - y[o + i] * mean_dy_y) * inv_std[c];
+            }
+        }
+    }
+}
+
+void prelu_forward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                   float* y) {
+    for (int n = 0; n < g.batch; ++n) {
+        for (int c = 0; c < g.channels; ++c) {
+            const std::ptrdiff_t o = at(g, n, c);
+            const float a = slope[shared ? 0 : c];
+            for (int i = 0; i < g.spatial; ++i) {
+                const float v = x[o + i];
+                y[o + i] = v > 0.0F ? v : a * v;
+            }
+        }
+    }
+}
+
+void prelu_backward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                    const float* dy, float* dx, float* dslope) {
+    // The slopes' gradient first: dx may overwrite dy (in place, x is the layer's saved copy).
+    double total = 0.0;
+    for (int c = 0; c < g.channels; ++c) {
+        double sum = 0.0;
+        for (int n = 0; n < g.batch; ++n) {
+            const std::ptrdiff_t o = at(g, n, c);
+            for (int i = 0; i < g.spatial; ++i) {
+                if (x[o + i] <= 0.0F) {
+                    sum += static_cast<double>(dy[o + i]) * x[o + i];
+                }
+            }
+        }
+        if (shared) {
+            total += sum;
+        } else {
+            dslope[c] = static_cast<float>(sum);
+        }
+    }
+    if (shared) {
+        dslope[0] = static_cast<float>(total);
+    }
+    if (dx != nullptr) {
+        for (int n = 0; n < g.batch; ++n) {
+            for (int c = 0; c < g.channels; ++c) {
+                const std::ptrdiff_t o = at(g, n, c);
+                const float a = slope[shared ? 0 : c];
+                for (int i = 0; i < g.spatial; ++i) {
+                    dx[o + i] = x[o + i] > 0.0F ? dy[o + i] : dy[o + i] * a;
+                }
             }
         }
     }

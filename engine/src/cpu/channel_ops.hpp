@@ -28,6 +28,10 @@ void euclidean_loss_forward(int rows, std::size_t n, const float* a, const float
                             float* loss);
 void sigmoid_cross_entropy_forward(int rows, std::size_t n, const float* x, const float* t,
                                    float* loss);
+void hinge_loss_forward(int rows, int classes, bool l2, const float* scores, const float* labels,
+                        float* diff, float* loss);
+void hinge_loss_backward(int rows, int classes, bool l2, float scale, const float* labels,
+                         const float* diff, float* dx);
 void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
                               const float* b, const float* y, float* diff, float* dist_sq,
                               float* loss);
@@ -40,6 +44,10 @@ void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
                         float* running_var, float* running_factor, float* inv_std, float* y);
 void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
                          const float* inv_std, const float* dy, float* dx);
+void prelu_forward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                   float* y);
+void prelu_backward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                    const float* dy, float* dx, float* dslope);
 void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta,
                    float* y);
 void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy,

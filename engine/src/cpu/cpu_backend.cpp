@@ -597,6 +597,14 @@ public:
                                 float* diff, float* loss) override {
         cpu::euclidean_loss_forward(rows, n, a, b, diff, loss);
     }
+    void hinge_loss_forward(int rows, int classes, bool l2, const float* scores,
+                            const float* labels, float* diff, float* loss) override {
+        cpu::hinge_loss_forward(rows, classes, l2, scores, labels, diff, loss);
+    }
+    void hinge_loss_backward(int rows, int classes, bool l2, float scale, const float* labels,
+                             const float* diff, float* dx) override {
+        cpu::hinge_loss_backward(rows, classes, l2, scale, labels, diff, dx);
+    }
     void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
                                   const float* b, const float* y, float* diff, float* dist_sq,
                                   float* loss) override {
@@ -732,6 +740,14 @@ public:
     void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
                              const float* inv_std, const float* dy, float* dx) override {
         cpu::batch_norm_backward(g, use_global, y, inv_std, dy, dx);
+    }
+    void prelu_forward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                       float* y) override {
+        cpu::prelu_forward(g, shared, x, slope, y);
+    }
+    void prelu_backward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                        const float* dy, float* dx, float* dslope) override {
+        cpu::prelu_backward(g, shared, x, slope, dy, dx, dslope);
     }
     void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma,
                        const float* beta, float* y) override {

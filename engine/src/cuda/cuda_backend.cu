@@ -557,6 +557,22 @@ public:
     void scaled_copy(std::size_t n, float scale, const float* x, float* y) override {
         kernels::scaled_copy(m_stream, n, scale, x, y);
     }
+    void prelu_forward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                       float* y) override {
+        kernels::prelu_forward(m_stream, g, shared, x, slope, y);
+    }
+    void prelu_backward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
+                        const float* dy, float* dx, float* dslope) override {
+        kernels::prelu_backward(m_stream, g, shared, x, slope, dy, dx, dslope);
+    }
+    void hinge_loss_forward(int rows, int classes, bool l2, const float* scores,
+                            const float* labels, float* diff, float* loss) override {
+        kernels::hinge_loss_forward(m_stream, rows, classes, l2, scores, labels, diff, loss);
+    }
+    void hinge_loss_backward(int rows, int classes, bool l2, float scale, const float* labels,
+                             const float* diff, float* dx) override {
+        kernels::hinge_loss_backward(m_stream, rows, classes, l2, scale, labels, diff, dx);
+    }
     void contrastive_loss_forward(int rows, int dim, float margin, bool legacy, const float* a,
                                   const float* b, const float* y, float* diff, float* dist_sq,
                                   float* loss) override {

@@ -155,6 +155,34 @@ __global__ void euclidean_loss_kernel(int rows, std::size_t n, const float* a, c
     }
 }
 
+// One block: the hinges, and their sum in a fixed order.
+__global__ void hinge_loss_kernel(int rows, int classes, bool l2, const float* scores,
+                                  const float* labels, float* diff, float* loss) {
+    __shared__ double shared[k_threads];
+    const std::size_t n = static_cast<std::size_t>(rows) * classes;
+    double sum = 0.0;
+    for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const auto label = static_cast<int>(labels[i / classes]);
+        const bool own = static_cast<int>(i % classes) == label;
+        const float d = fmaxf(0.0F, 1.0F + (own ? -scores[i] : scores[i]));
+        diff[i] = d;
+        sum += l2 ? static_cast<double>(d) * d : d;
+    }
+    const double total = block_sum(sum, shared);
+    if (threadIdx.x == 0) {
+        loss[0] = static_cast<float>(total / rows);
+    }
+}
+
+__global__ void hinge_backward_kernel(std::size_t n, int classes, bool l2, float scale,
+                                      const float* labels, const float* diff, float* dx) {
+    DL_LAYER_GRID_LOOP(i, n) {
+        const bool own = static_cast<int>(i % classes) == static_cast<int>(labels[i / classes]);
+        const float g = l2 ? 2.0F * diff[i] : (diff[i] > 0.0F ? 1.0F : 0.0F);
+        dx[i] = scale * (own ? -g : g);
+    }
+}
+
 // One block per pair for its squared distance, then one block for the loss over the pairs.
 __global__ void contrastive_distance_kernel(int dim, const float* a, const float* b, float* diff,
                                             float* dist_sq) {
@@ -373,6 +401,46 @@ __global__ void scale_forward_kernel(Dims d, const float* x, const float* gamma,
     }
 }
 
+__global__ void prelu_forward_kernel(Dims d, bool shared, const float* x, const float* slope,
+                                     float* y) {
+    const std::size_t total = static_cast<std::size_t>(d.batch) * d.channels * d.spatial;
+    DL_LAYER_GRID_LOOP(i, total) {
+        const float a = slope[shared ? 0 : static_cast<int>(i / d.spatial % d.channels)];
+        y[i] = x[i] > 0.0F ? x[i] : a * x[i];
+    }
+}
+
+// One block per channel (one block for all when the slope is shared): the sum of dy * x where
+// x <= 0, in a fixed order.
+__global__ void prelu_slope_grad_kernel(Dims d, bool shared, const float* x, const float* dy,
+                                        float* dslope) {
+    __shared__ double shared_sum[k_threads];
+    const int c = static_cast<int>(blockIdx.x);
+    const std::size_t per_channel = static_cast<std::size_t>(d.batch) * d.spatial;
+    const std::size_t count = shared ? per_channel * d.channels : per_channel;
+    double sum = 0.0;
+    for (std::size_t j = threadIdx.x; j < count; j += k_threads) {
+        const std::size_t o =
+            shared ? j : offset(d, static_cast<int>(j / d.spatial), c) + j % d.spatial;
+        if (x[o] <= 0.0F) {
+            sum += static_cast<double>(dy[o]) * x[o];
+        }
+    }
+    const double total = block_sum(sum, shared_sum);
+    if (threadIdx.x == 0) {
+        dslope[c] = static_cast<float>(total);
+    }
+}
+
+__global__ void prelu_input_grad_kernel(Dims d, bool shared, const float* x, const float* slope,
+                                        const float* dy, float* dx) {
+    const std::size_t total = static_cast<std::size_t>(d.batch) * d.channels * d.spatial;
+    DL_LAYER_GRID_LOOP(i, total) {
+        const float a = slope[shared ? 0 : static_cast<int>(i / d.spatial % d.channels)];
+        dx[i] = x[i] > 0.0F ? dy[i] : dy[i] * a;
+    }
+}
+
 __global__ void scale_param_grad_kernel(Dims d, const float* x, const float* dy, float* dgamma,
                                         float* dbeta) {
     __shared__ double shared[k_threads];
@@ -500,6 +568,40 @@ void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnPa
 void euclidean_loss_forward(cudaStream_t stream, int rows, std::size_t n, const float* a,
                             const float* b, float* diff, float* loss) {
     euclidean_loss_kernel<<<1, k_threads, 0, stream>>>(rows, n, a, b, diff, loss);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void prelu_forward(cudaStream_t stream, const ChannelGeometry& g, bool shared, const float* x,
+                   const float* slope, float* y) {
+    prelu_forward_kernel<<<blocks_for(g.count()), k_threads, 0, stream>>>(dims_of(g), shared, x,
+                                                                          slope, y);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void prelu_backward(cudaStream_t stream, const ChannelGeometry& g, bool shared, const float* x,
+                    const float* slope, const float* dy, float* dx, float* dslope) {
+    // The slopes' gradient first: dx may overwrite dy, and the stream orders the two launches.
+    prelu_slope_grad_kernel<<<shared ? 1 : g.channels, k_threads, 0, stream>>>(dims_of(g), shared,
+                                                                               x, dy, dslope);
+    DL_CUDA_CHECK_LAUNCH();
+    if (dx != nullptr) {
+        prelu_input_grad_kernel<<<blocks_for(g.count()), k_threads, 0, stream>>>(dims_of(g), shared,
+                                                                                 x, slope, dy, dx);
+        DL_CUDA_CHECK_LAUNCH();
+    }
+}
+
+void hinge_loss_forward(cudaStream_t stream, int rows, int classes, bool l2, const float* scores,
+                        const float* labels, float* diff, float* loss) {
+    hinge_loss_kernel<<<1, k_threads, 0, stream>>>(rows, classes, l2, scores, labels, diff, loss);
+    DL_CUDA_CHECK_LAUNCH();
+}
+
+void hinge_loss_backward(cudaStream_t stream, int rows, int classes, bool l2, float scale,
+                         const float* labels, const float* diff, float* dx) {
+    const std::size_t n = static_cast<std::size_t>(rows) * classes;
+    hinge_backward_kernel<<<blocks_for(n), k_threads, 0, stream>>>(n, classes, l2, scale, labels,
+                                                                   diff, dx);
     DL_CUDA_CHECK_LAUNCH();
 }
 

@@ -29,6 +29,16 @@ void lrn_within_backward(cudaStream_t stream, const PoolGeometry& g, const LrnPa
 void euclidean_loss_forward(cudaStream_t stream, int rows, std::size_t n, const float* a,
                             const float* b, float* diff, float* loss);
 void scaled_copy(cudaStream_t stream, std::size_t n, float scale, const float* x, float* y);
+// CPU: cpu::prelu_forward / prelu_backward.
+void prelu_forward(cudaStream_t stream, const ChannelGeometry& g, bool shared, const float* x,
+                   const float* slope, float* y);
+void prelu_backward(cudaStream_t stream, const ChannelGeometry& g, bool shared, const float* x,
+                    const float* slope, const float* dy, float* dx, float* dslope);
+// CPU: cpu::hinge_loss_forward / _backward.
+void hinge_loss_forward(cudaStream_t stream, int rows, int classes, bool l2, const float* scores,
+                        const float* labels, float* diff, float* loss);
+void hinge_loss_backward(cudaStream_t stream, int rows, int classes, bool l2, float scale,
+                         const float* labels, const float* diff, float* dx);
 // CPU: cpu::contrastive_loss_forward / _backward.
 void contrastive_loss_forward(cudaStream_t stream, int rows, int dim, float margin, bool legacy,
                               const float* a, const float* b, const float* y, float* diff,

@@ -13,6 +13,7 @@ namespace dl {
 namespace layers {
 LayerKind data();
 LayerKind image_data();
+LayerKind hdf5_data();
 LayerKind convolution();
 LayerKind pooling();
 LayerKind inner_product();
@@ -41,12 +42,15 @@ LayerKind euclidean_loss();
 LayerKind sigmoid_cross_entropy_loss();
 LayerKind dummy_data();
 LayerKind contrastive_loss();
+LayerKind prelu();
+LayerKind hinge_loss();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
     static const std::vector<LayerKind> kinds = {
         layers::data(),
         layers::image_data(),
+        layers::hdf5_data(),
         layers::convolution(),
         layers::pooling(),
         layers::inner_product(),
@@ -75,6 +79,8 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::sigmoid_cross_entropy_loss(),
         layers::dummy_data(),
         layers::contrastive_loss(),
+        layers::prelu(),
+        layers::hinge_loss(),
     };
     return kinds;
 }

@@ -4,6 +4,7 @@
 
 #include "backends/cuda_loader.hpp"
 #include "data/batch_reader.hpp"
+#include "data/hdf5_dataset.hpp"
 #include "data/idx_dataset.hpp"
 #include "data/image_list.hpp"
 #include "data/mean_file.hpp"
@@ -135,6 +136,16 @@ data::ImageListOptions image_list_options(const LayerConfig& layer, const fs::pa
     return options;
 }
 
+/// An HDF5Data layer's files, resolved as the config's other data paths, and the datasets its
+/// tops name (Caffe's rule: a top reads the dataset of its name).
+data::Hdf5Options hdf5_options(const LayerConfig& layer, const fs::path& base) {
+    data::Hdf5Options options;
+    options.file_path = [base](const std::string& name) { return resolve(name, base); };
+    options.data_name = layer.tops.empty() ? "data" : layer.tops[0];
+    options.label_name = layer.tops.size() > 1 ? layer.tops[1] : "";
+    return options;
+}
+
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
                                     const fs::path& config_file, const data::DataBudget& budget) {
     auto source = std::make_unique<Source>();
@@ -146,6 +157,8 @@ std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
             if (labels.empty()) {
                 source->set.labels.clear();
             }
+        } else if (layer.type == "HDF5Data") {
+            source->set = data::load_hdf5_list(images, hdf5_options(layer, base), budget);
         } else {
             data::check_backend(images, layer.backend);
             source->set = data::load_idx(images, labels, budget);
@@ -464,6 +477,8 @@ void shape_from_header(LayerConfig& layer, const fs::path& base, const fs::path&
         const data::IdxDataset header =
             layer.type == "ImageData"
                 ? data::read_image_list_header(images, image_list_options(layer, base))
+            : layer.type == "HDF5Data"
+                ? data::read_hdf5_list_header(images, hdf5_options(layer, base))
                 : data::read_idx_header(images, data_budget(memory));
         layer.shape = {header.channels, header.height, header.width};
     } catch (const Error& e) {

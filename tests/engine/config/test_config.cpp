@@ -172,13 +172,14 @@ TEST(ConfigErrors, ATopThatIsItsBottomIsRefusedUnlessTheLayerTypeMayRunInPlace) 
                 std::string::npos)
                 << message;
             EXPECT_NE(message.find("(layers that may run in place: ReLU, Sigmoid, TanH, Dropout, "
-                                   "BatchNorm, Scale)"),
+                                   "BatchNorm, Scale, PReLU)"),
                       std::string::npos)
                 << message;
         }
     }
     // The layers that may, may.
-    for (const std::string type : {"ReLU", "Sigmoid", "TanH", "Dropout", "BatchNorm", "Scale"}) {
+    for (const std::string type :
+         {"ReLU", "Sigmoid", "TanH", "Dropout", "BatchNorm", "Scale", "PReLU"}) {
         const NetConfig config = parse_config(
             "layers:\n"
             "  - {name: in, type: Data, top: [data, label], source: x, label_source: y,\n"

@@ -165,6 +165,13 @@ TEST_F(ReferenceCpu, EuclideanAndSigmoidCrossEntropyLosses) {
     m_checks.regression_losses(3, 7);
 }
 
+TEST_F(ReferenceCpu, HingeLoss) {
+    for (const bool l2 : {false, true}) {
+        m_checks.hinge_loss(8, 10, l2);
+        m_checks.hinge_loss(3, 1000, l2);
+    }
+}
+
 TEST_F(ReferenceCpu, ContrastiveLoss) {
     for (const bool legacy : {false, true}) {
         m_checks.contrastive_loss(64, 10, legacy ? 4.0F : 2.0F, legacy); // the siamese net's
@@ -220,6 +227,13 @@ TEST_F(ReferenceCpu, ScaleWithAndWithoutBias) {
     m_checks.scale({3, 4, 10}, false, false);
     m_checks.scale({3, 4, 10}, true, false);
     m_checks.scale({2, 5, 7}, true, true);
+}
+
+TEST_F(ReferenceCpu, PRelu) {
+    for (const bool shared : {false, true}) {
+        m_checks.prelu({3, 4, 10}, shared, false);
+        m_checks.prelu({2, 5, 7}, shared, true);
+    }
 }
 
 TEST_F(ReferenceCpu, ConcatAndEltwise) {

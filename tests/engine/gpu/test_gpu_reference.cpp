@@ -100,6 +100,13 @@ TEST_F(GpuReference, EuclideanAndSigmoidCrossEntropyLosses) {
     m_checks->regression_losses(3, 7);
 }
 
+TEST_F(GpuReference, HingeLoss) {
+    for (const bool l2 : {false, true}) {
+        m_checks->hinge_loss(8, 10, l2);
+        m_checks->hinge_loss(3, 1000, l2);
+    }
+}
+
 TEST_F(GpuReference, ContrastiveLoss) {
     for (const bool legacy : {false, true}) {
         m_checks->contrastive_loss(64, 10, legacy ? 4.0F : 2.0F, legacy);
@@ -140,6 +147,13 @@ TEST_F(GpuReference, LrnBatchNormAndScale) {
     }
     m_checks->scale({3, 4, 10}, true, false);
     m_checks->scale({2, 5, 7}, false, true);
+}
+
+TEST_F(GpuReference, PRelu) {
+    for (const bool shared : {false, true}) {
+        m_checks->prelu({3, 4, 10}, shared, false);
+        m_checks->prelu({2, 5, 300}, shared, true); // channels of more values than a block
+    }
 }
 
 TEST_F(GpuReference, ConcatAndEltwise) {

@@ -254,6 +254,25 @@ TEST_F(GradientCheck, SoftmaxWithLossMatchesNumericGradient) {
     check({loss, {{5, 7}, {5}}, 7});
 }
 
+TEST_F(GradientCheck, PReluPerChannelAndSharedMatchesNumericGradient) {
+    for (const bool shared : {false, true}) {
+        LayerConfig prelu = layer("PReLU");
+        prelu.channel_shared = shared;
+        check({prelu, {{3, 4, 2, 3}}}, 1e-3F);
+    }
+}
+
+TEST_F(GradientCheck, HingeLossL1AndL2MatchNumericGradient) {
+    // Scores in [-1.05, 1.05]: a hinge's kink (at -1 or 1 exactly) is at a step of 1e-3 from
+    // none of them in this draw; L1's gradient is piecewise constant.
+    for (const char* norm : {"l1", "l2"}) {
+        LayerConfig loss = layer("HingeLoss");
+        loss.norm = norm;
+        loss.loss_weight = 1.5F;
+        check({loss, {{5, 4}, {5}}, 4}, 1e-3F);
+    }
+}
+
 TEST_F(GradientCheck, ContrastiveLossMatchesNumericGradient) {
     // Pairs of 4 values in [-1.05, 1.05]: distances around 1.6, so a margin of 2 pushes most
     // dissimilar pairs and 0.5 (legacy: of the squared distance) none; both are checked.

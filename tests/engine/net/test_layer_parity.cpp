@@ -43,6 +43,8 @@ LayerConfig config_of(const nlohmann::json& json, const std::string& name) {
     config.shift = json.value("shift", config.shift);
     config.margin = json.value("margin", config.margin);
     config.legacy_version = json.value("legacy_version", config.legacy_version);
+    config.channel_shared = json.value("channel_shared", config.channel_shared);
+    config.norm = json.value("norm", config.norm);
     if (config.type == "Power") {
         config.scale = json.value("scale", config.scale);
     }
@@ -117,10 +119,11 @@ TEST(LayerParity, EveryCaffeLayerMatchesPyTorchForwardAndBackward) {
         }
     }
     // A regenerated fixture that lost a layer would otherwise pass quietly.
-    EXPECT_EQ(types, (std::set<std::string>{
-                         "Pooling", "Sigmoid", "TanH", "Convolution", "LRN", "BatchNorm", "Scale",
-                         "Concat", "Eltwise", "AbsVal", "BNLL", "ELU", "Power", "EuclideanLoss",
-                         "SigmoidCrossEntropyLoss", "Softmax", "ContrastiveLoss"}));
+    EXPECT_EQ(types,
+              (std::set<std::string>{"Pooling", "Sigmoid", "TanH", "Convolution", "LRN",
+                                     "BatchNorm", "Scale", "Concat", "Eltwise", "AbsVal", "BNLL",
+                                     "ELU", "Power", "EuclideanLoss", "SigmoidCrossEntropyLoss",
+                                     "Softmax", "ContrastiveLoss", "PReLU", "HingeLoss"}));
 }
 
 } // namespace

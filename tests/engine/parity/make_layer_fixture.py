@@ -27,6 +27,9 @@ How each Caffe layer maps to PyTorch:
     Softmax          F.softmax(dim=1), rows and every pixel of a map
     Concat           torch.cat
     Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
+    HingeLoss        one-vs-all: (max(0, 1 + s * (-1 at the label, else 1)) ** p).sum() / N,
+                     p 1 (L1) or 2 (L2)
+    PReLU            F.prelu, a slope per channel or one for all (channel_shared)
     ContrastiveLoss  (y d^2 + (1 - y) max(margin - d, 0)^2).sum() / (2 N), d the pair's distance
                      (legacy: max(margin - d^2, 0)); Caffe's gradient divides by d + 1e-4, not
                      d, which the distance's straight-through term below reproduces
@@ -201,6 +204,23 @@ cases.append(case("contrastive_loss_legacy", {"type": "ContrastiveLoss", "margin
                                               "legacy_version": True}, [a, b, y], [],
                   lambda b_, p: contrastive(b_, 2.5, True), constant=(2,),
                   dy=torch.tensor([1.0])))
+
+def hinge(b_, power):
+    sign = 1 - 2 * F.one_hot(b_[1].long(), b_[0].shape[1]).double()
+    return (torch.clamp(1 + b_[0] * sign, min=0) ** power).sum().reshape(1) / b_[0].shape[0]
+
+
+scores, labels = rand(5, 4, low=-2, high=2), torch.tensor([0.0, 3.0, 1.0, 1.0, 2.0])
+cases.append(case("hinge_loss_l1", {"type": "HingeLoss", "loss_weight": 0.5}, [scores, labels],
+                  [], lambda b_, p: hinge(b_, 1), constant=(1,), dy=torch.tensor([0.5])))
+cases.append(case("hinge_loss_l2", {"type": "HingeLoss", "norm": "l2"}, [scores, labels], [],
+                  lambda b_, p: hinge(b_, 2), constant=(1,), dy=torch.tensor([1.0])))
+
+x = rand(2, 3, 4, 4, low=-3, high=3)
+cases.append(case("prelu", {"type": "PReLU"}, [x], [rand(3, low=-0.5, high=0.5)],
+                  lambda b_, p: F.prelu(b_[0], p[0])))
+cases.append(case("prelu_shared", {"type": "PReLU", "channel_shared": True}, [x],
+                  [rand(1, low=-0.5, high=0.5)], lambda b_, p: F.prelu(b_[0], p[0])))
 
 with open(os.path.join(HERE, "layers.json"), "w") as out:
     json.dump({"generator": "tests/engine/parity/make_layer_fixture.py",

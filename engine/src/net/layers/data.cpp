@@ -1,6 +1,7 @@
-// Data and ImageData: batches of images (and their labels) that the trainer copies into the
-// tops; the files are read by engine/src/data (a database or IDX file, or for ImageData Caffe's
-// list of image files). One layer class: the two differ in their keys only.
+// Data, ImageData and HDF5Data: batches of images (and their labels) that the trainer copies
+// into the tops; the files are read by engine/src/data (a database or IDX file, for ImageData
+// Caffe's list of image files, for HDF5Data its list of HDF5 files). One layer class: the three
+// differ in their keys only.
 
 #include "net/layer.hpp"
 
@@ -80,6 +81,16 @@ void image_data_fields(FieldVisitor& v, LayerConfig& l) {
                      "epoch from solver.random_seed)");
 }
 
+// Caffe's HDF5DataLayer takes no transform_param: its values are used as the file holds them.
+void hdf5_data_fields(FieldVisitor& v, LayerConfig& l) {
+    const char* m = "hdf5_data_param";
+    v.text(field("source", m), l.source);
+    v.text(field("label_source"), l.label_source); // the files' second top's dataset
+    v.integer(field("batch_size", m), l.batch_size);
+    v.flag(field("shuffle", m), l.shuffle);
+    v.integers(field("shape").when_set().expecting("[channels, height, width]"), l.shape);
+}
+
 void check(const LayerConfig& l, const LayerChecks& c) {
     if (l.source.empty()) {
         c.fail("source", fmt::format("{} of type {} needs key 'source'", c.where(), l.type));
@@ -92,12 +103,11 @@ void check(const LayerConfig& l, const LayerChecks& c) {
                    fmt::format("{}: new_height and new_width are set together (Caffe's rule)",
                                c.where()));
         }
-        if (!l.label_source.empty() && l.label_source != l.source) {
-            c.fail("label_source",
-                   fmt::format("{}: an image list holds its labels: label_source is its source "
-                               "or unset",
-                               c.where()));
-        }
+    }
+    if (l.type != "Data" && !l.label_source.empty() && l.label_source != l.source) {
+        c.fail("label_source", fmt::format("{}: its source holds the labels: label_source is "
+                                           "its source or unset",
+                                           c.where()));
     }
     if (!l.backend.empty()) {
         c.choice("backend", l.backend, {"lmdb", "leveldb"});
@@ -164,7 +174,7 @@ void to_caffe(LayerConfig& l, std::vector<std::string>& lost) {
 
 void image_data_to_caffe(LayerConfig& l, std::vector<std::string>& lost) {
     if (!l.shape.empty()) {
-        lost.push_back(fmt::format("layer '{}': shape (Caffe takes it from the images)", l.name));
+        lost.push_back(fmt::format("layer '{}': shape (Caffe takes it from the files)", l.name));
     }
 }
 
@@ -185,6 +195,17 @@ LayerKind image_data() {
     return LayerKind{.type = "ImageData",
                      .role = LayerRole::input,
                      .fields = data_layer::image_data_fields,
+                     .check = data_layer::check,
+                     .plan = data_layer::plan,
+                     .make = make_as<data_layer::DataLayer>,
+                     .from_caffe = data_layer::from_caffe,
+                     .to_caffe = data_layer::image_data_to_caffe};
+}
+
+LayerKind hdf5_data() {
+    return LayerKind{.type = "HDF5Data",
+                     .role = LayerRole::input,
+                     .fields = data_layer::hdf5_data_fields,
                      .check = data_layer::check,
                      .plan = data_layer::plan,
                      .make = make_as<data_layer::DataLayer>,
