@@ -69,7 +69,11 @@ import struct, sys
 def weights(path):
     b = open(path, "rb").read()
     assert b[:8] == b"DLCKPT01", path
-    at = 8 + 4 + 4 + 16
+    # magic, version, iteration, train cursor; then version 1's test cursor, or version 2's
+    # count of test cursors and the cursors (docs/engine.md, "Checkpoint format")
+    version = struct.unpack_from("<I", b, 8)[0]
+    at = 8 + 4 + 4 + 8
+    at += 8 if version == 1 else 4 + 8 * struct.unpack_from("<I", b, at)[0]
     at += 4 + struct.unpack_from("<I", b, at)[0]  # the RNG state
     values = []
     params = struct.unpack_from("<I", b, at)[0]
