@@ -31,6 +31,7 @@ if [ -z "$dltrain" ]; then
     "$root/scripts/build.sh" "$root/build" -DDLJOB_BUILD_TESTS=OFF >/dev/null
 fi
 [ -x "$dltrain" ] || { echo "no dltrain at $dltrain" >&2; exit 2; }
+dltrain=$(cd "$(dirname "$dltrain")" && pwd)/$(basename "$dltrain") # it runs from the LMDB's root
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The LMDB where the net's Data layer names it, relative to the folder dltrain runs in (Caffe's
