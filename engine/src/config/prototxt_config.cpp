@@ -666,7 +666,9 @@ public:
             std::string why;
             const caffe::LayerParameter upgraded = upgrade_v1_layer(net.layers(i), why);
             if (!why.empty()) {
-                fail(line, fmt::format("V1 layer '{}': {}", net.layers(i).name(), why));
+                const caffe::V1LayerParameter& v1 = net.layers(i);
+                fail(line, fmt::format("layer '{}': {}",
+                                       v1.has_layer() ? v1.layer().name() : v1.name(), why));
             }
             layers.push_back(layer(upgraded, nullptr, line));
         }

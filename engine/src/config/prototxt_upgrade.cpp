@@ -96,7 +96,8 @@ caffe::LayerParameter upgrade_v1_layer(const caffe::V1LayerParameter& v1, std::s
     caffe::LayerParameter layer;
     why.clear();
     if (v1.has_layer()) {
-        why = "a V0 layer (before May 2014): upgrade it with Caffe's upgrade_net_proto_text";
+        why = "a V0 layer (Caffe's format before May 2014, 'layers { layer { … } }'): upgrade "
+              "the file with Caffe's upgrade_net_proto_text, then give dltrain the upgraded one";
         return layer;
     }
     if (v1.blobs_size() != 0) {

@@ -340,8 +340,17 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     message = prototxt_error("name: \"x\"\nlayers {\n  name: \"c\"\n  type: CONVOLUTION\n"
                              "  blobs { data: 1 }\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
-    EXPECT_NE(message.find("V1 layer 'c': weights (blobs) inside a prototxt"), std::string::npos)
+    EXPECT_NE(message.find("layer 'c': weights (blobs) inside a prototxt"), std::string::npos)
         << message;
+    // A V0 file (layers { layer { … } }): named as such, with the tool that upgrades it.
+    message = prototxt_error("name: \"old\"\nlayers {\n  layer {\n    name: \"conv1\"\n"
+                             "    type: \"conv\"\n    num_output: 96\n  }\n"
+                             "  bottom: \"data\"\n  top: \"conv1\"\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
+    EXPECT_NE(message.find("layer 'conv1': a V0 layer (Caffe's format before May 2014"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("upgrade_net_proto_text"), std::string::npos) << message;
     // A value dltrain does not support, at the line of its field.
     message = prototxt_error("layer {\n  name: \"p\"\n  type: \"Pooling\"\n"
                              "  pooling_param { pool: STOCHASTIC kernel_size: 2 }\n}\n");

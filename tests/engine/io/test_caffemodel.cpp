@@ -189,7 +189,7 @@ TEST_F(CaffeModel, BadFilesAreRefusedNamingWhatIsWrong) {
     EXPECT_NE(error_of(garbage).find("is not a Caffe model"), std::string::npos);
 
     ::caffe::NetParameter v0;
-    v0.add_layers()->set_layer("old");
+    v0.add_layers()->mutable_layer()->set_name("old");
     EXPECT_NE(error_of(write("v0.caffemodel", v0)).find("V0 format"), std::string::npos);
 
     ::caffe::NetParameter both;
