@@ -131,6 +131,8 @@ struct LayerConfig {
     int axis = 1;
     int end_axis = -1;
     std::vector<int> slice_point; // Slice: where along `axis` each top after the first begins
+    // Crop: where the window starts along each axis from `axis` on (one for all, or one each)
+    std::vector<int> crop_offset;
     // Reshape: `shape`'s dims (0: the bottom's, -1: inferred) replace the bottom's axes from
     // reshape_axis over num_axes of them (-1: to the end)
     int reshape_axis = 0;

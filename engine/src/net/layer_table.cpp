@@ -44,6 +44,7 @@ LayerKind dummy_data();
 LayerKind contrastive_loss();
 LayerKind prelu();
 LayerKind hinge_loss();
+LayerKind crop();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -81,6 +82,7 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::contrastive_loss(),
         layers::prelu(),
         layers::hinge_loss(),
+        layers::crop(),
     };
     return kinds;
 }

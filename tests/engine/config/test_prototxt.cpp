@@ -206,6 +206,50 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
     EXPECT_FLOAT_EQ(v1.layers[4].loss_weight, 2.0F);
 }
 
+// This wave's layers as Caffe spells them: PReLU's prelu_param, Crop's crop_param (an FCN's
+// score cropped to its input), HingeLoss's norm; the net builds and its shapes follow.
+TEST(Prototxt, PReluCropAndHingeLossReadAsCaffeWritesThem) {
+    dl_test::TempDir dir;
+    std::ofstream(dir.path() / "net.prototxt") << R"(name: "fcn-ish"
+layer { name: "data" type: "Data" top: "data" top: "label"
+        data_param { source: "db" batch_size: 2 backend: LMDB } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 3 kernel_size: 3 pad: 2 } }
+layer { name: "act" type: "PReLU" bottom: "conv" top: "conv"
+        prelu_param { channel_shared: true filler { type: "constant" value: 0.1 } } }
+layer { name: "fit" type: "Crop" bottom: "conv" bottom: "data" top: "fit"
+        crop_param { axis: 2 offset: 1 } }
+layer { name: "score" type: "InnerProduct" bottom: "fit" top: "score"
+        inner_product_param { num_output: 4 } }
+layer { name: "svm" type: "HingeLoss" bottom: "score" bottom: "label" top: "loss"
+        hinge_loss_param { norm: L2 } }
+)";
+    NetConfig config = load_config(dir.path() / "net.prototxt");
+    ASSERT_EQ(config.layers.size(), 6U);
+    EXPECT_TRUE(config.layers[2].channel_shared);
+    EXPECT_FLOAT_EQ(config.layers[2].slope_filler.value, 0.1F);
+    EXPECT_EQ(config.layers[3].axis, 2);
+    EXPECT_EQ(config.layers[3].crop_offset, std::vector<int>{1});
+    EXPECT_EQ(config.layers[5].norm, "l2");
+    config.layers[0].shape = {1, 6, 6};
+    const auto backend = make_backend("cpu", 1);
+    Net net(config, Phase::train, *backend, 1);
+    EXPECT_EQ(net.blob("conv")->shape(), (std::vector<int>{2, 3, 8, 8}));
+    EXPECT_EQ(net.blob("fit")->shape(), (std::vector<int>{2, 3, 6, 6}));
+    EXPECT_EQ(net.params()[2].tensor->read_data(), std::vector<float>{0.1F}); // the slope
+    // A crop window past the bottom is refused naming both blobs.
+    config.layers[3].crop_offset = {3};
+    try {
+        Net bad(config, Phase::train, *backend, 1);
+        ADD_FAILURE() << "built";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'conv' from layer 'act' (2x3x8x8) cannot be "
+                                             "cropped to 'data' from layer 'data'"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 std::vector<std::string> layers_of(const NetConfig& config, const NetState& state) {
     std::vector<std::string> names;
     for (const LayerConfig& layer : config.layers) {
@@ -321,9 +365,10 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     EXPECT_NE(message.find("'dilation'"), std::string::npos) << message;
     // A Caffe layer type dltrain does not run.
     message = prototxt_error("layer {\n  name: \"a\"\n  type: \"ReLU\"\n}\n"
-                             "layer {\n  name: \"crop\"\n  type: \"Crop\"\n}\n");
+                             "layer {\n  name: \"up\"\n  type: \"Deconvolution\"\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:5:", 0), 0U) << message;
-    EXPECT_NE(message.find("layer 'crop': type 'Crop' is not supported"), std::string::npos)
+    EXPECT_NE(message.find("layer 'up': type 'Deconvolution' is not supported"),
+              std::string::npos)
         << message;
     // A data layer dltrain does not read, with its Caffe fields: refused by its type, listing the
     // types dltrain runs (the parser once refused it as a typo: "no field named 'source'").

@@ -262,6 +262,17 @@ TEST_F(GradientCheck, PReluPerChannelAndSharedMatchesNumericGradient) {
     }
 }
 
+TEST_F(GradientCheck, CropMatchesNumericGradient) {
+    // Height and width from offset (1, 2); then channels, height and width from one offset.
+    LayerConfig crop = layer("Crop");
+    crop.axis = 2;
+    crop.crop_offset = {1, 2};
+    check({crop, {{2, 3, 5, 6}, {2, 1, 3, 3}}});
+    crop.axis = 1;
+    crop.crop_offset = {1};
+    check({crop, {{2, 4, 4, 4}, {1, 2, 3, 2}}});
+}
+
 TEST_F(GradientCheck, HingeLossL1AndL2MatchNumericGradient) {
     // Scores in [-1.05, 1.05]: a hinge's kink (at -1 or 1 exactly) is at a step of 1e-3 from
     // none of them in this draw; L1's gradient is piecewise constant.

@@ -45,6 +45,7 @@ LayerConfig config_of(const nlohmann::json& json, const std::string& name) {
     config.legacy_version = json.value("legacy_version", config.legacy_version);
     config.channel_shared = json.value("channel_shared", config.channel_shared);
     config.norm = json.value("norm", config.norm);
+    config.crop_offset = json.value("offset", config.crop_offset);
     if (config.type == "Power") {
         config.scale = json.value("scale", config.scale);
     }
@@ -119,11 +120,26 @@ TEST(LayerParity, EveryCaffeLayerMatchesPyTorchForwardAndBackward) {
         }
     }
     // A regenerated fixture that lost a layer would otherwise pass quietly.
-    EXPECT_EQ(types,
-              (std::set<std::string>{"Pooling", "Sigmoid", "TanH", "Convolution", "LRN",
-                                     "BatchNorm", "Scale", "Concat", "Eltwise", "AbsVal", "BNLL",
-                                     "ELU", "Power", "EuclideanLoss", "SigmoidCrossEntropyLoss",
-                                     "Softmax", "ContrastiveLoss", "PReLU", "HingeLoss"}));
+    EXPECT_EQ(types, (std::set<std::string>{"Pooling",
+                                            "Sigmoid",
+                                            "TanH",
+                                            "Convolution",
+                                            "LRN",
+                                            "BatchNorm",
+                                            "Scale",
+                                            "Concat",
+                                            "Eltwise",
+                                            "AbsVal",
+                                            "BNLL",
+                                            "ELU",
+                                            "Power",
+                                            "EuclideanLoss",
+                                            "SigmoidCrossEntropyLoss",
+                                            "Softmax",
+                                            "ContrastiveLoss",
+                                            "PReLU",
+                                            "HingeLoss",
+                                            "Crop"}));
 }
 
 } // namespace

@@ -27,6 +27,7 @@ How each Caffe layer maps to PyTorch:
     Softmax          F.softmax(dim=1), rows and every pixel of a map
     Concat           torch.cat
     Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
+    Crop             slicing: x[:, :, o_h:o_h + h, o_w:o_w + w] (axis 2), or from the channels
     HingeLoss        one-vs-all: (max(0, 1 + s * (-1 at the label, else 1)) ** p).sum() / N,
                      p 1 (L1) or 2 (L2)
     PReLU            F.prelu, a slope per channel or one for all (channel_shared)
@@ -221,6 +222,13 @@ cases.append(case("prelu", {"type": "PReLU"}, [x], [rand(3, low=-0.5, high=0.5)]
                   lambda b_, p: F.prelu(b_[0], p[0])))
 cases.append(case("prelu_shared", {"type": "PReLU", "channel_shared": True}, [x],
                   [rand(1, low=-0.5, high=0.5)], lambda b_, p: F.prelu(b_[0], p[0])))
+
+x, like = rand(2, 3, 6, 7), rand(2, 1, 4, 3)
+cases.append(case("crop_height_width", {"type": "Crop", "axis": 2, "offset": [1, 3]}, [x, like],
+                  [], lambda b_, p: b_[0][:, :, 1:5, 3:6], constant=(1,)))
+cases.append(case("crop_from_channels", {"type": "Crop", "axis": 1, "offset": [1]},
+                  [x, rand(1, 2, 3, 3)], [], lambda b_, p: b_[0][:, 1:3, 1:4, 1:4],
+                  constant=(1,)))
 
 with open(os.path.join(HERE, "layers.json"), "w") as out:
     json.dump({"generator": "tests/engine/parity/make_layer_fixture.py",
