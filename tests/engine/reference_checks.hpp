@@ -174,6 +174,10 @@ inline void Checks::convolution(const dl::ConvGeometry& g, bool bias, const std:
                             db_first.get());
     expect_near(dw_first.read(), want.dw, m_tol.conv, what + ": dw without dx");
     expect_near(db_first.read(), want.db, m_tol.conv, what + ": db without dx");
+    // dx alone, as Deconvolution's forward pass calls it.
+    const Device dx_only(m_backend, x.size(), k_garbage);
+    m_backend.conv_backward_data(g, w_d.get(), dy_d.get(), dx_only.get());
+    expect_near(dx_only.read(), want.dx, m_tol.conv, what + ": dx alone (conv_backward_data)");
 }
 
 // The argmax is the CPU's own record; a GPU recomputes the winners (backend.hpp), so it is

@@ -175,6 +175,10 @@ public:
     // dw, db (nullable), dx (nullable: not needed below this layer) from dy.
     virtual void conv_backward(const ConvGeometry& g, const float* x, const float* w,
                                const float* dy, float* dx, float* dw, float* db) = 0;
+    // dx alone: conv_backward's input gradient, without the weight gradient's work. A
+    // deconvolution's forward pass (a convolution's transpose) is this op.
+    virtual void conv_backward_data(const ConvGeometry& g, const float* w, const float* dy,
+                                    float* dx) = 0;
 
     // argmax holds, per output, the input index of the max (the CPU backend's record of it;
     // cuDNN recomputes it from x and y).

@@ -402,6 +402,29 @@ public:
         }
     }
 
+    // Per image: dcol = W^T dy per group (one sgemm), then col2im into dx; images in parallel.
+    void conv_backward_data(const ConvGeometry& g, const float* w, const float* dy,
+                            float* dx) override {
+        const ConvShape s(g);
+        const int tasks = std::min(g.batch, k_conv_tasks);
+        prepare(tasks, static_cast<std::size_t>(s.col_rows) * g.group * s.spatial, 0);
+        m_pool.run(tasks, [&](int task, int thread) {
+            const auto [first, last] = split(g.batch, tasks, task);
+            float* dcol = m_thread_scratch[static_cast<std::size_t>(thread)].data();
+            for (int n = first; n < last; ++n) {
+                for (int grp = 0; grp < g.group; ++grp) {
+                    gemm(true, false, s.col_rows, s.spatial, s.group_out, 1.0F,
+                         w + static_cast<std::ptrdiff_t>(grp) * s.group_out * s.col_rows,
+                         dy + n * s.out_size +
+                             static_cast<std::ptrdiff_t>(grp) * s.group_out * s.spatial,
+                         0.0F, dcol + static_cast<std::ptrdiff_t>(grp) * s.col_rows * s.spatial);
+                }
+                col2im(dcol, g.channels, g.height, g.width, g.kernel, g.stride, g.pad, s.out_h,
+                       s.out_w, dx + n * s.in_size, s.spatial);
+            }
+        });
+    }
+
     void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
                        float* dx, float* dw, float* db) override {
         if (winograd::applies(g)) {

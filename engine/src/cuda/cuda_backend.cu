@@ -426,6 +426,14 @@ public:
         }
     }
 
+    void conv_backward_data(const ConvGeometry& g, const float* w, const float* dy,
+                            float* dx) override {
+        const ConvPlan& plan = conv_plan(g);
+        DL_CUDA_CHECK(cudnnConvolutionBackwardData(m_cudnn, &k_one, plan.w, w, plan.y, dy,
+                                                   plan.conv, plan.backward_data, m_workspace,
+                                                   m_workspace_size, &k_zero, plan.x, dx));
+    }
+
     void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy,
                        float* dx, float* dw, float* db) override {
         const ConvPlan& plan = conv_plan(g);

@@ -45,6 +45,7 @@ LayerKind contrastive_loss();
 LayerKind prelu();
 LayerKind hinge_loss();
 LayerKind crop();
+LayerKind deconvolution();
 } // namespace layers
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -83,6 +84,7 @@ const std::vector<LayerKind>& layer_kinds() {
         layers::prelu(),
         layers::hinge_loss(),
         layers::crop(),
+        layers::deconvolution(),
     };
     return kinds;
 }

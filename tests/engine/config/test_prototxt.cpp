@@ -365,9 +365,9 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     EXPECT_NE(message.find("'dilation'"), std::string::npos) << message;
     // A Caffe layer type dltrain does not run.
     message = prototxt_error("layer {\n  name: \"a\"\n  type: \"ReLU\"\n}\n"
-                             "layer {\n  name: \"up\"\n  type: \"Deconvolution\"\n}\n");
+                             "layer {\n  name: \"up\"\n  type: \"Embed\"\n}\n");
     EXPECT_EQ(message.rfind("bad.prototxt:5:", 0), 0U) << message;
-    EXPECT_NE(message.find("layer 'up': type 'Deconvolution' is not supported"), std::string::npos)
+    EXPECT_NE(message.find("layer 'up': type 'Embed' is not supported"), std::string::npos)
         << message;
     // A data layer dltrain does not read, with its Caffe fields: refused by its type, listing the
     // types dltrain runs (the parser once refused it as a typo: "no field named 'source'").

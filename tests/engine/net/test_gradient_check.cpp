@@ -262,6 +262,24 @@ TEST_F(GradientCheck, PReluPerChannelAndSharedMatchesNumericGradient) {
     }
 }
 
+TEST_F(GradientCheck, DeconvolutionMatchesNumericGradient) {
+    // Stride 2 and pad 1 (an FCN's upsampling), grouped; then without bias, stride 1.
+    LayerConfig deconv = layer("Deconvolution");
+    deconv.num_output = 4;
+    deconv.kernel_size = 4;
+    deconv.stride = 2;
+    deconv.pad = 1;
+    deconv.group = 2;
+    check({deconv, {{2, 2, 3, 3}}});
+    deconv.num_output = 3;
+    deconv.kernel_size = 3;
+    deconv.stride = 1;
+    deconv.pad = 0;
+    deconv.group = 1;
+    deconv.bias_term = false;
+    check({deconv, {{2, 3, 4, 5}}});
+}
+
 TEST_F(GradientCheck, CropMatchesNumericGradient) {
     // Height and width from offset (1, 2); then channels, height and width from one offset.
     LayerConfig crop = layer("Crop");

@@ -139,7 +139,8 @@ TEST(LayerParity, EveryCaffeLayerMatchesPyTorchForwardAndBackward) {
                                             "ContrastiveLoss",
                                             "PReLU",
                                             "HingeLoss",
-                                            "Crop"}));
+                                            "Crop",
+                                            "Deconvolution"}));
 }
 
 } // namespace

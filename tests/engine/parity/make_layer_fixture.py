@@ -27,6 +27,7 @@ How each Caffe layer maps to PyTorch:
     Softmax          F.softmax(dim=1), rows and every pixel of a map
     Concat           torch.cat
     Eltwise          sum of coeff * x, product, torch.maximum (distinct values: no ties)
+    Deconvolution    F.conv_transpose2d(stride, padding, groups), weights C x M/group x K x K
     Crop             slicing: x[:, :, o_h:o_h + h, o_w:o_w + w] (axis 2), or from the channels
     HingeLoss        one-vs-all: (max(0, 1 + s * (-1 at the label, else 1)) ** p).sum() / N,
                      p 1 (L1) or 2 (L2)
@@ -229,6 +230,13 @@ cases.append(case("crop_height_width", {"type": "Crop", "axis": 2, "offset": [1,
 cases.append(case("crop_from_channels", {"type": "Crop", "axis": 1, "offset": [1]},
                   [x, rand(1, 2, 3, 3)], [], lambda b_, p: b_[0][:, 1:3, 1:4, 1:4],
                   constant=(1,)))
+
+x = rand(2, 4, 3, 5)
+w, bias = rand(4, 3, 4, 4), rand(6)
+cases.append(case("deconvolution_upsample", {"type": "Deconvolution", "num_output": 6,
+                                             "kernel_size": 4, "stride": 2, "pad": 1, "group": 2},
+                  [x], [w, bias],
+                  lambda b_, p: F.conv_transpose2d(b_[0], p[0], p[1], 2, 1, groups=2)))
 
 with open(os.path.join(HERE, "layers.json"), "w") as out:
     json.dump({"generator": "tests/engine/parity/make_layer_fixture.py",
