@@ -71,10 +71,12 @@ endif()
 set(DLJOB_HDF5_ENABLED OFF)
 add_library(dljob::hdf5 INTERFACE IMPORTED)
 if(NOT _dljob_hdf5 STREQUAL "OFF")
-    pkg_check_modules(HDF5_SERIAL IMPORTED_TARGET GLOBAL hdf5-serial)
-    if(HDF5_SERIAL_FOUND)
+    # Debian names its serial build's module hdf5-serial; HDF5's own install (Spack's,
+    # EasyBuild's) names it hdf5.
+    pkg_search_module(HDF5 IMPORTED_TARGET GLOBAL hdf5-serial hdf5)
+    if(HDF5_FOUND)
         set(DLJOB_HDF5_ENABLED ON)
-        target_link_libraries(dljob::hdf5 INTERFACE PkgConfig::HDF5_SERIAL)
+        target_link_libraries(dljob::hdf5 INTERFACE PkgConfig::HDF5)
     elseif(_dljob_hdf5 STREQUAL "ON")
         message(FATAL_ERROR "DLJOB_HDF5=ON but libhdf5 was not found: install libhdf5-dev "
                             "(scripts/setup.sh) or configure with -DDLJOB_HDF5=OFF")

@@ -63,6 +63,7 @@ DEPENDENCIES = [
     ("zstd", ["pkg-config libzstd"], "link", "zstd", "zstd"),
     ("LMDB", ["pkg-config lmdb"], "link", "lmdb", "LMDB"),
     ("LevelDB", ["header leveldb/db.h", "library leveldb"], "link", "leveldb", "LevelDB"),
+    ("HDF5", ["pkg-config hdf5-serial", "pkg-config hdf5"], "link", "hdf5", "HDF5"),
     ("protobuf", ["package Protobuf"], "link", "protobuf", "protobuf"),
     ("Nettle", ["pkg-config nettle"], "link", "nettle", "nettle"),
     ("OpenBLAS", ["header cblas.h", "library openblas"], "link", "openblas", "OpenBLAS"),

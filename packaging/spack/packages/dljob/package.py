@@ -65,6 +65,9 @@ class Dljob(CMakePackage, CudaPackage):
     depends_on("zstd")
     depends_on("lmdb")  # Spack's lmdb writes the lmdb.pc pkg_check_modules reads
     depends_on("leveldb")
+    # Caffe's HDF5Data files (optional in the build, DLJOB_HDF5=AUTO: found by pkg-config's
+    # hdf5.pc, which HDF5's own install writes).
+    depends_on("hdf5")
     # Caffe's prototxt (engine/proto/caffe.proto, compiled by protoc). Up to 21.x (3.21): from 22
     # protobuf needs Abseil, which CMake's FindProtobuf module (what the build uses) does not put on
     # the link line. dljob has been built against Debian's 3.21 (Debian 12), not 22 or later.
