@@ -5,7 +5,7 @@
 
 #include "data/hdf5_dataset.hpp"
 
-#include "io/regular_file.hpp"
+#include "data/text_lines.hpp"
 
 #include <dl/error.hpp>
 
@@ -30,32 +30,8 @@ constexpr std::uint64_t k_max_list_bytes = std::uint64_t{16} << 20;
 // A dataset of more dimensions than N x C x H x W is none Caffe's HDF5Data reads.
 constexpr int k_max_rank = 4;
 
-struct Line {
-    std::string name;
-    int number = 0;
-};
-
-std::vector<Line> read_list(const std::filesystem::path& list) {
-    const std::vector<char> text = io::RegularFile(list, "HDF5 list").read_all(k_max_list_bytes);
-    std::vector<Line> lines;
-    std::size_t start = 0;
-    int number = 0;
-    while (start < text.size()) {
-        std::size_t end = start;
-        while (end < text.size() && text[end] != '\n') {
-            ++end;
-        }
-        std::string line(text.begin() + static_cast<std::ptrdiff_t>(start),
-                         text.begin() + static_cast<std::ptrdiff_t>(end));
-        start = end + 1;
-        ++number;
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
-            line.pop_back();
-        }
-        if (!line.empty()) {
-            lines.push_back(Line{std::move(line), number});
-        }
-    }
+std::vector<TextLine> read_list(const std::filesystem::path& list) {
+    std::vector<TextLine> lines = read_text_lines(list, "HDF5 list", k_max_list_bytes);
     if (lines.empty()) {
         throw Error(ErrorKind::config,
                     fmt::format("HDF5 list {} names no file (one .h5 path per line, as Caffe's "
@@ -164,8 +140,8 @@ IdxDataset read_files(const std::filesystem::path& list, const Hdf5Options& opti
     IdxDataset set;
     std::vector<std::int64_t> item; // one item's dims (the first file's)
     bool first_file = true;
-    for (const Line& line : read_list(list)) {
-        const std::filesystem::path file = options.file_path(line.name);
+    for (const TextLine& line : read_list(list)) {
+        const std::filesystem::path file = options.file_path(line.text);
         const std::string where =
             fmt::format("HDF5 list {} line {}: {}", list.string(), line.number, file.string());
         const Handle opened(open_file(file, where), H5Fclose);

@@ -1,6 +1,7 @@
 #include "data/image_list.hpp"
 
 #include "data/image_decode.hpp"
+#include "data/text_lines.hpp"
 #include "io/regular_file.hpp"
 
 #include <dl/error.hpp>
@@ -27,25 +28,10 @@ struct Entry {
 };
 
 std::vector<Entry> read_list(const std::filesystem::path& list) {
-    const std::vector<char> text = io::RegularFile(list, "image list").read_all(k_max_list_bytes);
     std::vector<Entry> entries;
-    std::size_t start = 0;
-    int number = 0;
-    while (start < text.size()) {
-        std::size_t end = start;
-        while (end < text.size() && text[end] != '\n') {
-            ++end;
-        }
-        std::string line(text.begin() + static_cast<std::ptrdiff_t>(start),
-                         text.begin() + static_cast<std::ptrdiff_t>(end));
-        start = end + 1;
-        ++number;
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
-            line.pop_back();
-        }
-        if (line.empty()) {
-            continue;
-        }
+    for (const TextLine& text_line : read_text_lines(list, "image list", k_max_list_bytes)) {
+        const std::string& line = text_line.text;
+        const int number = text_line.number;
         // Caffe's ImageDataLayer: the label follows the last space, the rest is the path.
         const std::size_t space = line.find_last_of(' ');
         Entry entry;

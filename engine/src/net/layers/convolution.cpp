@@ -1,6 +1,6 @@
 // Convolution: bottom N x C x H x W -> top N x M x OH x OW; weights M x C/group x K x K.
 
-#include "net/layer.hpp"
+#include "net/layers/convolution_keys.hpp"
 
 #include <dl/error.hpp>
 
@@ -55,29 +55,6 @@ private:
     ConvGeometry m_geometry;
 };
 
-void fields(FieldVisitor& v, LayerConfig& l) {
-    const char* m = "convolution_param";
-    v.params(l.params, true);
-    v.integer(field("num_output", m), l.num_output);
-    v.flag(field("bias_term", m), l.bias_term);
-    v.filler(field("weight_filler", m), l.weight_filler);
-    v.filler(field("bias_filler", m), l.bias_filler);
-    v.integer(field("kernel_size", m), l.kernel_size);
-    v.integer(field("stride", m), l.stride);
-    v.integer(field("pad", m), l.pad);
-    v.integer(field("group", m), l.group);
-    v.caffe_requires({m, "axis"}, "1", "axis {} (only 1)");
-    v.caffe_ignores({m, "engine"});
-}
-
-void check(const LayerConfig& l, const LayerChecks& c) {
-    c.required_at_least("num_output", l.num_output, 1);
-    c.filler("weight_filler", l.weight_filler);
-    c.filler("bias_filler", l.bias_filler);
-    c.window();
-    c.at_least("group", l.group, 1);
-}
-
 std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*>& bottom) {
     const Shape& x = *bottom[0];
     if (x.size() != 4 || l.kernel_size < 1 || l.stride < 1) {
@@ -101,11 +78,34 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 
 } // namespace convolution_layer
 
+void convolution_fields(FieldVisitor& v, LayerConfig& l) {
+    const char* m = "convolution_param";
+    v.params(l.params, true);
+    v.integer(field("num_output", m), l.num_output);
+    v.flag(field("bias_term", m), l.bias_term);
+    v.filler(field("weight_filler", m), l.weight_filler);
+    v.filler(field("bias_filler", m), l.bias_filler);
+    v.integer(field("kernel_size", m), l.kernel_size);
+    v.integer(field("stride", m), l.stride);
+    v.integer(field("pad", m), l.pad);
+    v.integer(field("group", m), l.group);
+    v.caffe_requires({m, "axis"}, "1", "axis {} (only 1)");
+    v.caffe_ignores({m, "engine"});
+}
+
+void convolution_check(const LayerConfig& l, const LayerChecks& c) {
+    c.required_at_least("num_output", l.num_output, 1);
+    c.filler("weight_filler", l.weight_filler);
+    c.filler("bias_filler", l.bias_filler);
+    c.window();
+    c.at_least("group", l.group, 1);
+}
+
 LayerKind convolution() {
     return LayerKind{.type = "Convolution",
                      .has_params = true,
-                     .fields = convolution_layer::fields,
-                     .check = convolution_layer::check,
+                     .fields = convolution_fields,
+                     .check = convolution_check,
                      .plan = convolution_layer::plan,
                      .make = make_as<convolution_layer::ConvolutionLayer>};
 }

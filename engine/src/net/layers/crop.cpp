@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace dl::layers {
 namespace crop_layer {

@@ -5,12 +5,14 @@
 // forward pass (for the bottom) and its weight gradient (with the roles of x and dy swapped), so
 // the backends need no kernel of their own.
 
-#include "net/layer.hpp"
+#include "net/layers/convolution_keys.hpp"
 
 #include <dl/error.hpp>
 
 #include <fmt/format.h>
 
+#include <climits>
+#include <cstdint>
 #include <vector>
 
 namespace dl::layers {
@@ -77,29 +79,6 @@ private:
     Buffer m_scratch;
 };
 
-void fields(FieldVisitor& v, LayerConfig& l) {
-    const char* m = "convolution_param"; // Caffe's Deconvolution takes the convolution's
-    v.params(l.params, true);
-    v.integer(field("num_output", m), l.num_output);
-    v.flag(field("bias_term", m), l.bias_term);
-    v.filler(field("weight_filler", m), l.weight_filler);
-    v.filler(field("bias_filler", m), l.bias_filler);
-    v.integer(field("kernel_size", m), l.kernel_size);
-    v.integer(field("stride", m), l.stride);
-    v.integer(field("pad", m), l.pad);
-    v.integer(field("group", m), l.group);
-    v.caffe_requires({m, "axis"}, "1", "axis {} (only 1)");
-    v.caffe_ignores({m, "engine"});
-}
-
-void check(const LayerConfig& l, const LayerChecks& c) {
-    c.required_at_least("num_output", l.num_output, 1);
-    c.filler("weight_filler", l.weight_filler);
-    c.filler("bias_filler", l.bias_filler);
-    c.window();
-    c.at_least("group", l.group, 1);
-}
-
 std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*>& bottom) {
     const Shape& x = *bottom[0];
     if (x.size() != 4 || l.kernel_size < 1 || l.stride < 1 || l.group < 1 || x[1] % l.group != 0 ||
@@ -126,8 +105,8 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 LayerKind deconvolution() {
     return LayerKind{.type = "Deconvolution",
                      .has_params = true,
-                     .fields = deconvolution_layer::fields,
-                     .check = deconvolution_layer::check,
+                     .fields = convolution_fields, // Caffe's: convolution_param
+                     .check = convolution_check,
                      .plan = deconvolution_layer::plan,
                      .make = make_as<deconvolution_layer::DeconvolutionLayer>};
 }
