@@ -189,5 +189,39 @@ TEST_F(GpuLayers, FlattenMatchesTheCpu) {
     compare(flat, {{3, 4, 5, 5}});
 }
 
+TEST_F(GpuLayers, PReluCropAndDeconvolutionMatchTheCpu) {
+    LayerConfig prelu = layer("prelu", "PReLU");
+    compare(prelu, {{4, 6, 5, 5}}, {random(6, -0.5F, 0.5F)});
+    compare(prelu, {{2, 3, 40, 40}}, {random(3, -0.5F, 0.5F)}, true); // in place, long channels
+    prelu.channel_shared = true;
+    compare(prelu, {{4, 6, 5, 5}}, {random(1, -0.5F, 0.5F)});
+    LayerConfig crop = layer("crop", "Crop");
+    crop.axis = 2;
+    crop.crop_offset = {1, 2};
+    compare(crop, {{2, 3, 7, 8}, {2, 1, 4, 5}});
+    LayerConfig deconv = layer("deconv", "Deconvolution");
+    deconv.num_output = 6;
+    deconv.kernel_size = 4;
+    deconv.stride = 2;
+    deconv.pad = 1;
+    deconv.group = 2;
+    compare(deconv, {{2, 4, 5, 5}}, {random(4 * 3 * 4 * 4), random(6)});
+}
+
+TEST_F(GpuLayers, ContrastiveAndHingeLossesMatchTheCpu) {
+    // Similarities and labels from the same random draw: a similarity's integer part (-1, 0 or
+    // 1) decides alike or not on both backends; a label outside the classes counts every score
+    // as another class's on both.
+    LayerConfig contrastive = layer("contrastive", "ContrastiveLoss");
+    contrastive.margin = 2.0F;
+    compare(contrastive, {{64, 10}, {64, 10}, {64}});
+    contrastive.legacy_version = true;
+    compare(contrastive, {{5, 300}, {5, 300}, {5}});
+    LayerConfig hinge = layer("hinge", "HingeLoss");
+    compare(hinge, {{8, 10}, {8}});
+    hinge.norm = "l2";
+    compare(hinge, {{3, 1000}, {3}});
+}
+
 } // namespace
 } // namespace dl
