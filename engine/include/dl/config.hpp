@@ -155,11 +155,6 @@ struct LayerConfig {
 /// Net::FilterNet.
 bool in_net(const LayerConfig& layer, const NetState& state);
 
-struct SolverConfig;
-/// The states of the nets a solver builds: the train net's, then each test net's (one {test}
-/// without Caffe's test_state).
-std::vector<NetState> net_states(const SolverConfig& solver);
-
 /// The C x H x W a Data layer hands the net: its images' `shape`, cut to crop_size x crop_size
 /// when it crops. Empty while the images' shape is unknown.
 inline std::vector<int> input_shape(const LayerConfig& data_layer) {
@@ -198,6 +193,12 @@ struct SolverConfig {
     int keep_checkpoints = 3;
     unsigned random_seed = 1701;
 };
+
+/// The test nets a solver builds: Caffe's test_state entries, each with its test_iter, or one
+/// {test} net with test_iter when it names none.
+std::vector<SolverConfig::TestNet> test_nets_of(const SolverConfig& solver);
+/// The states of the nets a solver builds: the train net's, then each test net's.
+std::vector<NetState> net_states(const SolverConfig& solver);
 
 /// The values a solver key (or --solver's batch_size) may take. One table: the validator checks
 /// every config by it and `dltrain describe --json` prints it, so dljob checks a recipe's

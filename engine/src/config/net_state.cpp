@@ -27,12 +27,16 @@ bool in_net(const LayerConfig& layer, const NetState& state) {
     return std::none_of(layer.exclude.begin(), layer.exclude.end(), matches);
 }
 
+std::vector<SolverConfig::TestNet> test_nets_of(const SolverConfig& solver) {
+    if (!solver.test_nets.empty()) {
+        return solver.test_nets;
+    }
+    return {SolverConfig::TestNet{NetState{Phase::test}, solver.test_iter}};
+}
+
 std::vector<NetState> net_states(const SolverConfig& solver) {
     std::vector<NetState> states{NetState{Phase::train}};
-    if (solver.test_nets.empty()) {
-        states.push_back(NetState{Phase::test});
-    }
-    for (const auto& net : solver.test_nets) {
+    for (const auto& net : test_nets_of(solver)) {
         states.push_back(net.state);
     }
     return states;

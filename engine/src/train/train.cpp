@@ -440,22 +440,6 @@ struct TestNet {
     TestResult last{std::nan(""), std::nan("")};
 };
 
-/// The test nets a solver asks for: Caffe's test_state entries, else one {test} net.
-std::vector<TestNet> test_nets_of(const SolverConfig& solver) {
-    std::vector<TestNet> nets;
-    if (solver.test_nets.empty()) {
-        nets.emplace_back();
-        nets.back().state = NetState{Phase::test};
-        nets.back().test_iter = solver.test_iter;
-    }
-    for (const auto& spec : solver.test_nets) {
-        nets.emplace_back();
-        nets.back().state = spec.state;
-        nets.back().test_iter = spec.test_iter;
-    }
-    return nets;
-}
-
 /// The Data layer of the net of `state`, loaded, its shape fixed in the config; null when the
 /// net has none.
 std::unique_ptr<Source> load_net_source(NetConfig& config, const NetState& state,
@@ -857,7 +841,10 @@ void TrainingRun::load_data_and_nets() {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the train phase", m_config.file.string()));
     }
-    for (TestNet& test : test_nets_of(m_config.solver)) {
+    for (const auto& spec : test_nets_of(m_config.solver)) {
+        TestNet test;
+        test.state = spec.state;
+        test.test_iter = spec.test_iter;
         if (test.test_iter > 0) {
             test.source = load_net_source(m_config, test.state, base, m_memory);
         }
