@@ -22,6 +22,22 @@
 
 namespace dl_test::against_reference {
 
+// A geometry in test messages.
+inline std::string describe(const dl::ConvGeometry& g) {
+    return std::to_string(g.batch) + " x " + std::to_string(g.channels) + " x " +
+           std::to_string(g.height) + " x " + std::to_string(g.width) + " -> " +
+           std::to_string(g.outputs) + ", kernel " + std::to_string(g.kernel) + " stride " +
+           std::to_string(g.stride) + " pad " + std::to_string(g.pad) + " group " +
+           std::to_string(g.group);
+}
+
+inline std::string describe(const dl::PoolGeometry& g) {
+    return std::to_string(g.batch) + " x " + std::to_string(g.channels) + " x " +
+           std::to_string(g.height) + " x " + std::to_string(g.width) + ", kernel " +
+           std::to_string(g.kernel) + " stride " + std::to_string(g.stride) + " pad " +
+           std::to_string(g.pad);
+}
+
 using dl::ref::Values;
 
 /// Per op: |got - want| <= tolerance * max(1, max |want|). Relative to the largest value of the

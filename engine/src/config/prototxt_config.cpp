@@ -660,15 +660,31 @@ public:
                  "that too)");
         }
         std::vector<LayerConfig> layers = net_inputs(net, tree);
-        // A V1 net is upgraded as Caffe reads it; its messages name the V1 layer's line.
-        for (int i = 0; i < net.layers_size(); ++i) {
-            const int line = line_of(&tree, v1_field, i, 1);
+        // A V0 or V1 net is upgraded as Caffe reads it; its messages name the old entry's line.
+        const auto entry_name = [&net](int i) {
+            const caffe::V1LayerParameter& entry = net.layers(i);
+            return entry.has_layer() ? entry.layer().name() : entry.name();
+        };
+        V0Upgrade v1;
+        if (is_v0_net(net)) {
+            v1 = upgrade_v0_net(net);
+            if (v1.failed >= 0) {
+                fail(line_of(&tree, v1_field, v1.failed, 1),
+                     fmt::format("layer '{}' (Caffe's V0 format): {}", entry_name(v1.failed),
+                                 v1.why));
+            }
+        } else {
+            v1.layers.assign(net.layers().begin(), net.layers().end());
+            for (int i = 0; i < net.layers_size(); ++i) {
+                v1.origin.push_back(i);
+            }
+        }
+        for (std::size_t k = 0; k < v1.layers.size(); ++k) {
+            const int line = line_of(&tree, v1_field, v1.origin[k], 1);
             std::string why;
-            const caffe::LayerParameter upgraded = upgrade_v1_layer(net.layers(i), why);
+            const caffe::LayerParameter upgraded = upgrade_v1_layer(v1.layers[k], why);
             if (!why.empty()) {
-                const caffe::V1LayerParameter& v1 = net.layers(i);
-                fail(line, fmt::format("layer '{}': {}",
-                                       v1.has_layer() ? v1.layer().name() : v1.name(), why));
+                fail(line, fmt::format("layer '{}': {}", entry_name(v1.origin[k]), why));
             }
             layers.push_back(layer(upgraded, nullptr, line));
         }

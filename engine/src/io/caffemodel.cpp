@@ -57,9 +57,53 @@ std::string shape_text(const std::vector<int>& shape) {
     return fmt::format("{}", fmt::join(shape, "x"));
 }
 
+// Counts the `blob_field` entries of the message `in` is limited to; false on malformed bytes.
+template <typename Refuse>
+bool count_blobs(google::protobuf::io::CodedInputStream& in, int blob_field, std::uint64_t& blobs,
+                 const Refuse& refuse) {
+    using google::protobuf::internal::WireFormatLite;
+    for (std::uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+        if (WireFormatLite::GetTagFieldNumber(tag) == blob_field && ++blobs > k_max_blobs) {
+            refuse(blobs, "blobs", k_max_blobs);
+        }
+        if (!WireFormatLite::SkipField(&in, tag)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// A V1 layer's blobs (6), and those of a V0 layer (1) inside it (50).
+template <typename Refuse>
+bool count_blobs_v1(google::protobuf::io::CodedInputStream& in, std::uint64_t& blobs,
+                    const Refuse& refuse) {
+    using google::protobuf::internal::WireFormatLite;
+    for (std::uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+        const int field = WireFormatLite::GetTagFieldNumber(tag);
+        if (field == 6 && ++blobs > k_max_blobs) {
+            refuse(blobs, "blobs", k_max_blobs);
+        }
+        std::uint32_t length = 0;
+        if (field == 1 &&
+            WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+            if (!in.ReadVarint32(&length) || length > INT_MAX) {
+                return false;
+            }
+            const auto limit = in.PushLimit(static_cast<int>(length));
+            if (!count_blobs(in, 50, blobs, refuse)) {
+                return false;
+            }
+            in.PopLimit(limit);
+        } else if (!WireFormatLite::SkipField(&in, tag)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 // NetParameter's layer (100) and V1 layers (2) fields, and their blobs (LayerParameter's 7,
-// V1LayerParameter's 6), counted by walking the wire format without building anything.
-// Malformed bytes end the walk quietly: the parse after it says what is wrong.
+// V1LayerParameter's 6, a V0 layer's 50), counted by walking the wire format without building
+// anything. Malformed bytes end the walk quietly: the parse after it says what is wrong.
 void check_counts(const std::vector<char>& bytes, const fs::path& file) {
     using google::protobuf::internal::WireFormatLite;
     google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
@@ -90,14 +134,10 @@ void check_counts(const std::vector<char>& bytes, const fs::path& file) {
             refuse(layers, "layers", k_max_layers);
         }
         const auto limit = in.PushLimit(static_cast<int>(length));
-        const int blob_field = field == 100 ? 7 : 6;
-        for (std::uint32_t inner = in.ReadTag(); inner != 0; inner = in.ReadTag()) {
-            if (WireFormatLite::GetTagFieldNumber(inner) == blob_field && ++blobs > k_max_blobs) {
-                refuse(blobs, "blobs", k_max_blobs);
-            }
-            if (!WireFormatLite::SkipField(&in, inner)) {
-                return;
-            }
+        const bool walked =
+            field == 100 ? count_blobs(in, 7, blobs, refuse) : count_blobs_v1(in, blobs, refuse);
+        if (!walked) {
+            return;
         }
         in.PopLimit(limit);
     }
@@ -126,7 +166,7 @@ caffe::NetParameter read_net(const fs::path& file) {
     return net;
 }
 
-std::vector<Blob> blobs_of(const ::caffe::NetParameter& net, const fs::path& file) {
+std::vector<Blob> blobs_of(const ::caffe::NetParameter& net) {
     std::vector<Blob> blobs;
     for (const auto& layer : net.layer()) {
         for (int i = 0; i < layer.blobs_size(); ++i) {
@@ -134,14 +174,11 @@ std::vector<Blob> blobs_of(const ::caffe::NetParameter& net, const fs::path& fil
         }
     }
     for (const auto& layer : net.layers()) {
-        if (layer.has_layer()) {
-            throw Error(ErrorKind::config,
-                        fmt::format("weights file {} is in Caffe's V0 format (before May 2014): "
-                                    "upgrade it with Caffe's upgrade_net_proto_binary",
-                                    file.string()));
-        }
-        for (int i = 0; i < layer.blobs_size(); ++i) {
-            blobs.push_back({layer.name(), i, &layer.blobs(i)});
+        // A V0 layer keeps its name and blobs inside; Caffe's upgrade moves them out unchanged.
+        const auto& name = layer.has_layer() ? layer.layer().name() : layer.name();
+        const auto& held = layer.has_layer() ? layer.layer().blobs() : layer.blobs();
+        for (int i = 0; i < held.size(); ++i) {
+            blobs.push_back({name, i, &held.Get(i)});
         }
     }
     return blobs;
@@ -160,7 +197,7 @@ WeightsCopy copy_caffemodel_weights(const fs::path& file, Net& net) {
         wanted.emplace(param.name, &param);
     }
     WeightsCopy copy;
-    for (const Blob& blob : blobs_of(model, file)) {
+    for (const Blob& blob : blobs_of(model)) {
         const std::string name = fmt::format("{}.{}", blob.layer, blob.index);
         const auto found = wanted.find(name);
         if (found == wanted.end()) {

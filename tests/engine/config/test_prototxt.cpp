@@ -206,6 +206,67 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
     EXPECT_FLOAT_EQ(v1.layers[4].loss_weight, 2.0F);
 }
 
+// Caffe's V0 nets (before May 2014: `layers { layer { type: "conv" kernelsize … } }`) read as
+// UpgradeV0Net makes them: a padding layer folded into the convolution it feeds, each V0 field
+// in its layer type's parameter; the same NetConfig as today's spelling.
+TEST(Prototxt, V0NetsReadAsCaffeUpgradesThem) {
+    dl_test::TempDir dir;
+    std::ofstream(dir.path() / "v0.prototxt") << R"(name: "CaffeNet-2013"
+layers { layer { name: "data" type: "data" source: "db" batchsize: 4 scale: 0.5
+                 cropsize: 6 mirror: true }
+         top: "data" top: "label" }
+layers { layer { name: "conv1" type: "conv" num_output: 4 kernelsize: 3 stride: 1
+                 weight_filler { type: "gaussian" std: 0.01 } bias_filler { type: "constant" }
+                 blobs_lr: 1 blobs_lr: 2 weight_decay: 1 weight_decay: 0 }
+         bottom: "data" top: "conv1" }
+layers { layer { name: "relu1" type: "relu" } bottom: "conv1" top: "conv1" }
+layers { layer { name: "norm1" type: "lrn" local_size: 3 alpha: 0.0001 beta: 0.75 }
+         bottom: "conv1" top: "norm1" }
+layers { layer { name: "pad2" type: "padding" pad: 1 } bottom: "norm1" top: "pad2" }
+layers { layer { name: "conv2" type: "conv" num_output: 4 kernelsize: 3 group: 2 biasterm: false }
+         bottom: "pad2" top: "conv2" }
+layers { layer { name: "pool2" type: "pool" pool: AVE kernelsize: 2 stride: 2 }
+         bottom: "conv2" top: "pool2" }
+layers { layer { name: "fc" type: "innerproduct" num_output: 3 } bottom: "pool2" top: "fc" }
+layers { layer { name: "drop" type: "dropout" dropout_ratio: 0.25 } bottom: "fc" top: "fc" }
+layers { layer { name: "loss" type: "softmax_loss" } bottom: "fc" bottom: "label" }
+)";
+    std::ofstream(dir.path() / "new.prototxt") << R"(name: "CaffeNet-2013"
+layer { name: "data" type: "Data" top: "data" top: "label"
+        data_param { source: "db" batch_size: 4 }
+        transform_param { scale: 0.5 crop_size: 6 mirror: true } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+        convolution_param { num_output: 4 kernel_size: 3 stride: 1
+                            weight_filler { type: "gaussian" std: 0.01 }
+                            bias_filler { type: "constant" } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "norm1" type: "LRN" bottom: "conv1" top: "norm1"
+        lrn_param { local_size: 3 alpha: 0.0001 beta: 0.75 } }
+layer { name: "conv2" type: "Convolution" bottom: "norm1" top: "conv2"
+        convolution_param { num_output: 4 kernel_size: 3 group: 2 bias_term: false pad: 1 } }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
+        pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "fc" type: "InnerProduct" bottom: "pool2" top: "fc"
+        inner_product_param { num_output: 3 } }
+layer { name: "drop" type: "Dropout" bottom: "fc" top: "fc" dropout_param { dropout_ratio: 0.25 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label" }
+)";
+    const NetConfig v0 = load_config(dir.path() / "v0.prototxt");
+    const NetConfig today = load_config(dir.path() / "new.prototxt");
+    expect_same_net(v0, today);
+    ASSERT_EQ(v0.layers.size(), 9U); // the padding layer is gone, folded into conv2
+    EXPECT_EQ(v0.layers[4].name, "conv2");
+    EXPECT_EQ(v0.layers[4].bottoms, std::vector<std::string>{"norm1"});
+    EXPECT_EQ(v0.layers[4].pad, 1);
+    EXPECT_FALSE(v0.layers[4].bias_term);
+    EXPECT_EQ(v0.layers[5].pool, "ave");
+    EXPECT_FLOAT_EQ(v0.layers[0].scale, 0.5F);
+    EXPECT_TRUE(v0.layers[0].mirror);
+    EXPECT_FLOAT_EQ(v0.layers[1].params[1].lr_mult, 2.0F);
+    EXPECT_FLOAT_EQ(v0.layers[7].dropout_ratio, 0.25F);
+}
+
 // This wave's layers as Caffe spells them: PReLU's prelu_param, Crop's crop_param (an FCN's
 // score cropped to its input), HingeLoss's norm; the net builds and its shapes follow.
 TEST(Prototxt, PReluCropAndHingeLossReadAsCaffeWritesThem) {
@@ -386,15 +447,36 @@ TEST(Prototxt, ErrorsNameTheFileLineAndField) {
     EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
     EXPECT_NE(message.find("layer 'c': weights (blobs) inside a prototxt"), std::string::npos)
         << message;
-    // A V0 file (layers { layer { … } }): named as such, with the tool that upgrades it.
-    message = prototxt_error("name: \"old\"\nlayers {\n  layer {\n    name: \"conv1\"\n"
-                             "    type: \"conv\"\n    num_output: 96\n  }\n"
-                             "  bottom: \"data\"\n  top: \"conv1\"\n}\n");
-    EXPECT_EQ(message.rfind("bad.prototxt:2:", 0), 0U) << message;
-    EXPECT_NE(message.find("layer 'conv1': a V0 layer (Caffe's format before May 2014"),
+    // V0 layers Caffe's upgrade cannot place either, at the line of their entry: a field the
+    // type does not take, a type it has no name for, padding before a ReLU, a bottom from nowhere.
+    const std::string v0_data = "input: \"data\"\ninput_dim: 1\ninput_dim: 1\ninput_dim: 8\n"
+                                "input_dim: 8\n";
+    message = prototxt_error(v0_data + "layers {\n  layer { name: \"conv1\" type: \"conv\" "
+                                       "num_output: 2 kernelsize: 3 }\n  bottom: \"data\" "
+                                       "top: \"conv1\"\n}\nlayers {\n  layer { name: \"r\" "
+                                       "type: \"relu\" dropout_ratio: 0.1 }\n  bottom: "
+                                       "\"conv1\" top: \"r\"\n}\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:10:", 0), 0U) << message;
+    EXPECT_NE(message.find("layer 'r' (Caffe's V0 format): V0 field 'dropout_ratio' has no "
+                           "place in a 'relu' layer"),
               std::string::npos)
         << message;
-    EXPECT_NE(message.find("upgrade_net_proto_text"), std::string::npos) << message;
+    message = prototxt_error(v0_data + "layers { layer { name: \"x\" type: \"warp\" } "
+                                       "bottom: \"data\" top: \"x\" }\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:6:", 0), 0U) << message;
+    EXPECT_NE(message.find("V0 layer type 'warp' has no name in Caffe's upgrade"),
+              std::string::npos)
+        << message;
+    message = prototxt_error(v0_data + "layers { layer { name: \"p\" type: \"padding\" pad: 1 } "
+                                       "bottom: \"data\" top: \"p\" }\nlayers { layer { name: "
+                                       "\"r\" type: \"relu\" } bottom: \"p\" top: \"r\" }\n");
+    EXPECT_EQ(message.rfind("bad.prototxt:7:", 0), 0U) << message;
+    EXPECT_NE(message.find("padding layer 'p' feeds a 'relu' layer"), std::string::npos) << message;
+    message = prototxt_error(v0_data + "layers { layer { name: \"r\" type: \"relu\" } "
+                                       "bottom: \"nowhere\" top: \"r\" }\n");
+    EXPECT_NE(message.find("bottom 'nowhere' is neither a net input nor an earlier layer's top"),
+              std::string::npos)
+        << message;
     // A value dltrain does not support, at the line of its field.
     message = prototxt_error("layer {\n  name: \"p\"\n  type: \"Pooling\"\n"
                              "  pooling_param { pool: STOCHASTIC kernel_size: 2 }\n}\n");

@@ -5,6 +5,7 @@
 
 #include "cpu/pooling.hpp"
 #include "reference/reference.hpp"
+#include "reference_checks.hpp"
 
 #include <dl/backend.hpp>
 
@@ -16,19 +17,13 @@
 #include <cstring>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 namespace dl {
 namespace {
 
-std::string describe(const PoolGeometry& g) {
-    std::ostringstream out;
-    out << g.height << "x" << g.width << " kernel " << g.kernel << " stride " << g.stride << " pad "
-        << g.pad;
-    return out.str();
-}
+using dl_test::against_reference::describe;
 
 // Bit patterns: NaN compares unequal to itself, and -0.0 equal to 0.0.
 void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,

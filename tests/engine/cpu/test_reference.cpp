@@ -49,21 +49,6 @@ constexpr Tolerances k_cpu{.conv = 1e-5,
                            .eltwise = 1e-6,
                            .solver = 1e-6};
 
-std::string describe(const ConvGeometry& g) {
-    return std::to_string(g.batch) + " x " + std::to_string(g.channels) + " x " +
-           std::to_string(g.height) + " x " + std::to_string(g.width) + " -> " +
-           std::to_string(g.outputs) + ", kernel " + std::to_string(g.kernel) + " stride " +
-           std::to_string(g.stride) + " pad " + std::to_string(g.pad) + " group " +
-           std::to_string(g.group);
-}
-
-std::string describe(const PoolGeometry& g) {
-    return std::to_string(g.batch) + " x " + std::to_string(g.channels) + " x " +
-           std::to_string(g.height) + " x " + std::to_string(g.width) + ", kernel " +
-           std::to_string(g.kernel) + " stride " + std::to_string(g.stride) + " pad " +
-           std::to_string(g.pad);
-}
-
 // Two threads: the backend's task splits and their ordered reductions are on the path.
 class ReferenceCpu : public ::testing::Test {
 protected:
@@ -73,7 +58,7 @@ protected:
 
 } // namespace reference_cpu
 
-using reference_cpu::describe;
+using dl_test::against_reference::describe;
 using reference_cpu::ReferenceCpu;
 
 TEST_F(ReferenceCpu, ConvolutionOnTheWinogradPath) {

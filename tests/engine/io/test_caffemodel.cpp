@@ -1,5 +1,5 @@
 // Caffe's .caffemodel weights both ways: a model exported by dltrain and read back is
-// bit-identical; the V1 format of the 2014 model-zoo files (legacy 4-D dims) loads; the
+// bit-identical; the V1 format of the 2014 model-zoo files (legacy 4-D dims) and V0 load; the
 // fine-tuning rule keeps fillers for renamed or resized layers and lists them; bad files are
 // refused naming what is wrong.
 #include "engine_test_support.hpp"
@@ -71,6 +71,9 @@ protected:
         ADD_FAILURE() << "no error for " << file;
         return {};
     }
+
+    // A model of the net's weights in the V1 (or V0) format, read back into another net.
+    void expect_legacy_model_reads(bool v0);
 };
 
 TEST_F(CaffeModel, WrittenAndReadBackBitForBit) {
@@ -103,20 +106,35 @@ TEST_F(CaffeModel, WrittenAndReadBackBitForBit) {
 // The 2014 model-zoo files: V1 `layers`, an enum type, and 4-D legacy dims (1 x 1 x N x K for an
 // inner product's weights).
 TEST_F(CaffeModel, ReadsTheV1FormatWithLegacyDims) {
+    expect_legacy_model_reads(false);
+}
+
+// Before May 2014 (V0): each layer's name, type and blobs inside a `layer` of the V1 entry.
+TEST_F(CaffeModel, ReadsTheV0Format) {
+    expect_legacy_model_reads(true);
+}
+
+void CaffeModel::expect_legacy_model_reads(bool v0) {
     auto source = net(1);
     ::caffe::NetParameter model;
     std::string last;
     ::caffe::V1LayerParameter* layer = nullptr;
     for (const auto& param : source->params()) {
         const std::string name = param.name.substr(0, param.name.rfind('.'));
+        const bool conv = name.rfind("conv", 0) == 0;
         if (layer == nullptr || last != name) {
             layer = model.add_layers();
-            layer->set_name(name);
-            layer->set_type(name.rfind("conv", 0) == 0 ? ::caffe::V1LayerParameter::CONVOLUTION
-                                                       : ::caffe::V1LayerParameter::INNER_PRODUCT);
+            if (v0) {
+                layer->mutable_layer()->set_name(name);
+                layer->mutable_layer()->set_type(conv ? "conv" : "innerproduct");
+            } else {
+                layer->set_name(name);
+                layer->set_type(conv ? ::caffe::V1LayerParameter::CONVOLUTION
+                                     : ::caffe::V1LayerParameter::INNER_PRODUCT);
+            }
             last = name;
         }
-        ::caffe::BlobProto* blob = layer->add_blobs();
+        ::caffe::BlobProto* blob = v0 ? layer->mutable_layer()->add_blobs() : layer->add_blobs();
         std::vector<int> dims = param.tensor->shape();
         while (dims.size() < 4) {
             dims.insert(dims.begin(), 1);
@@ -129,7 +147,8 @@ TEST_F(CaffeModel, ReadsTheV1FormatWithLegacyDims) {
         blob->mutable_data()->Add(data.begin(), data.end());
     }
     auto target = net(2);
-    const WeightsCopy copy = io::copy_caffemodel_weights(write("v1.caffemodel", model), *target);
+    const WeightsCopy copy =
+        io::copy_caffemodel_weights(write("legacy.caffemodel", model), *target);
     EXPECT_EQ(copy.copied.size(), source->params().size());
     EXPECT_EQ(values(*source), values(*target));
 }
@@ -188,10 +207,6 @@ TEST_F(CaffeModel, BadFilesAreRefusedNamingWhatIsWrong) {
     std::ofstream(garbage, std::ios::binary) << std::string("\xff\xff\xff\xff\x0f", 5);
     EXPECT_NE(error_of(garbage).find("is not a Caffe model"), std::string::npos);
 
-    ::caffe::NetParameter v0;
-    v0.add_layers()->mutable_layer()->set_name("old");
-    EXPECT_NE(error_of(write("v0.caffemodel", v0)).find("V0 format"), std::string::npos);
-
     ::caffe::NetParameter both;
     both.add_layers()->set_name("conv1");
     both.add_layer()->set_name("conv1");
@@ -249,6 +264,26 @@ TEST_F(CaffeModel, MoreLayersOrBlobsThanAnyNetHasAreRefusedUnparsed) {
     const fs::path many_blobs = m_dir.path() / "blobs.caffemodel";
     std::ofstream(many_blobs, std::ios::binary) << one_layer << blobs;
     message = error_of(many_blobs);
+    EXPECT_NE(message.find("more than 1000000 blobs"), std::string::npos) << message;
+
+    // The same blobs inside a V0 layer (V0LayerParameter field 50), itself inside a V1 entry.
+    std::string v0_blobs;
+    for (int i = 0; i < 1'000'001; ++i) {
+        v0_blobs += "\x92\x03"; // field 50, length-delimited
+        v0_blobs += '\0';
+    }
+    const auto delimited = [](std::string tag, const std::string& body) {
+        for (std::size_t n = body.size();; n >>= 7U) {
+            tag += static_cast<char>((n & 0x7FU) | (n >= 0x80 ? 0x80U : 0U));
+            if (n < 0x80) {
+                break;
+            }
+        }
+        return tag + body;
+    };
+    const fs::path v0 = m_dir.path() / "v0_blobs.caffemodel";
+    std::ofstream(v0, std::ios::binary) << delimited("\x12", delimited("\x0a", v0_blobs));
+    message = error_of(v0);
     EXPECT_NE(message.find("more than 1000000 blobs"), std::string::npos) << message;
 }
 

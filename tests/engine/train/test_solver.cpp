@@ -1,6 +1,8 @@
 // Caffe's learning-rate policies and update rules, against values worked out by hand and, for
 // the adaptive rules and Adam, against torch.optim (tests/engine/parity/make_solver_fixture.py).
 
+#include "test_paths.hpp"
+
 #include <dl/backend.hpp>
 #include <dl/config.hpp>
 #include <dl/error.hpp>

@@ -45,9 +45,10 @@ void transform_fields(FieldVisitor& v, LayerConfig& l) {
                   .when_set()
                   .expecting("a number or a list of numbers, one per channel"),
               l.mean_value);
-    v.text(field("mean_file", "transform_param").when_set(), l.mean_file);
-    // Caffe's older files say crop_size and mirror in data_param; Caffe moves them into
-    // transform_param (UpgradeNetDataTransformation), and so does this.
+    // Caffe's older files say scale, mean_file, crop_size and mirror in data_param; Caffe moves
+    // them into transform_param (UpgradeNetDataTransformation), and so does this.
+    v.text(field("mean_file", "transform_param").or_older("data_param", "mean_file").when_set(),
+           l.mean_file);
     v.integer(field("crop_size", "transform_param").or_older("data_param", "crop_size").when_set(),
               l.crop_size);
     v.flag(field("mirror", "transform_param").or_older("data_param", "mirror").when_set(),
