@@ -205,12 +205,14 @@ std::vector<float> numbers(const std::string& option, const std::string& text) {
 /// Caffe's tool reads gflags, which take `-flag value`, `-flag=value` and `--flag`: the scripts
 /// users bring say `caffe train -solver S -gpu 0 -weights W` and `caffe device_query -gpu 0`.
 /// Those flags become dltrain's options before CLI11 parses (it takes one dash for one-letter
-/// options only): -model is --config, -snapshot is --resume, -gpu N is --device cuda:N.
+/// options only): -model is --config, -snapshot is --resume, -gpu N is --device cuda:N, -stage
+/// and -level are --stage and --level.
 /// Returns the arguments after the program name.
 std::vector<std::string> caffe_spelling(int argc, char** argv) {
     static const std::map<std::string, std::string> renamed = {
         {"solver", "--solver"},         {"weights", "--weights"}, {"model", "--config"},
-        {"iterations", "--iterations"}, {"snapshot", "--resume"}, {"gpu", "--device"}};
+        {"iterations", "--iterations"}, {"snapshot", "--resume"}, {"gpu", "--device"},
+        {"stage", "--stage"},           {"level", "--level"}};
     std::vector<std::string> args;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i]; // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
@@ -299,7 +301,9 @@ public:
         cmd->add_option("--device", m_train.device, k_device_help);
         cmd->add_option("--max-memory", m_train.max_memory, k_memory_help);
         cmd->add_option("--solver", m_train.solver_overrides, k_solver_help);
+        m_train_state.add(cmd, "the train net (over the solver's train_state, as caffe train)");
         cmd->callback([this] {
+            m_train.state = m_train_state.flags();
             m_train.config = solver_and_config(m_train.config, m_train.solver_overrides);
             if (m_train.run_dir.empty()) {
                 caffe_outputs(m_train);
@@ -331,7 +335,10 @@ public:
         cmd->add_option("--threads", m_test.threads, k_threads_help);
         cmd->add_option("--device", m_test.device, k_device_help);
         cmd->add_option("--max-memory", m_test.max_memory, k_memory_help);
+        m_test_state.add(cmd, "the test net of this state (default: the solver's first test "
+                              "net)");
         cmd->callback([this] {
+            m_test.state = m_test_state.flags();
             if (!m_test_data_dir.empty()) {
                 m_test.data_dir = m_test_data_dir;
             }
@@ -416,7 +423,11 @@ public:
         cmd->add_option("--threads", m_time.threads, k_threads_help);
         cmd->add_option("--device", m_time.device, k_device_help);
         cmd->add_option("--max-memory", m_time.max_memory, k_memory_help);
-        cmd->callback([this] { exit_code = dl::time_net(m_time); });
+        m_time_state.add(cmd, "the timed train net");
+        cmd->callback([this] {
+            m_time.state = m_time_state.flags();
+            exit_code = dl::time_net(m_time);
+        });
     }
 
     void add_check(CLI::App& app) {
@@ -453,6 +464,34 @@ public:
     }
 
 private:
+    /// --level and --stage of one command, bound until its callback reads them.
+    struct StateOptions {
+        int level = 0;
+        std::vector<std::string> stages;
+        CLI::Option* level_option = nullptr;
+        CLI::Option* stage_option = nullptr;
+
+        void add(CLI::App* cmd, const char* which) {
+            level_option = cmd->add_option(
+                "--level", level, fmt::format("{}: its level (Caffe's NetState level)", which));
+            stage_option = cmd->add_option("--stage", stages,
+                                           fmt::format("{}: its stages, separated by commas or "
+                                                       "repeated (Caffe's NetState stage)",
+                                                       which))
+                               ->delimiter(',');
+        }
+        [[nodiscard]] dl::StateFlags flags() const {
+            dl::StateFlags flags;
+            if (level_option->count() > 0) {
+                flags.level = level;
+            }
+            if (stage_option->count() > 0) {
+                flags.stages = stages;
+            }
+            return flags;
+        }
+    };
+
     /// `caffe train -solver S` writes PREFIX_iter_N.caffemodel (PREFIX from S) and takes no run
     /// directory: dltrain's goes beside the snapshots. Checked here, before anything is
     /// written: Caffe's own check is that the prefix's folder exists.
@@ -497,6 +536,9 @@ private:
     dl::ConvertOptions m_convert;
     std::string m_convert_solver_output;
     dl::TimeOptions m_time;
+    StateOptions m_train_state;
+    StateOptions m_test_state;
+    StateOptions m_time_state;
     std::string m_check_config;
     std::string m_check_data_dir;
     std::string m_check_max_memory;

@@ -187,6 +187,9 @@ struct SolverConfig {
         int test_iter = 0;
     };
     std::vector<TestNet> test_nets;
+    // Caffe's train_state: the train net's level and stages (`dltrain train --stage/--level`,
+    // as `caffe train -stage/-level`, set it too).
+    NetState train_state{Phase::train};
     bool test_initialization = true;
     int display = 0;
     int snapshot = 0;

@@ -8,6 +8,13 @@
 
 namespace dl {
 
+/// `--level N` and `--stage A,B` (Caffe's -level and -stage): the state of the net a command
+/// builds, for nets whose layers include or exclude by level and stage.
+struct StateFlags {
+    std::optional<int> level;
+    std::optional<std::vector<std::string>> stages;
+};
+
 struct TrainOptions {
     std::filesystem::path config;
     std::filesystem::path run_dir;
@@ -25,6 +32,7 @@ struct TrainOptions {
     /// Caffe's snapshots as well: at every checkpoint, PREFIX_iter_N.caffemodel (`dltrain train
     /// -solver S` without --run-dir, where Caffe's users look for them).
     std::optional<std::filesystem::path> caffemodel_prefix;
+    StateFlags state; // the train net's, over the solver's train_state (as caffe train)
 };
 
 /// Returns exit_code::finished or exit_code::checkpointed; throws dl::Error otherwise.
@@ -38,6 +46,7 @@ struct TestOptions {
     int threads = 0;
     std::string device;
     std::string max_memory;
+    StateFlags state; // given: the test net of this state; else the solver's first test net
 };
 int test(const TestOptions& options);
 
@@ -47,6 +56,7 @@ struct TimeOptions {
     int threads = 0;
     std::string device;
     std::string max_memory;
+    StateFlags state; // the train net's, as for train
 };
 int time_net(const TimeOptions& options);
 

@@ -112,7 +112,7 @@ void set_batch_size(NetConfig& config, const std::string& assignment, const std:
     }
     bool found = false;
     for (LayerConfig& layer : config.layers) {
-        if (has_role(layer, LayerRole::input) && in_net(layer, NetState{Phase::train})) {
+        if (has_role(layer, LayerRole::input) && in_net(layer, config.solver.train_state)) {
             layer.batch_size = *parsed;
             layer.marks["batch_size"] = SourceMark{0, 0, assignment};
             found = true;

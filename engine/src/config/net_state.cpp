@@ -35,7 +35,7 @@ std::vector<SolverConfig::TestNet> test_nets_of(const SolverConfig& solver) {
 }
 
 std::vector<NetState> net_states(const SolverConfig& solver) {
-    std::vector<NetState> states{NetState{Phase::train}};
+    std::vector<NetState> states{solver.train_state};
     for (const auto& net : test_nets_of(solver)) {
         states.push_back(net.state);
     }

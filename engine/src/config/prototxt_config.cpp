@@ -81,7 +81,7 @@ const std::map<std::string, std::set<std::string>>& allowed_fields() {
         {"caffe.LayerParameter",
          {"name", "type", "bottom", "top", "loss_weight", "param", "include", "exclude"}},
         {"caffe.NetStateRule", {"phase", "min_level", "max_level", "stage", "not_stage"}},
-        {"caffe.NetState", {"phase", "level", "stage"}}, // a solver's test_state
+        {"caffe.NetState", {"phase", "level", "stage"}}, // a solver's train_state, test_state
         {"caffe.ParamSpec", {"lr_mult", "decay_mult", "name"}},
         {"caffe.BlobShape", {"dim"}}, // Input's input_param.shape
         {"caffe.FillerParameter",
@@ -95,6 +95,7 @@ const std::map<std::string, std::set<std::string>>& allowed_fields() {
           "test_net_param",
           "test_iter",
           "test_state",
+          "train_state",
           "test_interval",
           "test_initialization",
           "test_compute_loss", // accepted: dltrain's test pass always reports the loss
@@ -796,6 +797,15 @@ public:
                 }
                 c.test_nets.push_back(std::move(test));
             }
+        }
+        if (s.has_train_state()) {
+            if (s.train_state().has_phase() && s.train_state().phase() != caffe::TRAIN) {
+                fail(at("train_state"), "a train_state in the TEST phase: the train net runs in "
+                                        "the TRAIN phase");
+            }
+            c.train_state.level = s.train_state().level();
+            c.train_state.stages.assign(s.train_state().stage().begin(),
+                                        s.train_state().stage().end());
         }
         c.base_lr = s.base_lr();
         c.momentum = s.momentum();

@@ -257,6 +257,13 @@ caffe::SolverParameter solver_message(const SolverConfig& s, const std::string& 
     } else if (s.test_iter > 0) {
         solver.add_test_iter(s.test_iter);
     }
+    if (s.train_state.level != 0 || !s.train_state.stages.empty()) {
+        caffe::NetState& state = *solver.mutable_train_state();
+        state.set_level(s.train_state.level);
+        for (const auto& stage : s.train_state.stages) {
+            state.add_stage(stage);
+        }
+    }
     solver.set_test_initialization(s.test_initialization);
     solver.set_display(s.display);
     solver.set_snapshot(s.snapshot);

@@ -512,9 +512,19 @@ SolverConfig read_solver(const Reader& reader, const YAML::Node& node, SourceMar
     }
     std::vector<std::string> keys = solver_keys();
     keys.emplace_back("test_state");
+    keys.emplace_back("train_state");
     reader.check_keys(node, keys, where);
     record_marks(node, marks);
     solver.test_nets = read_test_nets(reader, node);
+    if (const YAML::Node state = node["train_state"]) {
+        const std::string here = "train_state of solver";
+        if (!state.IsMap()) {
+            reader.fail(state, "key 'train_state' in solver must be a map {level, stage}");
+        }
+        reader.check_keys(state, {"level", "stage"}, here);
+        reader.read(state, "level", solver.train_state.level, here);
+        solver.train_state.stages = reader.read_names(state, "stage", here);
+    }
     for (const SolverKeyRule& rule : solver_key_rules()) {
         if (!node[rule.key]) {
             continue;
@@ -765,6 +775,11 @@ void emit_solver(YAML::Emitter& out, const SolverConfig& s) {
                 << YAML::EndMap;
         }
         out << YAML::EndSeq;
+    }
+    if (s.train_state.level != 0 || !s.train_state.stages.empty()) {
+        out << YAML::Key << "train_state" << YAML::Value << YAML::Flow << YAML::BeginMap
+            << YAML::Key << "level" << YAML::Value << s.train_state.level << YAML::Key << "stage"
+            << YAML::Value << YAML::Flow << s.train_state.stages << YAML::EndMap;
     }
     out << YAML::Key << "test_initialization" << YAML::Value << s.test_initialization;
     out << YAML::Key << "display" << YAML::Value << s.display;

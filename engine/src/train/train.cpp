@@ -605,6 +605,18 @@ std::int64_t text_hash(const std::string& text) {
                                   comm.rank(), line + 1, at(theirs), at(ours)));
 }
 
+/// Caffe's train and time: -level replaces the train_state's level, each -stage is added to
+/// its stages.
+void apply_train_state(SolverConfig& solver, const StateFlags& flags) {
+    if (flags.level) {
+        solver.train_state.level = *flags.level;
+    }
+    if (flags.stages) {
+        solver.train_state.stages.insert(solver.train_state.stages.end(), flags.stages->begin(),
+                                         flags.stages->end());
+    }
+}
+
 } // namespace
 
 std::optional<double> deadline_seconds(const std::string& spec) {
@@ -781,6 +793,7 @@ TrainingRun::TrainingRun(const TrainOptions& options) : m_options(options) {
                     "the run has no checkpoint of its own");
     }
     m_config = load_config(options.config, options.solver_overrides);
+    apply_train_state(m_config.solver, options.state);
     if (options.max_iter) {
         m_config.solver.max_iter = *options.max_iter;
     }
@@ -836,7 +849,7 @@ void TrainingRun::leave_if_asked(const char* during) const {
 
 void TrainingRun::load_data_and_nets() {
     const fs::path base = data_base(m_options.data_dir, m_options.config);
-    m_train_source = load_net_source(m_config, NetState{Phase::train}, base, m_memory);
+    m_train_source = load_net_source(m_config, m_config.solver.train_state, base, m_memory);
     if (!m_train_source) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the train phase", m_config.file.string()));
@@ -866,7 +879,7 @@ void TrainingRun::load_data_and_nets() {
                                 m_backend->device_name()));
     }
     const std::uint32_t seed = m_config.solver.random_seed;
-    m_net = std::make_unique<Net>(m_config, Phase::train, *m_backend, seed);
+    m_net = std::make_unique<Net>(m_config, m_config.solver.train_state, *m_backend, seed);
     check_labels(*m_train_source, m_net->inputs().front(), m_config.file);
     for (TestNet& test : m_tests) {
         test.net = std::make_unique<Net>(m_config, test.state, *m_backend, seed, m_net.get());
@@ -1331,8 +1344,23 @@ int test(const TestOptions& options) {
     NetConfig config = load_config(options.config);
     const fs::path base = data_base(options.data_dir, options.config);
     const MemoryLimit memory = memory_limit(options.max_memory);
-    // The solver's first test net (with Caffe's test_state, the first state's).
-    const NetState net_state = test_nets_of(config.solver).front().state;
+    // The solver's first test net (with Caffe's test_state, the first state's); with --level or
+    // --stage, the test net of that state, as caffe test builds it (and its test_iter when the
+    // solver has a test net of that state).
+    NetState net_state = test_nets_of(config.solver).front().state;
+    int solver_test_iter = config.solver.test_iter;
+    if (options.state.level || options.state.stages) {
+        net_state = NetState{Phase::test};
+        net_state.level = options.state.level.value_or(0);
+        net_state.stages = options.state.stages.value_or(std::vector<std::string>{});
+        solver_test_iter = 0;
+        for (const auto& net : test_nets_of(config.solver)) {
+            if (net.state.level == net_state.level && net.state.stages == net_state.stages) {
+                solver_test_iter = net.test_iter;
+                break;
+            }
+        }
+    }
     const std::unique_ptr<Source> loaded = load_net_source(config, net_state, base, memory);
     if (!loaded) {
         throw Error(ErrorKind::config,
@@ -1377,18 +1405,22 @@ int test(const TestOptions& options) {
     // Caffe's `caffe test -iterations N`; without it, the solver's test_iter or the whole set.
     const int test_iter =
         options.iterations > 0 ? options.iterations
-        : config.solver.test_iter > 0
-            ? config.solver.test_iter
+        : solver_test_iter > 0
+            ? solver_test_iter
             : static_cast<int>((source.set.count + layer.batch_size - 1) / layer.batch_size);
     TestPass pass;
     // dltrain test installs no stop signal: SIGTERM ends it at once, as it has nothing to save.
     const TestResult result =
         *run_test(net, source, config, net_state, test_iter, pass, [] { return false; });
-    const nlohmann::json line = {{"type", "test"},
-                                 {"iter", state.iteration},
-                                 {"accuracy", result.accuracy},
-                                 {"loss", result.loss},
-                                 {"batches", test_iter}};
+    nlohmann::json line = {{"type", "test"},
+                           {"iter", state.iteration},
+                           {"accuracy", result.accuracy},
+                           {"loss", result.loss},
+                           {"batches", test_iter}};
+    if (!net_state.stages.empty() || net_state.level != 0) {
+        line["stages"] = net_state.stages;
+        line["level"] = net_state.level;
+    }
     std::cout << line.dump() << '\n';
     return exit_code::finished;
 }
@@ -1503,6 +1535,7 @@ std::vector<std::string> check_config(const fs::path& file, const std::optional<
 
 int time_net(const TimeOptions& options) {
     NetConfig config = load_config(options.config);
+    apply_train_state(config.solver, options.state);
     const MemoryLimit memory = memory_limit(options.max_memory);
     // The image shape comes from the 'shape' key, else from the data's header.
     for (auto& layer : config.layers) {
@@ -1514,7 +1547,7 @@ int time_net(const TimeOptions& options) {
     check_memory(config, false, memory);
     auto backend =
         make_backend(options.device.empty() ? default_device() : options.device, options.threads);
-    Net net(config, Phase::train, *backend, config.solver.random_seed);
+    Net net(config, config.solver.train_state, *backend, config.solver.random_seed);
     std::mt19937 rng(config.solver.random_seed);
     std::uniform_real_distribution<float> pixel(0.0F, 1.0F);
     for (auto& input : net.inputs()) {
@@ -1570,7 +1603,7 @@ int export_model(const ExportOptions& options) {
         }
     }
     auto backend = make_backend("cpu", 1);
-    Net net(config, Phase::train, *backend, config.solver.random_seed);
+    Net net(config, config.solver.train_state, *backend, config.solver.random_seed);
     if (io::is_caffemodel(options.weights)) {
         (void)io::copy_caffemodel_weights(options.weights, net);
     } else {

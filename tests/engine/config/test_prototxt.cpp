@@ -372,6 +372,29 @@ max_iter: 20
     for (const NetState& state : states) {
         EXPECT_EQ(layers_of(again, state), layers_of(config, state));
     }
+    // Caffe's train_state: the train net of level 1 holds the level-1 layer too; a TEST one is
+    // refused at its line.
+    std::ofstream(dir.path() / "deep.prototxt") << R"(net: "net.prototxt"
+train_state: { level: 1 stage: "warm" }
+base_lr: 0.1
+)";
+    const NetConfig deep = load_config(dir.path() / "deep.prototxt");
+    EXPECT_EQ(deep.solver.train_state.stages, std::vector<std::string>{"warm"});
+    EXPECT_EQ(layers_of(deep, net_states(deep.solver)[0]),
+              (std::vector<std::string>{"data:train_db", "ip", "deep", "loss"}));
+    std::ofstream(dir.path() / "test-train.prototxt") << R"(net: "net.prototxt"
+base_lr: 0.1
+train_state: { phase: TEST }
+)";
+    try {
+        load_config(dir.path() / "test-train.prototxt");
+        ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("test-train.prototxt:3: a train_state in the TEST "
+                                             "phase"),
+                  std::string::npos)
+            << e.what();
+    }
     // One test_state short of the test_iter entries: Caffe's rule, refused at the field.
     std::ofstream(dir.path() / "short.prototxt") << R"(net: "net.prototxt"
 test_state: { stage: "on-train" }

@@ -476,6 +476,52 @@ TEST_F(Dltrain, TestCommandScoresACheckpoint) {
     EXPECT_EQ(zero.exit_code, 2) << zero.output;
 }
 
+// Caffe's -stage and -level (and dltrain's --stage, --level): `test` builds the test net of that
+// state (here a second test Data layer, on the training images, 12 a batch: the whole set is 8
+// batches), `time` and `train` the train net of that level (a layer from level 1 up).
+TEST_F(Dltrain, StageAndLevelBuildTheNetOfThatState) {
+    const auto config = workspace(20);
+    std::string yaml = dl_test::read_file(config);
+    const std::string test_data = "phase: test, source: test-images-idx3-ubyte,";
+    ASSERT_NE(yaml.find(test_data), std::string::npos);
+    yaml.replace(yaml.find(test_data), test_data.size(),
+                 "phase: test, exclude: [{stage: [on-train]}], source: test-images-idx3-ubyte,");
+    yaml.insert(yaml.find("  - {name: conv1,"),
+                "  - {name: data, type: Data, top: [data, label], include: [{phase: test, stage: "
+                "[on-train]}],\n     source: train-images-idx3-ubyte, label_source: "
+                "train-labels-idx1-ubyte, batch_size: 12,\n     scale: 0.00390625}\n");
+    yaml.insert(yaml.find("  - {name: accuracy,"),
+                "  - {name: deep, type: ReLU, bottom: ip2, top: ip2, include: [{min_level: 1}]}\n");
+    std::ofstream(config, std::ios::trunc) << yaml;
+    const fs::path run = m_dir.path() / "run";
+    ASSERT_EQ(run_shell(train_command(config, run, "--level 1 --stage warm")).exit_code, 0);
+    const std::string resolved = dl_test::read_file(run / "config.resolved.yaml");
+    EXPECT_NE(resolved.find("train_state: {level: 1, stage: [warm]}"), std::string::npos)
+        << resolved;
+    const std::string weights = (run / "checkpoints" / "iter_00000020.ckpt").string();
+    const std::string test = std::string(DLTRAIN_BINARY) + " test --device cpu --config " +
+                             config.string() + " --weights " + weights;
+    const auto plain = run_shell(test);
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    EXPECT_EQ(nlohmann::json::parse(plain.output)["batches"], 3); // the solver's test_iter
+    EXPECT_FALSE(nlohmann::json::parse(plain.output).contains("stages"));
+    for (const std::string flag : {" --stage on-train", " -stage on-train", " -stage=on-train"}) {
+        const auto staged = run_shell(test + flag);
+        ASSERT_EQ(staged.exit_code, 0) << flag << ": " << staged.output;
+        const auto line = nlohmann::json::parse(staged.output);
+        EXPECT_EQ(line["batches"], 8) << flag;
+        EXPECT_EQ(line["stages"], nlohmann::json::array({"on-train"})) << flag;
+    }
+    const std::string time = std::string(DLTRAIN_BINARY) + " time --device cpu --config " +
+                             config.string() + " --threads 1 --iterations 1";
+    const auto shallow = run_shell(time);
+    const auto deep = run_shell(time + " -level 1");
+    ASSERT_EQ(shallow.exit_code, 0) << shallow.output;
+    ASSERT_EQ(deep.exit_code, 0) << deep.output;
+    EXPECT_EQ(shallow.output.find("\ndeep "), std::string::npos) << shallow.output;
+    EXPECT_NE(deep.output.find("\ndeep "), std::string::npos) << deep.output;
+}
+
 TEST_F(Dltrain, GzipAndRawDataGiveTheSameTraining) {
     const auto config = workspace(30);
     const fs::path gz_dir = m_dir.path() / "gz";
