@@ -54,13 +54,14 @@ trap release_unmount_all EXIT
 # Debian 11's packages for everything the build finds (cmake/DljobDependencies.cmake), the
 # MPI headers for the plugins (the MPI libraries themselves stay the site's), and Gloo for the
 # plugin of ranks without MPI (Debian 11's libgloo-dev, 0.0~git20200918: libgloo.so.0 is bundled).
+# libhdf5-dev for Caffe's HDF5Data (its serial libhdf5 1.10 and libsz/libaec are bundled).
 build_packages=(
     g++ cmake ninja-build pkg-config binutils patchelf file
     libyaml-cpp-dev libcurl4-openssl-dev nlohmann-json3-dev libfmt-dev libsqlite3-dev
     libboost-dev libboost-filesystem-dev libarchive-dev libxxhash-dev libzstd-dev
     libkainjow-mustache-dev libopenblas-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev nettle-dev
     liblmdb-dev libprotobuf-dev protobuf-compiler libleveldb-dev libopenmpi-dev libmpich-dev
-    libgloo-dev
+    libgloo-dev libhdf5-dev
 )
 release_root "$build_root" "${build_packages[@]}"
 # CLI11 is header-only and not in Debian 11: the Debian 12 package's headers are used as they

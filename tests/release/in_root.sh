@@ -101,6 +101,13 @@ check "dljob status --json: the job COMPLETED" contains "$status" '"state":"COMP
 check "dljob status --json: with its training's metrics" contains "$status" '"iter":60'
 check "dljob status --all --json lists it" contains "$("$dljob" status --all --json 2>&1)" "\"id\":$job,"
 
+# Caffe's HDF5Data through the bundled libhdf5, from the data's folder as Caffe's tools run.
+out=$(cd /tmp/dljob-release/hdf5 && "$dltrain" train --config net.prototxt --run-dir "$HOME/h5-run" \
+    --solver base_lr=0.1 --max-iter 10 --deadline none --threads 1 2>&1)
+check "dltrain trains an HDF5Data net (h5py's file) through the bundled libhdf5" \
+    grep -q '"type":"final"' "$HOME/h5-run/metrics.jsonl"
+[[ -f "$HOME/h5-run/metrics.jsonl" ]] || echo "$out" | tail -5 | sed 's/^/  | /'
+
 # Two CPU ranks through the bundled Open MPI plugin and the root's own Open MPI.
 if command -v mpirun.openmpi >/dev/null; then
     export OMPI_MCA_btl_vader_single_copy_mechanism=none MPIEXEC_TIMEOUT=180

@@ -77,6 +77,7 @@ for f in bin/dljob bin/dltrain modulefiles/dljob share/dljob/site-profiles share
 done
 check "libstdc++ is bundled (the host's does not matter)" test -f "$tree/lib/libstdc++.so.6"
 check "libcurl is bundled" test -f "$tree/lib/libcurl.so.4"
+check "libhdf5 is bundled (Caffe's HDF5Data)" test -f "$tree/lib/libhdf5_serial.so.103"
 check "the Open MPI and MPICH plugins are in lib/dljob" \
     test -f "$tree/lib/dljob/libdltrain-mpi-openmpi.so" -a -f "$tree/lib/dljob/libdltrain-mpi-mpich.so"
 check "the MPICH plugin's libmpi.so.12 twin is in lib/dljob" \
@@ -149,6 +150,25 @@ done >"$bare/tmp/dljob-release/needed.txt"
 mkdir -p "$bare/usr/share/datasets"
 rm -rf "$bare/usr/share/datasets/fashion-mnist"
 cp -r /usr/share/datasets/fashion-mnist "$bare/usr/share/datasets/"
+# Caffe's HDF5Data as pycaffe users write it (h5py on this host): 40 rows of 4 features, labels
+# 0/1 by the first feature's sign, and a net that reads them.
+h5=$bare/tmp/dljob-release/hdf5
+mkdir -p "$h5"
+/usr/bin/python3 "$root/tests/engine/hdf5_files.py" "$h5/train.h5" "$(python3 -c '
+import json, random
+random.seed(1)
+rows = [[random.uniform(-1, 1) for _ in range(4)] for _ in range(40)]
+print(json.dumps({"data": {"dtype": "float32", "shape": [40, 4], "values": sum(rows, [])},
+                  "label": {"dtype": "float32", "shape": [40], "values": [float(r[0] > 0) for r in rows]}}))')"
+echo train.h5 >"$h5/train.txt"
+cat >"$h5/net.prototxt" <<'NET'
+name: "hdf5"
+layer { name: "data" type: "HDF5Data" top: "data" top: "label"
+        hdf5_data_param { source: "train.txt" batch_size: 8 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+NET
 
 # An HTTPS server on loopback whose CA is only where RHEL keeps its bundle.
 pki=$work/pki
