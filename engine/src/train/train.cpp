@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -78,10 +79,14 @@ fs::path resolve(const std::string& source, const fs::path& base) {
 
 // One Data layer's files, loaded once; the image shape is written into the layer config.
 struct Source {
-    data::IdxDataset set;
-    std::vector<float> mean; // mean_value, or the mean_file's image
+    std::shared_ptr<const data::IdxDataset> set; // shared by the nets that read the same files
+    std::vector<float> mean;                     // mean_value, or the mean_file's image
     std::unique_ptr<data::BatchReader> reader;
 };
+
+/// The data sets a run has loaded, by everything that decides their contents: a test net that
+/// reads the train net's files (the MNIST autoencoder's test-on-train net) shares its copy.
+using LoadedSets = std::map<std::string, std::shared_ptr<const data::IdxDataset>>;
 
 /// A Data layer's reader from stream position `cursor`: in file order, or in a fresh order
 /// every epoch drawn from the solver's seed when the layer has `shuffle: true`.
@@ -99,7 +104,7 @@ data::LabelLimit label_limit(const NetInput& input, const fs::path& config_file)
 /// anywhere is refused now rather than hours in, when its batch comes (the reader checks each
 /// batch as well, where the labels are used). One pass over bytes in memory.
 void check_labels(const Source& source, const NetInput& input, const fs::path& config_file) {
-    if (const auto bad = data::first_bad_label(source.set, label_limit(input, config_file))) {
+    if (const auto bad = data::first_bad_label(*source.set, label_limit(input, config_file))) {
         throw Error(ErrorKind::config, *bad);
     }
 }
@@ -114,7 +119,7 @@ std::unique_ptr<data::BatchReader> make_reader(const Source& source, const NetIn
     const data::CropMirror crop{layer.crop_size, layer.mirror, phase == Phase::train,
                                 solver.random_seed};
     return std::make_unique<data::BatchReader>(
-        source.set, layer.batch_size, layer.scale, data::SampleOrder(source.set.count, seed),
+        *source.set, layer.batch_size, layer.scale, data::SampleOrder(source.set->count, seed),
         cursor, 4, rank, ranks, source.mean, crop, label_limit(input, config_file));
 }
 
@@ -146,23 +151,48 @@ data::Hdf5Options hdf5_options(const LayerConfig& layer, const fs::path& base) {
     return options;
 }
 
+/// The layer's data set: read from its files, or the copy in `loaded` of the same files read
+/// the same way.
+std::shared_ptr<const data::IdxDataset> load_set(const LayerConfig& layer, const fs::path& images,
+                                                 const fs::path& labels, const fs::path& base,
+                                                 const data::DataBudget& budget,
+                                                 LoadedSets* loaded) {
+    const std::string key =
+        fmt::format("{}\n{}\n{}\n{}\n{}\n{}x{}\n{}\n{}", layer.type, images.string(),
+                    labels.string(), layer.backend, layer.root_folder, layer.new_height,
+                    layer.new_width, layer.is_color, fmt::join(layer.tops, ","));
+    if (loaded != nullptr) {
+        if (const auto found = loaded->find(key); found != loaded->end()) {
+            return found->second;
+        }
+    }
+    data::IdxDataset set;
+    if (layer.type == "ImageData") {
+        set = data::load_image_list(images, image_list_options(layer, base), budget);
+        if (labels.empty()) {
+            set.labels.clear();
+        }
+    } else if (layer.type == "HDF5Data") {
+        set = data::load_hdf5_list(images, hdf5_options(layer, base), budget);
+    } else {
+        data::check_backend(images, layer.backend);
+        set = data::load_idx(images, labels, budget);
+    }
+    auto shared = std::make_shared<const data::IdxDataset>(std::move(set));
+    if (loaded != nullptr) {
+        loaded->emplace(key, shared);
+    }
+    return shared;
+}
+
 std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
-                                    const fs::path& config_file, const data::DataBudget& budget) {
+                                    const fs::path& config_file, const data::DataBudget& budget,
+                                    LoadedSets* loaded = nullptr) {
     auto source = std::make_unique<Source>();
     const fs::path images = resolve(layer.source, base);
     const fs::path labels = resolve(layer.label_source, base);
     try {
-        if (layer.type == "ImageData") {
-            source->set = data::load_image_list(images, image_list_options(layer, base), budget);
-            if (labels.empty()) {
-                source->set.labels.clear();
-            }
-        } else if (layer.type == "HDF5Data") {
-            source->set = data::load_hdf5_list(images, hdf5_options(layer, base), budget);
-        } else {
-            data::check_backend(images, layer.backend);
-            source->set = data::load_idx(images, labels, budget);
-        }
+        source->set = load_set(layer, images, labels, base, budget, loaded);
     } catch (const Error& e) {
         std::error_code ec;
         const bool lost = !fs::path(layer.source).is_absolute() && !fs::exists(images, ec);
@@ -176,7 +206,7 @@ std::unique_ptr<Source> load_source(LayerConfig& layer, const fs::path& base,
                                                    layer.source, base.string())
                                      : std::string()));
     }
-    const std::vector<int> shape = {source->set.channels, source->set.height, source->set.width};
+    const std::vector<int> shape = {source->set->channels, source->set->height, source->set->width};
     if (!layer.shape.empty() && layer.shape != shape) {
         throw Error(ErrorKind::config,
                     fmt::format("{}:{}: layer '{}': key 'shape' says {}x{}x{} but {} holds "
@@ -440,13 +470,14 @@ struct TestNet {
     TestResult last{std::nan(""), std::nan("")};
 };
 
-/// The Data layer of the net of `state`, loaded, its shape fixed in the config; null when the
-/// net has none.
+/// The Data layer of the net of `state`, loaded (or shared from `loaded`), its shape fixed in
+/// the config; null when the net has none.
 std::unique_ptr<Source> load_net_source(NetConfig& config, const NetState& state,
-                                        const fs::path& base, const MemoryLimit& memory) {
+                                        const fs::path& base, const MemoryLimit& memory,
+                                        LoadedSets* loaded = nullptr) {
     for (auto& layer : config.layers) {
         if (has_role(layer, LayerRole::input) && in_net(layer, state)) {
-            return load_source(layer, base, config.file, data_budget(memory));
+            return load_source(layer, base, config.file, data_budget(memory), loaded);
         }
     }
     return nullptr;
@@ -729,6 +760,8 @@ private:
         }
     }
     void write_start_line();
+    /// Bytes of the data sets held in memory, each shared set once.
+    [[nodiscard]] std::uint64_t data_bytes() const;
     double read_batch(int slot);
     TrainingState current_state() const;
     void checkpoint();
@@ -849,7 +882,9 @@ void TrainingRun::leave_if_asked(const char* during) const {
 
 void TrainingRun::load_data_and_nets() {
     const fs::path base = data_base(m_options.data_dir, m_options.config);
-    m_train_source = load_net_source(m_config, m_config.solver.train_state, base, m_memory);
+    LoadedSets loaded;
+    m_train_source =
+        load_net_source(m_config, m_config.solver.train_state, base, m_memory, &loaded);
     if (!m_train_source) {
         throw Error(ErrorKind::config,
                     fmt::format("{}: no Data layer in the train phase", m_config.file.string()));
@@ -859,7 +894,7 @@ void TrainingRun::load_data_and_nets() {
         test.state = spec.state;
         test.test_iter = spec.test_iter;
         if (test.test_iter > 0) {
-            test.source = load_net_source(m_config, test.state, base, m_memory);
+            test.source = load_net_source(m_config, test.state, base, m_memory, &loaded);
         }
         if (test.source) {
             m_tests.push_back(std::move(test));
@@ -1015,6 +1050,18 @@ void TrainingRun::prepare_exchange_and_readers() {
     write_start_line();
 }
 
+std::uint64_t TrainingRun::data_bytes() const {
+    std::set<const data::IdxDataset*> sets{m_train_source->set.get()};
+    for (const TestNet& test : m_tests) {
+        sets.insert(test.source->set.get());
+    }
+    std::uint64_t bytes = 0;
+    for (const data::IdxDataset* set : sets) {
+        bytes += set->pixels.size() + (set->float_pixels.size() + set->labels.size()) * 4;
+    }
+    return bytes;
+}
+
 void TrainingRun::write_start_line() {
     const LayerConfig& train_layer = *m_net->inputs().front().layer;
     nlohmann::json line = {
@@ -1027,6 +1074,7 @@ void TrainingRun::write_start_line() {
         {"backend", m_backend->name()},
         {"device", m_backend->device_name()},
         {"batch_size", train_layer.batch_size},
+        {"data_bytes", data_bytes()},
         {"build", m_options.build},
         {"blas", m_backend->name() == "cpu" ? blas_core() : std::string()}};
     if (m_exchange) {
@@ -1407,7 +1455,7 @@ int test(const TestOptions& options) {
         options.iterations > 0 ? options.iterations
         : solver_test_iter > 0
             ? solver_test_iter
-            : static_cast<int>((source.set.count + layer.batch_size - 1) / layer.batch_size);
+            : static_cast<int>((source.set->count + layer.batch_size - 1) / layer.batch_size);
     TestPass pass;
     // dltrain test installs no stop signal: SIGTERM ends it at once, as it has nothing to save.
     const TestResult result =

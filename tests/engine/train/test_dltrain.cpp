@@ -522,6 +522,41 @@ TEST_F(Dltrain, StageAndLevelBuildTheNetOfThatState) {
     EXPECT_NE(deep.output.find("\ndeep "), std::string::npos) << deep.output;
 }
 
+// A test net on the train net's files (the MNIST autoencoder's test-on-train net) shares the
+// train net's copy of them: the run holds no more data than with the test set's net alone.
+TEST_F(Dltrain, ATestNetOnTheTrainFilesSharesTheirCopy) {
+    const auto config = workspace(10);
+    const std::string plain = dl_test::read_file(config);
+    std::string staged = plain;
+    const std::string test_data = "phase: test, source: test-images-idx3-ubyte,";
+    staged.replace(staged.find(test_data), test_data.size(),
+                   "phase: test, exclude: [{stage: [on-train]}], source: test-images-idx3-ubyte,");
+    staged.insert(staged.find("  - {name: conv1,"),
+                  "  - {name: data, type: Data, top: [data, label], include: [{phase: test, "
+                  "stage: [on-train]}],\n     source: train-images-idx3-ubyte, label_source: "
+                  "train-labels-idx1-ubyte, batch_size: 12,\n     scale: 0.00390625}\n");
+    const std::string test_iter = "  test_iter: 3\n";
+    staged.replace(staged.find(test_iter), test_iter.size(),
+                   "  test_state: [{test_iter: 2, stage: [on-train]}, {test_iter: 3}]\n");
+    const auto data_bytes = [this](const std::string& yaml, const std::string& name) {
+        const fs::path file = m_dir.path() / (name + ".yaml");
+        std::ofstream(file) << yaml;
+        const fs::path run = m_dir.path() / name;
+        const auto result = run_shell(train_command(file, run));
+        EXPECT_EQ(result.exit_code, 0) << result.output;
+        const auto lines = metrics(run);
+        const auto tests = std::count_if(lines.begin(), lines.end(),
+                                         [](const auto& line) { return line["type"] == "test"; });
+        return std::make_pair(lines.empty() ? -1 : lines.front().value("data_bytes", -1), tests);
+    };
+    const auto [alone, one_test] = data_bytes(plain, "plain");
+    const auto [shared, two_tests] = data_bytes(staged, "staged");
+    EXPECT_EQ(one_test, 2);    // before the first step and at the end (test_interval 50)
+    EXPECT_EQ(two_tests, 4);   // the on-train net's and the test set's, each time
+    EXPECT_GT(alone, 96 * 64); // the train set's pixels at least
+    EXPECT_EQ(shared, alone);
+}
+
 TEST_F(Dltrain, GzipAndRawDataGiveTheSameTraining) {
     const auto config = workspace(30);
     const fs::path gz_dir = m_dir.path() / "gz";
