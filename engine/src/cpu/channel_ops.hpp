@@ -39,19 +39,27 @@ void contrastive_loss_backward(int rows, int dim, float margin, bool legacy, flo
                                const float* y, const float* diff, const float* dist_sq, float* dx);
 void sigmoid_cross_entropy_backward(std::size_t n, float scale, const float* x, const float* t,
                                     float* dx);
-void batch_norm_forward(const ChannelGeometry& g, bool use_global, float eps,
+/// The channels [first, last) of a call: the backend hands each task its own range, and each
+/// channel's sums are taken by one task in one order, whatever the thread count.
+struct Channels {
+    int first = 0;
+    int last = 0;
+};
+
+/// `running_factor` is read here; the backend advances it once per call, after every range.
+void batch_norm_forward(const ChannelGeometry& g, Channels range, bool use_global, float eps,
                         float moving_average_fraction, const float* x, float* running_mean,
-                        float* running_var, float* running_factor, float* inv_std, float* y);
-void batch_norm_backward(const ChannelGeometry& g, bool use_global, const float* y,
+                        float* running_var, float running_factor, float* inv_std, float* y);
+void batch_norm_backward(const ChannelGeometry& g, Channels range, bool use_global, const float* y,
                          const float* inv_std, const float* dy, float* dx);
 void prelu_forward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
                    float* y);
 void prelu_backward(const ChannelGeometry& g, bool shared, const float* x, const float* slope,
                     const float* dy, float* dx, float* dslope);
-void scale_forward(const ChannelGeometry& g, const float* x, const float* gamma, const float* beta,
-                   float* y);
-void scale_backward(const ChannelGeometry& g, const float* x, const float* gamma, const float* dy,
-                    float* dx, float* dgamma, float* dbeta);
+void scale_forward(const ChannelGeometry& g, Channels range, const float* x, const float* gamma,
+                   const float* beta, float* y);
+void scale_backward(const ChannelGeometry& g, Channels range, const float* x, const float* gamma,
+                    const float* dy, float* dx, float* dgamma, float* dbeta);
 void copy_blocks(int rows, std::size_t block, const float* src, std::size_t src_stride, float* dst,
                  std::size_t dst_stride);
 void eltwise_forward(EltwiseOp op, std::size_t n, const std::vector<const float*>& x,

@@ -30,8 +30,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace dl {
 namespace {
@@ -76,14 +79,17 @@ TEST_F(ReferenceCpu, ConvolutionOnTheWinogradPath) {
     m_checks.convolution({3, 8, 8, 8, 3, 5, 1, 1, 1}, false, "Winograd without bias");
 }
 
-// The forward pass and a first layer's weight gradient (no dx) run the direct loops; a
-// backward pass with dx runs im2col.
+// The forward pass and the weight gradient run the direct loops; dx too (as the forward
+// convolution of dy with the flipped kernels) where they take that adjoint convolution, else
+// im2col's col2im.
 TEST_F(ReferenceCpu, ConvolutionOnTheDirectPath) {
     for (const ConvGeometry& g : {
-             ConvGeometry{3, 3, 32, 32, 32, 5, 1, 2, 1}, // cifar10_quick's conv1
-             ConvGeometry{4, 1, 28, 28, 20, 5, 1, 0, 1}, // LeNet's conv1: a partial last vector
-             ConvGeometry{5, 4, 19, 37, 7, 3, 1, 1, 1},  // odd sizes, a partial block of outputs
-             ConvGeometry{2, 3, 24, 24, 4, 9, 1, 4, 1},  // 243 taps, a partial gradient block
+             ConvGeometry{3, 3, 32, 32, 32, 5, 1, 2, 1},  // cifar10_quick's conv1
+             ConvGeometry{4, 1, 28, 28, 20, 5, 1, 0, 1},  // LeNet's conv1: a partial last vector
+             ConvGeometry{5, 4, 19, 37, 7, 3, 1, 1, 1},   // odd sizes, a partial block; direct dx
+             ConvGeometry{2, 3, 24, 24, 4, 9, 1, 4, 1},   // 243 taps, a partial gradient block
+             ConvGeometry{3, 16, 32, 32, 16, 3, 1, 1, 1}, // ResNet-20's first stage: direct dx
+             ConvGeometry{2, 6, 20, 22, 5, 3, 1, 0, 1},   // no padding: dx's adjoint pads by 2
          }) {
         ASSERT_TRUE(cpu::direct_conv::applies(g) && !cpu::winograd::applies(g)) << describe(g);
         m_checks.convolution(g, true, describe(g));
@@ -205,6 +211,8 @@ TEST_F(ReferenceCpu, BatchNormWithBatchAndGlobalStatistics) {
             m_checks.batch_norm({4, 3, 10}, use_global, in_place);
         }
         m_checks.batch_norm({6, 5, 1}, use_global, false); // after an inner product
+        // 52,800 values: past the size from which channels run as parallel tasks.
+        m_checks.batch_norm({8, 6, 1100}, use_global, false);
     }
 }
 
@@ -212,6 +220,7 @@ TEST_F(ReferenceCpu, ScaleWithAndWithoutBias) {
     m_checks.scale({3, 4, 10}, false, false);
     m_checks.scale({3, 4, 10}, true, false);
     m_checks.scale({2, 5, 7}, true, true);
+    m_checks.scale({4, 5, 2001}, true, false); // channels in parallel tasks
 }
 
 TEST_F(ReferenceCpu, PRelu) {
@@ -227,8 +236,54 @@ TEST_F(ReferenceCpu, ConcatAndEltwise) {
     m_checks.eltwise(EltwiseOp::sum, 1000, 2, 0);
     m_checks.eltwise(EltwiseOp::sum, 1000, 3, 0);
     m_checks.eltwise(EltwiseOp::prod, 1000, 3, 0);
-    m_checks.eltwise(EltwiseOp::max, 1000, 2, 3); // ties between the first two
-    m_checks.eltwise(EltwiseOp::max, 1000, 4, 3); // and with later inputs
+    m_checks.eltwise(EltwiseOp::max, 1000, 2, 3);  // ties between the first two
+    m_checks.eltwise(EltwiseOp::max, 1000, 4, 3);  // and with later inputs
+    m_checks.eltwise(EltwiseOp::sum, 40001, 2, 0); // in parallel slices
+    m_checks.eltwise(EltwiseOp::max, 40001, 3, 3);
+}
+
+// BatchNorm's and Scale's per-channel sums run in tasks over channels; each channel's sum is one
+// task's, in one order: 1 and 3 threads give the same bits.
+TEST(CpuChannelOps, BitIdenticalWhateverTheThreadCount) {
+    const ChannelGeometry g{8, 6, 1100};
+    std::mt19937 rng(20261130);
+    std::normal_distribution<float> normal(0.5F, 2.0F);
+    std::vector<float> x(g.count());
+    std::vector<float> dy(g.count());
+    for (float& v : x) {
+        v = normal(rng);
+    }
+    for (float& v : dy) {
+        v = normal(rng);
+    }
+    const std::vector<float> gamma = {0.5F, -1.0F, 2.0F, 1.5F, 0.25F, -0.75F};
+    const auto run = [&](int threads) {
+        std::unique_ptr<Backend> backend = make_backend("cpu", threads);
+        std::vector<float> mean(6, 0.1F);
+        std::vector<float> var(6, 0.2F);
+        std::vector<float> factor = {1.0F};
+        std::vector<float> inv_std(6);
+        std::vector<float> y(g.count());
+        std::vector<float> dx(g.count());
+        std::vector<float> scaled(g.count());
+        std::vector<float> dgamma(6);
+        std::vector<float> dbeta(6);
+        backend->batch_norm_forward(g, false, 1e-5F, 0.999F, x.data(), mean.data(), var.data(),
+                                    factor.data(), inv_std.data(), y.data());
+        backend->batch_norm_backward(g, false, y.data(), inv_std.data(), dy.data(), dx.data());
+        backend->scale_forward(g, y.data(), gamma.data(), gamma.data(), scaled.data());
+        backend->scale_backward(g, y.data(), gamma.data(), dy.data(), dx.data(), dgamma.data(),
+                                dbeta.data());
+        return std::vector<std::vector<float>>{mean,   var, factor, inv_std, y,
+                                               scaled, dx,  dgamma, dbeta};
+    };
+    const auto one = run(1);
+    const auto two = run(2);
+    for (std::size_t i = 0; i < one.size(); ++i) {
+        ASSERT_EQ(one[i].size(), two[i].size());
+        EXPECT_EQ(std::memcmp(one[i].data(), two[i].data(), one[i].size() * sizeof(float)), 0)
+            << "output " << i;
+    }
 }
 
 // 40000 values: past the size from which an update is split into parallel slices.
