@@ -485,27 +485,24 @@ void scale_forward(const ChannelGeometry& g, Channels range, const float* x, con
 
 void scale_backward(const ChannelGeometry& g, Channels range, const float* x, const float* gamma,
                     const float* dy, float* dx, float* dgamma, float* dbeta) {
-    // The parameter gradients first: dx may overwrite dy.
+    // Per block of one image's channel: its sums first, then dx, which may overwrite dy (the
+    // block is still in cache: one pass over memory).
     for (int c = range.first; c < range.last; ++c) {
         Lanes sum_x{};
         Lanes sum{};
         for (int n = 0; n < g.batch; ++n) {
-            add_product_lanes(dy + at(g, n, c), x + at(g, n, c), g.spatial, sum_x.data());
-            add_lanes(dy + at(g, n, c), g.spatial, sum.data());
-        }
-        dgamma[c] = static_cast<float>(total(sum_x));
-        if (dbeta != nullptr) {
-            dbeta[c] = static_cast<float>(total(sum));
-        }
-    }
-    if (dx != nullptr) {
-        for (int n = 0; n < g.batch; ++n) {
-            for (int c = range.first; c < range.last; ++c) {
-                const std::ptrdiff_t o = at(g, n, c);
+            const std::ptrdiff_t o = at(g, n, c);
+            add_product_lanes(dy + o, x + o, g.spatial, sum_x.data());
+            add_lanes(dy + o, g.spatial, sum.data());
+            if (dx != nullptr) {
                 for (int i = 0; i < g.spatial; ++i) {
                     dx[o + i] = dy[o + i] * gamma[c];
                 }
             }
+        }
+        dgamma[c] = static_cast<float>(total(sum_x));
+        if (dbeta != nullptr) {
+            dbeta[c] = static_cast<float>(total(sum));
         }
     }
 }
