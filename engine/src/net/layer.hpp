@@ -85,6 +85,33 @@ protected:
     std::mt19937* m_rng = nullptr;
 };
 
+/// The copy an in-place layer keeps of a blob its backward reads but that is overwritten before
+/// then: its input, by the layer itself (PReLU, Scale), or its output, by the next in-place layer
+/// (BatchNorm's, by the Scale after it; Caffe's x_norm_). A layer that does not run in place
+/// keeps none and its backward reads the blob itself.
+class InPlaceCopy {
+public:
+    /// Keeps a copy only when the layer runs in place (`top` is `bottom`).
+    void setup(Backend& backend, const Tensor* bottom, const Tensor* top) {
+        if (top == bottom) {
+            m_copy = Buffer(backend, bottom->count() * sizeof(float));
+        }
+    }
+    /// In forward, before the blob is overwritten: copied when a copy is kept.
+    void save(Backend& backend, const Tensor& blob) const {
+        if (m_copy.get() != nullptr) {
+            backend.copy(m_copy.get(), blob.data(), blob.count() * sizeof(float));
+        }
+    }
+    /// What backward reads: the copy, or the blob itself.
+    [[nodiscard]] const float* of(const Tensor& blob) const {
+        return m_copy.get() != nullptr ? m_copy.as<float>() : blob.data();
+    }
+
+private:
+    Buffer m_copy;
+};
+
 /// The layer class as a kind's `make`.
 template <typename L> std::unique_ptr<Layer> make_as(const LayerConfig& config, Backend& backend) {
     return std::make_unique<L>(config, backend);

@@ -20,11 +20,7 @@ public:
         m_geometry = channels_of(*bottom[0]);
         m_use_global = m_config.use_global_stats.value_or(m_phase == Phase::test);
         shape_tops(bottom, top);
-        if (top[0] == bottom[0]) {
-            // In place, the blob may be changed by the next in-place layer (Scale) before this
-            // one's backward reads its output: keep a copy (Caffe's x_norm_).
-            m_saved = Buffer(m_backend, bottom[0]->count() * sizeof(float));
-        }
+        m_y.setup(m_backend, bottom[0], top[0]);
         m_inv_std =
             Buffer(m_backend, static_cast<std::size_t>(m_geometry.channels) * sizeof(float));
     }
@@ -37,16 +33,13 @@ public:
                                      m_config.moving_average_fraction, bottom[0]->data(),
                                      m_params[0]->data(), m_params[1]->data(), m_params[2]->data(),
                                      m_inv_std.as<float>(), top[0]->data());
-        if (m_saved.get() != nullptr) {
-            m_backend.copy(m_saved.get(), top[0]->data(), top[0]->count() * sizeof(float));
-        }
+        m_y.save(m_backend, *top[0]);
     }
     void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                   const Blobs& bottom) override {
         if (propagate_down[0]) {
-            const float* y = m_saved.get() != nullptr ? m_saved.as<float>() : top[0]->data();
-            m_backend.batch_norm_backward(m_geometry, m_use_global, y, m_inv_std.as<float>(),
-                                          top[0]->diff(), bottom[0]->diff());
+            m_backend.batch_norm_backward(m_geometry, m_use_global, m_y.of(*top[0]),
+                                          m_inv_std.as<float>(), top[0]->diff(), bottom[0]->diff());
         }
     }
 
@@ -54,7 +47,7 @@ private:
     ChannelGeometry m_geometry;
     bool m_use_global = false;
     Buffer m_inv_std;
-    Buffer m_saved;
+    InPlaceCopy m_y; // backward reads y, which the Scale after it overwrites in place
 };
 
 void fields(FieldVisitor& v, LayerConfig& l) {

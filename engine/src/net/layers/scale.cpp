@@ -14,32 +14,27 @@ public:
         require_channels(*bottom[0], producers[0]);
         m_geometry = channels_of(*bottom[0]);
         shape_tops(bottom, top);
-        if (top[0] == bottom[0]) {
-            m_saved = Buffer(m_backend, bottom[0]->count() * sizeof(float)); // x, for dgamma
-        }
+        m_x.setup(m_backend, bottom[0], top[0]);
     }
     [[nodiscard]] FillerConfig param_filler(std::size_t i) const override {
         return i == 0 ? m_config.filler : m_config.bias_filler;
     }
     void forward(const Blobs& bottom, const Blobs& top) override {
-        if (m_saved.get() != nullptr) {
-            m_backend.copy(m_saved.get(), bottom[0]->data(), bottom[0]->count() * sizeof(float));
-        }
+        m_x.save(m_backend, *bottom[0]);
         m_backend.scale_forward(m_geometry, bottom[0]->data(), m_params[0]->data(),
                                 m_config.bias_term ? m_params[1]->data() : nullptr, top[0]->data());
     }
     void backward(const Blobs& top, const std::vector<bool>& propagate_down,
                   const Blobs& bottom) override {
-        const float* x = m_saved.get() != nullptr ? m_saved.as<float>() : bottom[0]->data();
-        m_backend.scale_backward(m_geometry, x, m_params[0]->data(), top[0]->diff(),
-                                 propagate_down[0] ? bottom[0]->diff() : nullptr,
+        m_backend.scale_backward(m_geometry, m_x.of(*bottom[0]), m_params[0]->data(),
+                                 top[0]->diff(), propagate_down[0] ? bottom[0]->diff() : nullptr,
                                  m_params[0]->diff(),
                                  m_config.bias_term ? m_params[1]->diff() : nullptr);
     }
 
 private:
     ChannelGeometry m_geometry;
-    Buffer m_saved;
+    InPlaceCopy m_x; // dgamma reads x
 };
 
 void fields(FieldVisitor& v, LayerConfig& l) {
