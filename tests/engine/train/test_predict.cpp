@@ -83,13 +83,35 @@ protected:
         dl_test::write_bytes(m_dir.path() / "blue.ppm", ppm(4, 4, 20, 30, 240));
     }
 
-    std::string predict(const std::string& args) const {
+    std::string predict(const std::string& args, const std::string& device = "cpu") const {
         return "cd " + m_dir.path().string() + " && " + std::string(DLTRAIN_BINARY) +
-               " predict --device cpu --threads 1 --model deploy.prototxt --weights "
-               "colours.caffemodel " +
-               args + " 2>&1";
+               " predict --device " + device +
+               " --threads 1 --model deploy.prototxt --weights colours.caffemodel " + args +
+               " 2>&1";
     }
 };
+
+// The same on a GPU (Caffe's classification example with Caffe::set_mode(GPU)): the same lines.
+class GpuPredict : public Predict {
+protected:
+    void SetUp() override {
+        if (const std::string why = dl_test::why_no_gpu(); !why.empty()) {
+            GTEST_SKIP() << "no GPU test: " << why;
+        }
+        Predict::SetUp();
+    }
+};
+
+TEST_F(GpuPredict, PrintsTheCpusLinesOnTheGpu) {
+    dl_test::write_bytes(m_dir.path() / "list.txt", "green.ppm 1\nblue.ppm 0\n");
+    const std::string args = "--labels labels.txt --mean-value 10,20,30 --top-k 3 red.ppm "
+                             "--list list.txt";
+    const auto cpu = run_shell(predict(args));
+    const auto gpu = run_shell(predict(args, "cuda:0"));
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+    ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+    EXPECT_EQ(gpu.output, cpu.output);
+}
 
 TEST_F(Predict, PrintsCaffesTopKPerImageInBatchesOfTheDeployNets) {
     // Three images through a batch of 2: the last batch is half full. Means are BGR.
