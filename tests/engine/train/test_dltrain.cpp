@@ -55,6 +55,21 @@ protected:
         return quoted + "'";
     }
 
+    // The tiny net with a second test Data layer, of stage on-train, on the training images
+    // (12 a batch: 8 batches); the test set's layer excludes that stage.
+    static std::string with_on_train_stage(std::string yaml) {
+        const std::string test_data = "phase: test, source: test-images-idx3-ubyte,";
+        EXPECT_NE(yaml.find(test_data), std::string::npos);
+        yaml.replace(yaml.find(test_data), test_data.size(),
+                     "phase: test, exclude: [{stage: [on-train]}], source: "
+                     "test-images-idx3-ubyte,");
+        yaml.insert(yaml.find("  - {name: conv1,"),
+                    "  - {name: data, type: Data, top: [data, label], include: [{phase: test, "
+                    "stage: [on-train]}],\n     source: train-images-idx3-ubyte, label_source: "
+                    "train-labels-idx1-ubyte, batch_size: 12,\n     scale: 0.00390625}\n");
+        return yaml;
+    }
+
     static std::vector<nlohmann::json> metrics(const fs::path& run_dir) {
         std::vector<nlohmann::json> lines;
         std::ifstream in(run_dir / "metrics.jsonl");
@@ -481,15 +496,7 @@ TEST_F(Dltrain, TestCommandScoresACheckpoint) {
 // batches), `time` and `train` the train net of that level (a layer from level 1 up).
 TEST_F(Dltrain, StageAndLevelBuildTheNetOfThatState) {
     const auto config = workspace(20);
-    std::string yaml = dl_test::read_file(config);
-    const std::string test_data = "phase: test, source: test-images-idx3-ubyte,";
-    ASSERT_NE(yaml.find(test_data), std::string::npos);
-    yaml.replace(yaml.find(test_data), test_data.size(),
-                 "phase: test, exclude: [{stage: [on-train]}], source: test-images-idx3-ubyte,");
-    yaml.insert(yaml.find("  - {name: conv1,"),
-                "  - {name: data, type: Data, top: [data, label], include: [{phase: test, stage: "
-                "[on-train]}],\n     source: train-images-idx3-ubyte, label_source: "
-                "train-labels-idx1-ubyte, batch_size: 12,\n     scale: 0.00390625}\n");
+    std::string yaml = with_on_train_stage(dl_test::read_file(config));
     yaml.insert(yaml.find("  - {name: accuracy,"),
                 "  - {name: deep, type: ReLU, bottom: ip2, top: ip2, include: [{min_level: 1}]}\n");
     std::ofstream(config, std::ios::trunc) << yaml;
@@ -527,14 +534,7 @@ TEST_F(Dltrain, StageAndLevelBuildTheNetOfThatState) {
 TEST_F(Dltrain, ATestNetOnTheTrainFilesSharesTheirCopy) {
     const auto config = workspace(10);
     const std::string plain = dl_test::read_file(config);
-    std::string staged = plain;
-    const std::string test_data = "phase: test, source: test-images-idx3-ubyte,";
-    staged.replace(staged.find(test_data), test_data.size(),
-                   "phase: test, exclude: [{stage: [on-train]}], source: test-images-idx3-ubyte,");
-    staged.insert(staged.find("  - {name: conv1,"),
-                  "  - {name: data, type: Data, top: [data, label], include: [{phase: test, "
-                  "stage: [on-train]}],\n     source: train-images-idx3-ubyte, label_source: "
-                  "train-labels-idx1-ubyte, batch_size: 12,\n     scale: 0.00390625}\n");
+    std::string staged = with_on_train_stage(plain);
     const std::string test_iter = "  test_iter: 3\n";
     staged.replace(staged.find(test_iter), test_iter.size(),
                    "  test_state: [{test_iter: 2, stage: [on-train]}, {test_iter: 3}]\n");
