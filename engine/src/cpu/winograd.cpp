@@ -29,15 +29,15 @@
 namespace dl::cpu::winograd {
 namespace {
 
-constexpr int k_kernel = 5;
-
 // One float per image lane (GCC/Clang vector extension: one AVX register, or two SSE ones).
 using Lanes = float __attribute__((vector_size(k_lanes * sizeof(float))));
 // An 8x8 tile of lanes, row-major.
 using Tile = std::array<Lanes, k_points>;
 
+// G's rows are p^k scaled by the same 1 / prod(p - q) per point for both kernels (the scaling
+// B^T leaves to G), and for the point at infinity the kernel's last tap.
 constexpr float k_ninth = 2.0F / 9;
-constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
+constexpr std::array<std::array<float, 5>, k_tile> k_g5 = {{
     {1.0F, 0.0F, 0.0F, 0.0F, 0.0F},
     {-k_ninth, -k_ninth, -k_ninth, -k_ninth, -k_ninth},
     {-k_ninth, k_ninth, -k_ninth, k_ninth, -k_ninth},
@@ -46,6 +46,16 @@ constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
     {32.0F / 45, 16.0F / 45, 8.0F / 45, 4.0F / 45, 2.0F / 45},
     {32.0F / 45, -16.0F / 45, 8.0F / 45, -4.0F / 45, 2.0F / 45},
     {0.0F, 0.0F, 0.0F, 0.0F, 1.0F},
+}};
+constexpr std::array<std::array<float, 3>, k_tile> k_g3 = {{
+    {1.0F, 0.0F, 0.0F},
+    {-k_ninth, -k_ninth, -k_ninth},
+    {-k_ninth, k_ninth, -k_ninth},
+    {1.0F / 90, 1.0F / 45, 2.0F / 45},
+    {1.0F / 90, -1.0F / 45, 2.0F / 45},
+    {32.0F / 45, 16.0F / 45, 8.0F / 45},
+    {32.0F / 45, -16.0F / 45, 8.0F / 45},
+    {0.0F, 0.0F, 1.0F},
 }};
 
 // B^T applied to the 8 lanes p[0], p[s], ..., p[7s], in place.
@@ -128,6 +138,73 @@ constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
     p[7 * t] = e3;
 }
 
+// F(6x6, 3x3)'s A^T (rows p^0 to p^5 of the same points, the last one also taking the point at
+// infinity): the 6 outputs of 8 lanes at stride s, written at stride t.
+[[gnu::always_inline]] inline void at6_line(const Lanes* p, int s, Lanes* o, int t) {
+    const Lanes sum1 = p[s] + p[2 * s];
+    const Lanes diff1 = p[s] - p[2 * s];
+    const Lanes sum2 = p[3 * s] + p[4 * s];
+    const Lanes diff2 = p[3 * s] - p[4 * s];
+    const Lanes sum3 = p[5 * s] + p[6 * s];
+    const Lanes diff3 = p[5 * s] - p[6 * s];
+    o[0] = p[0] + sum1 + sum2 + sum3;
+    o[t] = diff1 + 2.0F * diff2 + 0.5F * diff3;
+    o[2 * t] = sum1 + 4.0F * sum2 + 0.25F * sum3;
+    o[3 * t] = diff1 + 8.0F * diff2 + 0.125F * diff3;
+    o[4 * t] = sum1 + 16.0F * sum2 + 0.0625F * sum3;
+    o[5 * t] = diff1 + 32.0F * diff2 + 0.03125F * diff3 + p[7 * s];
+}
+
+// F(6x6, 3x3)'s A applied to 6 lanes at stride s: 8 lanes written at stride t.
+[[gnu::always_inline]] inline void a6_line(const Lanes* e, int s, Lanes* p, int t) {
+    const Lanes e0 = e[0];
+    const Lanes e1 = e[s];
+    const Lanes e2 = e[2 * s];
+    const Lanes e3 = e[3 * s];
+    const Lanes e4 = e[4 * s];
+    const Lanes e5 = e[5 * s];
+    p[0] = e0;
+    const Lanes even1 = e0 + e2 + e4;
+    const Lanes odd1 = e1 + e3 + e5;
+    p[t] = even1 + odd1;
+    p[2 * t] = even1 - odd1;
+    const Lanes even2 = e0 + 4.0F * e2 + 16.0F * e4;
+    const Lanes odd2 = 2.0F * e1 + 8.0F * e3 + 32.0F * e5;
+    p[3 * t] = even2 + odd2;
+    p[4 * t] = even2 - odd2;
+    const Lanes even3 = e0 + 0.25F * e2 + 0.0625F * e4;
+    const Lanes odd3 = 0.5F * e1 + 0.125F * e3 + 0.03125F * e5;
+    p[5 * t] = even3 + odd3;
+    p[6 * t] = even3 - odd3;
+    p[7 * t] = e5;
+}
+
+// What differs between the two kernels: the kernel's side, the outputs per tile side, G, A^T
+// and A.
+template <int Kernel> struct Variant;
+template <> struct Variant<5> {
+    static constexpr int kernel = 5;
+    static constexpr int out = 4;
+    static constexpr const std::array<std::array<float, 5>, k_tile>& g = k_g5;
+    [[gnu::always_inline]] static void at(const Lanes* p, int s, Lanes* o, int t) {
+        at_line(p, s, o, t);
+    }
+    [[gnu::always_inline]] static void a(const Lanes* e, int s, Lanes* p, int t) {
+        a_line(e, s, p, t);
+    }
+};
+template <> struct Variant<3> {
+    static constexpr int kernel = 3;
+    static constexpr int out = 6;
+    static constexpr const std::array<std::array<float, 3>, k_tile>& g = k_g3;
+    [[gnu::always_inline]] static void at(const Lanes* p, int s, Lanes* o, int t) {
+        at6_line(p, s, o, t);
+    }
+    [[gnu::always_inline]] static void a(const Lanes* e, int s, Lanes* p, int t) {
+        a6_line(e, s, p, t);
+    }
+};
+
 // The 8 x 8 block of floats in a, one row per vector, transposed in registers: three rounds of
 // interleaves, of single lanes, pairs and quads.
 [[gnu::always_inline]] inline void transpose8(std::array<Lanes, k_lanes>& a) {
@@ -154,7 +231,7 @@ constexpr std::array<std::array<float, k_kernel>, k_tile> k_g = {{
 // coordinates of input_lanes (the pad shifts both by the same amount).
 struct TileAt {
     TileAt(const Tiling& tiling, int position)
-        : y(k_out * (position / tiling.cols)), x(k_out * (position % tiling.cols)) {}
+        : y(tiling.out * (position / tiling.cols)), x(tiling.out * (position % tiling.cols)) {}
     int y;
     int x;
 };
@@ -225,7 +302,8 @@ bool applies(const ConvGeometry& g) {
     // images (a 5x5 layer at 224 x 224 x 64) they would take hundreds of MB, where im2col works
     // in bounded chunks. 1M floats (4 MB) each covers CIFAR-sized layers.
     constexpr std::size_t k_max_lane_floats = 1U << 20U;
-    if (g.kernel != k_kernel || g.stride != 1 || g.group != 1 || g.channels < k_min_channels) {
+    if ((g.kernel != 5 && g.kernel != 3) || g.stride != 1 || g.group != 1 ||
+        g.channels < k_min_channels) {
         return false;
     }
     const Tiling tiling(g);
@@ -233,8 +311,11 @@ bool applies(const ConvGeometry& g) {
            output_lanes(tiling).floats(g.outputs) <= k_max_lane_floats;
 }
 
-DL_CPU_CLONES
-void transform_kernels(const ConvGeometry& g, const float* w, int first, int last, float* u) {
+template <typename V>
+[[gnu::always_inline]] inline void transform_kernels_of(const ConvGeometry& g, const float* w,
+                                                        int first, int last, float* u) {
+    constexpr int k_kernel = V::kernel;
+    constexpr auto& k_g = V::g;
     const std::ptrdiff_t kernels = static_cast<std::ptrdiff_t>(g.outputs) * g.channels;
     constexpr int k_size = k_kernel * k_kernel;
     for (int k0 = first; k0 < last; k0 += k_lanes) {
@@ -246,7 +327,7 @@ void transform_kernels(const ConvGeometry& g, const float* w, int first, int las
                 kernel[e][lane] = src[e];
             }
         }
-        // t = G g (8x5), then u = t G^T (8x8).
+        // t = G g (8 x K), then u = t G^T (8x8).
         std::array<Lanes, k_tile * k_kernel> t{};
         for (int i = 0; i < k_tile; ++i) {
             for (int j = 0; j < k_kernel; ++j) {
@@ -274,8 +355,11 @@ void transform_kernels(const ConvGeometry& g, const float* w, int first, int las
     }
 }
 
-DL_CPU_CLONES
-void kernel_gradients(const ConvGeometry& g, const float* du, int first, int last, float* dw) {
+template <typename V>
+[[gnu::always_inline]] inline void kernel_gradients_of(const ConvGeometry& g, const float* du,
+                                                       int first, int last, float* dw) {
+    constexpr int k_kernel = V::kernel;
+    constexpr auto& k_g = V::g;
     const std::ptrdiff_t kernels = static_cast<std::ptrdiff_t>(g.outputs) * g.channels;
     constexpr int k_size = k_kernel * k_kernel;
     for (int k0 = first; k0 < last; k0 += k_lanes) {
@@ -291,7 +375,7 @@ void kernel_gradients(const ConvGeometry& g, const float* du, int first, int las
                 d[xi][lane] = src[lane];
             }
         }
-        // t = G^T du (5x8), then dg = t G (5x5).
+        // t = G^T du (K x 8), then dg = t G (K x K).
         std::array<Lanes, k_kernel * k_tile> t{};
         for (int a = 0; a < k_kernel; ++a) {
             for (int j = 0; j < k_tile; ++j) {
@@ -315,12 +399,31 @@ void kernel_gradients(const ConvGeometry& g, const float* du, int first, int las
     }
 }
 
+DL_CPU_CLONES
+void transform_kernels(const ConvGeometry& g, const float* w, int first, int last, float* u) {
+    if (g.kernel == 3) {
+        transform_kernels_of<Variant<3>>(g, w, first, last, u);
+    } else {
+        transform_kernels_of<Variant<5>>(g, w, first, last, u);
+    }
+}
+
+DL_CPU_CLONES
+void kernel_gradients(const ConvGeometry& g, const float* du, int first, int last, float* dw) {
+    if (g.kernel == 3) {
+        kernel_gradients_of<Variant<3>>(g, du, first, last, dw);
+    } else {
+        kernel_gradients_of<Variant<5>>(g, du, first, last, dw);
+    }
+}
+
 Lanes2d input_lanes(const Tiling& tiling) {
-    return {k_out * tiling.rows + k_kernel - 1, k_out * tiling.cols + k_kernel - 1};
+    return {tiling.out * tiling.rows + tiling.kernel - 1,
+            tiling.out * tiling.cols + tiling.kernel - 1};
 }
 
 Lanes2d output_lanes(const Tiling& tiling) {
-    return {k_out * tiling.rows, k_out * tiling.cols};
+    return {tiling.out * tiling.rows, tiling.out * tiling.cols};
 }
 
 DL_CPU_CLONES
@@ -366,9 +469,49 @@ void transform_inputs(const ConvGeometry& g, const Tiling& tiling, const Block& 
     }
 }
 
-DL_CPU_CLONES
-void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
-                       const float* m, const float* bias, float* y) {
+// A whole tile of a full group into y: the 8 images' rows through a register transpose, each
+// image's row of outputs stored as one vector (lane by lane it was a scalar store per output
+// and image). 4x4 tiles: two rows per transpose; 6x6 tiles: one row per transpose.
+template <int Out>
+[[gnu::always_inline]] inline void
+store_full_tile(const std::array<Lanes, Out * Out>& out, float b, const Block& block, int outputs,
+                int o, std::ptrdiff_t plane, int out_w, const TileAt& at, float* y) {
+    if constexpr (Out == 4) {
+        using Quad = float __attribute__((vector_size(4 * sizeof(float))));
+        for (int a = 0; a < Out; a += 2) {
+            std::array<Lanes, k_lanes> rows_of_lanes{};
+            std::copy_n(&out[a * Out], k_lanes, rows_of_lanes.begin());
+            transpose8(rows_of_lanes);
+            for (int lane = 0; lane < k_lanes; ++lane) {
+                float* dst = y + plane_offset(block.image + lane, outputs, o, plane) +
+                             static_cast<std::ptrdiff_t>(at.y + a) * out_w + at.x;
+                const Lanes both = rows_of_lanes[lane] + b;
+                const Quad first = DL_SHUFFLE(both, both, 0, 1, 2, 3);
+                const Quad second = DL_SHUFFLE(both, both, 4, 5, 6, 7);
+                std::memcpy(dst, &first, sizeof first);
+                std::memcpy(dst + out_w, &second, sizeof second);
+            }
+        }
+    } else {
+        for (int a = 0; a < Out; ++a) {
+            std::array<Lanes, k_lanes> row{};
+            std::copy_n(&out[a * Out], Out, row.begin());
+            transpose8(row);
+            for (int lane = 0; lane < k_lanes; ++lane) {
+                float* dst = y + plane_offset(block.image + lane, outputs, o, plane) +
+                             static_cast<std::ptrdiff_t>(at.y + a) * out_w + at.x;
+                const Lanes values = row[lane] + b;
+                std::memcpy(dst, &values, Out * sizeof(float));
+            }
+        }
+    }
+}
+
+template <typename V>
+[[gnu::always_inline]] inline void transform_outputs_of(const ConvGeometry& g, const Tiling& tiling,
+                                                        const Block& block, const float* m,
+                                                        const float* bias, float* y) {
+    constexpr int k_out = V::out;
     const int out_h = g.out_height();
     const int out_w = g.out_width();
     const std::ptrdiff_t plane = static_cast<std::ptrdiff_t>(out_h) * out_w;
@@ -382,36 +525,19 @@ void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block&
             for (int xi = 0; xi < k_points; ++xi) {
                 std::memcpy(&t[xi], src + xi * stride, sizeof(Lanes));
             }
-            std::array<Lanes, k_out * k_tile> half{}; // A^T t: 4 x 8
+            std::array<Lanes, k_out * k_tile> half{}; // A^T t: out x 8
             for (int j = 0; j < k_tile; ++j) {
-                at_line(&t[j], k_tile, &half[j], k_tile);
+                V::at(&t[j], k_tile, &half[j], k_tile);
             }
-            std::array<Lanes, k_out * k_out> out{}; // (A^T t) A: 4 x 4
+            std::array<Lanes, k_out * k_out> out{}; // (A^T t) A: out x out
             for (int a = 0; a < k_out; ++a) {
-                at_line(&half[a * k_tile], 1, &out[a * k_out], 1);
+                V::at(&half[a * k_tile], 1, &out[a * k_out], 1);
             }
             const TileAt at(tiling, block.p_first + p);
             const int rows = std::min(k_out, out_h - at.y);
             const int cols = std::min(k_out, out_w - at.x);
             if (rows == k_out && cols == k_out && block.images == k_lanes) {
-                // A whole tile of a full group: two rows of the 8 images at a time through a
-                // register transpose, each image's 4 outputs of a row stored as one vector
-                // (lane by lane it was 128 scalar stores per tile).
-                using Quad = float __attribute__((vector_size(k_out * sizeof(float))));
-                for (int a = 0; a < k_out; a += 2) {
-                    std::array<Lanes, k_lanes> rows_of_lanes{};
-                    std::copy_n(&out[a * k_out], k_lanes, rows_of_lanes.begin());
-                    transpose8(rows_of_lanes);
-                    for (int lane = 0; lane < k_lanes; ++lane) {
-                        float* dst = y + plane_offset(block.image + lane, g.outputs, o, plane) +
-                                     static_cast<std::ptrdiff_t>(at.y + a) * out_w + at.x;
-                        const Lanes both = rows_of_lanes[lane] + b;
-                        const Quad first = DL_SHUFFLE(both, both, 0, 1, 2, 3);
-                        const Quad second = DL_SHUFFLE(both, both, 4, 5, 6, 7);
-                        std::memcpy(dst, &first, sizeof first);
-                        std::memcpy(dst + out_w, &second, sizeof second);
-                    }
-                }
+                store_full_tile<k_out>(out, b, block, g.outputs, o, plane, out_w, at, y);
                 continue;
             }
             for (int lane = 0; lane < block.images; ++lane) {
@@ -424,6 +550,16 @@ void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block&
                 }
             }
         }
+    }
+}
+
+DL_CPU_CLONES
+void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                       const float* m, const float* bias, float* y) {
+    if (g.kernel == 3) {
+        transform_outputs_of<Variant<3>>(g, tiling, block, m, bias, y);
+    } else {
+        transform_outputs_of<Variant<5>>(g, tiling, block, m, bias, y);
     }
 }
 
@@ -443,9 +579,11 @@ void gather_output_gradients(const ConvGeometry& g, const Tiling& tiling, const 
     }
 }
 
-DL_CPU_CLONES
-void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
-                      const float* dyt, float* dm) {
+template <typename V>
+[[gnu::always_inline]] inline void output_gradients_of(const ConvGeometry& g, const Tiling& tiling,
+                                                       const Block& block, const float* dyt,
+                                                       float* dm) {
+    constexpr int k_out = V::out;
     const Lanes2d shape = output_lanes(tiling);
     const std::ptrdiff_t columns = block.columns();
     const std::ptrdiff_t stride = point_stride(g.outputs, block);
@@ -457,19 +595,29 @@ void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& 
                 std::memcpy(&e[a * k_out], dyt + lanes_at(shape, o, at.y + a, at.x),
                             k_out * sizeof(Lanes));
             }
-            std::array<Lanes, k_tile * k_out> half{}; // A e: 8 x 4
+            std::array<Lanes, k_tile * k_out> half{}; // A e: 8 x out
             for (int bx = 0; bx < k_out; ++bx) {
-                a_line(&e[bx], k_out, &half[bx], k_out);
+                V::a(&e[bx], k_out, &half[bx], k_out);
             }
             Tile t; // (A e) A^T: 8 x 8
             for (int i = 0; i < k_tile; ++i) {
-                a_line(&half[i * k_out], 1, &t[i * k_tile], 1);
+                V::a(&half[i * k_out], 1, &t[i * k_tile], 1);
             }
             float* dst = dm + o * columns + static_cast<std::ptrdiff_t>(p) * k_lanes;
             for (int xi = 0; xi < k_points; ++xi) {
                 std::memcpy(dst + xi * stride, &t[xi], sizeof(Lanes));
             }
         }
+    }
+}
+
+DL_CPU_CLONES
+void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
+                      const float* dyt, float* dm) {
+    if (g.kernel == 3) {
+        output_gradients_of<Variant<3>>(g, tiling, block, dyt, dm);
+    } else {
+        output_gradients_of<Variant<5>>(g, tiling, block, dyt, dm);
     }
 }
 

@@ -1,7 +1,10 @@
 #pragma once
-// Winograd F(4x4, 5x5) convolution (Lavin and Gray, "Fast Algorithms for Convolutional Neural
-// Networks", 2016) for the CPU backend's stride-1, 5x5, ungrouped convolutions, LeNet's and
-// cifar10_quick's conv2 among them. Each 4x4 block of outputs is computed from the 8x8 block of
+// Winograd F(4x4, 5x5) and F(6x6, 3x3) convolution (Lavin and Gray, "Fast Algorithms for
+// Convolutional Neural Networks", 2016) for the CPU backend's stride-1, ungrouped 5x5 and 3x3
+// convolutions: LeNet's and cifar10_quick's conv2, ResNet's and VGG's 3x3 layers. Both take 8x8
+// input tiles, at the same interpolation points and with the same B^T: a 3x3 kernel gives a
+// 6x6 block of outputs per tile (64 multiplications per 36 outputs instead of 324). What follows
+// says it for 5x5. Each 4x4 block of outputs is computed from the 8x8 block of
 // inputs under it, transformed so that the convolution becomes 64 elementwise products; summed
 // over channels, those are 64 small matrix products (sgemm): 64 multiplications per 16 outputs
 // instead of 400 (F(2x2, 5x5), which this replaced, needs 36 per 4: 2.25 times as many, and
@@ -26,21 +29,27 @@
 namespace dl::cpu::winograd {
 
 inline constexpr int k_lanes = 8;   // images per tile group
-inline constexpr int k_out = 4;     // outputs per tile side
-inline constexpr int k_tile = 8;    // inputs per tile side: k_out + 5 - 1
+inline constexpr int k_tile = 8;    // inputs per tile side: outputs per side + kernel - 1
 inline constexpr int k_points = 64; // transformed values per 8x8 tile
+
+/// Outputs per tile side: 4 for a 5x5 kernel (F(4x4, 5x5)), 6 for a 3x3 one (F(6x6, 3x3)).
+[[nodiscard]] inline int outputs_per_tile(const ConvGeometry& g) {
+    return k_tile - g.kernel + 1;
+}
 
 /// Whether the Winograd path computes this convolution. Below 8 input channels (LeNet's conv1)
 /// the 64 products are too thin for sgemm and im2col is faster; on images large enough that a
 /// group's transposed planes would pass 4 MB, im2col's bounded chunks use less memory.
 [[nodiscard]] bool applies(const ConvGeometry& g);
 
-/// The 4x4 output tiles of one image: ceil(out / 4) per side (a tile over the edge computes
-/// outputs outside the image, which are dropped).
+/// The output tiles of one image (4x4 or 6x6): ceil(out / side) per side (a tile over the edge
+/// computes outputs outside the image, which are dropped).
 struct Tiling {
     explicit Tiling(const ConvGeometry& g)
-        : rows((g.out_height() + k_out - 1) / k_out), cols((g.out_width() + k_out - 1) / k_out),
-          positions(rows * cols) {}
+        : out(outputs_per_tile(g)), kernel(g.kernel), rows((g.out_height() + out - 1) / out),
+          cols((g.out_width() + out - 1) / out), positions(rows * cols) {}
+    int out;    // outputs per tile side
+    int kernel; // the kernel's side
     int rows;
     int cols;
     int positions;
@@ -75,7 +84,7 @@ struct Lanes2d {
         return static_cast<std::size_t>(planes) * rows * cols * k_lanes;
     }
 };
-/// The inputs under all tiles (the padding included): 4 * tiles + 4 per side.
+/// The inputs under all tiles (the padding included): out * tiles + kernel - 1 per side.
 [[nodiscard]] Lanes2d input_lanes(const Tiling& tiling);
 /// The outputs of all tiles (those over the edge included).
 [[nodiscard]] Lanes2d output_lanes(const Tiling& tiling);

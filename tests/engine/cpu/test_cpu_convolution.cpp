@@ -155,12 +155,23 @@ TEST(CpuConvolution, WinogradMatchesTheDefinitionWithPaddingOddSizesAndAPartialG
     check({3, 9, 24, 24, 4, 5, 1, 0, 1}, Path::winograd, 1);
 }
 
+// F(6x6, 3x3): ResNet-20's three stages (6x6 tiles over 32, 16 and 8 outputs: the last
+// tiles of each row partly outside), and no padding with odd sizes.
+TEST(CpuConvolution, Winograd3x3MatchesTheDefinition) {
+    check({9, 16, 32, 32, 16, 3, 1, 1, 1}, Path::winograd);
+    check({10, 32, 16, 16, 32, 3, 1, 1, 1}, Path::winograd);
+    check({3, 64, 8, 8, 64, 3, 1, 1, 1}, Path::winograd);
+    check({5, 8, 13, 11, 6, 3, 1, 0, 1}, Path::winograd, 1);
+}
+
 TEST(CpuConvolution, WinogradResultsDoNotDependOnTheThreadCount) {
-    const ConvGeometry g{19, 8, 10, 10, 7, 5, 1, 1, 1};
-    ASSERT_EQ(path_of(g), Path::winograd);
-    const auto results = results_by_threads(g, true);
-    EXPECT_EQ(results[0], results[1]);
-    EXPECT_EQ(results[0], results[2]);
+    for (const ConvGeometry& g :
+         {ConvGeometry{19, 8, 10, 10, 7, 5, 1, 1, 1}, ConvGeometry{19, 8, 14, 10, 7, 3, 1, 1, 1}}) {
+        ASSERT_EQ(path_of(g), Path::winograd);
+        const auto results = results_by_threads(g, true);
+        EXPECT_EQ(results[0], results[1]);
+        EXPECT_EQ(results[0], results[2]);
+    }
 }
 
 // cifar10_quick's conv1 (3 x 32 x 32, 32 outputs, 5x5, pad 2), 11 images: 8 tasks of 1 or 2.
@@ -246,10 +257,10 @@ TEST(CpuConvolution, Im2colMatchesTheDefinition) {
 // From 1024 outputs per plane on, im2col takes one image per sgemm, writes y and reads dy in
 // place (no gathered copy) and sums the weight gradient transposed.
 TEST(CpuConvolution, Im2colOneImagePerSgemmMatchesTheDefinition) {
-    // 32 x 32 x 32 with a 3x3 kernel (288 taps: too many for the direct loops), batch 3 on 2
-    // threads, and batch 1.
-    check({3, 32, 32, 32, 8, 3, 1, 1, 1}, Path::im2col);
-    check({1, 32, 32, 32, 8, 3, 1, 1, 1}, Path::im2col);
+    // 32 x 32 outputs of 16 channels with a 7x7 kernel (784 taps: too many for the direct loops,
+    // no Winograd form), batch 3 on 2 threads, and batch 1.
+    check({3, 16, 38, 38, 8, 7, 1, 0, 1}, Path::im2col);
+    check({1, 16, 38, 38, 8, 7, 1, 0, 1}, Path::im2col);
     // Odd sizes (33 x 35 outputs), two groups, padding.
     check({2, 4, 33, 35, 6, 3, 1, 1, 2}, Path::im2col);
     // Stride 2 (35 x 33 outputs) on 3 threads.

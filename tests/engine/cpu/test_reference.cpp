@@ -72,6 +72,11 @@ TEST_F(ReferenceCpu, ConvolutionOnTheWinogradPath) {
              ConvGeometry{3, 8, 11, 9, 6, 5, 1, 2, 1},
              // 20 x 20 outputs: 25 tile positions, several blocks of 8.
              ConvGeometry{2, 9, 24, 24, 4, 5, 1, 0, 1},
+             // F(6x6, 3x3): ResNet-20's first stage (6x6 tiles over 32 x 32), a full group of
+             // 8 and one more, and odd sizes without padding.
+             ConvGeometry{3, 16, 32, 32, 16, 3, 1, 1, 1},
+             ConvGeometry{9, 32, 16, 16, 32, 3, 1, 1, 1},
+             ConvGeometry{2, 8, 13, 11, 6, 3, 1, 0, 1},
          }) {
         ASSERT_TRUE(cpu::winograd::applies(g)) << describe(g);
         m_checks.convolution(g, true, describe(g));
@@ -84,12 +89,12 @@ TEST_F(ReferenceCpu, ConvolutionOnTheWinogradPath) {
 // im2col's col2im.
 TEST_F(ReferenceCpu, ConvolutionOnTheDirectPath) {
     for (const ConvGeometry& g : {
-             ConvGeometry{3, 3, 32, 32, 32, 5, 1, 2, 1},  // cifar10_quick's conv1
-             ConvGeometry{4, 1, 28, 28, 20, 5, 1, 0, 1},  // LeNet's conv1: a partial last vector
-             ConvGeometry{5, 4, 19, 37, 7, 3, 1, 1, 1},   // odd sizes, a partial block; direct dx
-             ConvGeometry{2, 3, 24, 24, 4, 9, 1, 4, 1},   // 243 taps, a partial gradient block
-             ConvGeometry{3, 16, 32, 32, 16, 3, 1, 1, 1}, // ResNet-20's first stage: direct dx
-             ConvGeometry{2, 6, 20, 22, 5, 3, 1, 0, 1},   // no padding: dx's adjoint pads by 2
+             ConvGeometry{3, 3, 32, 32, 32, 5, 1, 2, 1}, // cifar10_quick's conv1
+             ConvGeometry{4, 1, 28, 28, 20, 5, 1, 0, 1}, // LeNet's conv1: a partial last vector
+             ConvGeometry{5, 4, 19, 37, 7, 3, 1, 1, 1},  // odd sizes, a partial block; direct dx
+             ConvGeometry{2, 3, 24, 24, 4, 9, 1, 4, 1},  // 243 taps, a partial gradient block
+             ConvGeometry{3, 6, 32, 32, 6, 3, 1, 1, 1},  // 3x3, few channels: direct dx
+             ConvGeometry{2, 6, 20, 22, 5, 3, 1, 0, 1},  // no padding: dx's adjoint pads by 2
          }) {
         ASSERT_TRUE(cpu::direct_conv::applies(g) && !cpu::winograd::applies(g)) << describe(g);
         m_checks.convolution(g, true, describe(g));
@@ -102,7 +107,7 @@ TEST_F(ReferenceCpu, ConvolutionOnTheIm2colPath) {
              ConvGeometry{3, 8, 9, 9, 4, 3, 2, 1, 1},    // stride 2
              ConvGeometry{2, 8, 8, 8, 4, 5, 1, 1, 2},    // groups
              ConvGeometry{2, 6, 24, 24, 4, 7, 1, 3, 1},  // 294 taps: past the direct loops
-             ConvGeometry{2, 32, 32, 32, 8, 3, 1, 1, 1}, // one image per sgemm (32 x 32 outputs)
+             ConvGeometry{2, 16, 38, 38, 8, 7, 1, 0, 1}, // one image per sgemm (32 x 32 outputs)
              ConvGeometry{2, 4, 33, 35, 6, 3, 1, 1, 2},  // one image per sgemm, odd, grouped
          }) {
         ASSERT_FALSE(cpu::direct_conv::applies(g) || cpu::winograd::applies(g)) << describe(g);
