@@ -69,11 +69,20 @@ import struct, sys
 def weights(path):
     b = open(path, "rb").read()
     assert b[:8] == b"DLCKPT01", path
-    # magic, version, iteration, train cursor; then version 1's test cursor, or version 2's
-    # count of test cursors and the cursors (docs/engine.md, "Checkpoint format")
+    # magic, version, iteration, train cursor; then version 1's test cursor, or the count of
+    # test nets and each one's cursor (and from version 3 its state's text) (docs/engine.md,
+    # "Checkpoint format")
     version = struct.unpack_from("<I", b, 8)[0]
     at = 8 + 4 + 4 + 8
-    at += 8 if version == 1 else 4 + 8 * struct.unpack_from("<I", b, at)[0]
+    if version == 1:
+        at += 8
+    else:
+        nets = struct.unpack_from("<I", b, at)[0]
+        at += 4
+        for _ in range(nets):
+            at += 8
+            if version >= 3:
+                at += 4 + struct.unpack_from("<I", b, at)[0]
     at += 4 + struct.unpack_from("<I", b, at)[0]  # the RNG state
     values = []
     params = struct.unpack_from("<I", b, at)[0]

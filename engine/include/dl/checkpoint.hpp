@@ -20,8 +20,19 @@ struct TrainingState {
     // of the next image each net will see.
     std::uint64_t train_cursor = 0;
     std::vector<std::uint64_t> test_cursors; // one per test net, in the solver's order
+    // Each test net's state (net_state_text), beside its cursor; empty from a version 1 or 2
+    // file, whose cursors go by position.
+    std::vector<std::string> test_nets;
     std::string rng_state; // the net's std::mt19937, as its stream operator writes it
 };
+
+/// The cursors of a run's test nets (`nets`: their net_state_text, in the solver's order) from a
+/// checkpoint: each net takes the cursor the checkpoint saved for the same state (the k-th of
+/// several nets of one state the k-th saved for it), so a config that dropped or reordered
+/// test nets between runs hands no net another's position; a net the checkpoint has none for
+/// starts at 0. A checkpoint without states (version 1 or 2) gives its cursors by position.
+std::vector<std::uint64_t> test_cursors_for(const TrainingState& saved,
+                                            const std::vector<std::string>& nets);
 
 /// checkpoints/iter_<N>.ckpt and its marker iter_<N>.done; keeps the newest `keep`.
 std::filesystem::path write_checkpoint(const std::filesystem::path& dir, const TrainingState& state,

@@ -202,6 +202,8 @@ struct SolverConfig {
 std::vector<SolverConfig::TestNet> test_nets_of(const SolverConfig& solver);
 /// The states of the nets a solver builds: the train net's, then each test net's.
 std::vector<NetState> net_states(const SolverConfig& solver);
+/// A state as text, "test level 0 stages [a, b]": what a checkpoint keeps to tell test nets apart.
+std::string net_state_text(const NetState& state);
 
 /// The values a solver key (or --solver's batch_size) may take. One table: the validator checks
 /// every config by it and `dltrain describe --json` prints it, so dljob checks a recipe's

@@ -2,6 +2,9 @@
 
 #include <dl/config.hpp>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 namespace dl {
@@ -32,6 +35,11 @@ std::vector<SolverConfig::TestNet> test_nets_of(const SolverConfig& solver) {
         return solver.test_nets;
     }
     return {SolverConfig::TestNet{NetState{Phase::test}, solver.test_iter}};
+}
+
+std::string net_state_text(const NetState& state) {
+    return fmt::format("{} level {} stages [{}]", state.phase == Phase::train ? "train" : "test",
+                       state.level, fmt::join(state.stages, ", "));
 }
 
 std::vector<NetState> net_states(const SolverConfig& solver) {

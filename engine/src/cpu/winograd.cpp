@@ -15,8 +15,9 @@
 //
 // y = A^T [(G g G^T) . (B^T d B)] A computes the 4x4 correlation of an 8x8 patch d with a 5x5
 // kernel g. F(6x6, 3x3) at the same points has the same B^T, G of 8 x 3 (k_g3) and A^T of 6 x 8
-// (rows p^0 to p^5; at6_line) (docs/engine.md derives both). The line functions below apply these matrices with their common terms shared (the
-// rows come in pairs that differ in the sign of the odd-indexed inputs).
+// (rows p^0 to p^5; at6_line) (docs/engine.md derives both). The line functions below apply these
+// matrices with their common terms shared (the rows come in pairs that differ in the sign of the
+// odd-indexed inputs).
 
 #include "cpu/winograd.hpp"
 

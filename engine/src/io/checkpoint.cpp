@@ -1,6 +1,7 @@
 // Checkpoint files. Layout (little-endian), iter_<N>.ckpt:
-//   "DLCKPT01", u32 version, i32 iteration, u64 train cursor, u32 test-net count and a u64
-//   cursor per test net (version 1: one u64 test cursor),
+//   "DLCKPT01", u32 version, i32 iteration, u64 train cursor, u32 test-net count and per test
+//   net a u64 cursor and (version 3) u32 length + its state's text (version 2: the cursors alone;
+//   version 1: one u64 test cursor),
 //   u32 length + RNG state text, u32 parameter count, per parameter (u32 name length, name,
 //   u32 rank, i32 dims, f32 values), u32 history count, per history (u64 count, f32 values),
 //   u64 XXH64 of every byte before it.
@@ -37,7 +38,7 @@ namespace dl {
 namespace {
 
 constexpr char k_magic[8] = {'D', 'L', 'C', 'K', 'P', 'T', '0', '1'};
-constexpr std::uint32_t k_version = 2;
+constexpr std::uint32_t k_version = 3;
 // Caffe's solvers have a test net per test_state; more than this is no file dltrain wrote.
 constexpr std::uint32_t k_max_test_nets = 1024;
 namespace fs = std::filesystem;
@@ -193,8 +194,9 @@ fs::path write_checkpoint(const fs::path& dir, const TrainingState& state, const
     out.put(static_cast<std::int32_t>(state.iteration));
     out.put(state.train_cursor);
     out.put(static_cast<std::uint32_t>(state.test_cursors.size()));
-    for (const std::uint64_t cursor : state.test_cursors) {
-        out.put(cursor);
+    for (std::size_t i = 0; i < state.test_cursors.size(); ++i) {
+        out.put(state.test_cursors[i]);
+        out.put_string(i < state.test_nets.size() ? state.test_nets[i] : std::string());
     }
     out.put_string(state.rng_state);
     out.put(static_cast<std::uint32_t>(net.params().size()));
@@ -281,12 +283,16 @@ TrainingState read_state(Reader& in, std::uint32_t version) {
     state.train_cursor = in.get<std::uint64_t>("the train cursor");
     const std::uint32_t test_nets =
         version == 1 ? 1 : in.get<std::uint32_t>("the number of test cursors");
-    if (test_nets > k_max_test_nets || test_nets > in.left() / sizeof(std::uint64_t)) {
-        in.fail(fmt::format("{} test cursors (at most {}, and 8 bytes each must remain)", test_nets,
-                            k_max_test_nets));
+    const std::size_t entry = version >= 3 ? 12 : 8; // a cursor, and a state's length
+    if (test_nets > k_max_test_nets || test_nets > in.left() / entry) {
+        in.fail(fmt::format("{} test cursors (at most {}, and {} bytes each must remain)",
+                            test_nets, k_max_test_nets, entry));
     }
     for (std::uint32_t i = 0; i < test_nets; ++i) {
         state.test_cursors.push_back(in.get<std::uint64_t>("a test cursor"));
+        if (version >= 3) {
+            state.test_nets.push_back(in.get_string("a test net's state"));
+        }
     }
     state.rng_state = in.get_string("the RNG state");
     {
@@ -354,7 +360,7 @@ Layout parse_layout(const std::vector<char>& bytes, const fs::path& file) {
     Layout layout;
     in.skip(sizeof(k_magic), "the magic");
     const auto version = in.get<std::uint32_t>("the version");
-    if (version != 1 && version != k_version) {
+    if (version < 1 || version > k_version) {
         in.fail(fmt::format("unknown version {} (this dltrain reads versions 1 to {})", version,
                             k_version));
     }
@@ -470,6 +476,28 @@ std::optional<std::string> problem_reading(const fs::path& file, std::vector<cha
 }
 
 } // namespace
+
+std::vector<std::uint64_t> test_cursors_for(const TrainingState& saved,
+                                            const std::vector<std::string>& nets) {
+    std::vector<std::uint64_t> cursors(nets.size(), 0);
+    if (saved.test_nets.size() != saved.test_cursors.size()) { // version 1 or 2: by position
+        for (std::size_t i = 0; i < nets.size() && i < saved.test_cursors.size(); ++i) {
+            cursors[i] = saved.test_cursors[i];
+        }
+        return cursors;
+    }
+    std::vector<bool> taken(saved.test_nets.size(), false);
+    for (std::size_t i = 0; i < nets.size(); ++i) {
+        for (std::size_t j = 0; j < saved.test_nets.size(); ++j) {
+            if (!taken[j] && saved.test_nets[j] == nets[i]) {
+                taken[j] = true;
+                cursors[i] = saved.test_cursors[j];
+                break;
+            }
+        }
+    }
+    return cursors;
+}
 
 std::optional<std::string> checkpoint_problem(const fs::path& file) {
     std::vector<char> bytes;

@@ -1035,12 +1035,15 @@ void TrainingRun::prepare_exchange_and_readers() {
     m_train_source->reader =
         make_reader(*m_train_source, m_net->inputs().front(), Phase::train, m_config.solver,
                     m_state.train_cursor, m_config.file, m_comm->rank(), m_ranks);
+    std::vector<std::string> test_nets;
+    for (const TestNet& test : m_tests) {
+        test_nets.push_back(net_state_text(test.state));
+    }
+    const std::vector<std::uint64_t> cursors = test_cursors_for(m_state, test_nets);
     for (std::size_t i = 0; i < m_tests.size(); ++i) {
         TestNet& test = m_tests[i];
-        // A checkpoint of a solver with fewer test nets starts the others at their beginning.
-        const std::uint64_t cursor = i < m_state.test_cursors.size() ? m_state.test_cursors[i] : 0;
         test.source->reader = make_reader(*test.source, test.net->inputs().front(), Phase::test,
-                                          m_config.solver, cursor, m_config.file);
+                                          m_config.solver, cursors[i], m_config.file);
     }
     // Rank 0 alone writes metrics, test results and checkpoints: the weights are the same on
     // every rank after every step.
@@ -1108,6 +1111,7 @@ TrainingState TrainingRun::current_state() const {
     for (const TestNet& test : m_tests) {
         now.test_cursors.push_back(test.abandoned_cursor ? *test.abandoned_cursor
                                                          : test.source->reader->cursor());
+        now.test_nets.push_back(net_state_text(test.state));
     }
     std::ostringstream rng;
     rng << m_net->rng();

@@ -53,6 +53,7 @@ protected:
         // Two test nets (Caffe's test_state), each with its cursor.
         state.test_cursors = {static_cast<std::uint64_t>(iteration) * 2,
                               static_cast<std::uint64_t>(iteration) * 3};
+        state.test_nets = {"test level 0 stages [on-train]", "test level 0 stages [on-test]"};
         std::ostringstream rng;
         rng << m_net.rng();
         state.rng_state = rng.str(); // as dltrain writes it: a checkpoint without one is refused
@@ -76,6 +77,8 @@ TEST_F(Checkpoints, RoundTripRestoresWeightsHistoryAndState) {
     EXPECT_EQ(state.iteration, 40);
     EXPECT_EQ(state.train_cursor, 320U);
     EXPECT_EQ(state.test_cursors, (std::vector<std::uint64_t>{80U, 120U}));
+    EXPECT_EQ(state.test_nets, (std::vector<std::string>{"test level 0 stages [on-train]",
+                                                         "test level 0 stages [on-test]"}));
     EXPECT_EQ(m_solver.iteration(), 40);
     EXPECT_EQ(m_net.params()[0].tensor->data()[0], 40.0F);
     EXPECT_EQ(m_solver.history()[0].data()[0], 20.0F);
@@ -225,9 +228,9 @@ TEST_F(Checkpoints, WeightsSharingNoParameterNameAreRefused) {
 /// Byte offsets of a checkpoint's fields, found by walking it as docs/engine.md lays it out.
 struct Offsets {
     std::size_t iteration = 12;
-    std::size_t test_count = 24; // then two u64 cursors
-    std::size_t rng_length = 44;
-    std::size_t rng_text = 48;
+    std::size_t test_count = 24; // then per test net a u64 cursor and its state's text
+    std::size_t rng_length = 0;
+    std::size_t rng_text = 0;
     std::size_t param_count = 0;
     std::size_t first_name_length = 0;
     std::size_t first_rank = 0;
@@ -247,6 +250,13 @@ template <typename T> void put_at(std::string& bytes, std::size_t at, T value) {
 
 Offsets offsets_of(const std::string& bytes) {
     Offsets at;
+    std::size_t net = at.test_count + 4;
+    for (std::uint32_t i = 0; i < get_at<std::uint32_t>(bytes, at.test_count); ++i) {
+        net += 8;
+        net += 4 + get_at<std::uint32_t>(bytes, net);
+    }
+    at.rng_length = net;
+    at.rng_text = net + 4;
     at.param_count = at.rng_text + get_at<std::uint32_t>(bytes, at.rng_length);
     std::size_t pos = at.param_count + 4;
     const auto params = get_at<std::uint32_t>(bytes, at.param_count);
@@ -289,21 +299,55 @@ TEST_F(Checkpoints, VersionOneWithItsSingleTestCursorStillReads) {
     const fs::path file = save(30);
     const std::string original = dl_test::read_file(file);
     std::string body = original.substr(0, original.size() - sizeof(std::uint64_t));
-    const Offsets at;
-    ASSERT_EQ(get_at<std::uint32_t>(body, 8), 2U);
+    const Offsets at = offsets_of(body);
+    ASSERT_EQ(get_at<std::uint32_t>(body, 8), 3U);
     ASSERT_EQ(get_at<std::uint32_t>(body, at.test_count), 2U);
     put_at<std::uint32_t>(body, 8, 1U);
-    // u32 count + two u64 cursors become one u64 cursor.
+    // The count and the test nets' cursors and states become one u64 cursor.
     std::string cursor(sizeof(std::uint64_t), '\0');
     put_at<std::uint64_t>(cursor, 0, 77U);
-    body.replace(at.test_count, 4 + 2 * sizeof(std::uint64_t), cursor);
+    body.replace(at.test_count, at.rng_length - at.test_count, cursor);
     rewrite(file, body);
     m_net.params()[0].tensor->data()[0] = -1.0F;
     const TrainingState state = read_checkpoint(file, m_net, &m_solver);
     EXPECT_EQ(state.iteration, 30);
     EXPECT_EQ(state.train_cursor, 240U);
     EXPECT_EQ(state.test_cursors, std::vector<std::uint64_t>{77U});
+    EXPECT_TRUE(state.test_nets.empty());
     EXPECT_EQ(m_net.params()[0].tensor->data()[0], 30.0F);
+}
+
+// Version 2: a count and the cursors, without the nets' states; read by position.
+TEST_F(Checkpoints, VersionTwoWithoutTheNetsStatesStillReads) {
+    const fs::path file = save(30);
+    const std::string original = dl_test::read_file(file);
+    std::string body = original.substr(0, original.size() - sizeof(std::uint64_t));
+    const Offsets at = offsets_of(body);
+    put_at<std::uint32_t>(body, 8, 2U);
+    std::string cursors(4 + 2 * sizeof(std::uint64_t), '\0');
+    put_at<std::uint32_t>(cursors, 0, 2U);
+    put_at<std::uint64_t>(cursors, 4, 5U);
+    put_at<std::uint64_t>(cursors, 12, 6U);
+    body.replace(at.test_count, at.rng_length - at.test_count, cursors);
+    rewrite(file, body);
+    const TrainingState state = read_checkpoint(file, m_net, &m_solver);
+    EXPECT_EQ(state.test_cursors, (std::vector<std::uint64_t>{5U, 6U}));
+    EXPECT_TRUE(state.test_nets.empty());
+    EXPECT_EQ(test_cursors_for(state, {"test level 0 stages [x]"}), std::vector<std::uint64_t>{5U});
+}
+
+// Each test net resumes at its own cursor, found by its state: a config that dropped or
+// reordered test nets between runs hands none another's position.
+TEST(TestCursors, GoToTheNetOfTheSameState) {
+    TrainingState saved;
+    saved.test_cursors = {1, 2, 3};
+    saved.test_nets = {"a", "b", "c"};
+    EXPECT_EQ(test_cursors_for(saved, {"a", "c"}), (std::vector<std::uint64_t>{1, 3}));
+    EXPECT_EQ(test_cursors_for(saved, {"c", "a", "new"}), (std::vector<std::uint64_t>{3, 1, 0}));
+    // Several nets of one state (test_iter without test_state): the k-th takes the k-th.
+    saved.test_cursors = {5, 6};
+    saved.test_nets = {"t", "t"};
+    EXPECT_EQ(test_cursors_for(saved, {"t", "t", "t"}), (std::vector<std::uint64_t>{5, 6, 0}));
 }
 
 TEST_F(Checkpoints, CraftedLengthsAreRefusedBeforeAnythingIsAllocated) {
