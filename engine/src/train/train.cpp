@@ -1036,6 +1036,7 @@ void TrainingRun::prepare_exchange_and_readers() {
         make_reader(*m_train_source, m_net->inputs().front(), Phase::train, m_config.solver,
                     m_state.train_cursor, m_config.file, m_comm->rank(), m_ranks);
     std::vector<std::string> test_nets;
+    test_nets.reserve(m_tests.size());
     for (const TestNet& test : m_tests) {
         test_nets.push_back(net_state_text(test.state));
     }
