@@ -290,7 +290,13 @@ public:
         host_memory().download(dst, src, bytes);
     }
     // Large copies (Split's tops) in parallel slices: one core does not fill the memory bus.
+    // Below 128 KiB a thread's wake-up costs more than it saves.
     void copy(void* dst, const void* src, std::size_t bytes) override {
+        constexpr std::size_t k_min_parallel_bytes = std::size_t{128} << 10U;
+        if (bytes < k_min_parallel_bytes) {
+            host_memory().copy(dst, src, bytes);
+            return;
+        }
         for_slices(bytes, [&](std::size_t first, std::size_t last) {
             host_memory().copy(static_cast<char*>(dst) + first,
                                static_cast<const char*>(src) + first, last - first);

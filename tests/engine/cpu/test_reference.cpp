@@ -7,9 +7,10 @@
 // CPU runs is called by name against the same reference in test_cpu_convolution.cpp.
 //
 // Tolerances, |cpu - reference| <= t * max(1, max |reference|), the reference summing in double:
-// - convolution 1e-5: Winograd's transforms round to about 5e-6 of the largest output
-//   (docs/engine.md, "Winograd convolution on the CPU"; 4.2e-6 seen here); im2col and the
-//   direct loops, float sums of up to a few thousand products, stay under 7e-7;
+// - convolution 2e-5: Winograd's transforms round to about 5e-6 of the largest output for 5x5
+//   kernels and up to 1.4e-5 for 3x3 ones over 256 channels (docs/engine.md, "Winograd
+//   convolution on the CPU"); im2col and the direct loops, float sums of up to a few thousand
+//   products, stay under 7e-7;
 // - inner product 2e-6: float sgemm sums of up to a hundred products (3e-7 seen);
 // - pooling 1e-6: float sums of at most a window's values (or of the dy of the windows a pixel
 //   is in) and one division (1e-7 seen); max pooling's outputs and argmax are exact;
@@ -43,7 +44,7 @@ namespace reference_cpu {
 using dl_test::against_reference::Checks;
 using dl_test::against_reference::Tolerances;
 
-constexpr Tolerances k_cpu{.conv = 1e-5,
+constexpr Tolerances k_cpu{.conv = 2e-5,
                            .inner_product = 2e-6,
                            .pool = 1e-6,
                            .activation = 1e-6,
