@@ -15,7 +15,7 @@
 //
 // y = A^T [(G g G^T) . (B^T d B)] A computes the 4x4 correlation of an 8x8 patch d with a 5x5
 // kernel g. F(6x6, 3x3) at the same points has the same B^T, G of 8 x 3 (k_g3) and A^T of 6 x 8
-// (rows p^0 to p^5; at6_line) (docs/engine.md derives both). The line functions below apply these
+// (rows p^0 to p^5; at_line<6>) (docs/engine.md derives both). The line functions below apply these
 // matrices with their common terms shared (the rows come in pairs that differ in the sign of the
 // odd-indexed inputs).
 
@@ -104,7 +104,11 @@ constexpr std::array<std::array<float, 3>, k_tile> k_g3 = {{
     p[6 * s] = sum1 + sum2 + sum3 - w0;
 }
 
-// A^T applied to 8 lanes at stride s: the 4 outputs, written at stride t.
+// A^T, rows p^0 to p^(Out - 1) at the points 0, 1, -1, 2, -2, 1/2, -1/2 (the last row also
+// takes the point at infinity), applied to 8 lanes at stride s: Out outputs written at stride t.
+// Out is 4 (F(4x4, 5x5)) or 6 (F(6x6, 3x3)); row i is the pairs' sums (even i) or differences
+// (odd i) weighted by 1, 2^i and 2^-i, all exact in binary.
+template <int Out>
 [[gnu::always_inline]] inline void at_line(const Lanes* p, int s, Lanes* o, int t) {
     const Lanes sum1 = p[s] + p[2 * s];
     const Lanes diff1 = p[s] - p[2 * s];
@@ -112,73 +116,35 @@ constexpr std::array<std::array<float, 3>, k_tile> k_g3 = {{
     const Lanes diff2 = p[3 * s] - p[4 * s];
     const Lanes sum3 = p[5 * s] + p[6 * s];
     const Lanes diff3 = p[5 * s] - p[6 * s];
-    o[0] = p[0] + sum1 + sum2 + sum3;
-    o[t] = diff1 + 2.0F * diff2 + 0.5F * diff3;
-    o[2 * t] = sum1 + 4.0F * sum2 + 0.25F * sum3;
-    o[3 * t] = diff1 + 8.0F * diff2 + 0.125F * diff3 + p[7 * s];
+    float up = 1.0F;   // 2^i
+    float down = 1.0F; // 2^-i
+    for (int i = 0; i < Out; ++i) {
+        o[i * t] = i % 2 == 0 ? sum1 + up * sum2 + down * sum3 : diff1 + up * diff2 + down * diff3;
+        up *= 2.0F;
+        down *= 0.5F;
+    }
+    o[0] += p[0];
+    o[(Out - 1) * t] += p[7 * s];
 }
 
-// A applied to 4 lanes e[0], e[s], e[2s], e[3s]: 8 lanes written at stride t.
+// A (the transpose of A^T) applied to Out lanes at stride s: 8 lanes written at stride t. Point
+// pairs +-c share the sums of the even- and odd-indexed inputs weighted by c^i.
+template <int Out>
 [[gnu::always_inline]] inline void a_line(const Lanes* e, int s, Lanes* p, int t) {
-    const Lanes e0 = e[0];
-    const Lanes e1 = e[s];
-    const Lanes e2 = e[2 * s];
-    const Lanes e3 = e[3 * s];
-    p[0] = e0;
-    const Lanes even1 = e0 + e2;
-    const Lanes odd1 = e1 + e3;
-    p[t] = even1 + odd1;
-    p[2 * t] = even1 - odd1;
-    const Lanes even2 = e0 + 4.0F * e2;
-    const Lanes odd2 = 2.0F * e1 + 8.0F * e3;
-    p[3 * t] = even2 + odd2;
-    p[4 * t] = even2 - odd2;
-    const Lanes even3 = e0 + 0.25F * e2;
-    const Lanes odd3 = 0.5F * e1 + 0.125F * e3;
-    p[5 * t] = even3 + odd3;
-    p[6 * t] = even3 - odd3;
-    p[7 * t] = e3;
-}
-
-// F(6x6, 3x3)'s A^T (rows p^0 to p^5 of the same points, the last one also taking the point at
-// infinity): the 6 outputs of 8 lanes at stride s, written at stride t.
-[[gnu::always_inline]] inline void at6_line(const Lanes* p, int s, Lanes* o, int t) {
-    const Lanes sum1 = p[s] + p[2 * s];
-    const Lanes diff1 = p[s] - p[2 * s];
-    const Lanes sum2 = p[3 * s] + p[4 * s];
-    const Lanes diff2 = p[3 * s] - p[4 * s];
-    const Lanes sum3 = p[5 * s] + p[6 * s];
-    const Lanes diff3 = p[5 * s] - p[6 * s];
-    o[0] = p[0] + sum1 + sum2 + sum3;
-    o[t] = diff1 + 2.0F * diff2 + 0.5F * diff3;
-    o[2 * t] = sum1 + 4.0F * sum2 + 0.25F * sum3;
-    o[3 * t] = diff1 + 8.0F * diff2 + 0.125F * diff3;
-    o[4 * t] = sum1 + 16.0F * sum2 + 0.0625F * sum3;
-    o[5 * t] = diff1 + 32.0F * diff2 + 0.03125F * diff3 + p[7 * s];
-}
-
-// F(6x6, 3x3)'s A applied to 6 lanes at stride s: 8 lanes written at stride t.
-[[gnu::always_inline]] inline void a6_line(const Lanes* e, int s, Lanes* p, int t) {
-    const Lanes e0 = e[0];
-    const Lanes e1 = e[s];
-    const Lanes e2 = e[2 * s];
-    const Lanes e3 = e[3 * s];
-    const Lanes e4 = e[4 * s];
-    const Lanes e5 = e[5 * s];
-    p[0] = e0;
-    const Lanes even1 = e0 + e2 + e4;
-    const Lanes odd1 = e1 + e3 + e5;
-    p[t] = even1 + odd1;
-    p[2 * t] = even1 - odd1;
-    const Lanes even2 = e0 + 4.0F * e2 + 16.0F * e4;
-    const Lanes odd2 = 2.0F * e1 + 8.0F * e3 + 32.0F * e5;
-    p[3 * t] = even2 + odd2;
-    p[4 * t] = even2 - odd2;
-    const Lanes even3 = e0 + 0.25F * e2 + 0.0625F * e4;
-    const Lanes odd3 = 0.5F * e1 + 0.125F * e3 + 0.03125F * e5;
-    p[5 * t] = even3 + odd3;
-    p[6 * t] = even3 - odd3;
-    p[7 * t] = e5;
+    constexpr std::array<float, 3> k_points_c = {1.0F, 2.0F, 0.5F};
+    p[0] = e[0];
+    for (int k = 0; k < 3; ++k) {
+        Lanes even{};
+        Lanes odd{};
+        float power = 1.0F; // c^i
+        for (int i = 0; i < Out; ++i) {
+            (i % 2 == 0 ? even : odd) += power * e[i * s];
+            power *= k_points_c[k];
+        }
+        p[(2 * k + 1) * t] = even + odd;
+        p[(2 * k + 2) * t] = even - odd;
+    }
+    p[7 * t] = e[(Out - 1) * s];
 }
 
 // What differs between the two kernels: the kernel's side, the outputs per tile side, G, A^T
@@ -189,10 +155,10 @@ template <> struct Variant<5> {
     static constexpr int out = 4;
     static constexpr const std::array<std::array<float, 5>, k_tile>& g = k_g5;
     [[gnu::always_inline]] static void at(const Lanes* p, int s, Lanes* o, int t) {
-        at_line(p, s, o, t);
+        at_line<out>(p, s, o, t);
     }
     [[gnu::always_inline]] static void a(const Lanes* e, int s, Lanes* p, int t) {
-        a_line(e, s, p, t);
+        a_line<out>(e, s, p, t);
     }
 };
 template <> struct Variant<3> {
@@ -200,10 +166,10 @@ template <> struct Variant<3> {
     static constexpr int out = 6;
     static constexpr const std::array<std::array<float, 3>, k_tile>& g = k_g3;
     [[gnu::always_inline]] static void at(const Lanes* p, int s, Lanes* o, int t) {
-        at6_line(p, s, o, t);
+        at_line<out>(p, s, o, t);
     }
     [[gnu::always_inline]] static void a(const Lanes* e, int s, Lanes* p, int t) {
-        a6_line(e, s, p, t);
+        a_line<out>(e, s, p, t);
     }
 };
 
