@@ -762,7 +762,9 @@ public:
                 {caffe::SolverParameter::ADAM, "Adam"}};
             const auto found = legacy.find(s.solver_type());
             if (found == legacy.end()) {
-                fail(at("solver_type"), "solver_type: only SGD, NESTEROV and ADAM are supported");
+                fail(at("solver_type"), fmt::format("solver_type {} is not one of Caffe's (SGD, "
+                                                    "NESTEROV, ADAGRAD, RMSPROP, ADADELTA, ADAM)",
+                                                    static_cast<int>(s.solver_type())));
             }
             c.type = found->second;
         } else {
