@@ -1417,7 +1417,8 @@ int test(const TestOptions& options) {
     const std::unique_ptr<Source> loaded = load_net_source(config, net_state, base, memory);
     if (!loaded) {
         throw Error(ErrorKind::config,
-                    fmt::format("{}: no Data layer in the test phase", config.file.string()));
+                    fmt::format("{}: no Data layer in the test net ({})", config.file.string(),
+                                net_state_text(net_state)));
     }
     Source& source = *loaded;
     {

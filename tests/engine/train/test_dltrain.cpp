@@ -497,6 +497,9 @@ TEST_F(Dltrain, TestCommandScoresACheckpoint) {
 TEST_F(Dltrain, StageAndLevelBuildTheNetOfThatState) {
     const auto config = workspace(20);
     std::string yaml = with_on_train_stage(dl_test::read_file(config));
+    const std::string excluded = "exclude: [{stage: [on-train]}]";
+    yaml.replace(yaml.find(excluded), excluded.size(),
+                 "exclude: [{stage: [on-train]}, {stage: [bare]}]");
     yaml.insert(yaml.find("  - {name: accuracy,"),
                 "  - {name: deep, type: ReLU, bottom: ip2, top: ip2, include: [{min_level: 1}]}\n");
     std::ofstream(config, std::ios::trunc) << yaml;
@@ -519,6 +522,12 @@ TEST_F(Dltrain, StageAndLevelBuildTheNetOfThatState) {
         EXPECT_EQ(line["batches"], 8) << flag;
         EXPECT_EQ(line["stages"], nlohmann::json::array({"on-train"})) << flag;
     }
+    // A state whose net has no Data layer (the test set's excludes stage bare): said with it.
+    const auto bare = run_shell(test + " --stage bare 2>&1");
+    EXPECT_EQ(bare.exit_code, 3) << bare.output;
+    EXPECT_NE(bare.output.find("no Data layer in the test net (test level 0 stages [bare])"),
+              std::string::npos)
+        << bare.output;
     const std::string time = std::string(DLTRAIN_BINARY) + " time --device cpu --config " +
                              config.string() + " --threads 1 --iterations 1";
     const auto shallow = run_shell(time);
