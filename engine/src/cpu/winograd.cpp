@@ -147,31 +147,14 @@ template <int Out>
     p[7 * t] = e[(Out - 1) * s];
 }
 
-// What differs between the two kernels: the kernel's side, the outputs per tile side, G, A^T
-// and A.
-template <int Kernel> struct Variant;
-template <> struct Variant<5> {
-    static constexpr int kernel = 5;
-    static constexpr int out = 4;
-    static constexpr const std::array<std::array<float, 5>, k_tile>& g = k_g5;
-    [[gnu::always_inline]] static void at(const Lanes* p, int s, Lanes* o, int t) {
-        at_line<out>(p, s, o, t);
+// G of a kernel side (A^T and A follow from the outputs per tile side: at_line, a_line).
+template <int Kernel> constexpr const auto& g_of() {
+    if constexpr (Kernel == 3) {
+        return k_g3;
+    } else {
+        return k_g5;
     }
-    [[gnu::always_inline]] static void a(const Lanes* e, int s, Lanes* p, int t) {
-        a_line<out>(e, s, p, t);
-    }
-};
-template <> struct Variant<3> {
-    static constexpr int kernel = 3;
-    static constexpr int out = 6;
-    static constexpr const std::array<std::array<float, 3>, k_tile>& g = k_g3;
-    [[gnu::always_inline]] static void at(const Lanes* p, int s, Lanes* o, int t) {
-        at_line<out>(p, s, o, t);
-    }
-    [[gnu::always_inline]] static void a(const Lanes* e, int s, Lanes* p, int t) {
-        a_line<out>(e, s, p, t);
-    }
-};
+}
 
 // The 8 x 8 block of floats in a, one row per vector, transposed in registers: three rounds of
 // interleaves, of single lanes, pairs and quads.
@@ -279,11 +262,11 @@ bool applies(const ConvGeometry& g) {
            output_lanes(tiling).floats(g.outputs) <= k_max_lane_floats;
 }
 
-template <typename V>
+template <int Kernel>
 [[gnu::always_inline]] inline void transform_kernels_of(const ConvGeometry& g, const float* w,
                                                         int first, int last, float* u) {
-    constexpr int k_kernel = V::kernel;
-    constexpr auto& k_g = V::g;
+    constexpr int k_kernel = Kernel;
+    constexpr auto& k_g = g_of<Kernel>();
     const std::ptrdiff_t kernels = static_cast<std::ptrdiff_t>(g.outputs) * g.channels;
     constexpr int k_size = k_kernel * k_kernel;
     for (int k0 = first; k0 < last; k0 += k_lanes) {
@@ -323,11 +306,11 @@ template <typename V>
     }
 }
 
-template <typename V>
+template <int Kernel>
 [[gnu::always_inline]] inline void kernel_gradients_of(const ConvGeometry& g, const float* du,
                                                        int first, int last, float* dw) {
-    constexpr int k_kernel = V::kernel;
-    constexpr auto& k_g = V::g;
+    constexpr int k_kernel = Kernel;
+    constexpr auto& k_g = g_of<Kernel>();
     const std::ptrdiff_t kernels = static_cast<std::ptrdiff_t>(g.outputs) * g.channels;
     constexpr int k_size = k_kernel * k_kernel;
     for (int k0 = first; k0 < last; k0 += k_lanes) {
@@ -370,18 +353,18 @@ template <typename V>
 DL_CPU_CLONES
 void transform_kernels(const ConvGeometry& g, const float* w, int first, int last, float* u) {
     if (g.kernel == 3) {
-        transform_kernels_of<Variant<3>>(g, w, first, last, u);
+        transform_kernels_of<3>(g, w, first, last, u);
     } else {
-        transform_kernels_of<Variant<5>>(g, w, first, last, u);
+        transform_kernels_of<5>(g, w, first, last, u);
     }
 }
 
 DL_CPU_CLONES
 void kernel_gradients(const ConvGeometry& g, const float* du, int first, int last, float* dw) {
     if (g.kernel == 3) {
-        kernel_gradients_of<Variant<3>>(g, du, first, last, dw);
+        kernel_gradients_of<3>(g, du, first, last, dw);
     } else {
-        kernel_gradients_of<Variant<5>>(g, du, first, last, dw);
+        kernel_gradients_of<5>(g, du, first, last, dw);
     }
 }
 
@@ -475,11 +458,11 @@ store_full_tile(const std::array<Lanes, Out * Out>& out, float b, const Block& b
     }
 }
 
-template <typename V>
+template <int Kernel>
 [[gnu::always_inline]] inline void transform_outputs_of(const ConvGeometry& g, const Tiling& tiling,
                                                         const Block& block, const float* m,
                                                         const float* bias, float* y) {
-    constexpr int k_out = V::out;
+    constexpr int k_out = k_tile - Kernel + 1;
     const int out_h = g.out_height();
     const int out_w = g.out_width();
     const std::ptrdiff_t plane = static_cast<std::ptrdiff_t>(out_h) * out_w;
@@ -495,11 +478,11 @@ template <typename V>
             }
             std::array<Lanes, k_out * k_tile> half{}; // A^T t: out x 8
             for (int j = 0; j < k_tile; ++j) {
-                V::at(&t[j], k_tile, &half[j], k_tile);
+                at_line<k_out>(&t[j], k_tile, &half[j], k_tile);
             }
             std::array<Lanes, k_out * k_out> out{}; // (A^T t) A: out x out
             for (int a = 0; a < k_out; ++a) {
-                V::at(&half[a * k_tile], 1, &out[a * k_out], 1);
+                at_line<k_out>(&half[a * k_tile], 1, &out[a * k_out], 1);
             }
             const TileAt at(tiling, block.p_first + p);
             const int rows = std::min(k_out, out_h - at.y);
@@ -525,9 +508,9 @@ DL_CPU_CLONES
 void transform_outputs(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                        const float* m, const float* bias, float* y) {
     if (g.kernel == 3) {
-        transform_outputs_of<Variant<3>>(g, tiling, block, m, bias, y);
+        transform_outputs_of<3>(g, tiling, block, m, bias, y);
     } else {
-        transform_outputs_of<Variant<5>>(g, tiling, block, m, bias, y);
+        transform_outputs_of<5>(g, tiling, block, m, bias, y);
     }
 }
 
@@ -547,11 +530,11 @@ void gather_output_gradients(const ConvGeometry& g, const Tiling& tiling, const 
     }
 }
 
-template <typename V>
+template <int Kernel>
 [[gnu::always_inline]] inline void output_gradients_of(const ConvGeometry& g, const Tiling& tiling,
                                                        const Block& block, const float* dyt,
                                                        float* dm) {
-    constexpr int k_out = V::out;
+    constexpr int k_out = k_tile - Kernel + 1;
     const Lanes2d shape = output_lanes(tiling);
     const std::ptrdiff_t columns = block.columns();
     const std::ptrdiff_t stride = point_stride(g.outputs, block);
@@ -565,11 +548,11 @@ template <typename V>
             }
             std::array<Lanes, k_tile * k_out> half{}; // A e: 8 x out
             for (int bx = 0; bx < k_out; ++bx) {
-                V::a(&e[bx], k_out, &half[bx], k_out);
+                a_line<k_out>(&e[bx], k_out, &half[bx], k_out);
             }
             Tile t; // (A e) A^T: 8 x 8
             for (int i = 0; i < k_tile; ++i) {
-                V::a(&half[i * k_out], 1, &t[i * k_tile], 1);
+                a_line<k_out>(&half[i * k_out], 1, &t[i * k_tile], 1);
             }
             float* dst = dm + o * columns + static_cast<std::ptrdiff_t>(p) * k_lanes;
             for (int xi = 0; xi < k_points; ++xi) {
@@ -583,9 +566,9 @@ DL_CPU_CLONES
 void output_gradients(const ConvGeometry& g, const Tiling& tiling, const Block& block,
                       const float* dyt, float* dm) {
     if (g.kernel == 3) {
-        output_gradients_of<Variant<3>>(g, tiling, block, dyt, dm);
+        output_gradients_of<3>(g, tiling, block, dyt, dm);
     } else {
-        output_gradients_of<Variant<5>>(g, tiling, block, dyt, dm);
+        output_gradients_of<5>(g, tiling, block, dyt, dm);
     }
 }
 
