@@ -766,6 +766,7 @@ private:
     TrainingState current_state() const;
     void checkpoint();
     bool test_now();
+    bool test_all();
     void step_ops();
     bool step();
     std::optional<GradientExchange::Outcome> sum_gradients(int iter);
@@ -812,6 +813,13 @@ private:
     int m_slot = 0;
     double m_waited = 0.0;
     Throughput m_throughput;
+    // Where the rest of the wall time went (the final line): everything before the first step
+    // (backend, data, nets), the first step itself (a GPU's algorithm search and graph
+    // capture), the test passes and the checkpoints.
+    std::optional<double> m_setup_s;
+    double m_first_step_s = 0.0;
+    double m_test_s = 0.0;
+    double m_checkpoint_s = 0.0;
     bool m_leaving = false;
 };
 
@@ -1122,6 +1130,7 @@ TrainingState TrainingRun::current_state() const {
 
 void TrainingRun::checkpoint() {
     if (m_root && m_last_checkpoint != m_solver->iteration()) {
+        const auto start = Clock::now();
         write_checkpoint(m_checkpoint_dir, current_state(), *m_net, *m_solver,
                          m_config.solver.keep_checkpoints);
         if (m_options.caffemodel_prefix) {
@@ -1131,13 +1140,22 @@ void TrainingRun::checkpoint() {
                                  m_config, *m_net);
         }
         m_last_checkpoint = m_solver->iteration();
+        m_checkpoint_s += seconds_since(start);
     }
+}
+
+// test_all, its time counted for the final line.
+bool TrainingRun::test_now() {
+    const auto start = Clock::now();
+    const bool done = test_all();
+    m_test_s += seconds_since(start);
+    return done;
 }
 
 // Every test net in turn, as Caffe's TestAll; false when a pass was abandoned because the run
 // must leave (the checkpoint then keeps every net's cursor from before this round, and the
 // resumed run takes the whole round again).
-bool TrainingRun::test_now() {
+bool TrainingRun::test_all() {
     std::vector<std::uint64_t> started;
     started.reserve(m_tests.size());
     for (const TestNet& test : m_tests) {
@@ -1217,6 +1235,9 @@ void TrainingRun::train_steps() {
 bool TrainingRun::step() {
     const SolverConfig& s = m_config.solver;
     const int iter = m_solver->iteration();
+    if (!m_setup_s) {
+        m_setup_s = seconds_since(m_wall_start);
+    }
     if (!m_tests.empty() && s.test_interval > 0 && iter % s.test_interval == 0 &&
         (iter > 0 || s.test_initialization) && !test_now()) {
         m_leaving = true;
@@ -1260,8 +1281,11 @@ bool TrainingRun::step() {
     }
     // Images of the global batch: the throughput of the whole set of ranks.
     const int batch = m_net->inputs().front().layer->batch_size;
-    m_throughput.add_step(seconds_since(step_start), m_waited,
-                          static_cast<long long>(batch) * m_ranks);
+    const double step_s = seconds_since(step_start);
+    if (m_throughput.total_images == 0) {
+        m_first_step_s = step_s;
+    }
+    m_throughput.add_step(step_s, m_waited, static_cast<long long>(batch) * m_ranks);
     m_waited = next_waited;
     if (display_now) {
         display(iter, loss, rate);
@@ -1351,7 +1375,11 @@ int TrainingRun::finish() {
         {"test_loss", m_tests.empty() ? std::nan("") : m_tests.front().last.loss},
         {"train_images_per_s",
          t.total_s > 0 ? static_cast<double>(t.total_images) / t.total_s : 0.0},
-        {"wall_s", seconds_since(m_wall_start)}};
+        {"wall_s", seconds_since(m_wall_start)},
+        {"setup_s", m_setup_s.value_or(seconds_since(m_wall_start))},
+        {"first_step_s", m_first_step_s},
+        {"test_s", m_test_s},
+        {"checkpoint_s", m_checkpoint_s}};
     if (m_exchange) {
         const auto exchange_s = m_exchange->take_seconds();
         final_line["ranks"] = m_ranks;

@@ -110,6 +110,16 @@ TEST_F(Dltrain, TrainWritesTheRunDirectoryContract) {
     // The tiny problem is learnable: well above chance (1/3) after 100 iterations.
     EXPECT_GT(final_line["test_accuracy"].get<double>(), 0.6) << final_line.dump();
     EXPECT_GT(final_line["train_images_per_s"].get<double>(), 0.0);
+    // Where the wall time went: each part was timed (tests ran, a checkpoint was written), and
+    // the parts that do not overlap fit in the whole.
+    for (const char* key : {"setup_s", "first_step_s", "test_s", "checkpoint_s"}) {
+        ASSERT_TRUE(final_line.contains(key)) << key << " missing in " << final_line.dump();
+        EXPECT_GT(final_line[key].get<double>(), 0.0) << key << " in " << final_line.dump();
+    }
+    EXPECT_LE(final_line["setup_s"].get<double>() + final_line["test_s"].get<double>() +
+                  final_line["checkpoint_s"].get<double>(),
+              final_line["wall_s"].get<double>())
+        << final_line.dump();
 }
 
 // The job's log is what people watch (`dljob logs --follow`, `tail -f slurm-*.out`): every
