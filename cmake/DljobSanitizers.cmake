@@ -8,3 +8,14 @@ if(DLJOB_SANITIZE)
                         $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
     add_link_options(-fsanitize=${DLJOB_SANITIZE})
 endif()
+
+# -DDLJOB_FUZZ=ON (Clang only): every target gets libFuzzer's coverage hooks and
+# tests/fuzz builds the fuzz targets (tests/fuzz/run.sh sets this up with the sanitizers).
+option(DLJOB_FUZZ "Build the libFuzzer targets of tests/fuzz (Clang)" OFF)
+if(DLJOB_FUZZ)
+    if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+        message(FATAL_ERROR "DLJOB_FUZZ needs Clang (libFuzzer); CMAKE_CXX_COMPILER is "
+                            "${CMAKE_CXX_COMPILER_ID}")
+    endif()
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+endif()

@@ -3,6 +3,7 @@
 #
 #   scripts/setup.sh            build, test and run dependencies (what the README's commands need)
 #   scripts/setup.sh --bench    also what the benchmarks compare against (PyTorch, hyperfine, rsync)
+#   scripts/setup.sh --fuzz     also Clang with libFuzzer and PIL (tests/fuzz/run.sh)
 #   scripts/setup.sh --list     print the package list and exit
 #
 # Idempotent: when everything is installed it does nothing (no apt-get update). Runs apt-get as
@@ -40,13 +41,16 @@ test_packages=(
     debootstrap openssl
 )
 bench_packages=(python3-torch python3-numpy hyperfine rsync time)
+fuzz_packages=(clang libclang-rt-14-dev python3-pil)
 
 packages=("${build_packages[@]}" "${test_packages[@]}")
 case "${1:-}" in
     --bench) packages+=("${bench_packages[@]}") ;;
-    --list) printf '%s\n' "${build_packages[@]}" "${test_packages[@]}" "${bench_packages[@]}"; exit 0 ;;
+    --fuzz) packages+=("${fuzz_packages[@]}") ;;
+    --list) printf '%s\n' "${build_packages[@]}" "${test_packages[@]}" "${bench_packages[@]}" \
+        "${fuzz_packages[@]}"; exit 0 ;;
     "") ;;
-    *) echo "usage: scripts/setup.sh [--bench|--list]" >&2; exit 2 ;;
+    *) echo "usage: scripts/setup.sh [--bench|--fuzz|--list]" >&2; exit 2 ;;
 esac
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds dltrain's readers with Clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
+# (tests/fuzz/dl_fuzz.cpp) and fuzzes each target for SECONDS, starting from the repository's own
+# files of that kind (the hostile corpus, Caffe's nets, a valid caffemodel and checkpoint, the
+# recipes and site profiles; seeds.py writes images, IDX and CIFAR files). A
+# finding is left as crash-*/leak-*/oom-*/timeout-* in OUT/TARGET and the script exits 1; the
+# input that showed it belongs in tests/engine/hostile once fixed.
+#
+#   tests/fuzz/run.sh [--seconds 60] [--build build-fuzz] [--out fuzz-out] [TARGET ...]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+seconds=60
+build=$root/build-fuzz
+out=$root/fuzz-out
+targets=()
+while (($#)); do
+    case $1 in
+        --seconds) seconds=$2; shift 2 ;;
+        --build) build=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+        -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+        *) targets+=("$1"); shift ;;
+    esac
+done
+((${#targets[@]})) || targets=(prototxt yaml caffemodel checkpoint mean idx cifar datum image recipe site)
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
+    -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
+    -DCMAKE_UNITY_BUILD=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
+    -DCMAKE_CXX_FLAGS=-DDL_CPU_NO_CLONES >/dev/null
+cmake --build "$build" --target dl_fuzz dljob_fuzz
+fuzz=$build/tests/fuzz/dl_fuzz
+
+hostile=$root/tests/engine/hostile
+seed() { # seed TARGET FILE...: copies the files that exist into TARGET's corpus
+    local dir=$out/$1/corpus
+    shift
+    mkdir -p "$dir"
+    local file
+    for file in "$@"; do
+        [[ -f $file ]] && cp "$file" "$dir/$(basename "$(dirname "$file")")-$(basename "$file")"
+    done
+    return 0
+}
+mkdir -p "$out/seeds"
+DL_FUZZ_SEEDS=$out/seeds "$fuzz" >/dev/null
+shopt -s nullglob globstar
+seed prototxt "$hostile"/*.prototxt "$root"/tests/engine/prototxt/*.prototxt \
+    "$root"/tests/fixtures/bvlc-caffe/**/*.prototxt
+seed yaml "$hostile"/*.yaml "$root"/recipes/networks/*.yaml
+seed caffemodel "$hostile"/*.caffemodel "$out"/seeds/caffemodel/*
+seed checkpoint "$out"/seeds/checkpoint/*
+seed mean "$hostile"/*.binaryproto
+seed datum "$hostile"/*.datum
+seed recipe "$root"/recipes/*.yaml
+seed site "$root"/site-profiles/*.yaml
+# Debian's python3 (python3-pil), not whatever python3 comes first on the PATH.
+/usr/bin/python3 "$root/tests/fuzz/seeds.py" "$out/seeds"
+seed idx "$out"/seeds/idx/*
+seed cifar "$out"/seeds/cifar/*
+seed image "$out"/seeds/image/*
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+status=0
+for target in "${targets[@]}"; do
+    echo "== $target (${seconds} s)"
+    (cd "$out/$target" &&
+        binary=$fuzz
+        [[ $target == recipe || $target == site ]] && binary=$build/tests/fuzz/dljob_fuzz
+        DL_FUZZ_TARGET=$target "$binary" corpus -max_total_time="$seconds" -timeout=10 \
+            -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 -print_final_stats=1 \
+            >log.txt 2>&1) || true
+    grep -E '^Done [0-9]+ runs' "$out/$target/log.txt" || true
+    findings=("$out/$target"/{crash,leak,oom,timeout}-*)
+    if ((${#findings[@]})); then
+        echo "$target: ${#findings[@]} finding(s), see $out/$target/log.txt: ${findings[*]}"
+        status=1
+    fi
+done
+exit $status
