@@ -153,6 +153,9 @@ struct LayerKind {
     // output, so in place they compute garbage or write past the blob.
     bool in_place = false;
     LayerRole role = LayerRole::compute;
+    // Takes no bottoms: its tops' shapes are its own (Input, DummyData) or its data's (the Data
+    // layers), so the memory plan starts from it.
+    bool no_bottoms = false;
     // Has parameters (weights, running statistics): its tops carry a gradient even when its
     // bottoms do not (net/splits.cpp works out which blobs get one before the net is built).
     bool has_params = false;

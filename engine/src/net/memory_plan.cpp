@@ -207,11 +207,13 @@ private:
     std::optional<Planned> tops_of(const LayerConfig& layer,
                                    const std::vector<const Shape*>& bottom) {
         const LayerKind* kind = find_layer_kind(layer.type);
-        if (kind == nullptr || (kind->role != LayerRole::input && bottom.empty())) {
+        if (kind == nullptr || (!kind->no_bottoms && bottom.empty())) {
             return std::nullopt;
         }
         if (kind->role == LayerRole::input) {
             m_batch = layer.batch_size;
+        } else if (kind->no_bottoms && !layer.shape.empty()) {
+            m_batch = layer.shape.front(); // Input's and DummyData's batch is their first size
         }
         try {
             return kind->plan(layer, bottom);

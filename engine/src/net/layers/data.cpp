@@ -184,6 +184,7 @@ void image_data_to_caffe(LayerConfig& l, std::vector<std::string>& lost) {
 LayerKind data() {
     return LayerKind{.type = "Data",
                      .role = LayerRole::input,
+                     .no_bottoms = true,
                      .fields = data_layer::fields,
                      .check = data_layer::check,
                      .plan = data_layer::plan,
@@ -195,6 +196,7 @@ LayerKind data() {
 LayerKind image_data() {
     return LayerKind{.type = "ImageData",
                      .role = LayerRole::input,
+                     .no_bottoms = true,
                      .fields = data_layer::image_data_fields,
                      .check = data_layer::check,
                      .plan = data_layer::plan,
@@ -206,6 +208,7 @@ LayerKind image_data() {
 LayerKind hdf5_data() {
     return LayerKind{.type = "HDF5Data",
                      .role = LayerRole::input,
+                     .no_bottoms = true,
                      .fields = data_layer::hdf5_data_fields,
                      .check = data_layer::check,
                      .plan = data_layer::plan,

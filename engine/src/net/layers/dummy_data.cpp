@@ -54,6 +54,7 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 
 LayerKind dummy_data() {
     return LayerKind{.type = "DummyData",
+                     .no_bottoms = true,
                      .fields = dummy_data_layer::fields,
                      .check = dummy_data_layer::check,
                      .plan = dummy_data_layer::plan,

@@ -51,6 +51,7 @@ std::optional<Planned> plan(const LayerConfig& l, const std::vector<const Shape*
 
 LayerKind input() {
     return LayerKind{.type = "Input",
+                     .no_bottoms = true,
                      .fields = input_layer::fields,
                      .check = input_layer::check,
                      .plan = input_layer::plan,
