@@ -1,5 +1,6 @@
 // libFuzzer targets for everything dltrain reads from a file a user or a damaged disk hands it:
-// net and solver configs (prototxt and YAML, through `dltrain check`'s path), Caffe weights,
+// net and solver configs (prototxt and YAML, through `dltrain check`'s path; a net through one
+// training step), Caffe weights,
 // checkpoints (the checksum and marker made to agree, so the fuzzer reaches the parser behind
 // them), mean files, IDX and CIFAR files, Caffe Datums and images. A dl::Error is the expected
 // answer to a bad input; a crash, a sanitizer report, a leak, any other exception or an
@@ -15,6 +16,7 @@
 #include "data/mean_file.hpp"
 #include "io/caffemodel.hpp"
 #include "io/checksum.hpp"
+#include "net/layer_kind.hpp"
 
 #include <dl/backend.hpp>
 #include <dl/checkpoint.hpp>
@@ -28,6 +30,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -96,6 +99,63 @@ struct TinyNet {
 void config_target(const std::uint8_t* data, std::size_t size, const char* name) {
     const fs::path file = write_file(name, data, size);
     dl::check_config(file, std::nullopt, "64M");
+}
+
+// A net as far as training goes: read; written as dltrain's YAML (the run directory's
+// config.resolved.yaml) and read back, which must give the same config; every input without a
+// shape given a small one and at most 2 items a batch; checked as `dltrain check` does, within
+// 64 MB; then its train net built with its fillers' values, and one forward pass, backward pass
+// and solver update on made-up inputs and labels each loss can take.
+void net_target(const std::uint8_t* data, std::size_t size) {
+    dl::NetConfig config = dl::load_config(write_file("net.prototxt", data, size));
+    const std::string yaml = dl::to_yaml(config);
+    try {
+        if (dl::to_yaml(dl::parse_config(yaml, "resolved.yaml")) != yaml) {
+            std::fprintf(stderr, "dl_fuzz: the config read back from its YAML differs:\n%s\n",
+                         yaml.c_str());
+            std::abort();
+        }
+    } catch (const dl::Error& e) {
+        std::fprintf(stderr, "dl_fuzz: the config's own YAML is refused: %s\n%s\n", e.what(),
+                     yaml.c_str());
+        std::abort();
+    }
+    for (auto& layer : config.layers) {
+        if (dl::has_role(layer, dl::LayerRole::input)) {
+            if (layer.shape.empty()) {
+                layer.shape = {1, 8, 8};
+            }
+            layer.batch_size = std::min(layer.batch_size, 2);
+        } else if (layer.type == "Input" && layer.shape.size() > 1) {
+            layer.shape[0] = std::min(layer.shape[0], 2); // its batch
+        }
+    }
+    const fs::path shaped = g_dir / "shaped.yaml";
+    std::ofstream(shaped, std::ios::trunc) << dl::to_yaml(config);
+    if (!dl::check_config(shaped, std::nullopt, "64M").empty()) {
+        return;
+    }
+    const dl::NetConfig checked = dl::load_config(shaped);
+    const auto backend = dl::make_backend("cpu", 1);
+    dl::Net net(checked, dl::Phase::train, *backend, 1);
+    for (const dl::NetInput& input : net.inputs()) {
+        std::vector<float> values(input.data->count());
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            values[i] = static_cast<float>(i % 7) - 3.0F;
+        }
+        input.data->write_data(values.data());
+        if (input.labels != nullptr) {
+            std::vector<float> labels(input.labels->count());
+            for (std::size_t i = 0; i < labels.size(); ++i) {
+                labels[i] = static_cast<float>(i % std::max(input.label_classes, 1));
+            }
+            input.labels->write_data(labels.data());
+        }
+    }
+    net.forward();
+    net.backward();
+    dl::Solver solver(checked.solver, net, *backend);
+    solver.apply_update();
 }
 
 void caffemodel_target(const std::uint8_t* data, std::size_t size) {
@@ -196,6 +256,7 @@ const std::map<std::string, Target>& targets() {
         {"prototxt",
          [](const std::uint8_t* d, std::size_t n) { config_target(d, n, "in.prototxt"); }},
         {"yaml", [](const std::uint8_t* d, std::size_t n) { config_target(d, n, "in.yaml"); }},
+        {"net", net_target},
         {"caffemodel", caffemodel_target},
         {"checkpoint", checkpoint_target},
         {"mean", mean_target},

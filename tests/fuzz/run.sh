@@ -23,7 +23,7 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(prototxt yaml caffemodel checkpoint mean idx cifar datum image recipe site)
+((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum image recipe site metrics)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
     -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
@@ -48,6 +48,7 @@ DL_FUZZ_SEEDS=$out/seeds "$fuzz" >/dev/null
 shopt -s nullglob globstar
 seed prototxt "$hostile"/*.prototxt "$root"/tests/engine/prototxt/*.prototxt \
     "$root"/tests/fixtures/bvlc-caffe/**/*.prototxt
+seed net "$out"/prototxt/corpus/*
 seed yaml "$hostile"/*.yaml "$root"/recipes/networks/*.yaml
 seed caffemodel "$hostile"/*.caffemodel "$out"/seeds/caffemodel/*
 seed checkpoint "$out"/seeds/checkpoint/*
@@ -60,6 +61,7 @@ seed site "$root"/site-profiles/*.yaml
 seed idx "$out"/seeds/idx/*
 seed cifar "$out"/seeds/cifar/*
 seed image "$out"/seeds/image/*
+seed metrics "$out"/seeds/metrics/*
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -68,7 +70,8 @@ for target in "${targets[@]}"; do
     echo "== $target (${seconds} s)"
     (cd "$out/$target" &&
         binary=$fuzz
-        [[ $target == recipe || $target == site ]] && binary=$build/tests/fuzz/dljob_fuzz
+        [[ $target == recipe || $target == site || $target == metrics ]] &&
+            binary=$build/tests/fuzz/dljob_fuzz
         DL_FUZZ_TARGET=$target "$binary" corpus -max_total_time="$seconds" -timeout=10 \
             -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 -print_final_stats=1 \
             >log.txt 2>&1) || true

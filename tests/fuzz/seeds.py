@@ -6,10 +6,13 @@ searching for its header.
           progressive, grey and colour; binary PGM and PPM), after the target's channel byte
   idx/    an IDX image file and its label file, after the byte that says where they split
   cifar/  two CIFAR-10 records
+  metrics/ a metrics.jsonl as dltrain writes it: a run killed at iteration 300, resumed from its
+          checkpoint at 200, completed, and a line cut short
 
     python3 tests/fuzz/seeds.py DIR
 """
 import io
+import json
 import struct
 import sys
 from pathlib import Path
@@ -62,6 +65,26 @@ def main(out: Path) -> None:
     (out / "cifar").mkdir(parents=True, exist_ok=True)
     record = lambda label: bytes([label]) + bytes(i % 256 for i in range(3 * 32 * 32))
     (out / "cifar" / "two-records").write_bytes(record(3) + record(9))
+
+    lines = []
+    for start, stop, final in ((0, 300, False), (200, 500, True)):
+        lines.append({"type": "start", "iter": start, "max_iter": 500, "resumed_from": "",
+                      "threads": 2, "backend": "cpu", "device": "cpu (2 threads)",
+                      "batch_size": 64, "data_bytes": 54880000})
+        for it in range(start, stop, 100):
+            lines.append({"type": "test", "iter": it, "max_iter": 500, "accuracy": 0.1 + it / 1000,
+                          "loss": 2.3 - it / 500})
+            lines.append({"type": "train", "iter": it, "max_iter": 500, "loss": 2.0 - it / 600,
+                          "lr": 0.01, "images_per_s": 6000.5, "data_wait_fraction": 0.001,
+                          "elapsed_s": 1.5 + it / 100})
+        if final:
+            lines.append({"type": "final", "iter": stop, "max_iter": 500, "status": "completed",
+                          "test_accuracy": 0.6, "test_loss": None, "train_images_per_s": 6100.0,
+                          "wall_s": 9.5, "setup_s": 0.4, "first_step_s": 0.02, "test_s": 2.2,
+                          "checkpoint_s": 0.04})
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    (out / "metrics" / "resumed.jsonl").write_bytes(text.encode() + b'{"type": "train", "it')
 
 
 if __name__ == "__main__":

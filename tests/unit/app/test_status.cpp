@@ -308,6 +308,31 @@ TEST(StatusMetrics, AResumedProcessCountsFromItsOwnStart) {
               std::string::npos);
 }
 
+// A damaged metrics file (found by tests/fuzz's metrics target): values of the wrong type or
+// out of an iteration's range are skipped key by key; status neither throws nor casts them.
+TEST(StatusMetrics, ValuesOfTheWrongTypeOrRangeAreSkipped) {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("dljob-damaged-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "metrics.jsonl")
+        << R"({"type":"train","iter":100,"max_iter":1000,"loss":0.5,"elapsed_s":10})"
+        << "\n"
+        << R"({"type":5,"iter":900})"
+        << "\n"
+        << R"({"type":"train","iter":1e300,"max_iter":"lots","loss":0.25})"
+        << "\n"
+        << R"({"type":"final","iter":-1e30,"status":7})"
+        << "\n";
+    std::optional<JobMetrics> metrics;
+    EXPECT_NO_THROW(metrics = read_metrics(dir.string()));
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->iter, 0);     // the second train line's iteration is no count
+    EXPECT_EQ(metrics->max_iter, 0); // nor its max_iter
+    EXPECT_EQ(metrics->loss, 0.25);
+    EXPECT_EQ(metrics->final_status, "");
+}
+
 // A data-parallel training (issue 21): its start line names its ranks, and status shows them
 // with the throughput of each beside the whole's. A resumed process on fewer ranks says so.
 TEST(StatusMetrics, ADataParallelTrainingShowsItsRanksAndTheirShareOfTheThroughput) {

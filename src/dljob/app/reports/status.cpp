@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -251,7 +252,12 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir,
         if (json.is_discarded() || !json.is_object()) {
             continue; // a line being written, or noise
         }
-        const std::string type = json.value("type", "");
+        // Each value read only when it has the type dltrain writes: a damaged line ("type": 5,
+        // "iter": 1e300) is skipped key by key, not an exception or an out-of-range cast.
+        auto text = [&](const char* key) -> std::string {
+            auto it = json.find(key);
+            return it != json.end() && it->is_string() ? it->get<std::string>() : std::string();
+        };
         auto number = [&](const char* key) -> std::optional<double> {
             auto it = json.find(key);
             if (it == json.end() || !it->is_number()) {
@@ -259,18 +265,27 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir,
             }
             return it->get<double>();
         };
+        // Iterations: whole numbers an int64 holds (what dltrain's int iterations always are).
+        auto count = [&](const char* key) -> std::optional<std::int64_t> {
+            const auto value = number(key);
+            if (!value || !(std::abs(*value) < 9.0e18)) {
+                return std::nullopt;
+            }
+            return static_cast<std::int64_t>(*value);
+        };
+        const std::string type = text("type");
         if (type == "start") {
             // A new process (a continuation, appending to the same file): the previous one's
             // end ("checkpointed") is not this one's, and its speed counts from where it began.
             metrics.final_status.clear();
-            metrics.start_iter = static_cast<std::int64_t>(number("iter").value_or(0));
+            metrics.start_iter = count("iter").value_or(0);
             // A count from a file: kept to what a launcher can start.
             metrics.ranks = static_cast<int>(std::clamp(number("ranks").value_or(1.0), 1.0, 1e6));
         }
         if (type == "train") {
             any = true;
-            metrics.iter = static_cast<std::int64_t>(number("iter").value_or(0));
-            metrics.max_iter = static_cast<std::int64_t>(number("max_iter").value_or(0));
+            metrics.iter = count("iter").value_or(0);
+            metrics.max_iter = count("max_iter").value_or(0);
             metrics.loss = number("loss");
             metrics.images_per_s = number("images_per_s");
             metrics.elapsed_s = number("elapsed_s");
@@ -280,13 +295,13 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir,
         } else if (type == "final") {
             any = true;
             // The last train record is from the last display interval; where it ended is here.
-            if (auto iter = number("iter")) {
-                metrics.iter = static_cast<std::int64_t>(*iter);
+            if (auto iter = count("iter")) {
+                metrics.iter = *iter;
             }
-            if (auto max_iter = number("max_iter")) {
-                metrics.max_iter = static_cast<std::int64_t>(*max_iter);
+            if (auto max_iter = count("max_iter")) {
+                metrics.max_iter = *max_iter;
             }
-            metrics.final_status = json.value("status", "");
+            metrics.final_status = text("status");
             if (auto accuracy = number("test_accuracy")) {
                 metrics.accuracy = accuracy;
             }
