@@ -1,20 +1,25 @@
 // libFuzzer targets for what dljob reads from users: a recipe (loaded, its overrides-free
 // resolution against two bundled sites, its job script rendered, as `dljob render` does), a
 // site profile (loaded, then the bundled MNIST recipe rendered on it) and a run directory's
-// metrics.jsonl (as `dljob status` and `plot` read it). dljob's library answers a
-// bad file with an error value; any exception out of it is a bug (the CLI would print "this is a
-// bug in dljob"), so none is caught here and libFuzzer reports it with the sanitizers' findings.
+// metrics.jsonl (as `dljob status` and `plot` read it), a packed dataset's metadata. dljob's
+// library answers a bad file with an error value; any exception out of it is a bug (the CLI would
+// print "this is a bug in dljob"), so none is caught here and libFuzzer reports it with the
+// sanitizers' findings.
 //
 //   DL_FUZZ_TARGET=recipe build-fuzz/tests/fuzz/dljob_fuzz CORPUS_DIR -max_total_time=60
+//   DL_FUZZ_SEEDS=DIR build-fuzz/tests/fuzz/dljob_fuzz   (writes packs' metadata as seeds)
 
+#include <dljob/app/data/pack.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/reports/plot.hpp>
 #include <dljob/app/reports/status.hpp>
 #include <dljob/config/site_loader.hpp>
+#include <dljob/domain/dataset.hpp>
 #include <dljob/domain/job_state.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +36,10 @@ namespace fs = std::filesystem;
 
 fs::path g_dir;
 std::string g_target;
+
+std::string fmt_class(int i) {
+    return "class" + std::to_string(i % 3);
+}
 
 fs::path write_input(const char* name, const std::uint8_t* data, std::size_t size) {
     const fs::path file = g_dir / name;
@@ -91,17 +100,76 @@ void metrics_target(const std::uint8_t* data, std::size_t size) {
     }
 }
 
+// A packed dataset's metadata (`dljob pack`'s manifest.json, index.tsv and chunks.tsv lines,
+// member paths and link targets), as stage-data and audit-data read a dataset someone copied.
+void dataset_target(const std::uint8_t* data, std::size_t size) {
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    (void)dljob::parse_manifest(text, "manifest.json");
+    std::uint64_t number = 0;
+    for (std::size_t start = 0; start < text.size() && number < 256;) {
+        const std::size_t end = std::min(text.find('\n', start), text.size());
+        const std::string_view line = text.substr(start, end - start);
+        ++number;
+        (void)dljob::parse_index_line(line, "index.tsv", number, 1);
+        (void)dljob::parse_index_line(line, "index.tsv", number, 2);
+        (void)dljob::parse_chunk_line(line, "chunks.tsv", number);
+        (void)dljob::normalize_member_path(line);
+        const std::size_t tab = line.find('\t');
+        if (tab != std::string_view::npos) {
+            (void)dljob::check_symlink_target(line.substr(0, tab), line.substr(tab + 1));
+        }
+        start = end + 1;
+    }
+}
+
+// Seeds for the dataset target: the metadata files of two packs of a small tree, one plain, one
+// zstd-compressed in two shards.
+void write_seeds(const fs::path& out) {
+    const fs::path source = g_dir / "tree";
+    for (int i = 0; i < 6; ++i) {
+        fs::create_directories(source / fmt_class(i));
+        std::ofstream(source / fmt_class(i) / ("image" + std::to_string(i) + ".png"))
+            << std::string(static_cast<std::size_t>(3000 + i), static_cast<char>('a' + i));
+    }
+    fs::create_directories(out / "dataset");
+    int seed = 0;
+    for (const char* compression : {"none", "zstd"}) {
+        dljob::app::PackRequest request;
+        request.source = source.string();
+        request.output = (g_dir / compression).string();
+        request.compression = compression;
+        request.shard_bytes = std::string(compression) == "zstd" ? 10000 : 0;
+        if (!dljob::app::pack_dataset(request, {})) {
+            std::fprintf(stderr, "dljob_fuzz: packing the seed tree failed\n");
+            std::exit(1);
+        }
+        for (const char* file : {"manifest.json", "index.tsv", "chunks.tsv"}) {
+            if (fs::exists(g_dir / compression / file)) {
+                fs::copy_file(g_dir / compression / file,
+                              out / "dataset" / (std::to_string(seed++) + "-" + file));
+            }
+        }
+    }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-    const char* name = std::getenv("DL_FUZZ_TARGET");
-    g_target = name == nullptr ? "" : name;
-    if (g_target != "recipe" && g_target != "site" && g_target != "metrics") {
-        std::fprintf(stderr, "dljob_fuzz: set DL_FUZZ_TARGET to recipe, site or metrics\n");
-        std::exit(2);
-    }
     g_dir = fs::temp_directory_path() / ("dljob_fuzz." + std::to_string(::getpid()));
     fs::create_directories(g_dir);
+    if (const char* seeds = std::getenv("DL_FUZZ_SEEDS")) {
+        write_seeds(seeds);
+        fs::remove_all(g_dir);
+        std::exit(0);
+    }
+    const char* name = std::getenv("DL_FUZZ_TARGET");
+    g_target = name == nullptr ? "" : name;
+    if (g_target != "recipe" && g_target != "site" && g_target != "metrics" &&
+        g_target != "dataset") {
+        std::fprintf(stderr,
+                     "dljob_fuzz: set DL_FUZZ_TARGET to recipe, site, metrics or dataset\n");
+        std::exit(2);
+    }
     return 0;
 }
 
@@ -110,8 +178,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         recipe_target(data, size);
     } else if (g_target == "site") {
         site_target(data, size);
-    } else {
+    } else if (g_target == "metrics") {
         metrics_target(data, size);
+    } else {
+        dataset_target(data, size);
     }
     return 0;
 }

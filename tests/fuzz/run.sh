@@ -23,7 +23,7 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum image recipe site metrics)
+((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum image recipe site metrics dataset)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
     -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
@@ -45,6 +45,7 @@ seed() { # seed TARGET FILE...: copies the files that exist into TARGET's corpus
 }
 mkdir -p "$out/seeds"
 DL_FUZZ_SEEDS=$out/seeds "$fuzz" >/dev/null
+DL_FUZZ_SEEDS=$out/seeds "$build/tests/fuzz/dljob_fuzz" >/dev/null
 shopt -s nullglob globstar
 seed prototxt "$hostile"/*.prototxt "$root"/tests/engine/prototxt/*.prototxt \
     "$root"/tests/fixtures/bvlc-caffe/**/*.prototxt
@@ -62,6 +63,7 @@ seed idx "$out"/seeds/idx/*
 seed cifar "$out"/seeds/cifar/*
 seed image "$out"/seeds/image/*
 seed metrics "$out"/seeds/metrics/*
+seed dataset "$out"/seeds/dataset/*
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -70,7 +72,7 @@ for target in "${targets[@]}"; do
     echo "== $target (${seconds} s)"
     (cd "$out/$target" &&
         binary=$fuzz
-        [[ $target == recipe || $target == site || $target == metrics ]] &&
+        [[ $target == recipe || $target == site || $target == metrics || $target == dataset ]] &&
             binary=$build/tests/fuzz/dljob_fuzz
         DL_FUZZ_TARGET=$target "$binary" corpus -max_total_time="$seconds" -timeout=10 \
             -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 -print_final_stats=1 \
