@@ -2,9 +2,9 @@
 // net and solver configs (prototxt and YAML, through `dltrain check`'s path; a net through one
 // training step), Caffe weights,
 // checkpoints (the checksum and marker made to agree, so the fuzzer reaches the parser behind
-// them), mean files, IDX and CIFAR files, Caffe Datums and images. A dl::Error is the expected
-// answer to a bad input; a crash, a sanitizer report, a leak, any other exception or an
-// allocation past libFuzzer's limit is a finding. tests/fuzz/run.sh builds and runs them.
+// them), mean files, IDX and CIFAR files, Caffe Datums, packed datasets and images. A dl::Error is
+// the expected answer to a bad input; a crash, a sanitizer report, a leak, any other exception or
+// an allocation past libFuzzer's limit is a finding. tests/fuzz/run.sh builds and runs them.
 //
 //   DL_FUZZ_TARGET=prototxt build-fuzz/tests/fuzz/dl_fuzz CORPUS_DIR -max_total_time=60
 //   DL_FUZZ_SEEDS=DIR build-fuzz/tests/fuzz/dl_fuzz   (writes a valid caffemodel and checkpoint)
@@ -14,6 +14,7 @@
 #include "data/idx_dataset.hpp"
 #include "data/image_decode.hpp"
 #include "data/mean_file.hpp"
+#include "data/pack_reader.hpp"
 #include "io/caffemodel.hpp"
 #include "io/checksum.hpp"
 #include "net/layer_kind.hpp"
@@ -237,6 +238,45 @@ void datum_target(const std::uint8_t* data, std::size_t size) {
     set.finish(index);
 }
 
+// A pack directory (`dljob pack`'s, as a damaged copy may leave it): the input's parts,
+// separated by "\n@@@@\n", are manifest.json, index.tsv, chunks.tsv and the data files (each
+// written as data.tar and as the N-th zstd shard's name); an empty part is an absent file. Every
+// member is read.
+void pack_target(const std::uint8_t* data, std::size_t size) {
+    const std::string_view all(reinterpret_cast<const char*>(data), size);
+    const fs::path dir = g_dir / "pack";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    constexpr std::string_view k_separator = "\n@@@@\n";
+    std::size_t start = 0;
+    for (int part = 0; start <= all.size() && part < 8; ++part) {
+        const std::size_t end = std::min(all.find(k_separator, start), all.size());
+        const std::string_view bytes = all.substr(start, end - start);
+        const auto write = [&](const std::string& name) {
+            if (bytes.empty()) {
+                return; // absent (a version 1 pack has no chunks.tsv)
+            }
+            std::ofstream(dir / name, std::ios::binary)
+                .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        };
+        if (part == 0) {
+            write("manifest.json");
+        } else if (part == 1) {
+            write("index.tsv");
+        } else if (part == 2) {
+            write("chunks.tsv");
+        } else {
+            write(part == 3 ? "data.tar" : fmt::format("data-{:05}.tar", part - 4));
+            write(fmt::format("data-{:05}.tar.zst", part - 3));
+        }
+        start = end + k_separator.size();
+    }
+    const dl::data::Pack pack(dir);
+    for (const dl::data::PackEntry& entry : pack.files()) {
+        (void)pack.read(entry);
+    }
+}
+
 void image_target(const std::uint8_t* data, std::size_t size) {
     if (size == 0) {
         return;
@@ -263,12 +303,14 @@ const std::map<std::string, Target>& targets() {
         {"idx", idx_target},
         {"cifar", cifar_target},
         {"datum", datum_target},
+        {"pack", pack_target},
         {"image", image_target},
     };
     return all;
 }
 
 const Target* g_target = nullptr;
+bool g_verbose = false;
 
 // A valid caffemodel and checkpoint body of the tiny net, as seeds for those two targets.
 void write_seeds(const fs::path& dir) {
@@ -311,14 +353,18 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
         std::exit(2);
     }
     g_target = &found->second;
+    g_verbose = std::getenv("DL_FUZZ_VERBOSE") != nullptr;
     return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     try {
         (*g_target)(data, size);
-    } catch (const dl::Error&) {
-        // The answer a bad input should get.
+    } catch (const dl::Error& e) {
+        // The answer a bad input should get; DL_FUZZ_VERBOSE=1 prints it (replaying one input).
+        if (g_verbose) {
+            std::fprintf(stderr, "dl_fuzz: refused: %s\n", e.what());
+        }
     }
     return 0;
 }

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,17 @@ namespace fs = std::filesystem;
 
 fs::path g_dir;
 std::string g_target;
+
+std::string read_text(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string shard_name(int shard) {
+    std::string digits = std::to_string(shard);
+    return "data-" + std::string(5 - std::min<std::size_t>(digits.size(), 5), '0') + digits +
+           ".tar.zst";
+}
 
 std::string fmt_class(int i) {
     return "class" + std::to_string(i % 3);
@@ -122,8 +134,8 @@ void dataset_target(const std::uint8_t* data, std::size_t size) {
     }
 }
 
-// Seeds for the dataset target: the metadata files of two packs of a small tree, one plain, one
-// zstd-compressed in two shards.
+// Seeds for the dataset target (and dl_fuzz's pack target): two packs of a small tree, one
+// plain, one zstd-compressed in shards.
 void write_seeds(const fs::path& out) {
     const fs::path source = g_dir / "tree";
     for (int i = 0; i < 6; ++i) {
@@ -132,6 +144,7 @@ void write_seeds(const fs::path& out) {
             << std::string(static_cast<std::size_t>(3000 + i), static_cast<char>('a' + i));
     }
     fs::create_directories(out / "dataset");
+    fs::create_directories(out / "pack");
     int seed = 0;
     for (const char* compression : {"none", "zstd"}) {
         dljob::app::PackRequest request;
@@ -143,12 +156,25 @@ void write_seeds(const fs::path& out) {
             std::fprintf(stderr, "dljob_fuzz: packing the seed tree failed\n");
             std::exit(1);
         }
+        // The dataset target's: each metadata file. dl_fuzz's pack target's: the whole pack,
+        // its files in the order that target splits them.
+        std::string whole;
+        const fs::path pack = g_dir / compression;
         for (const char* file : {"manifest.json", "index.tsv", "chunks.tsv"}) {
-            if (fs::exists(g_dir / compression / file)) {
-                fs::copy_file(g_dir / compression / file,
-                              out / "dataset" / (std::to_string(seed++) + "-" + file));
+            std::string text;
+            if (fs::exists(pack / file)) {
+                fs::copy_file(pack / file, out / "dataset" / (std::to_string(seed++) + "-" + file));
+                text = read_text(pack / file);
             }
+            whole += text + "\n@@@@\n";
         }
+        if (fs::exists(pack / "data.tar")) {
+            whole += read_text(pack / "data.tar");
+        }
+        for (int shard = 0; fs::exists(pack / shard_name(shard)); ++shard) {
+            whole += (shard > 0 ? "\n@@@@\n" : "") + read_text(pack / shard_name(shard));
+        }
+        std::ofstream(out / "pack" / compression, std::ios::binary) << whole;
     }
 }
 

@@ -23,7 +23,7 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum image recipe site metrics dataset)
+((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum pack image recipe site metrics dataset)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
     -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
@@ -64,6 +64,7 @@ seed cifar "$out"/seeds/cifar/*
 seed image "$out"/seeds/image/*
 seed metrics "$out"/seeds/metrics/*
 seed dataset "$out"/seeds/dataset/*
+seed pack "$out"/seeds/pack/*
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
