@@ -1,7 +1,8 @@
 // libFuzzer targets for what dljob reads from users: a recipe (loaded, its overrides-free
 // resolution against two bundled sites, its job script rendered, as `dljob render` does), a
 // site profile (loaded, then the bundled MNIST recipe rendered on it) and a run directory's
-// metrics.jsonl (as `dljob status` and `plot` read it), a packed dataset's metadata. dljob's
+// metrics.jsonl (as `dljob status` and `plot` read it), a packed dataset's metadata, and what
+// the schedulers' commands print (each adapter's submit, poll, find and cancel). dljob's
 // library answers a bad file with an error value; any exception out of it is a bug (the CLI would
 // print "this is a bug in dljob"), so none is caught here and libFuzzer reports it with the
 // sanitizers' findings.
@@ -16,6 +17,9 @@
 #include <dljob/config/site_loader.hpp>
 #include <dljob/domain/dataset.hpp>
 #include <dljob/domain/job_state.hpp>
+#include <dljob/domain/process_runner.hpp>
+#include <dljob/domain/scheduler.hpp>
+#include <dljob/schedulers/scheduler_table.hpp>
 
 #include <unistd.h>
 
@@ -29,6 +33,7 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -134,6 +139,62 @@ void dataset_target(const std::uint8_t* data, std::size_t size) {
     }
 }
 
+// Every command a scheduler adapter runs answers with the fuzzer's bytes (byte 0 its exit
+// status): what a site's sbatch, qstat -f, showq --xml, sqjobs or yarn may print.
+class ReplayRunner final : public dljob::ProcessRunner {
+public:
+    ReplayRunner(int exit_code, std::string out) : m_exit_code(exit_code), m_out(std::move(out)) {}
+    dljob::Result<dljob::ProcessResult> run(const dljob::ProcessRequest& /*request*/) override {
+        dljob::ProcessResult result;
+        result.exit_code = m_exit_code;
+        result.out = m_out;
+        return result;
+    }
+    dljob::Result<int> spawn_detached(const dljob::DetachedRequest& /*request*/) override {
+        return dljob::fail(dljob::ErrorCode::internal, "the fuzz runner starts nothing");
+    }
+    bool group_alive(int /*pgid*/) override { return false; }
+    bool signal_group(int /*pgid*/, int /*signal*/) override { return false; }
+
+private:
+    int m_exit_code;
+    std::string m_out;
+};
+
+// Each family but local (which starts real processes): submit, poll, find, cancel.
+void scheduler_target(const std::uint8_t* data, std::size_t size) {
+    if (size == 0) {
+        return;
+    }
+    ReplayRunner runner(data[0] % 4 == 3 ? 1 : 0,
+                        std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
+    const fs::path run = g_dir / "run";
+    fs::create_directories(run);
+    for (const std::string& family : dljob::schedulers::scheduler_families()) {
+        if (family == "local") {
+            continue;
+        }
+        auto scheduler = dljob::schedulers::make_scheduler(family, runner);
+        if (!scheduler) {
+            continue;
+        }
+        dljob::SubmitRequest request;
+        request.script_path = (run / "job.sh").string();
+        request.run_dir = run.string();
+        request.name = "fuzz";
+        request.token = "dljob-0123456789abcdef";
+        request.submit_argv = {"submit", request.script_path};
+        (void)(*scheduler)->submit(request);
+        std::vector<dljob::JobRef> jobs;
+        for (const char* id : {"42", "179.server", "881196", "application_1500000000000_0007"}) {
+            jobs.push_back(dljob::JobRef{id, "", run.string(), request.token});
+        }
+        (void)(*scheduler)->poll(jobs);
+        (void)(*scheduler)->find_by_token(jobs.front());
+        (void)(*scheduler)->cancel(jobs.front());
+    }
+}
+
 // Seeds for the dataset target (and dl_fuzz's pack target): two packs of a small tree, one
 // plain, one zstd-compressed in shards.
 void write_seeds(const fs::path& out) {
@@ -191,9 +252,9 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
     const char* name = std::getenv("DL_FUZZ_TARGET");
     g_target = name == nullptr ? "" : name;
     if (g_target != "recipe" && g_target != "site" && g_target != "metrics" &&
-        g_target != "dataset") {
-        std::fprintf(stderr,
-                     "dljob_fuzz: set DL_FUZZ_TARGET to recipe, site, metrics or dataset\n");
+        g_target != "dataset" && g_target != "scheduler") {
+        std::fprintf(stderr, "dljob_fuzz: set DL_FUZZ_TARGET to recipe, site, metrics, dataset "
+                             "or scheduler\n");
         std::exit(2);
     }
     return 0;
@@ -206,8 +267,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         site_target(data, size);
     } else if (g_target == "metrics") {
         metrics_target(data, size);
-    } else {
+    } else if (g_target == "dataset") {
         dataset_target(data, size);
+    } else {
+        scheduler_target(data, size);
     }
     return 0;
 }

@@ -2,7 +2,8 @@
 # Builds dltrain's readers with Clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
 # (tests/fuzz/dl_fuzz.cpp) and fuzzes each target for SECONDS, starting from the repository's own
 # files of that kind (the hostile corpus, Caffe's nets, a valid caffemodel and checkpoint, the
-# recipes and site profiles; seeds.py writes images, IDX and CIFAR files). A
+# recipes and site profiles; seeds.py writes images, IDX and CIFAR files, metrics and recorded
+# scheduler outputs). A
 # finding is left as crash-*/leak-*/oom-*/timeout-* in OUT/TARGET and the script exits 1; the
 # input that showed it belongs in tests/engine/hostile once fixed.
 #
@@ -23,7 +24,7 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum pack image recipe site metrics dataset)
+((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum pack image recipe site metrics dataset scheduler)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
     -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
@@ -65,6 +66,7 @@ seed image "$out"/seeds/image/*
 seed metrics "$out"/seeds/metrics/*
 seed dataset "$out"/seeds/dataset/*
 seed pack "$out"/seeds/pack/*
+seed scheduler "$out"/seeds/scheduler/*
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -73,8 +75,9 @@ for target in "${targets[@]}"; do
     echo "== $target (${seconds} s)"
     (cd "$out/$target" &&
         binary=$fuzz
-        [[ $target == recipe || $target == site || $target == metrics || $target == dataset ]] &&
-            binary=$build/tests/fuzz/dljob_fuzz
+        case $target in
+            recipe | site | metrics | dataset | scheduler) binary=$build/tests/fuzz/dljob_fuzz ;;
+        esac
         DL_FUZZ_TARGET=$target "$binary" corpus -max_total_time="$seconds" -timeout=10 \
             -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 -print_final_stats=1 \
             >log.txt 2>&1) || true

@@ -6,6 +6,7 @@ searching for its header.
           progressive, grey and colour; binary PGM and PPM), after the target's channel byte
   idx/    an IDX image file and its label file, after the byte that says where they split
   cifar/  two CIFAR-10 records
+  scheduler/ tests/fixtures/scheduler-output's recorded outputs, after the exit-status byte
   metrics/ a metrics.jsonl as dltrain writes it: a run killed at iteration 300, resumed from its
           checkpoint at 200, completed, and a line cut short
 
@@ -82,6 +83,11 @@ def main(out: Path) -> None:
                           "test_accuracy": 0.6, "test_loss": None, "train_images_per_s": 6100.0,
                           "wall_s": 9.5, "setup_s": 0.4, "first_step_s": 0.02, "test_s": 2.2,
                           "checkpoint_s": 0.04})
+    recorded = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "scheduler-output"
+    (out / "scheduler").mkdir(parents=True, exist_ok=True)
+    for path in sorted(recorded.glob("*.txt")):
+        (out / "scheduler" / path.name).write_bytes(b"\0" + path.read_bytes())
+
     text = "".join(json.dumps(line) + "\n" for line in lines)
     (out / "metrics").mkdir(parents=True, exist_ok=True)
     (out / "metrics" / "resumed.jsonl").write_bytes(text.encode() + b'{"type": "train", "it')
