@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds dltrain's readers with Clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer
-# (tests/fuzz/dl_fuzz.cpp) and fuzzes each target for SECONDS, starting from the repository's own
-# files of that kind (the hostile corpus, Caffe's nets, a valid caffemodel and checkpoint, the
-# recipes and site profiles; seeds.py writes images, IDX and CIFAR files, metrics and recorded
-# scheduler outputs). A
+# Builds the fuzz targets of dl_fuzz.cpp (dltrain's readers) and dljob_fuzz.cpp (dljob's) with
+# Clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer, and fuzzes each target for
+# SECONDS, starting from the repository's own files of that kind (the hostile corpus, Caffe's nets,
+# the recipes and site profiles, the recorded scheduler outputs; the harnesses write a
+# caffemodel, a checkpoint and packs, seeds.py images, IDX and CIFAR files and metrics). A
 # finding is left as crash-*/leak-*/oom-*/timeout-* in OUT/TARGET and the script exits 1; the
-# input that showed it belongs in tests/engine/hostile once fixed.
+# input that showed it belongs in tests/engine/hostile (or a unit test) once fixed.
 #
 #   tests/fuzz/run.sh [--seconds 60] [--build build-fuzz] [--out fuzz-out] [TARGET ...]
 set -euo pipefail
