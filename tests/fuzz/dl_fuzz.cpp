@@ -13,6 +13,7 @@
 #include "data/datum_dataset.hpp"
 #include "data/idx_dataset.hpp"
 #include "data/image_decode.hpp"
+#include "data/image_list.hpp"
 #include "data/mean_file.hpp"
 #include "data/pack_reader.hpp"
 #include "io/caffemodel.hpp"
@@ -277,6 +278,41 @@ void pack_target(const std::uint8_t* data, std::size_t size) {
     }
 }
 
+// Caffe's ImageData list: byte 0 chooses colour and the resize (none, or 1 to 15 times 7 pixels
+// a side), the rest is the list; its paths name files under images/, where a.pgm (2 x 3 grey),
+// b.pgm (3 x 2) and "c d.pgm" (2 x 3) exist.
+void image_list_target(const std::uint8_t* data, std::size_t size) {
+    if (size == 0) {
+        return;
+    }
+    const fs::path images = g_dir / "images";
+    if (!fs::exists(images)) {
+        fs::create_directories(images);
+        const auto pgm = [&](const char* name, int width, int height) {
+            std::ofstream(images / name, std::ios::binary)
+                << "P5\n"
+                << width << ' ' << height << "\n255\n"
+                << std::string(static_cast<std::size_t>(width * height), '\x7f');
+        };
+        pgm("a.pgm", 3, 2);
+        pgm("b.pgm", 2, 3);
+        pgm("c d.pgm", 3, 2);
+    }
+    const fs::path list = write_file("list.txt", data + 1, size - 1);
+    dl::data::ImageListOptions options;
+    options.image_path = [&](const std::string& name) { return images / name; };
+    const int side = (data[0] >> 1U) % 16 * 7;
+    options.new_height = side;
+    options.new_width = side;
+    options.is_color = (data[0] & 1U) != 0;
+    const dl::data::DataBudget budget{k_budget_bytes, "the fuzz budget"};
+    try {
+        dl::data::read_image_list_header(list, options);
+    } catch (const dl::Error&) {
+    }
+    dl::data::load_image_list(list, options, budget);
+}
+
 void image_target(const std::uint8_t* data, std::size_t size) {
     if (size == 0) {
         return;
@@ -305,6 +341,7 @@ const std::map<std::string, Target>& targets() {
         {"datum", datum_target},
         {"pack", pack_target},
         {"image", image_target},
+        {"imagelist", image_list_target},
     };
     return all;
 }

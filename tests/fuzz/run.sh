@@ -24,7 +24,7 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum pack image recipe site metrics dataset scheduler)
+((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum pack image imagelist recipe site metrics dataset scheduler)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
     -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
@@ -63,6 +63,7 @@ seed site "$root"/site-profiles/*.yaml
 seed idx "$out"/seeds/idx/*
 seed cifar "$out"/seeds/cifar/*
 seed image "$out"/seeds/image/*
+seed imagelist "$out"/seeds/imagelist/*
 seed metrics "$out"/seeds/metrics/*
 seed dataset "$out"/seeds/dataset/*
 seed pack "$out"/seeds/pack/*

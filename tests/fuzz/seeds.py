@@ -6,6 +6,7 @@ searching for its header.
           progressive, grey and colour; binary PGM and PPM), after the target's channel byte
   idx/    an IDX image file and its label file, after the byte that says where they split
   cifar/  two CIFAR-10 records
+  imagelist/ ImageData lists of dl_fuzz's three images, after the byte for colour and resize
   scheduler/ tests/fixtures/scheduler-output's recorded outputs, after the exit-status byte
   metrics/ a metrics.jsonl as dltrain writes it: a run killed at iteration 300, resumed from its
           checkpoint at 200, completed, and a line cut short
@@ -83,6 +84,10 @@ def main(out: Path) -> None:
                           "test_accuracy": 0.6, "test_loss": None, "train_images_per_s": 6100.0,
                           "wall_s": 9.5, "setup_s": 0.4, "first_step_s": 0.02, "test_s": 2.2,
                           "checkpoint_s": 0.04})
+    (out / "imagelist").mkdir(parents=True, exist_ok=True)
+    (out / "imagelist" / "same-size").write_bytes(b"\x01a.pgm 0\nc d.pgm 7\n")
+    (out / "imagelist" / "resized").write_bytes(b"\x06a.pgm 1\nb.pgm 2\n\nc d.pgm 2147483647\n")
+
     recorded = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "scheduler-output"
     (out / "scheduler").mkdir(parents=True, exist_ok=True)
     for path in sorted(recorded.glob("*.txt")):
