@@ -16,6 +16,7 @@
 #include "data/image_list.hpp"
 #include "data/mean_file.hpp"
 #include "data/pack_reader.hpp"
+#include "fuzz_start.hpp"
 #include "io/caffemodel.hpp"
 #include "io/checksum.hpp"
 #include "net/layer_kind.hpp"
@@ -29,8 +30,6 @@
 #include <dl/train.hpp>
 
 #include <fmt/format.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -372,13 +371,7 @@ void write_seeds(const fs::path& dir) {
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-    g_dir = fs::temp_directory_path() / fmt::format("dl_fuzz.{}", ::getpid());
-    fs::create_directories(g_dir);
-    if (const char* seeds = std::getenv("DL_FUZZ_SEEDS")) {
-        write_seeds(seeds);
-        fs::remove_all(g_dir);
-        std::exit(0);
-    }
+    fuzz::start("dl_fuzz", g_dir, write_seeds);
     const char* name = std::getenv("DL_FUZZ_TARGET");
     const auto found = name == nullptr ? targets().end() : targets().find(name);
     if (found == targets().end()) {

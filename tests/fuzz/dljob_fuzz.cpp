@@ -10,6 +10,8 @@
 //   DL_FUZZ_TARGET=recipe build-fuzz/tests/fuzz/dljob_fuzz CORPUS_DIR -max_total_time=60
 //   DL_FUZZ_SEEDS=DIR build-fuzz/tests/fuzz/dljob_fuzz   (writes packs' metadata as seeds)
 
+#include "fuzz_start.hpp"
+
 #include <dljob/app/data/pack.hpp>
 #include <dljob/app/jobs/render_service.hpp>
 #include <dljob/app/reports/plot.hpp>
@@ -20,8 +22,6 @@
 #include <dljob/domain/process_runner.hpp>
 #include <dljob/domain/scheduler.hpp>
 #include <dljob/schedulers/scheduler_table.hpp>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -242,13 +242,7 @@ void write_seeds(const fs::path& out) {
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-    g_dir = fs::temp_directory_path() / ("dljob_fuzz." + std::to_string(::getpid()));
-    fs::create_directories(g_dir);
-    if (const char* seeds = std::getenv("DL_FUZZ_SEEDS")) {
-        write_seeds(seeds);
-        fs::remove_all(g_dir);
-        std::exit(0);
-    }
+    fuzz::start("dljob_fuzz", g_dir, write_seeds);
     const char* name = std::getenv("DL_FUZZ_TARGET");
     g_target = name == nullptr ? "" : name;
     if (g_target != "recipe" && g_target != "site" && g_target != "metrics" &&

@@ -276,25 +276,43 @@ TEST(StatusTable, AnEndedJobShowsNoEtaAndALongReasonKeepsTheColumnsInLine) {
     EXPECT_EQ(second.find("iter 200/300"), header.find("PROGRESS")) << out.str();
 }
 
+// A run directory of the test's own, removed with it, whose metrics.jsonl holds `lines`.
+class MetricsDir {
+public:
+    MetricsDir(const std::string& name, const std::vector<std::string>& lines)
+        : m_dir(std::filesystem::temp_directory_path() /
+                ("dljob-" + name + "-" + std::to_string(::getpid()))) {
+        std::filesystem::create_directories(m_dir);
+        append(lines);
+    }
+    ~MetricsDir() { std::filesystem::remove_all(m_dir); }
+    MetricsDir(const MetricsDir&) = delete;
+    MetricsDir& operator=(const MetricsDir&) = delete;
+    MetricsDir(MetricsDir&&) = delete;
+    MetricsDir& operator=(MetricsDir&&) = delete;
+
+    void append(const std::vector<std::string>& lines) const {
+        std::ofstream out(m_dir / "metrics.jsonl", std::ios::app);
+        for (const auto& line : lines) {
+            out << line << '\n';
+        }
+    }
+    [[nodiscard]] std::string path() const { return m_dir.string(); }
+
+private:
+    std::filesystem::path m_dir;
+};
+
 // A continued job appends to the same metrics.jsonl: the last process's start line resets what
 // the previous attempt ended with, and the ETA counts from where this process began.
 TEST(StatusMetrics, AResumedProcessCountsFromItsOwnStart) {
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("dljob-resumed-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "metrics.jsonl")
-        << R"({"type":"start","iter":0,"max_iter":1000})"
-        << "\n"
-        << R"({"type":"train","iter":400,"max_iter":1000,"loss":0.5,"elapsed_s":400})"
-        << "\n"
-        << R"({"type":"final","iter":400,"max_iter":1000,"status":"checkpointed"})"
-        << "\n"
-        << R"({"type":"start","iter":400,"max_iter":1000})"
-        << "\n"
-        << R"({"type":"train","iter":600,"max_iter":1000,"loss":0.4,"elapsed_s":100})"
-        << "\n";
-    auto metrics = read_metrics(dir.string());
-    std::filesystem::remove_all(dir);
+    const MetricsDir dir(
+        "resumed", {R"({"type":"start","iter":0,"max_iter":1000})",
+                    R"({"type":"train","iter":400,"max_iter":1000,"loss":0.5,"elapsed_s":400})",
+                    R"({"type":"final","iter":400,"max_iter":1000,"status":"checkpointed"})",
+                    R"({"type":"start","iter":400,"max_iter":1000})",
+                    R"({"type":"train","iter":600,"max_iter":1000,"loss":0.4,"elapsed_s":100})"});
+    auto metrics = read_metrics(dir.path());
     ASSERT_TRUE(metrics);
     EXPECT_EQ(metrics->start_iter, 400);
     EXPECT_EQ(metrics->final_status, "");
@@ -311,21 +329,13 @@ TEST(StatusMetrics, AResumedProcessCountsFromItsOwnStart) {
 // A damaged metrics file (found by tests/fuzz's metrics target): values of the wrong type or
 // out of an iteration's range are skipped key by key; status neither throws nor casts them.
 TEST(StatusMetrics, ValuesOfTheWrongTypeOrRangeAreSkipped) {
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("dljob-damaged-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "metrics.jsonl")
-        << R"({"type":"train","iter":100,"max_iter":1000,"loss":0.5,"elapsed_s":10})"
-        << "\n"
-        << R"({"type":5,"iter":900})"
-        << "\n"
-        << R"({"type":"train","iter":1e300,"max_iter":"lots","loss":0.25})"
-        << "\n"
-        << R"({"type":"final","iter":-1e30,"status":7})"
-        << "\n";
+    const MetricsDir dir(
+        "damaged", {R"({"type":"train","iter":100,"max_iter":1000,"loss":0.5,"elapsed_s":10})",
+                    R"({"type":5,"iter":900})",
+                    R"({"type":"train","iter":1e300,"max_iter":"lots","loss":0.25})",
+                    R"({"type":"final","iter":-1e30,"status":7})"});
     std::optional<JobMetrics> metrics;
-    EXPECT_NO_THROW(metrics = read_metrics(dir.string()));
-    std::filesystem::remove_all(dir);
+    EXPECT_NO_THROW(metrics = read_metrics(dir.path()));
     ASSERT_TRUE(metrics);
     EXPECT_EQ(metrics->iter, 0);     // the second train line's iteration is no count
     EXPECT_EQ(metrics->max_iter, 0); // nor its max_iter
@@ -336,29 +346,20 @@ TEST(StatusMetrics, ValuesOfTheWrongTypeOrRangeAreSkipped) {
 // A data-parallel training (issue 21): its start line names its ranks, and status shows them
 // with the throughput of each beside the whole's. A resumed process on fewer ranks says so.
 TEST(StatusMetrics, ADataParallelTrainingShowsItsRanksAndTheirShareOfTheThroughput) {
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("dljob-ranks-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "metrics.jsonl")
-        << R"({"type":"start","iter":0,"max_iter":1000,"ranks":4,"global_batch_size":256})"
-        << "\n"
-        << R"({"type":"train","iter":100,"max_iter":1000,"loss":0.5,"images_per_s":8000,)"
-        << R"("elapsed_s":10})"
-        << "\n";
-    auto metrics = read_metrics(dir.string());
+    const MetricsDir dir(
+        "ranks", {R"({"type":"start","iter":0,"max_iter":1000,"ranks":4,"global_batch_size":256})",
+                  R"({"type":"train","iter":100,"max_iter":1000,"loss":0.5,"images_per_s":8000,)"
+                  R"("elapsed_s":10})"});
+    auto metrics = read_metrics(dir.path());
     ASSERT_TRUE(metrics);
     EXPECT_EQ(metrics->ranks, 4);
     EXPECT_EQ(progress_text(*metrics, JobState::running),
               "iter 100/1000 loss 0.500 8000 img/s (4 ranks, 2000 each) ETA 1m30s");
     // Continued on one rank: the new start line's count, not the first one's.
-    std::ofstream(dir / "metrics.jsonl", std::ios::app)
-        << R"({"type":"start","iter":100,"max_iter":1000})"
-        << "\n"
-        << R"({"type":"train","iter":200,"max_iter":1000,"loss":0.4,"images_per_s":3000,)"
-        << R"("elapsed_s":10})"
-        << "\n";
-    auto resumed = read_metrics(dir.string());
-    std::filesystem::remove_all(dir);
+    dir.append({R"({"type":"start","iter":100,"max_iter":1000})",
+                R"({"type":"train","iter":200,"max_iter":1000,"loss":0.4,"images_per_s":3000,)"
+                R"("elapsed_s":10})"});
+    auto resumed = read_metrics(dir.path());
     ASSERT_TRUE(resumed);
     EXPECT_EQ(resumed->ranks, 1);
     EXPECT_EQ(progress_text(*resumed, JobState::running).find("ranks"), std::string::npos);
@@ -424,18 +425,12 @@ TEST(StatusWatch, AFrameShowsASparklineOfEachJobsTrainingLossUnderItsRow) {
 // else's, skipped whole (not held: one endless line would take the login node's memory), and the
 // lines after it count.
 TEST(StatusMetrics, ALineTooLongForARecordIsSkippedAndTheNextOnesAreRead) {
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("dljob-longline-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "metrics.jsonl")
-        << R"({"type":"train","iter":20,"max_iter":100,"loss":1.5})"
-        << "\n"
-        << R"({"type":"train","iter":99,"max_iter":100,"loss":9.9,"pad":")"
-        << std::string(std::size_t{1} << 20U, 'x') << "\"}\n"
-        << R"({"type":"test","iter":20,"accuracy":0.5})"
-        << "\n";
-    auto metrics = read_metrics(dir.string());
-    std::filesystem::remove_all(dir);
+    const MetricsDir dir("longline",
+                         {R"({"type":"train","iter":20,"max_iter":100,"loss":1.5})",
+                          R"({"type":"train","iter":99,"max_iter":100,"loss":9.9,"pad":")" +
+                              std::string(std::size_t{1} << 20U, 'x') + "\"}",
+                          R"({"type":"test","iter":20,"accuracy":0.5})"});
+    auto metrics = read_metrics(dir.path());
     ASSERT_TRUE(metrics);
     EXPECT_EQ(metrics->iter, 20) << "the long line was read as a record";
     ASSERT_TRUE(metrics->loss);
@@ -445,18 +440,12 @@ TEST(StatusMetrics, ALineTooLongForARecordIsSkippedAndTheNextOnesAreRead) {
 }
 
 TEST(StatusMetrics, TheFinalRecordSaysWhereTrainingEnded) {
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("dljob-metrics-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "metrics.jsonl")
-        << R"({"type":"train","iter":0,"max_iter":100,"loss":2.3,"images_per_s":500})"
-        << "\n"
-        << R"({"type":"test","iter":100,"accuracy":0.75,"loss":0.7})"
-        << "\n"
-        << R"({"type":"final","iter":100,"max_iter":100,"status":"completed","test_accuracy":0.751})"
-        << "\n";
-    auto metrics = read_metrics(dir.string());
-    std::filesystem::remove_all(dir);
+    const MetricsDir dir(
+        "metrics",
+        {R"({"type":"train","iter":0,"max_iter":100,"loss":2.3,"images_per_s":500})",
+         R"({"type":"test","iter":100,"accuracy":0.75,"loss":0.7})",
+         R"({"type":"final","iter":100,"max_iter":100,"status":"completed","test_accuracy":0.751})"});
+    auto metrics = read_metrics(dir.path());
     ASSERT_TRUE(metrics);
     EXPECT_EQ(metrics->iter, 100);
     EXPECT_EQ(metrics->max_iter, 100);
