@@ -159,6 +159,18 @@ void net_target(const std::uint8_t* data, std::size_t size) {
     solver.apply_update();
 }
 
+// Lines of `--solver KEY=VALUE` (dltrain train/check/time) over the tiny net's config.
+void solver_overrides_target(const std::uint8_t* data, std::size_t size) {
+    std::vector<std::string> lines;
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    for (std::size_t start = 0; start < text.size() && lines.size() < 64;) {
+        const std::size_t end = std::min(text.find('\n', start), text.size());
+        lines.emplace_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+    (void)dl::parse_config(k_net_yaml, "tiny.yaml", lines);
+}
+
 void caffemodel_target(const std::uint8_t* data, std::size_t size) {
     TinyNet tiny;
     dl::io::copy_caffemodel_weights(write_file("in.caffemodel", data, size), tiny.net);
@@ -332,6 +344,7 @@ const std::map<std::string, Target>& targets() {
          [](const std::uint8_t* d, std::size_t n) { config_target(d, n, "in.prototxt"); }},
         {"yaml", [](const std::uint8_t* d, std::size_t n) { config_target(d, n, "in.yaml"); }},
         {"net", net_target},
+        {"solver", solver_overrides_target},
         {"caffemodel", caffemodel_target},
         {"checkpoint", checkpoint_target},
         {"mean", mean_target},

@@ -1,5 +1,6 @@
 // libFuzzer targets for what dljob reads from users: a recipe (loaded, its overrides-free
-// resolution against two bundled sites, its job script rendered, as `dljob render` does), a
+// resolution against two bundled sites, its job script rendered, as `dljob render` does), its
+// `--set` overrides, a
 // site profile (loaded, then the bundled MNIST recipe rendered on it) and a run directory's
 // metrics.jsonl (as `dljob status` and `plot` read it), a packed dataset's metadata, and what
 // the schedulers' commands print (each adapter's submit, poll, find and cancel). dljob's
@@ -65,6 +66,17 @@ fs::path write_input(const char* name, const std::uint8_t* data, std::size_t siz
     return file;
 }
 
+std::vector<std::string> lines_of(const std::uint8_t* data, std::size_t size) {
+    std::vector<std::string> lines;
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    for (std::size_t start = 0; start < text.size() && lines.size() < 64;) {
+        const std::size_t end = std::min(text.find('\n', start), text.size());
+        lines.emplace_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+    return lines;
+}
+
 dljob::app::RenderOptions options_for(const fs::path& recipe) {
     dljob::app::RenderOptions options;
     options.recipe = recipe;
@@ -81,6 +93,14 @@ void recipe_target(const std::uint8_t* data, std::size_t size) {
         options.site = site;
         (void)dljob::app::render_recipe(options);
     }
+}
+
+// Lines of `--set KEY=VALUE` (submit, render, sweep) applied to the bundled MNIST recipe.
+void overrides_target(const std::uint8_t* data, std::size_t size) {
+    auto options = options_for(fs::path(DLJOB_SOURCE_DIR) / "recipes" / "mnist.yaml");
+    options.overrides = lines_of(data, size);
+    options.site = "bigred2";
+    (void)dljob::app::render_recipe(options);
 }
 
 void site_target(const std::uint8_t* data, std::size_t size) {
@@ -246,9 +266,9 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
     const char* name = std::getenv("DL_FUZZ_TARGET");
     g_target = name == nullptr ? "" : name;
     if (g_target != "recipe" && g_target != "site" && g_target != "metrics" &&
-        g_target != "dataset" && g_target != "scheduler") {
-        std::fprintf(stderr, "dljob_fuzz: set DL_FUZZ_TARGET to recipe, site, metrics, dataset "
-                             "or scheduler\n");
+        g_target != "dataset" && g_target != "scheduler" && g_target != "overrides") {
+        std::fprintf(stderr, "dljob_fuzz: set DL_FUZZ_TARGET to recipe, site, metrics, dataset, "
+                             "scheduler or overrides\n");
         std::exit(2);
     }
     return 0;
@@ -261,6 +281,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         site_target(data, size);
     } else if (g_target == "metrics") {
         metrics_target(data, size);
+    } else if (g_target == "overrides") {
+        overrides_target(data, size);
     } else if (g_target == "dataset") {
         dataset_target(data, size);
     } else {

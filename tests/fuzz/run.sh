@@ -24,7 +24,7 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(prototxt net yaml caffemodel checkpoint mean idx cifar datum pack image imagelist recipe site metrics dataset scheduler)
+((${#targets[@]})) || targets=(prototxt net yaml solver caffemodel checkpoint mean idx cifar datum pack image imagelist recipe site metrics dataset scheduler overrides)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
     -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
@@ -68,6 +68,8 @@ seed metrics "$out"/seeds/metrics/*
 seed dataset "$out"/seeds/dataset/*
 seed pack "$out"/seeds/pack/*
 seed scheduler "$out"/seeds/scheduler/*
+seed overrides "$out"/seeds/overrides/*
+seed solver "$out"/seeds/solver/*
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -77,7 +79,8 @@ for target in "${targets[@]}"; do
     (cd "$out/$target" &&
         binary=$fuzz
         case $target in
-            recipe | site | metrics | dataset | scheduler) binary=$build/tests/fuzz/dljob_fuzz ;;
+            recipe | site | metrics | dataset | scheduler | overrides)
+                binary=$build/tests/fuzz/dljob_fuzz ;;
         esac
         DL_FUZZ_TARGET=$target "$binary" corpus -max_total_time="$seconds" -timeout=10 \
             -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 -print_final_stats=1 \

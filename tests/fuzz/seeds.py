@@ -7,6 +7,7 @@ searching for its header.
   idx/    an IDX image file and its label file, after the byte that says where they split
   cifar/  two CIFAR-10 records
   imagelist/ ImageData lists of dl_fuzz's three images, after the byte for colour and resize
+  overrides/, solver/ `dljob --set` and `dltrain --solver` assignments
   scheduler/ tests/fixtures/scheduler-output's recorded outputs, after the exit-status byte
   metrics/ a metrics.jsonl as dltrain writes it: a run killed at iteration 300, resumed from its
           checkpoint at 200, completed, and a line cut short
@@ -87,6 +88,14 @@ def main(out: Path) -> None:
     (out / "imagelist").mkdir(parents=True, exist_ok=True)
     (out / "imagelist" / "same-size").write_bytes(b"\x01a.pgm 0\nc d.pgm 7\n")
     (out / "imagelist" / "resized").write_bytes(b"\x06a.pgm 1\nb.pgm 2\n\nc d.pgm 2147483647\n")
+
+    (out / "overrides").mkdir(parents=True, exist_ok=True)
+    (out / "overrides" / "some").write_bytes(
+        b"resources.gpus=2\nresources.walltime=02:00:00\nresources.memory=16G\n"
+        b"data.stage_to=ramdisk\ncheckpoint.max_continuations=3\nenvironment.needs=[cuda]\n")
+    (out / "solver").mkdir(parents=True, exist_ok=True)
+    (out / "solver" / "some").write_bytes(
+        b"max_iter=5\nbase_lr=0.1\nlr_policy=step\nstepsize=2\nbatch_size=4\ntype=Nesterov\n")
 
     recorded = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "scheduler-output"
     (out / "scheduler").mkdir(parents=True, exist_ok=True)
