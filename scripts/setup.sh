@@ -3,7 +3,7 @@
 #
 #   scripts/setup.sh            build, test and run dependencies (what the README's commands need)
 #   scripts/setup.sh --bench    also what the benchmarks compare against (PyTorch, hyperfine, rsync)
-#   scripts/setup.sh --fuzz     also Clang with libFuzzer and PIL (tests/fuzz/run.sh)
+#   scripts/setup.sh --fuzz     also Clang with libFuzzer (tests/fuzz/run.sh)
 #   scripts/setup.sh --list     print the package list and exit
 #
 # Idempotent: when everything is installed it does nothing (no apt-get update). Runs apt-get as
@@ -33,6 +33,8 @@ test_packages=(
     python3-numpy python3-protobuf
     # Caffe's LMDBs written as convert_imageset does (tests/integration/data_pack_train.sh).
     python3-lmdb
+    # The fuzz targets' image seeds (tests/fuzz/seeds.py), replayed by ctest fuzz.replay.
+    python3-pil
     # LevelDBs of Datums for the siamese net, HDF5 files for Caffe's HDF5Data
     # (tests/engine/bvlc_train.py, tests/engine/hdf5_files.py).
     python3-plyvel python3-h5py
@@ -41,7 +43,7 @@ test_packages=(
     debootstrap openssl
 )
 bench_packages=(python3-torch python3-numpy hyperfine rsync time)
-fuzz_packages=(clang libclang-rt-14-dev python3-pil)
+fuzz_packages=(clang libclang-rt-14-dev)
 
 packages=("${build_packages[@]}" "${test_packages[@]}")
 case "${1:-}" in

@@ -24,64 +24,28 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-((${#targets[@]})) || targets=(prototxt net yaml solver caffemodel checkpoint mean idx cifar datum pack image imagelist recipe site metrics dataset scheduler overrides)
+
+# shellcheck source=tests/fuzz/corpus.sh
+source "$root/tests/fuzz/corpus.sh"
+((${#targets[@]})) || targets=("${fuzz_targets[@]}")
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDLJOB_FUZZ=ON \
     -DDLJOB_BUILD_TESTS=OFF -DDLJOB_CUDA=OFF -DDLJOB_MPI=OFF -DDLJOB_SANITIZE=address,undefined \
     -DCMAKE_UNITY_BUILD=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
     -DCMAKE_CXX_FLAGS=-DDL_CPU_NO_CLONES >/dev/null
 cmake --build "$build" --target dl_fuzz dljob_fuzz
-fuzz=$build/tests/fuzz/dl_fuzz
-
-hostile=$root/tests/engine/hostile
-seed() { # seed TARGET FILE...: copies the files that exist into TARGET's corpus
-    local dir=$out/$1/corpus
-    shift
-    mkdir -p "$dir"
-    local file
-    for file in "$@"; do
-        [[ -f $file ]] && cp "$file" "$dir/$(basename "$(dirname "$file")")-$(basename "$file")"
-    done
-    return 0
-}
-mkdir -p "$out/seeds"
-DL_FUZZ_SEEDS=$out/seeds "$fuzz" >/dev/null
-DL_FUZZ_SEEDS=$out/seeds "$build/tests/fuzz/dljob_fuzz" >/dev/null
-shopt -s nullglob globstar
-seed prototxt "$hostile"/*.prototxt "$root"/tests/engine/prototxt/*.prototxt \
-    "$root"/tests/fixtures/bvlc-caffe/**/*.prototxt
-seed net "$out"/prototxt/corpus/*
-seed yaml "$hostile"/*.yaml "$root"/recipes/networks/*.yaml
-seed caffemodel "$hostile"/*.caffemodel "$out"/seeds/caffemodel/*
-seed checkpoint "$out"/seeds/checkpoint/*
-seed mean "$hostile"/*.binaryproto
-seed datum "$hostile"/*.datum
-seed recipe "$root"/recipes/*.yaml
-seed site "$root"/site-profiles/*.yaml
-# Debian's python3 (python3-pil), not whatever python3 comes first on the PATH.
-/usr/bin/python3 "$root/tests/fuzz/seeds.py" "$out/seeds"
-seed idx "$out"/seeds/idx/*
-seed cifar "$out"/seeds/cifar/*
-seed image "$out"/seeds/image/*
-seed imagelist "$out"/seeds/imagelist/*
-seed metrics "$out"/seeds/metrics/*
-seed dataset "$out"/seeds/dataset/*
-seed pack "$out"/seeds/pack/*
-seed scheduler "$out"/seeds/scheduler/*
-seed overrides "$out"/seeds/overrides/*
-seed solver "$out"/seeds/solver/*
+dl=$build/tests/fuzz/dl_fuzz
+dljob=$build/tests/fuzz/dljob_fuzz
+gather_corpus "$out" "$dl" "$dljob"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+shopt -s nullglob
 status=0
 for target in "${targets[@]}"; do
     echo "== $target (${seconds} s)"
+    binary=$(fuzz_binary "$target" "$dl" "$dljob")
     (cd "$out/$target" &&
-        binary=$fuzz
-        case $target in
-            recipe | site | metrics | dataset | scheduler | overrides)
-                binary=$build/tests/fuzz/dljob_fuzz ;;
-        esac
         DL_FUZZ_TARGET=$target "$binary" corpus -max_total_time="$seconds" -timeout=10 \
             -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 -print_final_stats=1 \
             >log.txt 2>&1) || true
