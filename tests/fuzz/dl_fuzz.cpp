@@ -86,11 +86,11 @@ solver:
 
 struct TinyNet {
     dl::NetConfig config = [] {
-        dl::NetConfig net = dl::parse_config(k_net_yaml, "tiny.yaml");
-        for (auto& layer : net.layers) {
+        dl::NetConfig parsed = dl::parse_config(k_net_yaml, "tiny.yaml");
+        for (auto& layer : parsed.layers) {
             layer.shape = {1, 8, 8};
         }
-        return net;
+        return parsed;
     }();
     std::unique_ptr<dl::Backend> backend = dl::make_backend("cpu", 1);
     dl::Net net{config, dl::Phase::train, *backend, 3};
