@@ -13,14 +13,61 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dl {
 namespace {
+
+/// Where the first byte of `text` is that starts no UTF-8 sequence or breaks one (overlong forms
+/// and surrogates included), or nothing when it is all UTF-8.
+std::optional<std::size_t> invalid_utf8_at(std::string_view text) {
+    for (std::size_t i = 0; i < text.size();) {
+        const auto lead = static_cast<unsigned char>(text[i]);
+        if (lead < 0x80) {
+            ++i;
+            continue;
+        }
+        const std::size_t length = lead >= 0xC2 && lead <= 0xDF   ? 2
+                                   : lead >= 0xE0 && lead <= 0xEF ? 3
+                                   : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                                  : 0;
+        if (length == 0 || i + length > text.size()) {
+            return i;
+        }
+        std::uint32_t code = lead & (0x7FU >> length);
+        for (std::size_t k = 1; k < length; ++k) {
+            const auto next = static_cast<unsigned char>(text[i + k]);
+            if ((next & 0xC0U) != 0x80U) {
+                return i;
+            }
+            code = (code << 6U) | (next & 0x3FU);
+        }
+        if ((length == 3 && (code < 0x800 || (code >= 0xD800 && code <= 0xDFFF))) ||
+            (length == 4 && (code < 0x10000 || code > 0x10FFFF))) {
+            return i;
+        }
+        i += length;
+    }
+    return std::nullopt;
+}
+
+/// `text` with every byte outside printable ASCII as \xNN, for a message about it.
+std::string shown_bytes(std::string_view text) {
+    std::string shown;
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        shown += byte >= 0x20 && byte < 0x7F ? std::string(1, c) : fmt::format("\\x{:02X}", byte);
+    }
+    return shown;
+}
 
 // Kernel, stride and pad bound: the layers' geometry (H + 2 pad - kernel) is int arithmetic,
 // and a window a million pixels wide is a typo, not a net (Caffe's largest are 11 wide).
@@ -31,6 +78,7 @@ public:
     explicit Validator(const NetConfig& config) : m_config(config) {}
 
     void run() const {
+        check_net_text();
         for (const LayerConfig& layer : m_config.layers) {
             check_layer(layer);
         }
@@ -223,6 +271,7 @@ private:
     };
 
     void check_layer(const LayerConfig& layer) const {
+        check_text(layer);
         check_params(layer);
         const LayerKind* kind = find_layer_kind(layer.type);
         if (kind == nullptr) {
@@ -232,6 +281,94 @@ private:
         }
         if (kind->check != nullptr) {
             kind->check(layer, Checks(*this, layer));
+        }
+    }
+
+    // Why `value` cannot be written as YAML, or nothing.
+    static std::optional<std::string> not_utf8(const std::string& value) {
+        const auto at = invalid_utf8_at(value);
+        if (!at) {
+            return std::nullopt;
+        }
+        return fmt::format("'{}' is not UTF-8 text (byte {} of it is 0x{:02X}): dltrain writes "
+                           "configs as YAML, which holds UTF-8 only; save the file as UTF-8",
+                           shown_bytes(value), *at + 1, static_cast<unsigned char>(value[*at]));
+    }
+
+    // The net's name and the solver's stages, as the layers' strings below.
+    void check_net_text() const {
+        if (const auto problem = not_utf8(m_config.name)) {
+            throw Error(ErrorKind::config,
+                        fmt::format("{}: the net's name {}", m_config.file.string(), *problem));
+        }
+        for (const NetState& state : net_states(m_config.solver)) {
+            for (const auto& stage : state.stages) {
+                if (const auto problem = not_utf8(stage)) {
+                    fail_solver(state.phase == Phase::train ? "train_state" : "test_state",
+                                fmt::format("a stage of the {} net: {}",
+                                            state.phase == Phase::train ? "train" : "test",
+                                            *problem));
+                }
+            }
+        }
+    }
+
+    // Every string of a layer is UTF-8: dltrain writes configs as YAML (the run directory's
+    // config.resolved.yaml, `dltrain convert`), which holds nothing else; yaml-cpp stopped
+    // writing at the first other byte and left a config that read back as another.
+    void check_text(const LayerConfig& layer) const {
+        const auto utf8 = [&](const std::string& key, const std::string& value) {
+            if (const auto problem = not_utf8(value)) {
+                fail(layer, key,
+                     fmt::format("key '{}' in layer '{}': {}", key, shown_bytes(layer.name),
+                                 *problem));
+            }
+        };
+        utf8("name", layer.name);
+        utf8("type", layer.type);
+        for (const auto& blob : layer.bottoms) {
+            utf8("bottom", blob);
+        }
+        for (const auto& blob : layer.tops) {
+            utf8("top", blob);
+        }
+        for (const auto& param : layer.params) {
+            utf8("param", param.name);
+        }
+        for (const auto* rules : {&layer.include, &layer.exclude}) {
+            for (const NetStateRule& rule : *rules) {
+                for (const auto* stages : {&rule.stages, &rule.not_stages}) {
+                    for (const auto& stage : *stages) {
+                        utf8(rules == &layer.include ? "include" : "exclude", stage);
+                    }
+                }
+            }
+        }
+        // The type's own keys, each through the same visitor the readers and writers use.
+        class Texts final : public FieldVisitor {
+        public:
+            explicit Texts(const std::function<void(const std::string&, const std::string&)>& check)
+                : m_check(check) {}
+            void integer(const Field& /*f*/, int& /*value*/) override {}
+            void number(const Field& /*f*/, float& /*value*/) override {}
+            void flag(const Field& /*f*/, bool& /*value*/) override {}
+            void flag(const Field& /*f*/, std::optional<bool>& /*value*/) override {}
+            void text(const Field& f, std::string& value) override { m_check(f.key, value); }
+            void numbers(const Field& /*f*/, std::vector<float>& /*value*/) override {}
+            void integers(const Field& /*f*/, std::vector<int>& /*value*/) override {}
+            void filler(const Field& f, FillerConfig& value) override {
+                m_check(f.key, value.type);
+                m_check(f.key, value.variance_norm);
+            }
+
+        private:
+            const std::function<void(const std::string&, const std::string&)>& m_check;
+        };
+        if (const LayerKind* kind = find_layer_kind(layer.type); kind != nullptr) {
+            const std::function<void(const std::string&, const std::string&)> check = utf8;
+            Texts texts(check);
+            LayerConfig copy = layer; // the fields are visited through a mutable config
+            kind->fields(texts, copy);
         }
     }
 

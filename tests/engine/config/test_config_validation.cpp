@@ -195,6 +195,38 @@ TEST_F(ConfigValidation, YamlAndPrototxtGiveTheSameMessageFromTheSameValidator) 
     EXPECT_NE(dropout.find("must be in [0, 1) (got nan)"), std::string::npos) << dropout;
 }
 
+// Strings are written back as YAML (config.resolved.yaml, dltrain convert), which holds UTF-8
+// only: every UTF-8 name reads back as it was, and anything else is refused where it is, not
+// written as a config that reads back as another (found by tests/fuzz's net target).
+TEST_F(ConfigValidation, StringsMustBeUtf8AndUtf8OnesReadBackFromYaml) {
+    const auto net = [](const std::string& top) {
+        return "layer {\n  name: \"in\"\n  type: \"Input\"\n  top: \"" + top +
+               "\"\n  input_param { shape { dim: 1 dim: 2 } }\n}\n";
+    };
+    // Two-, three- and four-byte sequences at the edges of what UTF-8 allows.
+    for (const std::string top : {"caf\xC3\xA9", "\xE2\x82\xAC\xEF\xBF\xBF", "\xF0\x9F\x98\x80",
+                                  "\xF4\x8F\xBF\xBF", "\xC2\x80"}) {
+        const fs::path file = m_dir.path() / "good.prototxt";
+        std::ofstream(file) << net(top);
+        const NetConfig config = load_config(file);
+        EXPECT_EQ(config.layers.at(0).tops.at(0), top);
+        const NetConfig again = parse_config(to_yaml(config), "again.yaml");
+        EXPECT_EQ(again.layers.at(0).tops.at(0), top) << to_yaml(config);
+    }
+    // A Latin-1 byte, a lone continuation byte, a cut sequence, an overlong form, a surrogate,
+    // a code point past U+10FFFF: each refused at the key, naming the byte.
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"caf\xE9", "byte 4 of it is 0xE9"},      {"a\x80", "byte 2 of it is 0x80"},
+        {"\xE2\x82", "byte 1 of it is 0xE2"},     {"\xC0\x80", "byte 1 of it is 0xC0"},
+        {"\xED\xA0\x80", "byte 1 of it is 0xED"}, {"\xF4\x90\x80\x80", "byte 1 of it is 0xF4"}};
+    for (const auto& [top, said] : bad) {
+        const std::string message = error_of("bad.prototxt", net(top));
+        EXPECT_EQ(message.rfind("bad.prototxt:4:", 0), 0U) << message;
+        EXPECT_NE(message.find("key 'top' in layer 'in': "), std::string::npos) << message;
+        EXPECT_NE(message.find(said), std::string::npos) << message;
+    }
+}
+
 TEST_F(ConfigValidation, DltrainCheckOfAZeroStridePrototxtExits3) {
     // It died of SIGFPE (a division by the stride) before the validator.
     dl_test::write_tiny_dataset(m_dir.path(), "train", 4, 8, 1);
