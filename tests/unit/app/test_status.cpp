@@ -341,6 +341,16 @@ TEST(StatusMetrics, ValuesOfTheWrongTypeOrRangeAreSkipped) {
     EXPECT_EQ(metrics->max_iter, 0); // nor its max_iter
     EXPECT_EQ(metrics->loss, 0.25);
     EXPECT_EQ(metrics->final_status, "");
+    // An elapsed_s no job has (found by the same target: a cast past int64) gives no ETA.
+    JobMetrics endless = *metrics;
+    endless.iter = 10;
+    endless.max_iter = 1000;
+    endless.elapsed_s = 1e300;
+    EXPECT_EQ(progress_text(endless, JobState::running), "iter 10/1000 loss 0.250");
+    endless.elapsed_s = -5.0;
+    EXPECT_EQ(progress_text(endless, JobState::running), "iter 10/1000 loss 0.250");
+    endless.elapsed_s = 10.0;
+    EXPECT_EQ(progress_text(endless, JobState::running), "iter 10/1000 loss 0.250 ETA 16m30s");
 }
 
 // A data-parallel training (issue 21): its start line names its ranks, and status shows them

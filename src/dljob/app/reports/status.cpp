@@ -265,10 +265,11 @@ std::optional<JobMetrics> read_metrics(const std::string& run_dir,
             }
             return it->get<double>();
         };
-        // Iterations: whole numbers an int64 holds (what dltrain's int iterations always are).
+        // Iterations: from 0 to what an int64 holds (dltrain's are ints), so that differences
+        // of them cannot overflow either.
         auto count = [&](const char* key) -> std::optional<std::int64_t> {
             const auto value = number(key);
-            if (!value || !(std::abs(*value) < 9.0e18)) {
+            if (!value || !(*value >= 0.0 && *value < 9.0e18)) {
                 return std::nullopt;
             }
             return static_cast<std::int64_t>(*value);

@@ -32,6 +32,9 @@ std::string duration_text(std::int64_t seconds) {
     return fmt::format("{}s", seconds);
 }
 
+// Longer than any job runs: an ETA past it comes from a damaged line.
+constexpr double k_century_s = 100.0 * 365.25 * 86400.0;
+
 } // namespace
 
 std::string state_text(const Job& job) {
@@ -77,7 +80,11 @@ std::string progress_text(const JobMetrics& m, JobState state) {
         !is_terminal(state)) {
         const double eta = *m.elapsed_s / static_cast<double>(m.iter - m.start_iter) *
                            static_cast<double>(m.max_iter - m.iter);
-        text += " ETA " + duration_text(static_cast<std::int64_t>(eta));
+        // A damaged line's elapsed_s (negative, 1e300) gives no ETA rather than a cast past
+        // int64 or a negative duration; a century is beyond any job's.
+        if (eta >= 0.0 && eta < k_century_s) {
+            text += " ETA " + duration_text(static_cast<std::int64_t>(eta));
+        }
     }
     // A running job's "final" line is an earlier attempt's, until this one writes its own.
     if (!m.final_status.empty() && is_terminal(state)) {
