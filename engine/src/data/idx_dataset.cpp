@@ -209,6 +209,8 @@ std::vector<std::uint8_t> read_member(const PackMemberPath& member, const DataBu
                                                    (member.pack / member.member).string(),
                                                    member.pack.string(), member.member));
     }
+    // The index's size is a claim: held to the budget before anything is read.
+    budget.check(entry->size, member_name(member));
     return maybe_gunzip(pack.read(*entry), member_name(member), budget);
 }
 
@@ -270,6 +272,7 @@ IdxDataset load_pack_images(const Pack& pack, const std::string& prefix, bool wi
         const PackEntry& entry = *members[i];
         const std::string what = fmt::format("{} (member {})", pack.dir().string(), entry.path);
         leave_if_stopped(what);
+        budget.check(entry.size, what);
         const DecodedImage image = decode_image(pack.read(entry), channels, what);
         if (i == 0) {
             channels = image.channels;

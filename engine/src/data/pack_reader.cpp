@@ -1,6 +1,7 @@
 #include "data/pack_reader.hpp"
 
 #include "data/pack_zstd.hpp"
+#include "io/regular_file.hpp"
 
 #include <dl/error.hpp>
 
@@ -30,6 +31,11 @@ constexpr const char* chunks_name = "chunks.tsv";
 constexpr std::string_view index_magic = "# dljob-index v1";
 constexpr std::string_view index_magic_v2 = "# dljob-index v2";
 constexpr std::string_view chunks_magic = "# dljob-chunks v1";
+// dljob pack's frames hold 4 MiB of tar (app/data/pack.hpp, pack_chunk_bytes); a table may
+// say up to this much, and no more.
+constexpr std::uint64_t k_max_frame_bytes = std::uint64_t{64} << 20;
+// A manifest lists one line per data file: a million of them are under this.
+constexpr std::uint64_t k_max_manifest_bytes = std::uint64_t{256} << 20;
 
 template <class T> bool parse_number(std::string_view text, T& value) {
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -47,6 +53,8 @@ bool Pack::is_pack(const fs::path& dir) {
 
 Pack::Pack(const fs::path& dir) : m_dir(dir) {
     const fs::path index = dir / index_name;
+    // A FIFO is refused here, not waited on by the stream below.
+    (void)io::RegularFile(index, "pack index");
     std::ifstream in(index);
     if (!in) {
         throw Error(ErrorKind::config, fmt::format("cannot read {}", index.string()));
@@ -120,19 +128,21 @@ Pack::Pack(const fs::path& dir) : m_dir(dir) {
 
 void Pack::open_shards() {
     const auto open_shard = [&](const fs::path& path, std::uint64_t tar_bytes, bool known) {
+        // A FIFO or a device is refused at once (RegularFile never blocks on opening).
+        io::RegularFile file(path, "pack data file");
         Shard shard;
         shard.path = path;
-        shard.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        struct stat st {};
-        if (shard.fd < 0 || ::fstat(shard.fd, &st) != 0) {
-            const int error = errno;
-            if (shard.fd >= 0) {
-                ::close(shard.fd);
-            }
+        const std::uint64_t file_bytes = file.size();
+        shard.fd = file.release();
+        // An uncompressed data file is its tar: the members' bounds are checked against it.
+        if (known && !m_compressed && tar_bytes != file_bytes) {
+            ::close(shard.fd);
             throw Error(ErrorKind::config,
-                        fmt::format("cannot open {}: {}", path.string(), std::strerror(error)));
+                        fmt::format("{}: the manifest says {} tar bytes, the file has {}: the "
+                                    "pack is truncated or damaged",
+                                    path.string(), tar_bytes, file_bytes));
         }
-        shard.tar_bytes = known ? tar_bytes : static_cast<std::uint64_t>(st.st_size);
+        shard.tar_bytes = known ? tar_bytes : file_bytes;
         m_shards.push_back(std::move(shard));
     };
     if (m_version == 1) {
@@ -141,17 +151,18 @@ void Pack::open_shards() {
     }
     // Version 2 names its data files only in the manifest.
     const fs::path manifest_path = m_dir / manifest_name;
-    std::ifstream in(manifest_path);
-    const auto doc = nlohmann::json::parse(in, nullptr, false);
+    const std::vector<char> text =
+        io::RegularFile(manifest_path, "pack manifest").read_all(k_max_manifest_bytes);
+    const auto doc = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
     const auto bad = [&](const std::string& what) {
         return Error(ErrorKind::config, fmt::format("{}: {}", manifest_path.string(), what));
     };
-    if (!in.good() && !in.eof()) {
-        throw bad("cannot read it (a version 2 pack lists its data files there)");
-    }
     if (doc.is_discarded() || !doc.is_object() || !doc.contains("shards") ||
         !doc["shards"].is_array() || doc["shards"].empty()) {
         throw bad("expected a JSON object with a non-empty \"shards\" list");
+    }
+    if (doc.contains("compression") && !doc["compression"].is_string()) {
+        throw bad("\"compression\" is not a name (none or zstd)");
     }
     const std::string compression = doc.value("compression", "none");
     if (compression != "none" && compression != "zstd") {
@@ -175,6 +186,7 @@ void Pack::open_shards() {
 
 void Pack::load_chunks() {
     const fs::path path = m_dir / chunks_name;
+    (void)io::RegularFile(path, "pack chunk table");
     std::ifstream in(path);
     if (!in) {
         throw Error(
@@ -224,6 +236,12 @@ void Pack::load_chunks() {
             throw bad(fmt::format("a frame of {} bytes cannot hold {} (zstd expands at most "
                                   "32768 times)",
                                   chunk.stored_size, chunk.raw_size));
+        }
+        // One frame is decompressed whole into the reader's buffer: its size is bounded before
+        // the buffer is sized by it (dljob pack writes frames of 4 MiB).
+        if (chunk.raw_size > k_max_frame_bytes) {
+            throw bad(fmt::format("a frame of {} bytes (dljob pack writes at most {})",
+                                  chunk.raw_size, k_max_frame_bytes));
         }
         // Frames are contiguous in both streams: a reader can then trust the table's arithmetic.
         const Chunk last = shard.chunks.empty() ? Chunk{} : shard.chunks.back();
@@ -285,18 +303,19 @@ void Pack::pread_exactly(const Shard& shard, std::uint8_t* out, std::uint64_t si
 }
 
 std::vector<std::uint8_t> Pack::read(const PackEntry& entry) const {
-    std::vector<std::uint8_t> bytes(entry.size);
     if (m_compressed) {
-        read_compressed(entry, bytes.data());
-    } else {
-        pread_exactly(m_shards.at(entry.shard), bytes.data(), entry.size, entry.offset, entry.path);
+        return read_compressed(entry);
     }
+    // The member lies inside its data file (its tar is the file: checked when it was opened).
+    std::vector<std::uint8_t> bytes(entry.size);
+    pread_exactly(m_shards.at(entry.shard), bytes.data(), entry.size, entry.offset, entry.path);
     return bytes;
 }
 
-void Pack::read_compressed(const PackEntry& entry, std::uint8_t* out) const {
+std::vector<std::uint8_t> Pack::read_compressed(const PackEntry& entry) const {
     const Shard& shard = m_shards.at(entry.shard);
     const std::lock_guard lock(m_cache_mutex);
+    std::vector<std::uint8_t> out;
     std::uint64_t position = entry.offset;
     const std::uint64_t end = entry.offset + entry.size;
     while (position < end) {
@@ -319,10 +338,12 @@ void Pack::read_compressed(const PackEntry& entry, std::uint8_t* out) const {
             m_cached_chunk = index;
         }
         const std::uint64_t take = std::min(end, chunk.raw_offset + chunk.raw_size) - position;
-        std::copy_n(m_cached.begin() + static_cast<std::ptrdiff_t>(position - chunk.raw_offset),
-                    take, out + (position - entry.offset));
+        const auto from =
+            m_cached.begin() + static_cast<std::ptrdiff_t>(position - chunk.raw_offset);
+        out.insert(out.end(), from, from + static_cast<std::ptrdiff_t>(take));
         position += take;
     }
+    return out;
 }
 
 std::optional<PackMemberPath> find_pack_member(const fs::path& path) {

@@ -48,8 +48,9 @@ public:
 
     [[nodiscard]] const std::vector<PackEntry>& files() const { return m_files; }
     [[nodiscard]] const PackEntry* find(const std::string& member) const;
-    /// The member's bytes (pread from its data file, decompressed when the pack is).
-    /// Safe to call from several threads.
+    /// The member's bytes (pread from its data file, decompressed when the pack is). Memory
+    /// follows what is read, not what the index claims: a compressed member grows frame by
+    /// frame as each one decompresses. Safe to call from several threads.
     [[nodiscard]] std::vector<std::uint8_t> read(const PackEntry& entry) const;
     [[nodiscard]] const std::filesystem::path& dir() const { return m_dir; }
     [[nodiscard]] bool compressed() const { return m_compressed; }
@@ -71,7 +72,7 @@ private:
     void load_chunks();
     void pread_exactly(const Shard& shard, std::uint8_t* out, std::uint64_t size,
                        std::uint64_t offset, const std::string& member) const;
-    void read_compressed(const PackEntry& entry, std::uint8_t* out) const;
+    [[nodiscard]] std::vector<std::uint8_t> read_compressed(const PackEntry& entry) const;
 
     std::filesystem::path m_dir;
     std::vector<PackEntry> m_files; // regular files only, in index order

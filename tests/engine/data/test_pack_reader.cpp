@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <png.h>
 #include <zstd.h>
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <sstream>
 #include <tuple>
 
@@ -401,6 +403,83 @@ TEST(PackReader, AFrameClaimingMoreThanZstdCanHoldIsRefused) {
     } catch (const dl::Error& e) {
         EXPECT_NE(std::string(e.what()).find("cannot hold"), std::string::npos) << e.what();
     }
+}
+
+/// What opening the pack in `dir` throws, or "" when it opens.
+std::string pack_error(const fs::path& dir) {
+    try {
+        const dl::data::Pack pack(dir);
+    } catch (const dl::Error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+// The manifest and the data files are the pack's claims too (found by tests/fuzz's pack
+// target): each is checked before it is used, and none is waited on.
+TEST(PackReader, TheManifestAndTheDataFilesAreCheckedBeforeUse) {
+    TempDir dir;
+    std::mt19937 random(7);
+    std::string incompressible(9000, '\0');
+    for (char& c : incompressible) {
+        c = static_cast<char>(random());
+    }
+    write_pack(dir.path() / "plain", {{"a", incompressible}});
+    // One frame holding the whole tar, about 9 KB stored.
+    const auto fresh = [&](const std::string& name) {
+        compress_pack(dir.path() / "plain", dir.path() / name, 1 << 20);
+        return dir.path() / name;
+    };
+    // "compression" of another type: a config error, not nlohmann's type_error.
+    const fs::path typed = fresh("typed");
+    auto manifest = nlohmann::json::parse(read_bytes(typed / "manifest.json"));
+    manifest["compression"] = 5;
+    std::ofstream(typed / "manifest.json", std::ios::trunc) << manifest.dump();
+    EXPECT_NE(pack_error(typed).find("\"compression\" is not a name"), std::string::npos)
+        << pack_error(typed);
+    // A FIFO as the manifest, the chunk table or a data file: refused, not waited on.
+    for (const char* file : {"manifest.json", "chunks.tsv", "data.tar.zst"}) {
+        const fs::path pack = fresh(std::string("fifo-") + file);
+        fs::remove(pack / file);
+        ASSERT_EQ(::mkfifo((pack / file).c_str(), 0600), 0);
+        EXPECT_NE(pack_error(pack).find("not a regular file"), std::string::npos)
+            << file << ": " << pack_error(pack);
+    }
+    // A frame said to hold 100 MiB more (which zstd could, from 9 KB): past what dljob pack
+    // writes, refused before a frame buffer is sized by it.
+    const fs::path big = fresh("big-frame");
+    std::string chunks = read_bytes(big / "chunks.tsv");
+    const auto last_start = chunks.rfind('\n', chunks.size() - 2) + 1;
+    std::istringstream fields(chunks.substr(last_start));
+    std::uint64_t shard = 0, raw_offset = 0, raw_size = 0, stored_offset = 0, stored_size = 0;
+    fields >> shard >> raw_offset >> raw_size >> stored_offset >> stored_size;
+    ASSERT_GE(stored_size, 4000U); // so that the 32768-times rule alone would let it pass
+    const std::uint64_t extra = std::uint64_t{100} << 20;
+    chunks.erase(last_start);
+    chunks += fmt::format("{}\t{}\t{}\t{}\t{}\n", shard, raw_offset, raw_size + extra,
+                          stored_offset, stored_size);
+    std::ofstream(big / "chunks.tsv", std::ios::binary) << chunks;
+    manifest = nlohmann::json::parse(read_bytes(big / "manifest.json"));
+    manifest["shards"][0]["tar_bytes"] =
+        manifest["shards"][0]["tar_bytes"].get<std::uint64_t>() + extra;
+    std::ofstream(big / "manifest.json", std::ios::trunc) << manifest.dump();
+    EXPECT_NE(pack_error(big).find("dljob pack writes at most"), std::string::npos)
+        << pack_error(big);
+    // An uncompressed version 2 data file is its tar: a manifest claiming more is refused.
+    const fs::path plain2 = fresh("plain-v2");
+    fs::remove(plain2 / "data.tar.zst");
+    fs::remove(plain2 / "chunks.tsv");
+    fs::copy_file(dir.path() / "plain/data.tar", plain2 / "data-00000.tar");
+    manifest = nlohmann::json::parse(read_bytes(plain2 / "manifest.json"));
+    manifest["compression"] = "none";
+    manifest["shards"][0]["file"] = "data-00000.tar";
+    std::ofstream(plain2 / "manifest.json", std::ios::trunc) << manifest.dump();
+    EXPECT_EQ(pack_error(plain2), ""); // the true size reads
+    manifest["shards"][0]["tar_bytes"] =
+        manifest["shards"][0]["tar_bytes"].get<std::uint64_t>() + (std::uint64_t{1} << 40);
+    std::ofstream(plain2 / "manifest.json", std::ios::trunc) << manifest.dump();
+    EXPECT_NE(pack_error(plain2).find("the manifest says"), std::string::npos)
+        << pack_error(plain2);
 }
 
 // An image header's width and height are the file's claim: a JPEG of 8x8 pixels whose header
