@@ -18,11 +18,17 @@
 #             step in a CUDA graph, on the CIFAR-shaped Fashion-MNIST made here from the bundle's
 #             fashion-mnist/ (scripts/make-cifar-fashion-mnist.py, NumPy not needed); images/s
 #             and test accuracy side by side
+#   all       a GPU round in one call (issue 38): tests, dp, cifar, bench and sanitize in turn,
+#             each under its own time limit (together under the device's 600 s a call), each
+#             one's whole output in $OUT/on_gpu/MODE.log (a temporary folder without $OUT), its
+#             key lines as it ends, and a summary table at the end with the command that reruns
+#             what failed or ran out of time: `all MODE...` runs only those
 #
 #   bench/lenet_gpu/on_gpu.sh tests|bench|sanitize|opcheck|dp|profile|kernels|job|cifar [arguments]
+#   bench/lenet_gpu/on_gpu.sh all [MODE...]
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-what=${1:?usage: $0 tests|bench [run.sh arguments]}
+what=${1:?usage: $0 all [MODE...] | tests|bench|sanitize|opcheck|dp|profile|kernels|job|cifar [arguments]}
 shift
 bundle=$root/build-gpu-bundle
 [ -f "$bundle/bundle.tar.gz" ] || { echo "no $bundle/bundle.tar.gz: run bench/lenet_gpu/bundle.sh and carry build-gpu-bundle" >&2; exit 2; }
@@ -58,7 +64,61 @@ unwrapped_env() {
     export DLTRAIN_CUDA_PLUGIN="$build/engine/libdltrain-cuda.so"
 }
 
+# The lines of a mode's log that say how it went, for `all`.
+key_lines() {
+    case $1 in
+    tests) grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran' "$2" | tail -6 ;;
+    dp) grep -E 'PASSED|FAILED|byte-identical|communicator|exit [0-9]|NCCL:' "$2" | tail -8 ;;
+    cifar) grep -E 'images/s|accuracy|dltrain /' "$2" | tail -5 ;;
+    bench) grep -E 'ratio|process start|dltrain +[0-9]|GPU:' "$2" | tail -8 ;;
+    sanitize) grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$2" | tail -8 ;;
+    *) tail -3 "$2" ;;
+    esac
+}
+
+# Seconds each mode of `all` may take: together 570, under the device's 600 s for one call.
+mode_limit() {
+    case $1 in
+    tests) echo 120 ;;
+    dp) echo 80 ;;
+    cifar) echo 140 ;;
+    bench) echo 110 ;;
+    sanitize) echo 120 ;;
+    *) echo 120 ;;
+    esac
+}
+
 case $what in
+all)
+    modes=${*:-tests dp cifar bench sanitize}
+    logs=${OUT:-$(mktemp -d)}/on_gpu
+    mkdir -p "$logs"
+    summary=""
+    rerun=""
+    for mode in $modes; do
+        limit=$(mode_limit "$mode")
+        echo "== $mode (at most $limit s; log $logs/$mode.log)"
+        started=$(date +%s)
+        status=0
+        timeout "$limit" "$0" "$mode" > "$logs/$mode.log" 2>&1 || status=$?
+        took=$(($(date +%s) - started))
+        key_lines "$mode" "$logs/$mode.log"
+        case $status in
+        0) verdict=ok ;;
+        124) verdict="out of time"; rerun="$rerun $mode" ;;
+        *) verdict="failed ($status)"; rerun="$rerun $mode" ;;
+        esac
+        summary="$summary$(printf '%-9s %-16s %4s s' "$mode" "$verdict" "$took")
+"
+    done
+    echo
+    echo "== summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+    printf '%s' "$summary"
+    if [ -n "$rerun" ]; then
+        echo "rerun: bench/lenet_gpu/on_gpu.sh all$rerun"
+        exit 1
+    fi
+    ;;
 tests)
     unwrapped_env
     # The test binary itself, not ctest: ctest's files name the directories of the build.
@@ -111,7 +171,8 @@ dp)
     echo "NCCL: ${nccl:-not found}"
     # The machine's own Open MPI for the MPI plugin (the bundle carries the plugin, not libmpi).
     if command -v mpirun >/dev/null; then
-        export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib"
+        mpi_lib=$(dirname "$(readlink -f "$(command -v mpirun)")")/../lib
+        export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$mpi_lib"
         mpirun --version 2>&1 | head -1
     fi
     status=0
@@ -269,7 +330,7 @@ PY
     exit "$status"
     ;;
 *)
-    echo "usage: $0 tests|bench|sanitize|opcheck|dp|profile|kernels|job|cifar [arguments]" >&2
+    echo "usage: $0 all [MODE...] | tests|bench|sanitize|opcheck|dp|profile|kernels|job|cifar [arguments]" >&2
     exit 2
     ;;
 esac
