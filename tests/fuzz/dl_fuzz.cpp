@@ -16,7 +16,7 @@
 #include "data/image_list.hpp"
 #include "data/mean_file.hpp"
 #include "data/pack_reader.hpp"
-#include "fuzz_start.hpp"
+#include "fuzz_support.hpp"
 #include "io/caffemodel.hpp"
 #include "io/checksum.hpp"
 #include "net/layer_kind.hpp"
@@ -161,14 +161,7 @@ void net_target(const std::uint8_t* data, std::size_t size) {
 
 // Lines of `--solver KEY=VALUE` (dltrain train/check/time) over the tiny net's config.
 void solver_overrides_target(const std::uint8_t* data, std::size_t size) {
-    std::vector<std::string> lines;
-    const std::string_view text(reinterpret_cast<const char*>(data), size);
-    for (std::size_t start = 0; start < text.size() && lines.size() < 64;) {
-        const std::size_t end = std::min(text.find('\n', start), text.size());
-        lines.emplace_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    (void)dl::parse_config(k_net_yaml, "tiny.yaml", lines);
+    (void)dl::parse_config(k_net_yaml, "tiny.yaml", fuzz::lines_of(data, size, 64));
 }
 
 void caffemodel_target(const std::uint8_t* data, std::size_t size) {

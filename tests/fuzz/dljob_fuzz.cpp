@@ -11,7 +11,7 @@
 //   DL_FUZZ_TARGET=recipe build-fuzz/tests/fuzz/dljob_fuzz CORPUS_DIR -max_total_time=60
 //   DL_FUZZ_SEEDS=DIR build-fuzz/tests/fuzz/dljob_fuzz   (writes packs' metadata as seeds)
 
-#include "fuzz_start.hpp"
+#include "fuzz_support.hpp"
 
 #include <dljob/app/data/pack.hpp>
 #include <dljob/app/jobs/render_service.hpp>
@@ -66,17 +66,6 @@ fs::path write_input(const char* name, const std::uint8_t* data, std::size_t siz
     return file;
 }
 
-std::vector<std::string> lines_of(const std::uint8_t* data, std::size_t size) {
-    std::vector<std::string> lines;
-    const std::string_view text(reinterpret_cast<const char*>(data), size);
-    for (std::size_t start = 0; start < text.size() && lines.size() < 64;) {
-        const std::size_t end = std::min(text.find('\n', start), text.size());
-        lines.emplace_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    return lines;
-}
-
 dljob::app::RenderOptions options_for(const fs::path& recipe) {
     dljob::app::RenderOptions options;
     options.recipe = recipe;
@@ -98,7 +87,7 @@ void recipe_target(const std::uint8_t* data, std::size_t size) {
 // Lines of `--set KEY=VALUE` (submit, render, sweep) applied to the bundled MNIST recipe.
 void overrides_target(const std::uint8_t* data, std::size_t size) {
     auto options = options_for(fs::path(DLJOB_SOURCE_DIR) / "recipes" / "mnist.yaml");
-    options.overrides = lines_of(data, size);
+    options.overrides = fuzz::lines_of(data, size, 64);
     options.site = "bigred2";
     (void)dljob::app::render_recipe(options);
 }
@@ -143,19 +132,17 @@ void dataset_target(const std::uint8_t* data, std::size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     (void)dljob::parse_manifest(text, "manifest.json");
     std::uint64_t number = 0;
-    for (std::size_t start = 0; start < text.size() && number < 256;) {
-        const std::size_t end = std::min(text.find('\n', start), text.size());
-        const std::string_view line = text.substr(start, end - start);
+    for (const std::string& line : fuzz::lines_of(data, size, 256)) {
         ++number;
         (void)dljob::parse_index_line(line, "index.tsv", number, 1);
         (void)dljob::parse_index_line(line, "index.tsv", number, 2);
         (void)dljob::parse_chunk_line(line, "chunks.tsv", number);
         (void)dljob::normalize_member_path(line);
         const std::size_t tab = line.find('\t');
-        if (tab != std::string_view::npos) {
-            (void)dljob::check_symlink_target(line.substr(0, tab), line.substr(tab + 1));
+        if (tab != std::string::npos) {
+            (void)dljob::check_symlink_target(std::string_view(line).substr(0, tab),
+                                              std::string_view(line).substr(tab + 1));
         }
-        start = end + 1;
     }
 }
 
