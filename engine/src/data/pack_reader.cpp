@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
-#include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
 
